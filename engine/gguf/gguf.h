@@ -1,0 +1,143 @@
+// GGUF (v2/v3) reader and writer. The reader maps the file and validates every length, count,
+// offset and size before use; a malformed file gives an Error naming the field and byte offset.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/ggml_type.h"
+#include "util/result.h"
+
+namespace ls {
+
+enum class GgufValueType : uint32_t {
+    UINT8 = 0, INT8 = 1, UINT16 = 2, INT16 = 3, UINT32 = 4, INT32 = 5, FLOAT32 = 6,
+    BOOL = 7, STRING = 8, ARRAY = 9, UINT64 = 10, INT64 = 11, FLOAT64 = 12,
+};
+
+const char* gguf_value_type_name(GgufValueType type);  // "u32", "str", "arr", ...
+bool gguf_value_type_is_integer(GgufValueType type);
+
+// One metadata value. Owns its data. Arrays keep their element type; numeric array elements
+// are widened to int64/uint64/double on access.
+struct GgufValue {
+    GgufValueType type = GgufValueType::UINT8;
+
+    // Scalars (the member matching `type`).
+    uint64_t u64 = 0;   // UINT8/16/32/64, BOOL
+    int64_t i64 = 0;    // INT8/16/32/64
+    double f64 = 0;     // FLOAT32/64
+    std::string str;    // STRING
+
+    // ARRAY: elements of `elem_type`, exactly one of these vectors is used.
+    GgufValueType elem_type = GgufValueType::UINT8;
+    std::vector<GgufValue> items;  // scalar and nested-array elements
+    std::vector<std::string> strings;  // STRING elements (kept apart: vocabularies are large)
+
+    bool is_array() const { return type == GgufValueType::ARRAY; }
+    size_t array_size() const { return elem_type == GgufValueType::STRING ? strings.size() : items.size(); }
+
+    // Numeric views; false when the value is not of a compatible kind.
+    bool get_int(int64_t* out) const;     // any integer or bool that fits in int64
+    bool get_uint(uint64_t* out) const;   // any non-negative integer or bool
+    bool get_float(double* out) const;    // any integer or float
+    std::string to_string(size_t max_items = 8) const;  // human-readable, long arrays abbreviated
+
+    static GgufValue make_u32(uint32_t v);
+    static GgufValue make_i32(int32_t v);
+    static GgufValue make_u64(uint64_t v);
+    static GgufValue make_f32(float v);
+    static GgufValue make_bool(bool v);
+    static GgufValue make_string(std::string v);
+    static GgufValue make_string_array(std::vector<std::string> v);
+    static GgufValue make_array(GgufValueType elem_type, std::vector<GgufValue> items);
+};
+
+struct GgufKV {
+    std::string key;
+    GgufValue value;
+};
+
+inline constexpr int kGgmlMaxDims = 4;
+
+struct GgufTensorInfo {
+    std::string name;
+    uint32_t n_dims = 0;
+    int64_t ne[kGgmlMaxDims] = {1, 1, 1, 1};  // ggml order: ne[0] varies fastest
+    GgmlType type = GgmlType::F32;
+    uint64_t offset = 0;         // relative to the start of the data section
+    uint64_t n_bytes = 0;        // size of the data
+    const uint8_t* data = nullptr;  // points into the mapped file
+
+    int64_t n_elements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
+    int64_t n_rows() const { return ne[1] * ne[2] * ne[3]; }
+};
+
+class MappedFile;
+
+class GgufFile {
+public:
+    // Maps and validates `path`. Errors are kBadInput with the field and byte offset.
+    static Result<std::unique_ptr<GgufFile>> open(const std::string& path);
+    // Parses a copy of `bytes` (for tests and fuzzing). `name` appears in messages.
+    static Result<std::unique_ptr<GgufFile>> parse(std::vector<uint8_t> bytes, std::string name = "<memory>");
+
+    ~GgufFile();
+    GgufFile(const GgufFile&) = delete;
+    GgufFile& operator=(const GgufFile&) = delete;
+
+    const std::string& path() const { return path_; }
+    uint32_t version() const { return version_; }
+    uint64_t alignment() const { return alignment_; }
+    uint64_t data_offset() const { return data_offset_; }  // absolute offset of the data section
+    uint64_t file_size() const { return size_; }
+
+    const std::vector<GgufKV>& metadata() const { return kvs_; }
+    const GgufValue* find(std::string_view key) const;
+
+    // Typed lookups; return `fallback` when the key is absent or of another kind.
+    std::string get_string(std::string_view key, std::string fallback = "") const;
+    int64_t get_int(std::string_view key, int64_t fallback) const;
+    double get_float(std::string_view key, double fallback) const;
+    bool get_bool(std::string_view key, bool fallback) const;
+
+    const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
+    const GgufTensorInfo* find_tensor(std::string_view name) const;
+
+private:
+    GgufFile() = default;
+    Status parse_all();
+
+    std::string path_;
+    std::unique_ptr<MappedFile> map_;
+    std::vector<uint8_t> owned_;  // when parsed from memory
+    const uint8_t* base_ = nullptr;
+    uint64_t size_ = 0;
+    uint32_t version_ = 0;
+    uint64_t alignment_ = 32;
+    uint64_t data_offset_ = 0;
+    std::vector<GgufKV> kvs_;
+    std::vector<GgufTensorInfo> tensors_;
+    std::map<std::string, size_t, std::less<>> kv_index_;
+    std::map<std::string, size_t, std::less<>> tensor_index_;
+};
+
+// A tensor to write: its bytes must already be in the stored type's layout.
+struct GgufWriteTensor {
+    std::string name;
+    GgmlType type = GgmlType::F32;
+    std::vector<int64_t> ne;   // ggml order, 1..4 dims
+    const void* data = nullptr;
+    uint64_t n_bytes = 0;
+};
+
+// Writes a GGUF v3 file: to `path`.tmp.<pid> first, then renamed over `path`, so an interrupted
+// write never leaves a half file. Validates that every tensor's byte size matches its type and ne.
+Status gguf_write(const std::string& path, const std::vector<GgufKV>& metadata,
+                  const std::vector<GgufWriteTensor>& tensors, uint32_t alignment = 32);
+
+}  // namespace ls

@@ -1,0 +1,175 @@
+// GGUF v3 writer: metadata and tensors go to a temporary file that is renamed over the target
+// only when complete, so an interrupted write never leaves a half-written file.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <set>
+
+#include "gguf/gguf.h"
+
+namespace ls {
+namespace {
+
+class Out {
+public:
+    explicit Out(std::FILE* f) : f_(f) {}
+    bool ok() const { return ok_; }
+    uint64_t pos() const { return pos_; }
+
+    void bytes(const void* p, size_t n) {
+        if (ok_ && n && std::fwrite(p, 1, n, f_) != n) ok_ = false;
+        pos_ += n;
+    }
+    template <class T>
+    void put(T v) { bytes(&v, sizeof v); }
+    void str(const std::string& s) {
+        put<uint64_t>(s.size());
+        bytes(s.data(), s.size());
+    }
+    void pad_to(uint64_t alignment) {
+        static const uint8_t zeros[256] = {};
+        while (pos_ % alignment) bytes(zeros, std::min<uint64_t>(alignment - pos_ % alignment, sizeof zeros));
+    }
+
+private:
+    std::FILE* f_;
+    uint64_t pos_ = 0;
+    bool ok_ = true;
+};
+
+Status check_value(const GgufValue& v, const std::string& key, int depth) {
+    if (depth > 16) return make_error(ErrorCode::kInternal, key + ": arrays nested too deep");
+    if (v.type == GgufValueType::ARRAY) {
+        for (const GgufValue& item : v.items) {
+            if (item.type != v.elem_type)
+                return make_error(ErrorCode::kInternal,
+                                  fmt::format("{}: array of {} holds a {}", key, gguf_value_type_name(v.elem_type),
+                                              gguf_value_type_name(item.type)));
+            if (Status s = check_value(item, key, depth + 1); !s) return s;
+        }
+        if (v.elem_type != GgufValueType::STRING && !v.strings.empty())
+            return make_error(ErrorCode::kInternal, key + ": strings in a non-string array");
+    }
+    return {};
+}
+
+void write_value(Out& out, const GgufValue& v) {
+    switch (v.type) {
+        case GgufValueType::UINT8: out.put<uint8_t>(static_cast<uint8_t>(v.u64)); break;
+        case GgufValueType::INT8: out.put<int8_t>(static_cast<int8_t>(v.i64)); break;
+        case GgufValueType::UINT16: out.put<uint16_t>(static_cast<uint16_t>(v.u64)); break;
+        case GgufValueType::INT16: out.put<int16_t>(static_cast<int16_t>(v.i64)); break;
+        case GgufValueType::UINT32: out.put<uint32_t>(static_cast<uint32_t>(v.u64)); break;
+        case GgufValueType::INT32: out.put<int32_t>(static_cast<int32_t>(v.i64)); break;
+        case GgufValueType::UINT64: out.put<uint64_t>(v.u64); break;
+        case GgufValueType::INT64: out.put<int64_t>(v.i64); break;
+        case GgufValueType::FLOAT32: out.put<float>(static_cast<float>(v.f64)); break;
+        case GgufValueType::FLOAT64: out.put<double>(v.f64); break;
+        case GgufValueType::BOOL: out.put<uint8_t>(v.u64 ? 1 : 0); break;
+        case GgufValueType::STRING: out.str(v.str); break;
+        case GgufValueType::ARRAY:
+            out.put<uint32_t>(static_cast<uint32_t>(v.elem_type));
+            out.put<uint64_t>(v.array_size());
+            if (v.elem_type == GgufValueType::STRING)
+                for (const std::string& s : v.strings) out.str(s);
+            else
+                for (const GgufValue& item : v.items) write_value(out, item);
+            break;
+    }
+}
+
+}  // namespace
+
+Status gguf_write(const std::string& path, const std::vector<GgufKV>& metadata,
+                  const std::vector<GgufWriteTensor>& tensors, uint32_t alignment) {
+    if (alignment == 0 || (alignment & (alignment - 1)) != 0)
+        return make_error(ErrorCode::kInternal, fmt::format("alignment {} is not a power of two", alignment));
+
+    // Validate everything before touching the disk.
+    std::set<std::string> keys;
+    bool has_alignment_key = false;
+    for (const GgufKV& kv : metadata) {
+        if (!keys.insert(kv.key).second) return make_error(ErrorCode::kInternal, "duplicate metadata key " + kv.key);
+        if (kv.key == "general.alignment") {
+            has_alignment_key = true;
+            if (kv.value.type != GgufValueType::UINT32 || kv.value.u64 != alignment)
+                return make_error(ErrorCode::kInternal, "general.alignment disagrees with the alignment argument");
+        }
+        if (Status s = check_value(kv.value, kv.key, 0); !s) return s;
+    }
+    std::set<std::string> names;
+    std::vector<uint64_t> offsets;
+    uint64_t data_size = 0;
+    for (const GgufWriteTensor& t : tensors) {
+        if (!names.insert(t.name).second) return make_error(ErrorCode::kInternal, "duplicate tensor name " + t.name);
+        if (t.ne.empty() || t.ne.size() > kGgmlMaxDims)
+            return make_error(ErrorCode::kInternal, fmt::format("tensor {} has {} dims, expected 1..4", t.name, t.ne.size()));
+        const GgmlTypeTraits* traits = ggml_type_traits(t.type);
+        if (!traits) return make_error(ErrorCode::kInternal, "tensor " + t.name + " has an unknown type");
+        int64_t rows = 1;
+        for (size_t d = 1; d < t.ne.size(); ++d) rows *= t.ne[d];
+        uint64_t row_bytes = 0;
+        if (!ggml_row_bytes(t.type, t.ne[0], &row_bytes))
+            return make_error(ErrorCode::kInternal,
+                              fmt::format("tensor {}: ne[0] {} is not a multiple of the {} block size", t.name, t.ne[0], traits->name));
+        if (row_bytes * static_cast<uint64_t>(rows) != t.n_bytes)
+            return make_error(ErrorCode::kInternal, fmt::format("tensor {}: {} bytes given, expected {}", t.name, t.n_bytes,
+                                                                row_bytes * static_cast<uint64_t>(rows)));
+        offsets.push_back(data_size);
+        data_size += t.n_bytes;
+        data_size += (alignment - data_size % alignment) % alignment;
+    }
+
+    std::string tmp = fmt::format("{}.tmp.{}", path, getpid());
+    std::FILE* f = std::fopen(tmp.c_str(), "wb");
+    if (!f) return make_error(ErrorCode::kIo, fmt::format("cannot create {}: {}", tmp, std::strerror(errno)));
+
+    Out out(f);
+    out.put<uint32_t>(0x46554747);
+    out.put<uint32_t>(3);
+    out.put<uint64_t>(tensors.size());
+    out.put<uint64_t>(metadata.size() + ((alignment != 32 && !has_alignment_key) ? 1 : 0));
+    for (const GgufKV& kv : metadata) {
+        out.str(kv.key);
+        out.put<uint32_t>(static_cast<uint32_t>(kv.value.type));
+        write_value(out, kv.value);
+    }
+    if (alignment != 32 && !has_alignment_key) {
+        out.str("general.alignment");
+        out.put<uint32_t>(static_cast<uint32_t>(GgufValueType::UINT32));
+        out.put<uint32_t>(alignment);
+    }
+    for (size_t i = 0; i < tensors.size(); ++i) {
+        const GgufWriteTensor& t = tensors[i];
+        out.str(t.name);
+        out.put<uint32_t>(static_cast<uint32_t>(t.ne.size()));
+        for (int64_t n : t.ne) out.put<int64_t>(n);
+        out.put<uint32_t>(static_cast<uint32_t>(t.type));
+        out.put<uint64_t>(offsets[i]);
+    }
+    out.pad_to(alignment);
+    for (const GgufWriteTensor& t : tensors) {
+        out.bytes(t.data, t.n_bytes);
+        out.pad_to(alignment);
+    }
+
+    bool ok = out.ok() && std::fflush(f) == 0 && fsync(fileno(f)) == 0;
+    int err = errno;
+    ok = (std::fclose(f) == 0) && ok;
+    if (!ok) {
+        std::remove(tmp.c_str());
+        return make_error(ErrorCode::kIo, fmt::format("writing {} failed: {}", path, std::strerror(err)));
+    }
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+        err = errno;
+        std::remove(tmp.c_str());
+        return make_error(ErrorCode::kIo, fmt::format("cannot rename {} to {}: {}", tmp, path, std::strerror(err)));
+    }
+    return {};
+}
+
+}  // namespace ls

@@ -1,0 +1,28 @@
+// A read-only memory mapping of a whole file.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "util/result.h"
+
+namespace ls {
+
+class MappedFile {
+public:
+    static Result<std::unique_ptr<MappedFile>> open(const std::string& path);
+    ~MappedFile();
+    MappedFile(const MappedFile&) = delete;
+    MappedFile& operator=(const MappedFile&) = delete;
+
+    const uint8_t* data() const { return data_; }
+    uint64_t size() const { return size_; }
+
+private:
+    MappedFile() = default;
+    const uint8_t* data_ = nullptr;
+    uint64_t size_ = 0;
+};
+
+}  // namespace ls

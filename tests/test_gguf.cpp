@@ -1,0 +1,258 @@
+// GGUF reader and writer: every value type, round trips, and facts of the fixture files.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "gguf/gguf.h"
+#include "gguf_builder.h"
+#include "test_support.h"
+
+namespace ls {
+namespace {
+
+std::vector<uint8_t> read_all(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void expect_same_value(const GgufValue& a, const GgufValue& b, const std::string& key) {
+    ASSERT_EQ(a.type, b.type) << key;
+    switch (a.type) {
+        case GgufValueType::STRING: EXPECT_EQ(a.str, b.str) << key; break;
+        case GgufValueType::FLOAT32:
+        case GgufValueType::FLOAT64: EXPECT_EQ(std::memcmp(&a.f64, &b.f64, 8), 0) << key; break;
+        case GgufValueType::ARRAY:
+            ASSERT_EQ(a.elem_type, b.elem_type) << key;
+            ASSERT_EQ(a.array_size(), b.array_size()) << key;
+            EXPECT_EQ(a.strings, b.strings) << key;
+            for (size_t i = 0; i < a.items.size(); ++i) expect_same_value(a.items[i], b.items[i], key);
+            break;
+        default: EXPECT_EQ(a.u64, b.u64) << key; EXPECT_EQ(a.i64, b.i64) << key;
+    }
+}
+
+TEST(Gguf, ReadsTheHandBuiltFile) {
+    auto r = GgufFile::parse(test::make_small_gguf().bytes);
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    const GgufFile& f = *r.value();
+    EXPECT_EQ(f.version(), 3u);
+    EXPECT_EQ(f.alignment(), 32u);
+    EXPECT_EQ(f.get_string("general.architecture"), "llama");
+    const GgufValue* tokens = f.find("tokenizer.ggml.tokens");
+    ASSERT_NE(tokens, nullptr);
+    EXPECT_EQ(tokens->strings, (std::vector<std::string>{"<s>", "a", "bc"}));
+    const GgufValue* nested = f.find("test.nested");
+    ASSERT_NE(nested, nullptr);
+    ASSERT_EQ(nested->items.size(), 2u);
+    EXPECT_EQ(nested->items[1].items[1].i64, 11);
+    const GgufTensorInfo* c = f.find_tensor("c.weight");
+    ASSERT_NE(c, nullptr);
+    EXPECT_EQ(c->ne[0], 4);
+    EXPECT_EQ(c->ne[1], 2);
+    EXPECT_EQ(c->n_bytes, 32u);
+    float v;
+    std::memcpy(&v, c->data + 7 * 4, 4);
+    EXPECT_EQ(v, 207.0f);
+    EXPECT_EQ(f.find("missing"), nullptr);
+    EXPECT_EQ(f.get_int("missing", -5), -5);
+}
+
+TEST(Gguf, EveryValueTypeRoundTrips) {
+    std::vector<GgufKV> kv;
+    auto add = [&](std::string key, GgufValue v) { kv.push_back({std::move(key), std::move(v)}); };
+    GgufValue v;
+    v.type = GgufValueType::UINT8; v.u64 = 250; add("u8", v);
+    v = {}; v.type = GgufValueType::INT8; v.i64 = -100; add("i8", v);
+    v = {}; v.type = GgufValueType::UINT16; v.u64 = 65000; add("u16", v);
+    v = {}; v.type = GgufValueType::INT16; v.i64 = -32000; add("i16", v);
+    add("u32", GgufValue::make_u32(4000000000u));
+    add("i32", GgufValue::make_i32(-2000000000));
+    add("f32", GgufValue::make_f32(-1.5e-7f));
+    add("bool", GgufValue::make_bool(true));
+    add("str", GgufValue::make_string(std::string("with\0nul", 8)));
+    v = {}; v.type = GgufValueType::UINT64; v.u64 = ~uint64_t(0); add("u64", v);
+    v = {}; v.type = GgufValueType::INT64; v.i64 = INT64_MIN; add("i64", v);
+    v = {}; v.type = GgufValueType::FLOAT64; v.f64 = 3.141592653589793; add("f64", v);
+    add("strs", GgufValue::make_string_array({"", "x", std::string(1000, 'y')}));
+    add("empty", GgufValue::make_array(GgufValueType::FLOAT32, {}));
+    add("nested", GgufValue::make_array(GgufValueType::ARRAY,
+                                        {GgufValue::make_array(GgufValueType::INT32, {GgufValue::make_i32(1)}),
+                                         GgufValue::make_string_array({"deep"})}));
+
+    std::vector<float> a(256 * 2);
+    for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(i) * 0.25f;
+    std::vector<uint8_t> q(144 * 3, 0x5a);  // 3 Q4_K blocks
+    std::vector<GgufWriteTensor> tensors = {
+        {"a", GgmlType::F32, {256, 2}, a.data(), a.size() * 4},
+        {"q", GgmlType::Q4_K, {256, 3}, q.data(), q.size()},
+    };
+    std::string dir = test::make_temp_dir();
+    std::string path = dir + "/rt.gguf";
+    for (uint32_t alignment : {32u, 64u}) {
+        ASSERT_TRUE(gguf_write(path, kv, tensors, alignment).ok());
+        auto r = GgufFile::open(path);
+        ASSERT_TRUE(r.ok()) << r.error().message;
+        const GgufFile& f = *r.value();
+        EXPECT_EQ(f.alignment(), alignment);
+        for (const GgufKV& want : kv) {
+            const GgufValue* got = f.find(want.key);
+            ASSERT_NE(got, nullptr) << want.key;
+            expect_same_value(want.value, *got, want.key);
+        }
+        ASSERT_EQ(f.tensors().size(), 2u);
+        EXPECT_EQ(std::memcmp(f.find_tensor("a")->data, a.data(), a.size() * 4), 0);
+        EXPECT_EQ(std::memcmp(f.find_tensor("q")->data, q.data(), q.size()), 0);
+        EXPECT_EQ((f.data_offset() + f.find_tensor("q")->offset) % alignment, 0u);
+    }
+    // No temporary file is left behind.
+    int files = 0;
+    for (auto& e : std::filesystem::directory_iterator(dir)) (void)e, ++files;
+    EXPECT_EQ(files, 1);
+    std::filesystem::remove_all(dir);
+}
+
+TEST(Gguf, AFailedWriteLeavesTheOldFileIntact) {
+    std::string dir = test::make_temp_dir();
+    std::string path = dir + "/keep.gguf";
+    std::vector<float> a(8, 1.0f);
+    ASSERT_TRUE(gguf_write(path, {{"k", GgufValue::make_u32(1)}}, {{"a", GgmlType::F32, {8}, a.data(), 32}}).ok());
+    auto before = read_all(path);
+    // A tensor whose byte size disagrees with its shape is refused before anything is written.
+    Status s = gguf_write(path, {}, {{"a", GgmlType::F32, {8}, a.data(), 28}});
+    EXPECT_FALSE(s.ok());
+    EXPECT_EQ(read_all(path), before);
+    // A directory that does not exist: a clear error, nothing created.
+    s = gguf_write(dir + "/no/such/dir/x.gguf", {}, {});
+    EXPECT_FALSE(s.ok());
+    EXPECT_NE(s.error().message.find("no/such/dir"), std::string::npos);
+    std::filesystem::remove_all(dir);
+}
+
+// Facts of the fixture models, from ../shared/fixtures/README.md section 3.
+struct ModelFact {
+    const char* file;
+    uint64_t bytes;
+    const char* arch;
+    int n_tensors;
+    int64_t n_embd;
+    int64_t n_layer;
+};
+const ModelFact kModels[] = {
+    {"models/stories260K.gguf", 1185376, "llama", 48, 64, 5},
+    {"models/llama-2-tiny-random.gguf", 1750560, "llama", 12, 8, 1},
+    {"models/llama-gqa-mini-F16.gguf", 25198176, "llama", 39, 512, 4},
+    {"models/llama-gqa-mini-Q4_K_M.gguf", 7617152, "llama", 39, 512, 4},
+    {"models/qwen2-mini-F16.gguf", 7093248, "qwen2", 38, 256, 3},
+    {"models/qwen2-mini-Q8_0.gguf", 3836960, "qwen2", 38, 256, 3},
+    {"models/deepseek2-mini-F16.gguf", 13192160, "deepseek2", 44, 256, 3},
+    {"models/deepseek2-mini-Q4_K_M.gguf", 4288288, "deepseek2", 44, 256, 3},
+    {"models/deepseek2-mini-legacy-kvb-Q4_K_M.gguf", 4306464, "deepseek2", 41, 256, 3},
+};
+
+TEST(GgufFixtures, ModelsMatchTheirDocumentedFacts) {
+    LS_REQUIRE_FIXTURES();
+    for (const ModelFact& m : kModels) {
+        SCOPED_TRACE(m.file);
+        auto r = GgufFile::open(test::fixture_path(m.file));
+        ASSERT_TRUE(r.ok()) << r.error().message;
+        const GgufFile& f = *r.value();
+        EXPECT_EQ(f.file_size(), m.bytes);
+        EXPECT_EQ(f.version(), 3u);
+        EXPECT_EQ(f.get_string("general.architecture"), m.arch);
+        EXPECT_EQ(static_cast<int>(f.tensors().size()), m.n_tensors);
+        EXPECT_EQ(f.get_int(std::string(m.arch) + ".embedding_length", -1), m.n_embd);
+        EXPECT_EQ(f.get_int(std::string(m.arch) + ".block_count", -1), m.n_layer);
+        // The data section ends at the end of the file (after the last tensor's padding).
+        uint64_t end = 0;
+        for (const auto& t : f.tensors()) end = std::max(end, f.data_offset() + t.offset + t.n_bytes);
+        EXPECT_LE(f.file_size() - end, f.alignment());
+    }
+}
+
+TEST(GgufFixtures, Stories260KTensorShapes) {
+    LS_REQUIRE_FIXTURES();
+    auto r = GgufFile::open(test::fixture_path("models/stories260K.gguf"));
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    const GgufFile& f = *r.value();
+    const GgufTensorInfo* emb = f.find_tensor("token_embd.weight");
+    ASSERT_NE(emb, nullptr);
+    EXPECT_EQ(emb->type, GgmlType::F32);
+    EXPECT_EQ(emb->ne[0], 64);
+    EXPECT_EQ(emb->ne[1], 512);
+    const GgufValue* tokens = f.find("tokenizer.ggml.tokens");
+    ASSERT_NE(tokens, nullptr);
+    EXPECT_EQ(tokens->strings.size(), 512u);
+    EXPECT_EQ(f.get_int("llama.attention.head_count", -1), 8);
+    EXPECT_EQ(f.get_int("llama.attention.head_count_kv", -1), 4);
+    // seperator/padding ids are 4294967295 in this file (u32).
+    EXPECT_EQ(f.get_int("tokenizer.ggml.padding_token_id", -1), 4294967295LL);
+}
+
+TEST(GgufFixtures, EveryFixtureFileOpens) {
+    LS_REQUIRE_FIXTURES();
+    int opened = 0;
+    for (const char* sub : {"models", "dumps", "quant", "tokenizer"}) {
+        for (const auto& e : std::filesystem::directory_iterator(test::fixture_path(sub))) {
+            if (e.path().extension() != ".gguf") continue;
+            SCOPED_TRACE(e.path().string());
+            auto r = GgufFile::open(e.path().string());
+            ASSERT_TRUE(r.ok()) << r.error().message;
+            ++opened;
+        }
+    }
+    EXPECT_EQ(opened, 9 + 18 + 26 + 6);  // models, dumps, quant, tokenizer
+}
+
+TEST(GgufFixtures, DumpMetadataAndIntegerTensors) {
+    LS_REQUIRE_FIXTURES();
+    auto r = GgufFile::open(test::fixture_path("dumps/stories260K_once_n0.gguf"));
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    const GgufFile& f = *r.value();
+    EXPECT_EQ(f.get_int("dump.format_version", -1), 1);
+    EXPECT_EQ(f.get_string("dump.prompt"), "Once upon a time");
+    const GgufValue* names = f.find("dump.tensor.orig_name");
+    ASSERT_NE(names, nullptr);
+    EXPECT_EQ(names->strings.size(), f.tensors().size());
+    const GgufTensorInfo* tokens = f.find_tensor("inp_tokens");
+    ASSERT_NE(tokens, nullptr);
+    EXPECT_EQ(tokens->type, GgmlType::I32);
+    EXPECT_EQ(tokens->ne[0], 5);  // "Once upon a time" is 5 tokens with BOS
+    const GgufValue* prompt = f.find("dump.prompt_tokens");
+    ASSERT_NE(prompt, nullptr);
+    ASSERT_EQ(prompt->items.size(), 5u);
+    for (size_t i = 0; i < 5; ++i) {
+        int32_t id;
+        std::memcpy(&id, tokens->data + 4 * i, 4);
+        EXPECT_EQ(id, prompt->items[i].i64);
+    }
+}
+
+// Rewriting a fixture with our writer gives the same bytes: same header, metadata encoding,
+// tensor infos, alignment padding and data.
+TEST(GgufFixtures, RewritingReproducesTheFileByteForByte) {
+    LS_REQUIRE_FIXTURES();
+    std::string dir = test::make_temp_dir();
+    for (const char* rel : {"models/stories260K.gguf", "models/qwen2-mini-Q8_0.gguf", "quant/Q4_K.gguf",
+                            "dumps/qwen2-mini-F16_france_n0_fa-off_nocache.gguf"}) {
+        SCOPED_TRACE(rel);
+        std::string src = test::fixture_path(rel);
+        auto r = GgufFile::open(src);
+        ASSERT_TRUE(r.ok()) << r.error().message;
+        const GgufFile& f = *r.value();
+        std::vector<GgufWriteTensor> tensors;
+        for (const auto& t : f.tensors())
+            tensors.push_back({t.name, t.type, std::vector<int64_t>(t.ne, t.ne + t.n_dims), t.data, t.n_bytes});
+        std::vector<GgufKV> kv = f.metadata();
+        std::string out = dir + "/copy.gguf";
+        Status s = gguf_write(out, kv, tensors, static_cast<uint32_t>(f.alignment()));
+        ASSERT_TRUE(s.ok()) << s.error().message;
+        EXPECT_TRUE(read_all(out) == read_all(src)) << "rewritten file differs from " << rel;
+    }
+    std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace ls

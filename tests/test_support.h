@@ -1,0 +1,24 @@
+// Helpers shared by the tests: where the fixtures are, and skipping when they are absent.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace ls::test {
+
+// Absolute path of ../shared/fixtures/<rel>, or "" when the fixtures folder is absent.
+std::string fixture_path(const std::string& rel);
+bool have_fixtures();
+// A fresh, empty temporary directory for one test.
+std::string make_temp_dir();
+
+}  // namespace ls::test
+
+// Skips the current test with a clear message when ../shared/fixtures is missing.
+#define LS_REQUIRE_FIXTURES()                                                                   \
+    do {                                                                                        \
+        if (!::ls::test::have_fixtures())                                                       \
+            GTEST_SKIP() << "../shared/fixtures not found beside the checkout; this test needs " \
+                            "the llama.cpp reference fixtures";                                 \
+    } while (0)
