@@ -1,0 +1,32 @@
+// The layerscope commands main.cpp dispatches to; each returns the process exit code
+// (0 ok, 2 bad usage, 3 unreadable or malformed input).
+#pragma once
+
+#include <string>
+
+namespace ls::app {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitUsage = 2;
+inline constexpr int kExitBadInput = 3;
+
+struct InspectOptions {
+    std::string model_path;
+    bool json = false;
+    bool list_tensors = false;   // the full tensor table in text mode (JSON always has it)
+    std::string tensor_name;     // print this tensor's values and stats
+    int values = 16;             // how many values of tensor_name to print
+};
+
+int run_inspect(const InspectOptions& options);
+
+struct GuiOptions {
+    std::string model_path;       // opened at start when not empty
+    std::string screenshot_path;  // when set: render `frames` frames, save a PNG, exit
+    int frames = 3;
+};
+
+// Opens the window; only built with the GUI (LAYERSCOPE_HAVE_GUI).
+int run_gui(const GuiOptions& options);
+
+}  // namespace ls::app

@@ -1,0 +1,142 @@
+// Loading reference dumps: tensor provenance from the parallel dump.tensor.* arrays.
+#include "compare/reference.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+namespace ls {
+namespace {
+
+std::vector<int32_t> int_array(const GgufFile& f, const char* key) {
+    std::vector<int32_t> out;
+    if (const GgufValue* v = f.find(key))
+        for (const GgufValue& item : v->items) {
+            int64_t x = 0;
+            if (item.get_int(&x)) out.push_back(static_cast<int32_t>(x));
+        }
+    return out;
+}
+
+// Splits "Qcur-0#3@1.2" into occurrence 3 (decode and ubatch come from their own arrays).
+int occurrence_of(const std::string& dump_name) {
+    size_t at = dump_name.rfind('@');
+    std::string head = at == std::string::npos ? dump_name : dump_name.substr(0, at);
+    size_t hash = head.rfind('#');
+    if (hash == std::string::npos) return 1;
+    int k = 0;
+    for (size_t i = hash + 1; i < head.size(); ++i) {
+        if (head[i] < '0' || head[i] > '9') return 1;
+        k = k * 10 + (head[i] - '0');
+    }
+    return k >= 2 ? k : 1;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<ReferenceDump>> ReferenceDump::open(const std::string& path) {
+    auto file = GgufFile::open(path);
+    if (!file) return file.error();
+    std::unique_ptr<ReferenceDump> d(new ReferenceDump());
+    d->file_ = std::move(file.value());
+    const GgufFile& f = *d->file_;
+    if (!f.find("dump.format_version"))
+        return make_error(ErrorCode::kBadInput,
+                          fmt::format("{}: not a tensor dump (no dump.format_version key); expected a dump written by "
+                                      "`layerscope run --dump` or llama.cpp's reference dumper",
+                                      path));
+    const size_t n = f.tensors().size();
+    auto strings = [&](const char* key) -> Result<const std::vector<std::string>*> {
+        const GgufValue* v = f.find(key);
+        if (!v) return static_cast<const std::vector<std::string>*>(nullptr);
+        if (v->elem_type != GgufValueType::STRING || v->strings.size() != n)
+            return make_error(ErrorCode::kBadInput, fmt::format("{}: {} must be a string array with one entry per tensor ({}), "
+                                                                "got {}", path, key, n, v->to_string(2)));
+        return &v->strings;
+    };
+    auto ints = [&](const char* key) -> Result<std::vector<int32_t>> {
+        std::vector<int32_t> a = int_array(f, key);
+        if (f.find(key) && a.size() != n)
+            return make_error(ErrorCode::kBadInput,
+                              fmt::format("{}: {} has {} entries, expected one per tensor ({})", path, key, a.size(), n));
+        return a;
+    };
+    auto orig = strings("dump.tensor.orig_name");
+    auto op = strings("dump.tensor.op");
+    auto src0 = strings("dump.tensor.src0");
+    auto src1 = strings("dump.tensor.src1");
+    auto decode = ints("dump.tensor.decode");
+    auto ubatch = ints("dump.tensor.ubatch");
+    auto kind = ints("dump.tensor.kind");
+    auto node = ints("dump.tensor.node_index");
+    for (const Error* e : {orig ? nullptr : &orig.error(), op ? nullptr : &op.error(), src0 ? nullptr : &src0.error(),
+                           src1 ? nullptr : &src1.error(), decode ? nullptr : &decode.error(),
+                           ubatch ? nullptr : &ubatch.error(), kind ? nullptr : &kind.error(),
+                           node ? nullptr : &node.error()})
+        if (e) return *e;
+
+    d->tensors_.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+        const GgufTensorInfo& info = f.tensors()[i];
+        RefTensor& t = d->tensors_[i];
+        t.info = &info;
+        t.name = info.name;
+        t.occurrence = occurrence_of(info.name);
+        size_t cut = info.name.find_first_of("#@");
+        t.base_name = orig.value() ? (*orig.value())[i] : info.name.substr(0, cut);
+        if (op.value()) t.op = (*op.value())[i];
+        if (src0.value()) t.src0 = (*src0.value())[i];
+        if (src1.value()) t.src1 = (*src1.value())[i];
+        if (!decode->empty()) t.decode = decode.value()[i];
+        if (!ubatch->empty()) t.ubatch = ubatch.value()[i];
+        if (!kind->empty()) t.kind = static_cast<RefKind>(kind.value()[i]);
+        if (!node->empty()) t.node_index = node.value()[i];
+        if (info.type != GgmlType::F32 && info.type != GgmlType::I32 && info.type != GgmlType::I64)
+            return make_error(ErrorCode::kBadInput, fmt::format("{}: tensor {} is stored as {}; dumps store F32, I32 or I64",
+                                                                path, info.name, ggml_type_name(info.type)));
+        d->by_name_[t.name] = i;
+    }
+    return d;
+}
+
+const RefTensor* ReferenceDump::find(const std::string& dump_name) const {
+    auto it = by_name_.find(dump_name);
+    return it == by_name_.end() ? nullptr : &tensors_[it->second];
+}
+
+std::vector<float> ReferenceDump::values(const RefTensor& t) const {
+    const int64_t n = t.n_elements();
+    std::vector<float> out(static_cast<size_t>(n));
+    const uint8_t* p = t.info->data;
+    for (int64_t i = 0; i < n; ++i) {
+        switch (t.info->type) {
+            case GgmlType::F32: std::memcpy(&out[i], p + 4 * i, 4); break;
+            case GgmlType::I32: { int32_t v; std::memcpy(&v, p + 4 * i, 4); out[i] = static_cast<float>(v); break; }
+            default: { int64_t v; std::memcpy(&v, p + 8 * i, 8); out[i] = static_cast<float>(v); break; }
+        }
+    }
+    return out;
+}
+
+std::vector<int32_t> ReferenceDump::out_ids(int decode, int ubatch) const {
+    for (const RefTensor& t : tensors_) {
+        if (t.kind == RefKind::kInput && t.base_name == "out_ids" && t.decode == decode && t.ubatch == ubatch &&
+            t.info->type == GgmlType::I32) {
+            std::vector<int32_t> ids(static_cast<size_t>(t.n_elements()));
+            std::memcpy(ids.data(), t.info->data, ids.size() * 4);
+            return ids;
+        }
+    }
+    return {};
+}
+
+std::vector<int32_t> ReferenceDump::prompt_tokens() const { return int_array(*file_, "dump.prompt_tokens"); }
+std::vector<int32_t> ReferenceDump::generated_tokens() const { return int_array(*file_, "dump.generated_tokens"); }
+std::vector<int32_t> ReferenceDump::decode_n_tokens() const { return int_array(*file_, "dump.decode_n_tokens"); }
+
+bool ReferenceDump::flash_attention() const {
+    std::string fa = file_->get_string("dump.flash_attn", "off");
+    return fa == "auto" || fa == "on" || fa == "enabled";
+}
+
+}  // namespace ls

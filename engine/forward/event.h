@@ -1,0 +1,42 @@
+// Events: every intermediate tensor of a forward pass, announced under the name llama.cpp gives
+// the same tensor, in execution order.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "tensor.h"
+
+namespace ls {
+
+class Backend;
+
+struct Event {
+    int64_t index = 0;        // position in the execution order of this run (0 = first event)
+    std::string name;         // llama.cpp's name, e.g. "Qcur-0", "result_output"
+    int occurrence = 1;       // k-th tensor of this name within one graph evaluation (1-based)
+    int decode = 0;           // decode call: 0 = the prompt, then one per generated token
+    int ubatch = 0;           // physical batch within the decode call
+    int layer = -1;           // -1 for tensors outside the layers
+    const char* op = "";      // the ggml op that makes it: "MUL_MAT", "ROPE", ...
+    Tensor tensor;            // f32, on the backend's device; valid during the callback only
+    Backend* backend = nullptr;
+
+    // The name as the dump format writes it: name, then "#k" for k >= 2, then "@d[.u]".
+    std::string dump_name() const;
+};
+
+// Receives events while a forward pass runs. It may block (a paused debugger) or throw
+// EvalCancelled to abandon the evaluation.
+class EventSink {
+public:
+    virtual ~EventSink() = default;
+    virtual void on_event(const Event& event) = 0;
+};
+
+struct EvalCancelled {};
+
+// Builds dump names: "Qcur-0" + occurrence 3 + decode 2 -> "Qcur-0#3@2".
+std::string event_dump_name(const std::string& name, int occurrence, int decode, int ubatch);
+
+}  // namespace ls

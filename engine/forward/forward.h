@@ -1,0 +1,47 @@
+// The forward pass of a model on a backend: evaluates tokens at the next positions of the KV
+// cache, announcing every intermediate as an Event. All buffers are allocated up front.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "backend.h"
+#include "forward/event.h"
+#include "forward/model.h"
+
+namespace ls {
+
+struct ForwardOptions {
+    MathMode mode = MathMode::kLlama;
+    int64_t n_ctx = 512;     // KV cache cells
+    int64_t n_ubatch = 512;  // tokens per graph evaluation; longer inputs are split (events "@d.u")
+    // Like llama.cpp, the last layer keeps only the rows whose logits are wanted: the last token,
+    // or every token with all_logits.
+    bool all_logits = false;
+    // llama mode: attention computed as ggml's flash-attention CPU kernel does (what llama.cpp
+    // runs with --flash-attn on/auto). kq and kq_soft_max are still computed for display.
+    bool flash_attn = false;
+};
+
+class ForwardPass {
+public:
+    virtual ~ForwardPass() = default;
+
+    // Runs `tokens` at positions [position(), position() + n). One call is one decode call for
+    // event naming. Errors: context full, token id out of range.
+    virtual Status eval(const std::vector<int32_t>& tokens, EventSink* sink) = 0;
+    // Empties the KV cache: the next eval starts at position 0 with decode call 0.
+    virtual void reset() = 0;
+
+    virtual int64_t position() const = 0;
+    virtual int decode_calls() const = 0;
+    // Logits of the last token of the last eval, one per output row (n_vocab).
+    virtual const std::vector<float>& last_logits() const = 0;
+    virtual const ForwardOptions& options() const = 0;
+};
+
+// The forward pass for the model's architecture (llama, qwen2).
+Result<std::unique_ptr<ForwardPass>> make_forward(const Model& model, Backend& backend, const ForwardOptions& options);
+
+}  // namespace ls

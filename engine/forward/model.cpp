@@ -1,0 +1,45 @@
+// Model opening: GGUF + config + tokenizer, and shape-checked weight lookups.
+#include "forward/model.h"
+
+#include <fmt/format.h>
+
+namespace ls {
+
+std::string format_ne(const int64_t* ne, int n_dims) {
+    std::string s = "[";
+    for (int i = 0; i < n_dims; ++i) s += (i ? ", " : "") + std::to_string(ne[i]);
+    return s + "]";
+}
+
+Result<std::unique_ptr<Model>> Model::open(const std::string& path) {
+    auto file = GgufFile::open(path);
+    if (!file) return file.error();
+    auto config = model_config_from_gguf(*file.value());
+    if (!config) return config.error();
+    std::unique_ptr<Model> m(new Model());
+    m->file_ = std::move(file.value());
+    m->config_ = config.value();
+    if (m->file_->find("tokenizer.ggml.tokens")) {
+        auto tok = Tokenizer::from_gguf(*m->file_);
+        if (!tok) return tok.error();
+        m->tokenizer_.emplace(std::move(tok.value()));
+    }
+    return m;
+}
+
+Result<const GgufTensorInfo*> Model::tensor(const std::string& name, std::initializer_list<int64_t> ne) const {
+    const GgufTensorInfo* t = file_->find_tensor(name);
+    if (!t)
+        return make_error(ErrorCode::kBadInput,
+                          fmt::format("{}: tensor {} is missing; a {} model needs it", path(), name, config_.arch_name));
+    int64_t want[4] = {1, 1, 1, 1};
+    int n = 0;
+    for (int64_t v : ne) want[n++] = v;
+    for (int d = 0; d < 4; ++d)
+        if (t->ne[d] != want[d])
+            return make_error(ErrorCode::kBadInput, fmt::format("{}: tensor {}: expected ne {} got {}", path(), name,
+                                                                format_ne(want, n), format_ne(t->ne, t->n_dims)));
+    return t;
+}
+
+}  // namespace ls

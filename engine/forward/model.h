@@ -1,0 +1,40 @@
+// A model opened for running: the mapped GGUF file, its config, its tokenizer, and lookups of
+// weights by name with shape checks.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "gguf/gguf.h"
+#include "model/model_config.h"
+#include "tokenizer/tokenizer.h"
+
+namespace ls {
+
+class Model {
+public:
+    // Opens and validates a model of a supported architecture. kBadInput errors name the file, the
+    // key or tensor, and what was expected.
+    static Result<std::unique_ptr<Model>> open(const std::string& path);
+
+    const GgufFile& file() const { return *file_; }
+    const ModelConfig& config() const { return config_; }
+    // Absent when the file has no tokenizer metadata (then only token ids can be run).
+    const Tokenizer* tokenizer() const { return tokenizer_ ? &*tokenizer_ : nullptr; }
+    const std::string& path() const { return file_->path(); }
+
+    // The tensor `name` if present with exactly these dims (ggml order; trailing 1s may be
+    // omitted); an error "expected ... got ..." otherwise.
+    Result<const GgufTensorInfo*> tensor(const std::string& name, std::initializer_list<int64_t> ne) const;
+    const GgufTensorInfo* find(const std::string& name) const { return file_->find_tensor(name); }
+
+private:
+    std::unique_ptr<GgufFile> file_;
+    ModelConfig config_;
+    std::optional<Tokenizer> tokenizer_;
+};
+
+std::string format_ne(const int64_t* ne, int n_dims);
+
+}  // namespace ls

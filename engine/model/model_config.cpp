@@ -1,0 +1,251 @@
+// Reads ModelConfig from GGUF metadata following llama.cpp's key names, defaults and the checks
+// its loader makes (so a file we accept is one llama.cpp would accept, and vice versa).
+#include "model/model_config.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "gguf/gguf.h"
+
+namespace ls {
+
+const char* arch_name(Arch arch) {
+    switch (arch) {
+        case Arch::kLlama: return "llama";
+        case Arch::kQwen2: return "qwen2";
+        case Arch::kDeepseek2: return "deepseek2";
+    }
+    return "?";
+}
+
+const char* rope_type_name(RopeType type) { return type == RopeType::kNeox ? "neox" : "norm"; }
+
+const char* rope_scaling_name(RopeScaling scaling) {
+    switch (scaling) {
+        case RopeScaling::kNone: return "none";
+        case RopeScaling::kLinear: return "linear";
+        case RopeScaling::kYarn: return "yarn";
+    }
+    return "?";
+}
+
+bool arch_from_name(std::string_view name, Arch* out) {
+    if (name == "llama") { *out = Arch::kLlama; return true; }
+    if (name == "qwen2") { *out = Arch::kQwen2; return true; }
+    if (name == "deepseek2") { *out = Arch::kDeepseek2; return true; }
+    return false;
+}
+
+namespace {
+
+// Reads "<arch>.<suffix>" keys with the messages a user can act on.
+class KeyReader {
+public:
+    KeyReader(const GgufFile& file, std::string arch) : file_(file), arch_(std::move(arch)) {}
+
+    std::string key(std::string_view suffix) const { return fmt::format("{}.{}", arch_, suffix); }
+
+    // Integer key; per-layer arrays (llama.cpp accepts them for head counts and n_ff) give their
+    // first element, which is what every supported architecture has in all layers.
+    Result<int64_t> get_int(std::string_view suffix, const int64_t* fallback) const {
+        std::string k = key(suffix);
+        const GgufValue* v = file_.find(k);
+        if (!v) {
+            if (fallback) return *fallback;
+            return make_error(ErrorCode::kBadInput, fmt::format("{} is missing; {} models need it", k, arch_));
+        }
+        const GgufValue* scalar = v;
+        if (v->is_array() && !v->items.empty()) scalar = &v->items[0];
+        int64_t out = 0;
+        if (!scalar->get_int(&out))
+            return make_error(ErrorCode::kBadInput,
+                              fmt::format("{} has type {}; expected an integer", k, gguf_value_type_name(v->type)));
+        return out;
+    }
+    Result<int64_t> required_int(std::string_view suffix) const { return get_int(suffix, nullptr); }
+    Result<int64_t> optional_int(std::string_view suffix, int64_t fallback) const { return get_int(suffix, &fallback); }
+
+    Result<double> get_float(std::string_view suffix, const double* fallback) const {
+        std::string k = key(suffix);
+        const GgufValue* v = file_.find(k);
+        if (!v) {
+            if (fallback) return *fallback;
+            return make_error(ErrorCode::kBadInput, fmt::format("{} is missing; {} models need it", k, arch_));
+        }
+        double out = 0;
+        if (!v->get_float(&out))
+            return make_error(ErrorCode::kBadInput,
+                              fmt::format("{} has type {}; expected a number", k, gguf_value_type_name(v->type)));
+        return out;
+    }
+    Result<double> required_float(std::string_view suffix) const { return get_float(suffix, nullptr); }
+    Result<double> optional_float(std::string_view suffix, double fallback) const { return get_float(suffix, &fallback); }
+
+    bool has(std::string_view suffix) const { return file_.find(key(suffix)) != nullptr; }
+
+private:
+    const GgufFile& file_;
+    std::string arch_;
+};
+
+// Assigns a Result's value or returns its error from the enclosing function.
+#define LS_ASSIGN(dst, expr)                 \
+    do {                                     \
+        auto ls_r_ = (expr);                 \
+        if (!ls_r_.ok()) return ls_r_.error(); \
+        (dst) = ls_r_.value();               \
+    } while (0)
+
+Error positive_error(const KeyReader& keys, std::string_view suffix, int64_t value) {
+    return make_error(ErrorCode::kBadInput,
+                      fmt::format("{} is {}; it must be positive", keys.key(suffix), value));
+}
+
+Status read_rope_scaling(const GgufFile& file, const KeyReader& keys, ModelConfig& c) {
+    std::string type = file.get_string(keys.key("rope.scaling.type"), "");
+    if (type.empty() || type == "none") c.rope_scaling = RopeScaling::kNone;
+    else if (type == "linear") c.rope_scaling = RopeScaling::kLinear;
+    else if (type == "yarn") c.rope_scaling = RopeScaling::kYarn;
+    else
+        return make_error(ErrorCode::kBadInput,
+                          fmt::format("{} is \"{}\"; expected none, linear or yarn", keys.key("rope.scaling.type"), type));
+    LS_ASSIGN(c.rope_scaling_factor, keys.optional_float("rope.scaling.factor", 1.0));
+    LS_ASSIGN(c.rope_orig_ctx, keys.optional_int("rope.scaling.original_context_length", c.n_ctx_train));
+    LS_ASSIGN(c.rope_yarn_log_multiplier, keys.optional_float("rope.scaling.yarn_log_multiplier", 0.0));
+    LS_ASSIGN(c.rope_yarn_beta_fast, keys.optional_float("rope.scaling.yarn_beta_fast", 32.0));
+    LS_ASSIGN(c.rope_yarn_beta_slow, keys.optional_float("rope.scaling.yarn_beta_slow", 1.0));
+    return {};
+}
+
+Status read_experts(const GgufFile& file, const KeyReader& keys, ModelConfig& c, bool required) {
+    if (required) {
+        LS_ASSIGN(c.n_expert, keys.required_int("expert_count"));
+        LS_ASSIGN(c.n_expert_used, keys.required_int("expert_used_count"));
+        LS_ASSIGN(c.n_expert_shared, keys.required_int("expert_shared_count"));
+        LS_ASSIGN(c.n_ff_expert, keys.required_int("expert_feed_forward_length"));
+    } else {
+        LS_ASSIGN(c.n_expert, keys.optional_int("expert_count", 0));
+        LS_ASSIGN(c.n_expert_used, keys.optional_int("expert_used_count", 0));
+        LS_ASSIGN(c.n_expert_shared, keys.optional_int("expert_shared_count", 0));
+        LS_ASSIGN(c.n_ff_expert, keys.optional_int("expert_feed_forward_length", c.n_ff));
+    }
+    LS_ASSIGN(c.n_layer_dense_lead, keys.optional_int("leading_dense_block_count", 0));
+    LS_ASSIGN(c.expert_weights_scale, keys.optional_float("expert_weights_scale", 0.0));
+    c.expert_weights_norm = file.get_bool(keys.key("expert_weights_norm"), false);
+    LS_ASSIGN(c.expert_gating_func, keys.optional_int("expert_gating_func", 0));
+    if (c.n_expert > 0 && (c.n_expert_used <= 0 || c.n_expert_used > c.n_expert))
+        return make_error(ErrorCode::kBadInput,
+                          fmt::format("{} is {}; it must be between 1 and {} ({})", keys.key("expert_used_count"),
+                                      c.n_expert_used, c.n_expert, keys.key("expert_count")));
+    if (required && c.n_expert <= 0 && c.n_layer_dense_lead < c.n_layer)
+        return make_error(ErrorCode::kBadInput,
+                          fmt::format("{} is {}; {} models with MoE blocks need n_expert > 0",
+                                      keys.key("expert_count"), c.n_expert, c.arch_name));
+    return {};
+}
+
+// deepseek2 MLA: llama.cpp decides "lite" (no q compression) from the layer count, so a model of
+// another depth must say q_lora_rank explicitly, 0 included.
+Status read_mla(const KeyReader& keys, ModelConfig& c) {
+    bool lite_by_depth = c.n_layer == 26 || c.n_layer == 27 || (c.n_layer == 48 && c.n_vocab == 128256);
+    if (lite_by_depth) {
+        LS_ASSIGN(c.q_lora_rank, keys.optional_int("attention.q_lora_rank", 0));
+    } else {
+        LS_ASSIGN(c.q_lora_rank, keys.required_int("attention.q_lora_rank"));
+    }
+    LS_ASSIGN(c.kv_lora_rank, keys.required_int("attention.kv_lora_rank"));
+    int64_t k_mla = 0, v_mla = 0;
+    LS_ASSIGN(k_mla, keys.optional_int("attention.key_length_mla", 0));
+    LS_ASSIGN(v_mla, keys.optional_int("attention.value_length_mla", 0));
+    c.mla_split = k_mla > 0 && v_mla > 0;
+    c.head_dim_k_mla = c.mla_split ? k_mla : c.head_dim_k;
+    c.head_dim_v_mla = c.mla_split ? v_mla : c.head_dim_v;
+    if (c.head_dim_k_mla <= c.n_rot)
+        return make_error(ErrorCode::kBadInput,
+                          fmt::format("{} ({}) must be larger than {} ({}): the key is nope + rope dims",
+                                      keys.key(c.mla_split ? "attention.key_length_mla" : "attention.key_length"),
+                                      c.head_dim_k_mla, keys.key("rope.dimension_count"), c.n_rot));
+    return {};
+}
+
+}  // namespace
+
+namespace {
+
+Result<ModelConfig> read_config(const GgufFile& file, bool check) {
+    ModelConfig c;
+    const GgufValue* arch_value = file.find("general.architecture");
+    if (!arch_value)
+        return make_error(ErrorCode::kBadInput,
+                          "general.architecture is missing; every model needs it (llama, qwen2 or deepseek2)");
+    if (arch_value->type != GgufValueType::STRING)
+        return make_error(ErrorCode::kBadInput, "general.architecture is not a string");
+    c.arch_name = arch_value->str;
+    if (!arch_from_name(c.arch_name, &c.arch))
+        return make_error(ErrorCode::kUnsupported,
+                          fmt::format("architecture \"{}\" is not supported; supported: llama, qwen2, deepseek2",
+                                      c.arch_name));
+
+    KeyReader keys(file, c.arch_name);
+    if (const GgufValue* tokens = file.find("tokenizer.ggml.tokens"); tokens && tokens->is_array())
+        c.n_vocab = static_cast<int64_t>(tokens->array_size());
+    LS_ASSIGN(c.n_vocab_key, keys.optional_int("vocab_size", 0));
+
+    LS_ASSIGN(c.n_ctx_train, keys.required_int("context_length"));
+    LS_ASSIGN(c.n_embd, keys.required_int("embedding_length"));
+    LS_ASSIGN(c.n_layer, keys.required_int("block_count"));
+    LS_ASSIGN(c.n_head, keys.required_int("attention.head_count"));
+    if (c.n_embd <= 0) return positive_error(keys, "embedding_length", c.n_embd);
+    if (c.n_layer <= 0) return positive_error(keys, "block_count", c.n_layer);
+    if (c.n_head <= 0) return positive_error(keys, "attention.head_count", c.n_head);
+    LS_ASSIGN(c.n_head_kv, keys.optional_int("attention.head_count_kv", c.n_head));
+    if (c.n_head_kv <= 0) return positive_error(keys, "attention.head_count_kv", c.n_head_kv);
+    if (check && c.n_head % c.n_head_kv != 0)
+        return make_error(ErrorCode::kBadInput,
+                          fmt::format("{} ({}) is not a multiple of {} ({})", keys.key("attention.head_count"),
+                                      c.n_head, keys.key("attention.head_count_kv"), c.n_head_kv));
+    LS_ASSIGN(c.head_dim_k, keys.optional_int("attention.key_length", c.n_embd / c.n_head));
+    LS_ASSIGN(c.head_dim_v, keys.optional_int("attention.value_length", c.n_embd / c.n_head));
+    LS_ASSIGN(c.n_rot, keys.optional_int("rope.dimension_count", c.head_dim_k));
+    LS_ASSIGN(c.n_ff, keys.required_int("feed_forward_length"));
+    LS_ASSIGN(c.rms_eps, keys.required_float("attention.layer_norm_rms_epsilon"));
+    LS_ASSIGN(c.rope_freq_base, keys.optional_float("rope.freq_base", 10000.0));
+    if (!(c.rms_eps > 0) || !std::isfinite(c.rms_eps))
+        return make_error(ErrorCode::kBadInput, fmt::format("{} is {}; it must be a small positive number",
+                                                            keys.key("attention.layer_norm_rms_epsilon"), c.rms_eps));
+    if (c.n_rot <= 0 || c.n_rot % 2 != 0)
+        return make_error(ErrorCode::kBadInput,
+                          fmt::format("{} is {}; it must be positive and even", keys.key("rope.dimension_count"), c.n_rot));
+    if (Status s = read_rope_scaling(file, keys, c); !s) return s.error();
+
+    switch (c.arch) {
+        case Arch::kLlama:
+            c.rope_type = RopeType::kNorm;
+            // llama.cpp: "invalid n_rot" unless the whole head is rotated.
+            if (check && c.n_rot != c.head_dim_k)
+                return make_error(ErrorCode::kBadInput,
+                                  fmt::format("{} is {} but the head dimension is {}; llama models rotate the whole "
+                                              "head (llama.cpp refuses this file: invalid n_rot)",
+                                              keys.key("rope.dimension_count"), c.n_rot, c.head_dim_k));
+            if (Status s = read_experts(file, keys, c, false); !s) return s.error();
+            break;
+        case Arch::kQwen2:
+            c.rope_type = RopeType::kNeox;
+            break;
+        case Arch::kDeepseek2:
+            c.rope_type = RopeType::kNorm;
+            if (Status s = read_experts(file, keys, c, true); !s) return s.error();
+            if (Status s = read_mla(keys, c); !s) return s.error();
+            break;
+    }
+    return c;
+}
+
+}  // namespace
+
+Result<ModelConfig> model_config_from_gguf(const GgufFile& file) { return read_config(file, true); }
+
+Result<ModelConfig> model_config_from_gguf_unchecked(const GgufFile& file) { return read_config(file, false); }
+
+}  // namespace ls

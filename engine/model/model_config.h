@@ -1,0 +1,87 @@
+// Model hyperparameters read from GGUF metadata (llama, qwen2, deepseek2), with llama.cpp's
+// defaults and requirements, so that our forward pass and the lints agree with what llama.cpp loads.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "util/result.h"
+
+namespace ls {
+
+class GgufFile;
+
+enum class Arch { kLlama, kQwen2, kDeepseek2 };
+
+// NORM rotates adjacent pairs (x0,x1),(x2,x3)...; NEOX rotates (x_i, x_{i+n_rot/2}).
+enum class RopeType { kNorm, kNeox };
+
+enum class RopeScaling { kNone, kLinear, kYarn };
+
+const char* arch_name(Arch arch);          // "llama", ...
+const char* rope_type_name(RopeType type);  // "norm", "neox"
+const char* rope_scaling_name(RopeScaling scaling);
+// Parses general.architecture; false for architectures we do not support.
+bool arch_from_name(std::string_view name, Arch* out);
+
+struct ModelConfig {
+    Arch arch = Arch::kLlama;
+    std::string arch_name;  // as written in general.architecture
+
+    int64_t n_embd = 0;        // <arch>.embedding_length
+    int64_t n_layer = 0;       // <arch>.block_count
+    int64_t n_head = 0;        // <arch>.attention.head_count
+    int64_t n_head_kv = 0;     // <arch>.attention.head_count_kv (default n_head)
+    int64_t head_dim_k = 0;    // <arch>.attention.key_length (default n_embd / n_head)
+    int64_t head_dim_v = 0;    // <arch>.attention.value_length (default n_embd / n_head)
+    int64_t n_rot = 0;         // <arch>.rope.dimension_count (default head_dim_k)
+    int64_t n_ff = 0;          // <arch>.feed_forward_length
+    int64_t n_ctx_train = 0;   // <arch>.context_length
+    int64_t n_vocab = 0;       // entries of tokenizer.ggml.tokens (0 when absent)
+    int64_t n_vocab_key = 0;   // <arch>.vocab_size when present, else 0
+    double rms_eps = 0;        // <arch>.attention.layer_norm_rms_epsilon
+    double rope_freq_base = 10000.0;
+
+    RopeType rope_type = RopeType::kNorm;
+    RopeScaling rope_scaling = RopeScaling::kNone;
+    double rope_scaling_factor = 1.0;           // rope.scaling.factor
+    int64_t rope_orig_ctx = 0;                  // rope.scaling.original_context_length
+    double rope_yarn_log_multiplier = 0.0;      // as stored (llama.cpp divides it by 0.1 on load)
+    double rope_yarn_beta_fast = 32.0;
+    double rope_yarn_beta_slow = 1.0;
+
+    // Mixture of experts (deepseek2; llama when expert_count > 0).
+    int64_t n_expert = 0;
+    int64_t n_expert_used = 0;
+    int64_t n_expert_shared = 0;
+    int64_t n_ff_expert = 0;          // expert_feed_forward_length
+    int64_t n_layer_dense_lead = 0;   // leading_dense_block_count: layers before the first MoE one
+    double expert_weights_scale = 0;  // 0 = no scaling
+    bool expert_weights_norm = false;
+    int64_t expert_gating_func = 0;   // 0 = none given (softmax), 1 = softmax, 2 = sigmoid
+
+    // deepseek2 multi-head latent attention.
+    int64_t q_lora_rank = 0;       // 0 = plain attn_q (no q compression)
+    int64_t kv_lora_rank = 0;
+    int64_t head_dim_k_mla = 0;    // key_length_mla (nope + rope), falls back to key_length
+    int64_t head_dim_v_mla = 0;    // value_length_mla, falls back to value_length
+    bool mla_split = false;        // attn_k_b/attn_v_b (true) or one attn_kv_b (legacy)
+
+    int64_t n_embd_k_gqa() const { return head_dim_k * n_head_kv; }
+    int64_t n_embd_v_gqa() const { return head_dim_v * n_head_kv; }
+    int64_t qk_nope_dim() const { return head_dim_k_mla - n_rot; }  // deepseek2 only
+    bool layer_is_moe(int64_t il) const { return n_expert > 0 && il >= n_layer_dense_lead; }
+    // YaRN attention factor as llama.cpp derives it: yarn_log_multiplier / 0.1.
+    double mscale_all_dim() const { return rope_yarn_log_multiplier / 0.1; }
+};
+
+// Reads the config of a supported architecture. Errors (kBadInput) name the missing or bad key:
+// "llama.block_count is missing; llama models need it".
+Result<ModelConfig> model_config_from_gguf(const GgufFile& file);
+
+// The same values without the consistency checks between keys (n_rot vs head dim, n_head vs
+// n_head_kv): the lints report those one by one and still check the tensors.
+Result<ModelConfig> model_config_from_gguf_unchecked(const GgufFile& file);
+
+}  // namespace ls

@@ -1,0 +1,258 @@
+// Tokenizer construction from GGUF metadata: vocabulary, merges, special ids and the defaults
+// llama.cpp applies when a key is absent (they decide BOS handling and the SPM leading space).
+#include <algorithm>
+#include <cctype>
+#include <string>
+
+#include "gguf/gguf.h"
+#include "tokenizer/tokenizer.h"
+
+namespace ls {
+
+namespace {
+
+Error bad(const std::string& key, const std::string& what) {
+    return make_error(ErrorCode::kBadInput, key + ": " + what +
+                                                "\nHINT: the file's tokenizer metadata is incomplete or damaged; "
+                                                "re-convert the model with a current convert_hf_to_gguf.py");
+}
+
+const GgufValue* find_array(const GgufFile& file, const char* key, GgufValueType elem) {
+    const GgufValue* v = file.find(key);
+    if (!v || !v->is_array() || v->elem_type != elem) return nullptr;
+    return v;
+}
+
+uint32_t attr_from_token_type(int64_t type) {
+    switch (type) {  // tokenizer.ggml.token_type values, as gguf-py writes them
+        case 1: return kTokenNormal;
+        case 2: return kTokenUnknown;
+        case 3: return kTokenControl;
+        case 4: return kTokenUserDefined;
+        case 5: return kTokenUnused;
+        case 6: return kTokenByte;
+        default: return kTokenUndefined;
+    }
+}
+
+struct PreInfo {
+    PreTokenizer pre;
+    bool clean_spaces;
+    bool ignore_merges;
+    bool add_bos;
+};
+
+// tokenizer.ggml.pre -> pattern and the per-model flags llama.cpp attaches to it.
+bool pre_info(const std::string& name, PreInfo* out) {
+    if (name.empty() || name == "default") {
+        *out = {PreTokenizer::kDefault, true, false, false};
+    } else if (name == "llama3" || name == "llama-v3" || name == "llama-bpe" || name == "falcon3" ||
+               name == "pixtral") {
+        *out = {PreTokenizer::kLlama3, true, true, true};
+    } else if (name == "dbrx" || name == "smaug-bpe") {
+        *out = {PreTokenizer::kLlama3, true, false, false};
+    } else if (name == "qwen2" || name == "deepseek-r1-qwen") {
+        *out = {PreTokenizer::kQwen2, false, false, false};
+    } else if (name == "stablelm2") {
+        *out = {PreTokenizer::kQwen2, true, false, false};
+    } else if (name == "deepseek-llm") {
+        *out = {PreTokenizer::kDeepseekLlm, false, false, false};
+    } else if (name == "gpt-2" || name == "phi-2" || name == "mpt" || name == "olmo") {
+        *out = {PreTokenizer::kGpt2, true, false, false};
+    } else {
+        return false;
+    }
+    return true;
+}
+
+// Texts that end a generation whatever the metadata says (llama.cpp's list).
+constexpr const char* kEogTexts[] = {"<|eot_id|>",    "<|im_end|>", "<|end|>", "<end_of_turn>",
+                                     "<|endoftext|>", "<|eom_id|>", "<EOT>",   "_<EOT>",
+                                     "<|end_of_text|>", "<end_of_utterance>"};
+constexpr const char* kEotTexts[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
+                                     "<|end_of_text|>", "<EOT>", "_<EOT>", "[EOT]",
+                                     "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",
+                                     "<end_of_utterance>"};
+
+template <size_t N>
+bool one_of(const std::string& s, const char* const (&list)[N]) {
+    return std::find(std::begin(list), std::end(list), s) != std::end(list);
+}
+
+}  // namespace
+
+Result<Tokenizer> Tokenizer::from_gguf(const GgufFile& file) {
+    Tokenizer t;
+    Status st = t.load(file);
+    if (!st.ok()) return st.error();
+    return t;
+}
+
+Status Tokenizer::load(const GgufFile& file) {
+    model_name_ = file.get_string("tokenizer.ggml.model");
+    pre_name_ = file.get_string("tokenizer.ggml.pre");
+    if (model_name_ == "llama") {
+        kind_ = TokenizerKind::kSpm;
+        bos_ = 1, eos_ = 2, unk_ = 0;
+        add_space_prefix_ = true;
+        add_bos_ = true;
+    } else if (model_name_ == "gpt2") {
+        kind_ = TokenizerKind::kBpe;
+        bos_ = 11, eos_ = 11;
+        PreInfo info{};
+        if (!pre_info(pre_name_, &info)) {
+            return make_error(ErrorCode::kUnsupported,
+                              "tokenizer.ggml.pre: pre-tokenizer '" + pre_name_ +
+                                  "' is not supported\nHINT: supported: llama-bpe, qwen2, deepseek-llm, gpt-2 "
+                                  "(and their aliases), default");
+        }
+        pre_ = info.pre;
+        clean_spaces_ = info.clean_spaces;
+        ignore_merges_ = info.ignore_merges;
+        add_bos_ = info.add_bos;
+    } else if (model_name_.empty()) {
+        return bad("tokenizer.ggml.model", "missing; the file has no tokenizer");
+    } else {
+        return make_error(ErrorCode::kUnsupported, "tokenizer.ggml.model: '" + model_name_ +
+                                                       "' is not supported\nHINT: supported: llama (SentencePiece), "
+                                                       "gpt2 (byte-level BPE)");
+    }
+    add_space_prefix_ = file.get_bool("tokenizer.ggml.add_space_prefix", add_space_prefix_);
+
+    const GgufValue* texts = find_array(file, "tokenizer.ggml.tokens", GgufValueType::STRING);
+    if (!texts) return bad("tokenizer.ggml.tokens", "missing or not an array of strings");
+    const size_t n = texts->strings.size();
+    if (n == 0) return bad("tokenizer.ggml.tokens", "empty vocabulary");
+
+    const GgufValue* scores = file.find("tokenizer.ggml.scores");
+    if (scores && (!scores->is_array() || scores->items.size() < n)) {
+        return bad("tokenizer.ggml.scores", "not a numeric array with one score per token");
+    }
+    const GgufValue* types = file.find("tokenizer.ggml.token_type");
+    if (types && (!types->is_array() || types->items.size() < n)) {
+        return bad("tokenizer.ggml.token_type", "not an integer array with one type per token");
+    }
+
+    tokens_.resize(n);
+    token_ids_.reserve(n);
+    for (size_t i = 0; i < n; ++i) {
+        TokenInfo& tok = tokens_[i];
+        tok.text = texts->strings[i];
+        if (tok.text.empty()) tok.text = "[EMPTY_" + std::to_string(i) + "]";  // llama.cpp's stand-in
+        if (scores) {
+            double s = 0;
+            if (!scores->items[i].get_float(&s)) return bad("tokenizer.ggml.scores", "non-numeric score");
+            tok.score = static_cast<float>(s);
+        }
+        if (types) {
+            int64_t ty = 0;
+            if (!types->items[i].get_int(&ty)) return bad("tokenizer.ggml.token_type", "non-integer type");
+            tok.attr = attr_from_token_type(ty);
+        }
+        if (!token_ids_.emplace(tok.text, static_cast<TokenId>(i)).second) {
+            return bad("tokenizer.ggml.tokens", "duplicate token '" + tok.text + "' at index " + std::to_string(i));
+        }
+    }
+
+    if (kind_ == TokenizerKind::kBpe) {
+        const GgufValue* merges = find_array(file, "tokenizer.ggml.merges", GgufValueType::STRING);
+        if (!merges) return bad("tokenizer.ggml.merges", "missing or not an array of strings (BPE needs it)");
+        n_merges_ = merges->strings.size();
+        merge_ranks_.reserve(n_merges_);
+        std::string key;
+        for (size_t i = 0; i < n_merges_; ++i) {
+            // "left right"; the search starts at 1 so that a left part that is itself a space
+            // survives. Keyed as written: lookups rebuild the same "left right" string.
+            const std::string& m = merges->strings[i];
+            const size_t space = m.find(' ', 1);
+            key = space == std::string::npos ? std::string(" ") : m;
+            merge_ranks_.emplace(key, static_cast<int>(i));
+        }
+    }
+
+    finish_special_tokens(file);
+    return {};
+}
+
+void Tokenizer::finish_special_tokens(const GgufFile& file) {
+    const size_t n = tokens_.size();
+    struct IdKey {
+        const char* key;
+        TokenId* id;
+    };
+    const IdKey keys[] = {
+        {"tokenizer.ggml.bos_token_id", &bos_},         {"tokenizer.ggml.eos_token_id", &eos_},
+        {"tokenizer.ggml.eot_token_id", &eot_},         {"tokenizer.ggml.eom_token_id", &eom_},
+        {"tokenizer.ggml.unknown_token_id", &unk_},     {"tokenizer.ggml.seperator_token_id", &sep_},
+        {"tokenizer.ggml.padding_token_id", &pad_},
+    };
+    for (const IdKey& k : keys) {
+        if (*k.id >= 0 && static_cast<size_t>(*k.id) >= n) *k.id = kNoToken;  // default outside vocab
+        const GgufValue* v = file.find(k.key);
+        uint64_t id = 0;
+        // An id past the vocabulary (stories260K writes 0xFFFFFFFF) keeps the default, like llama.cpp.
+        if (v && v->get_uint(&id) && id < n) *k.id = static_cast<TokenId>(id);
+    }
+    add_bos_ = file.get_bool("tokenizer.ggml.add_bos_token", add_bos_);
+    add_eos_ = file.get_bool("tokenizer.ggml.add_eos_token", add_eos_);
+    if (add_bos_ && bos_ == kNoToken) add_bos_ = false;
+    if (add_eos_ && eos_ == kNoToken) add_eos_ = false;
+
+    // Tokens that look like turn ends are made CONTROL and end generation, whatever their type
+    // in the file (llama.cpp does this because converters often mislabel them). Scanned in id
+    // order; llama.cpp walks a hash map, so with several candidates its EOT may differ.
+    for (size_t i = 0; i < n; ++i) {
+        TokenInfo& tok = tokens_[i];
+        const auto id = static_cast<TokenId>(i);
+        if (eot_ == kNoToken && one_of(tok.text, kEotTexts)) {
+            eot_ = id;
+            tok.attr |= kTokenControl;
+        }
+        if (eom_ == kNoToken && tok.text == "<|eom_id|>") {
+            eom_ = id;
+            tok.attr |= kTokenControl;
+        }
+        if (one_of(tok.text, kEogTexts)) {
+            eog_ids_.push_back(id);
+            tok.attr |= kTokenControl;
+        }
+    }
+    for (TokenId id : {eos_, eot_, eom_}) {
+        if (id != kNoToken && std::find(eog_ids_.begin(), eog_ids_.end(), id) == eog_ids_.end()) {
+            eog_ids_.push_back(id);
+        }
+    }
+    std::sort(eog_ids_.begin(), eog_ids_.end());
+
+    // Text matched before tokenizing: CONTROL, USER_DEFINED and UNKNOWN tokens, longest first so
+    // that a token containing another wins.
+    for (size_t i = 0; i < n; ++i) {
+        if (tokens_[i].attr & (kTokenControl | kTokenUserDefined | kTokenUnknown)) {
+            special_tokens_.push_back(static_cast<TokenId>(i));
+        }
+    }
+    std::stable_sort(special_tokens_.begin(), special_tokens_.end(), [&](TokenId a, TokenId b) {
+        return tokens_[a].text.size() > tokens_[b].text.size();
+    });
+
+    // Phi-3's special tokens swallow the white space after them (its tokenizer.json says
+    // rstrip); GGUF has no field for it, so llama.cpp keys on the model name, and so do we.
+    std::string name = file.get_string("general.name");
+    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+    if (name.find("phi-3") != std::string::npos || name.find("phi3") != std::string::npos) {
+        for (TokenId id : special_tokens_) tokens_[id].attr |= kTokenRstrip;
+        if (TokenId id = find("</s>"); id != kNoToken) tokens_[id].attr |= kTokenRstrip;
+        for (const char* text : {"<unk>", "<s>", "<|endoftext|>"}) {
+            if (TokenId id = find(text); id != kNoToken) tokens_[id].attr &= ~kTokenRstrip;
+        }
+    }
+
+    if (kind_ == TokenizerKind::kSpm) {
+        newline_ = byte_token('\n');
+    } else {
+        std::vector<TokenId> nl = encode("\n", false, false);
+        newline_ = nl.empty() ? pad_ : nl[0];
+    }
+}
+
+}  // namespace ls

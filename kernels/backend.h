@@ -1,0 +1,110 @@
+// The backend interface: memory and the ops of a transformer forward pass. The CPU backend is the
+// reference; the CUDA backend implements the same ops. A backend says what it supports instead of
+// crashing.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "tensor.h"
+
+namespace ls {
+
+// exact: f32 math on dequantized weights. llama: what ggml's CPU backend does, operand
+// conversions included (f16 KV cache, activations quantized to the weight's dot type).
+enum class MathMode { kExact, kLlama };
+
+const char* math_mode_name(MathMode mode);
+bool math_mode_from_name(const std::string& name, MathMode* out);
+
+enum class RopeMode { kNorm, kNeox };  // NORM: pairs (2i, 2i+1); NEOX: pairs (i, i + n_rot/2)
+
+struct RopeParams {
+    RopeMode mode = RopeMode::kNorm;
+    int n_rot = 0;               // rotated dims per head (the first n_rot)
+    float freq_base = 10000.0f;
+    float freq_scale = 1.0f;     // 1/factor for linear and YaRN scaling
+    int n_ctx_orig = 0;          // YaRN: original context
+    float ext_factor = 0.0f;     // YaRN: 1 when enabled
+    float attn_factor = 1.0f;
+    float beta_fast = 32.0f;
+    float beta_slow = 1.0f;
+};
+
+// Summary statistics of a tensor, computed where the data lives.
+inline constexpr int kHistogramBins = 64;
+struct TensorStats {
+    int64_t count = 0;
+    int64_t nan_count = 0;
+    int64_t inf_count = 0;
+    float min = 0, max = 0;   // over finite values
+    double mean = 0, rms = 0; // over finite values
+    // Histogram over [min, max] on an asinh scale: linear within about +-hist_scale (the bulk),
+    // logarithmic beyond (the outliers), so both show. hist_scale is the rms of the finite values.
+    float hist_scale = 1;
+    int64_t hist[kHistogramBins] = {};
+};
+
+// Value at the lower edge of histogram bin k (k = kHistogramBins gives the upper edge).
+float histogram_bin_edge(const TensorStats& s, int k);
+// Bin of value v for the stats' histogram range, clamped to [0, kHistogramBins).
+int histogram_bin(const TensorStats& s, float v);
+
+class Backend {
+public:
+    virtual ~Backend() = default;
+    virtual std::string name() const = 0;      // "CPU (8 threads)", "CUDA: NVIDIA H100"
+    virtual bool supports_weight(GgmlType type, MathMode mode) const = 0;
+
+    // Device memory. alloc'ed memory is zeroed.
+    virtual void* alloc(size_t bytes) = 0;
+    virtual void release(void* ptr) = 0;
+    virtual void upload(void* dst, const void* host_src, size_t bytes) = 0;
+    virtual void download(void* host_dst, const void* src, size_t bytes) = 0;
+    // A weight from host bytes (the mapped file); the CPU backend uses them in place.
+    virtual Tensor weight(GgmlType type, const int64_t ne[4], const void* host_data) = 0;
+
+    // y[:, t] = table row ids[t], dequantized to f32. ids are on the host.
+    virtual void get_rows(const Tensor& table, const int32_t* ids, int64_t n, Tensor& y) = 0;
+    // y[:, t] = x[:, t] / sqrt(mean(x[:, t]^2) + eps)
+    virtual void rms_norm(const Tensor& x, float eps, Tensor& y) = 0;
+    // y = x * w, w (one row) broadcast over the rows of x.
+    virtual void mul_row(const Tensor& x, const Tensor& w, Tensor& y) = 0;
+    // y = a + b (same shape, or b one row broadcast over the rows of a).
+    virtual void add(const Tensor& a, const Tensor& b, Tensor& y) = 0;
+    // y[r, t] = dot(w row r, x[:, t]): w {K, N} (any weight type), x {K, T} f32, y {N, T} f32.
+    virtual void matmul(const Tensor& w, const Tensor& x, Tensor& y, MathMode mode) = 0;
+    // Rotates the first n_rot dims of every head in place: x {head_dim, n_head, T}, pos[t] host.
+    virtual void rope(Tensor& x, const int32_t* pos, const RopeParams& p, MathMode mode) = 0;
+    // y = silu(gate) * up
+    virtual void swiglu(const Tensor& gate, const Tensor& up, Tensor& y, MathMode mode) = 0;
+
+    // Attention over a KV cache. cache_k {head_dim_k, n_head_kv, n_ctx}, cache_v {head_dim_v,
+    // n_head_kv, n_ctx}; cells [0, n_kv) are filled.
+    // Writes k {head_dim_k, n_head_kv, T} and v into cells [first, first + T) (rounded to f16 in
+    // llama mode, as ggml's f16 cache).
+    virtual void store_kv(const Tensor& k, const Tensor& v, Tensor& cache_k, Tensor& cache_v, int64_t first,
+                          MathMode mode) = 0;
+    // kq {n_kv, T, n_head} = K^T q per head (GQA: head h reads kv head h / (n_head / n_head_kv)).
+    virtual void attn_scores(const Tensor& q, const Tensor& cache_k, int64_t n_kv, Tensor& kq, MathMode mode) = 0;
+    // p = softmax(kq * scale + mask) over ne0, with the causal mask: cell j is visible to token t
+    // when j <= pos[t] (pos on the host); `causal` false disables the mask.
+    virtual void softmax_masked(const Tensor& kq, float scale, const int32_t* pos, bool causal, Tensor& p,
+                                MathMode mode) = 0;
+    // kqv {head_dim_v, T, n_head} = V p per head.
+    virtual void attn_values(const Tensor& p, const Tensor& cache_v, int64_t n_kv, Tensor& kqv, MathMode mode) = 0;
+    // Flash attention as ggml's CPU kernel computes it (llama mode: f16 Q, online softmax in f32,
+    // V accumulated in f16): out {head_dim_v, n_head, T} = softmax(q K^T * scale + mask) V.
+    virtual void attn_flash(const Tensor& q, const Tensor& cache_k, const Tensor& cache_v, int64_t n_kv, float scale,
+                            const int32_t* pos, bool causal, Tensor& out) = 0;
+    // y {head_dim * n_head, T} from x {head_dim, T, n_head} (ggml: permute(0, 2, 1, 3) + cont).
+    virtual void merge_heads(const Tensor& x, Tensor& y) = 0;
+
+    virtual void stats(const Tensor& x, TensorStats* out) = 0;
+};
+
+// The CPU backend with `n_threads` worker threads (0 = all cores).
+std::unique_ptr<Backend> make_cpu_backend(int n_threads = 0);
+
+}  // namespace ls

@@ -1,0 +1,418 @@
+// The CPU backend: the reference implementation of every op, multithreaded over rows and heads.
+// In llama mode it converts operands exactly where ggml's CPU backend does.
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <vector>
+
+#include "backend.h"
+#include "common/fp16.h"
+#include "cpu/dequant.h"
+#include "cpu/ggml_order.h"
+#include "cpu/quantize.h"
+#include "cpu/thread_pool.h"
+#include "cpu/vec_dot.h"
+#include "cpu/vec_dot_x86.h"
+
+namespace ls {
+namespace {
+
+float round_f16(float x) { return fp16_to_fp32(fp32_to_fp16(x)); }
+
+// f32 dot with 8 independent lanes so the compiler can vectorize it.
+float dot_f32(const float* a, const float* b, int64_t n) {
+    float lane[8] = {};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int l = 0; l < 8; ++l) lane[l] += a[i + l] * b[i + l];
+    float sum = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+    for (; i < n; ++i) sum += a[i] * b[i];
+    return sum;
+}
+
+// YaRN: the dims where interpolation gives way to extrapolation (as ggml computes them).
+float yarn_corr_dim(int n_dims, int n_ctx_orig, float n_rot, float base) {
+    return n_dims * std::log(n_ctx_orig / (n_rot * 2 * static_cast<float>(M_PI))) / (2 * std::log(base));
+}
+
+class CpuBackend final : public Backend {
+public:
+    explicit CpuBackend(int n_threads) : pool_(n_threads) {}
+
+    std::string name() const override { return "CPU (" + std::to_string(pool_.size()) + " threads)"; }
+
+    bool supports_weight(GgmlType type, MathMode mode) const override {
+        if (mode == MathMode::kExact) return can_dequantize(type);
+        GgmlType act;
+        return vec_dot_activation_type(type, &act);
+    }
+
+    void* alloc(size_t bytes) override {
+        void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+        if (!p) throw std::bad_alloc();
+        std::memset(p, 0, bytes);
+        return p;
+    }
+    void release(void* ptr) override { std::free(ptr); }
+    void upload(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+    void download(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+    Tensor weight(GgmlType type, const int64_t ne[4], const void* host_data) override {
+        Tensor t = make_tensor(const_cast<void*>(host_data), ne[0], ne[1], ne[2], ne[3], type);
+        return t;
+    }
+
+    void get_rows(const Tensor& table, const int32_t* ids, int64_t n, Tensor& y) override {
+        const uint64_t row_bytes = table.row_bytes();
+        const char* base = static_cast<const char*>(table.data);
+        pool_.parallel_for(n, 1, [&](int64_t b, int64_t e) {
+            for (int64_t t = b; t < e; ++t)
+                dequantize_row(table.type, base + static_cast<uint64_t>(ids[t]) * row_bytes, y.f32() + t * table.ne[0],
+                               table.ne[0]);
+        });
+    }
+
+    void rms_norm(const Tensor& x, float eps, Tensor& y) override {
+        const int64_t n = x.ne[0];
+        pool_.parallel_for(x.n_rows(), 16, [&](int64_t b, int64_t e) {
+            for (int64_t r = b; r < e; ++r) {
+                const float* xr = x.f32() + r * n;
+                float* yr = y.f32() + r * n;
+                double sum = 0.0;  // ggml sums the f32 squares in double
+                for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(xr[i] * xr[i]);
+                const float mean = static_cast<float>(sum / n);
+                const float scale = 1.0f / std::sqrt(mean + eps);
+                for (int64_t i = 0; i < n; ++i) yr[i] = xr[i] * scale;
+            }
+        });
+    }
+
+    void mul_row(const Tensor& x, const Tensor& w, Tensor& y) override {
+        const int64_t n = x.ne[0];
+        const float* wr = w.f32();
+        for (int64_t r = 0; r < x.n_rows(); ++r)
+            for (int64_t i = 0; i < n; ++i) y.f32()[r * n + i] = x.f32()[r * n + i] * wr[i];
+    }
+
+    void add(const Tensor& a, const Tensor& b, Tensor& y) override {
+        const int64_t n = a.ne[0];
+        const bool broadcast = b.n_rows() == 1 && a.n_rows() > 1;
+        for (int64_t r = 0; r < a.n_rows(); ++r) {
+            const float* br = b.f32() + (broadcast ? 0 : r * n);
+            for (int64_t i = 0; i < n; ++i) y.f32()[r * n + i] = a.f32()[r * n + i] + br[i];
+        }
+    }
+
+    void matmul(const Tensor& w, const Tensor& x, Tensor& y, MathMode mode) override {
+        const int64_t K = w.ne[0], N = w.ne[1], T = x.ne[1];
+        const uint64_t w_row_bytes = w.row_bytes();
+        const char* wbase = static_cast<const char*>(w.data);
+        const bool plain = w.type == GgmlType::F32 || w.type == GgmlType::F16;
+        if (mode == MathMode::kExact || plain) {
+            // llama mode: F16 weights see f16 activations; both sum in ggml's order.
+            const float* xs = x.f32();
+            if (mode == MathMode::kLlama && w.type == GgmlType::F16) {
+                act_f32_.resize(static_cast<size_t>(K * T));
+                for (int64_t i = 0; i < K * T; ++i) act_f32_[i] = round_f16(x.f32()[i]);
+                xs = act_f32_.data();
+            }
+            const bool tinyblas = T >= 2 && K % ggml_order::kLanes == 0;
+            pool_.parallel_for(N, 4, [&](int64_t b, int64_t e) {
+                thread_local std::vector<float> row;
+                row.resize(K);
+                for (int64_t r = b; r < e; ++r) {
+                    const float* wr = reinterpret_cast<const float*>(wbase + r * w_row_bytes);
+                    if (w.type != GgmlType::F32) {
+                        dequantize_row(w.type, wbase + r * w_row_bytes, row.data(), K);
+                        wr = row.data();
+                    }
+                    for (int64_t t = 0; t < T; ++t) {
+                        const float* xt = xs + t * K;
+                        float v;
+                        if (mode == MathMode::kExact) v = dot_f32(wr, xt, K);
+                        else if (tinyblas) v = ggml_order::dot_tinyblas(wr, xt, K);
+                        else if (w.type == GgmlType::F16) v = ggml_order::vec_dot_f16(wr, xt, K);
+                        else v = ggml_order::vec_dot_f32(wr, xt, K);
+                        y.f32()[t * N + r] = v;
+                    }
+                }
+            });
+            return;
+        }
+        // Quantized weights in llama mode: each activation column is converted to the weight's
+        // dot type first (Q8_0, Q8_1, Q8_K), as ggml does.
+        GgmlType act_type;
+        if (!vec_dot_activation_type(w.type, &act_type))
+            throw std::runtime_error(std::string("matmul: no llama-mode dot product for ") + ggml_type_name(w.type));
+        uint64_t act_row_bytes = 0;
+        ggml_row_bytes(act_type, K, &act_row_bytes);
+        act_scratch_.resize(act_row_bytes * T);
+        pool_.parallel_for(T, 1, [&](int64_t b, int64_t e) {
+            for (int64_t t = b; t < e; ++t)
+                quantize_activation_row(act_type, x.f32() + t * K, act_scratch_.data() + t * act_row_bytes, K);
+        });
+        // ggml's x86 kernels sum in their own lane order; types without one use the scalar order.
+        pool_.parallel_for(N, 4, [&](int64_t b, int64_t e) {
+            for (int64_t r = b; r < e; ++r)
+                for (int64_t t = 0; t < T; ++t) {
+                    const void* wr = wbase + r * w_row_bytes;
+                    const void* at = act_scratch_.data() + t * act_row_bytes;
+                    float* out = &y.f32()[t * N + r];
+                    if ((T >= 2 && dot_q0_tinyblas(w.type, K, wr, at, out)) || vec_dot_row_x86(w.type, K, wr, at, out))
+                        continue;
+                    vec_dot_row(w.type, K, wr, at, out);
+                }
+        });
+    }
+
+    void rope(Tensor& x, const int32_t* pos, const RopeParams& p, MathMode mode) override {
+        const int64_t head_dim = x.ne[0], n_head = x.ne[1], T = x.ne[2];
+        const int n_dims = p.n_rot;
+        const float theta_scale = std::pow(p.freq_base, -2.0f / n_dims);
+        float corr_dims[2] = {0, 0};
+        if (p.ext_factor != 0.0f) {
+            float start = std::floor(yarn_corr_dim(n_dims, p.n_ctx_orig, p.beta_fast, p.freq_base));
+            float end = std::ceil(yarn_corr_dim(n_dims, p.n_ctx_orig, p.beta_slow, p.freq_base));
+            corr_dims[0] = std::max(0.0f, start);
+            corr_dims[1] = std::min(static_cast<float>(n_dims - 1), end);
+        }
+        pool_.parallel_for(T, 1, [&](int64_t b, int64_t e) {
+            std::vector<float> cache(n_dims);
+            for (int64_t t = b; t < e; ++t) {
+                // cos/sin per pair, theta advanced by repeated multiplication as ggml does.
+                float theta_extrap = static_cast<float>(pos[t]);
+                for (int i0 = 0; i0 < n_dims; i0 += 2) {
+                    float theta = p.freq_scale * theta_extrap;
+                    float mscale = p.attn_factor;
+                    if (p.ext_factor != 0.0f) {
+                        float y = (i0 / 2 - corr_dims[0]) / std::max(0.001f, corr_dims[1] - corr_dims[0]);
+                        float ramp_mix = (1 - std::min(1.0f, std::max(0.0f, y))) * p.ext_factor;
+                        theta = theta * (1 - ramp_mix) + theta_extrap * ramp_mix;
+                        mscale *= 1.0f + 0.1f * std::log(1.0f / p.freq_scale);
+                    }
+                    cache[i0] = std::cos(theta) * mscale;
+                    cache[i0 + 1] = std::sin(theta) * mscale;
+                    theta_extrap *= theta_scale;
+                }
+                for (int64_t h = 0; h < n_head; ++h) {
+                    float* v = x.f32() + (t * n_head + h) * head_dim;
+                    for (int i0 = 0; i0 < n_dims; i0 += 2) {
+                        const float c = cache[i0], s = cache[i0 + 1];
+                        const int a = p.mode == RopeMode::kNorm ? i0 : i0 / 2;
+                        const int bi = p.mode == RopeMode::kNorm ? i0 + 1 : i0 / 2 + n_dims / 2;
+                        const float x0 = v[a], x1 = v[bi];
+                        if (mode == MathMode::kLlama) {
+                            // GCC fuses the first product of each expression in ggml's build.
+                            v[a] = std::fma(x0, c, -(x1 * s));
+                            v[bi] = std::fma(x0, s, x1 * c);
+                        } else {
+                            v[a] = x0 * c - x1 * s;
+                            v[bi] = x0 * s + x1 * c;
+                        }
+                    }
+                }
+            }
+        });
+    }
+
+    void swiglu(const Tensor& gate, const Tensor& up, Tensor& y, MathMode mode) override {
+        const int64_t n = gate.ne[0];
+        pool_.parallel_for(gate.n_rows(), 1, [&](int64_t b, int64_t e) {
+            for (int64_t r = b; r < e; ++r) {
+                const float* g = gate.f32() + r * n;
+                const float* u = up.f32() + r * n;
+                float* out = y.f32() + r * n;
+                if (mode == MathMode::kLlama) {
+                    ggml_order::swiglu_row(g, u, out, n);
+                } else {
+                    for (int64_t i = 0; i < n; ++i) out[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+                }
+            }
+        });
+    }
+
+    void store_kv(const Tensor& k, const Tensor& v, Tensor& cache_k, Tensor& cache_v, int64_t first,
+                  MathMode mode) override {
+        auto store = [&](const Tensor& src, Tensor& cache) {
+            const int64_t cell = src.ne[0] * src.ne[1];
+            float* dst = cache.f32() + first * cell;
+            for (int64_t i = 0; i < src.n_elements(); ++i)
+                dst[i] = mode == MathMode::kLlama ? round_f16(src.f32()[i]) : src.f32()[i];
+        };
+        store(k, cache_k);
+        store(v, cache_v);
+    }
+
+    void attn_scores(const Tensor& q, const Tensor& cache_k, int64_t n_kv, Tensor& kq, MathMode mode) override {
+        const int64_t hd = q.ne[0], n_head = q.ne[1], T = q.ne[2];
+        const int64_t n_head_kv = cache_k.ne[1];
+        const int64_t group = n_head / n_head_kv;
+        const bool tinyblas = T >= 2 && hd % ggml_order::kLanes == 0;
+        pool_.parallel_for(n_head * T, 1, [&](int64_t b, int64_t e) {
+            std::vector<float> qv(hd);
+            for (int64_t ht = b; ht < e; ++ht) {
+                const int64_t h = ht / T, t = ht % T, g = h / group;
+                const float* qs = q.f32() + (t * n_head + h) * hd;
+                float* out = kq.f32() + (h * T + t) * n_kv;
+                if (mode == MathMode::kExact) {
+                    for (int64_t j = 0; j < n_kv; ++j) out[j] = dot_f32(cache_k.f32() + (j * n_head_kv + g) * hd, qs, hd);
+                    continue;
+                }
+                // The f16 cache makes ggml convert Q to f16 before the dot product.
+                for (int64_t d = 0; d < hd; ++d) qv[d] = round_f16(qs[d]);
+                for (int64_t j = 0; j < n_kv; ++j) {
+                    const float* kr = cache_k.f32() + (j * n_head_kv + g) * hd;
+                    out[j] = tinyblas ? ggml_order::dot_tinyblas(kr, qv.data(), hd) : ggml_order::vec_dot_f16(kr, qv.data(), hd);
+                }
+            }
+        });
+    }
+
+    void softmax_masked(const Tensor& kq, float scale, const int32_t* pos, bool causal, Tensor& p,
+                        MathMode mode) override {
+        const int64_t n_kv = kq.ne[0], T = kq.ne[1];
+        pool_.parallel_for(kq.n_rows(), 4, [&](int64_t b, int64_t e) {
+            for (int64_t r = b; r < e; ++r) {
+                const int64_t t = r % T;
+                const float* in = kq.f32() + r * n_kv;
+                float* out = p.f32() + r * n_kv;
+                float max = -INFINITY;
+                for (int64_t j = 0; j < n_kv; ++j) {
+                    const bool visible = !causal || j <= pos[t];
+                    out[j] = visible ? in[j] * scale : -INFINITY;
+                    max = std::max(max, out[j]);
+                }
+                // ggml adds the exponentials 16 at a time (reduced in f32), the blocks in double.
+                double sum = 0.0;
+                for (int64_t j0 = 0; j0 < n_kv; j0 += ggml_order::kLanes) {
+                    float block[ggml_order::kLanes] = {};
+                    for (int l = 0; l < ggml_order::kLanes && j0 + l < n_kv; ++l) {
+                        const int64_t j = j0 + l;
+                        out[j] = mode == MathMode::kLlama ? ggml_order::v_expf(out[j] - max)
+                                 : out[j] == -INFINITY     ? 0.0f
+                                                           : std::exp(out[j] - max);
+                        block[l] = out[j];
+                    }
+                    sum += ggml_order::reduce_add16(block);
+                }
+                const float inv = static_cast<float>(1.0 / sum);
+                for (int64_t j = 0; j < n_kv; ++j) out[j] *= inv;
+            }
+        });
+    }
+
+    void attn_values(const Tensor& p, const Tensor& cache_v, int64_t n_kv, Tensor& kqv, MathMode mode) override {
+        const int64_t hd = kqv.ne[0], T = kqv.ne[1], n_head = kqv.ne[2];
+        const int64_t n_head_kv = cache_v.ne[1];
+        const int64_t group = n_head / n_head_kv;
+        // ggml reads V transposed ({n_kv, head_dim} per kv head) and sums over the padded cells
+        // (multiples of 16 for tinyBLAS, 128 for vec_dot), the extra cells being zero.
+        const bool tinyblas = T >= 2;
+        const int64_t n_pad = tinyblas ? (n_kv + 15) / 16 * 16 : (n_kv + 127) / 128 * 128;
+        v_t_.assign(static_cast<size_t>(n_head_kv * hd * n_pad), 0.0f);
+        for (int64_t g = 0; g < n_head_kv; ++g)
+            for (int64_t j = 0; j < n_kv; ++j)
+                for (int64_t d = 0; d < hd; ++d)
+                    v_t_[(g * hd + d) * n_pad + j] = cache_v.f32()[(j * n_head_kv + g) * hd + d];
+        pool_.parallel_for(n_head * T, 1, [&](int64_t b, int64_t e) {
+            std::vector<float> pv(n_pad, 0.0f);
+            for (int64_t ht = b; ht < e; ++ht) {
+                const int64_t h = ht / T, t = ht % T, g = h / group;
+                const float* ps = p.f32() + (h * T + t) * n_kv;
+                // ggml multiplies the f16 V cache with the probabilities converted to f16.
+                for (int64_t j = 0; j < n_kv; ++j) pv[j] = mode == MathMode::kLlama ? round_f16(ps[j]) : ps[j];
+                float* out = kqv.f32() + (h * T + t) * hd;
+                for (int64_t d = 0; d < hd; ++d) {
+                    const float* vr = v_t_.data() + (g * hd + d) * n_pad;
+                    if (mode == MathMode::kExact) out[d] = dot_f32(vr, pv.data(), n_kv);
+                    else if (tinyblas) out[d] = ggml_order::dot_tinyblas(vr, pv.data(), n_pad);
+                    else out[d] = ggml_order::vec_dot_f16(vr, pv.data(), n_pad);
+                }
+            }
+        });
+    }
+
+    void attn_flash(const Tensor& q, const Tensor& cache_k, const Tensor& cache_v, int64_t n_kv, float scale,
+                    const int32_t* pos, bool causal, Tensor& out) override {
+        const int64_t hd = q.ne[0], n_head = q.ne[1], T = q.ne[2];
+        const int64_t hd_v = cache_v.ne[0], n_head_kv = cache_k.ne[1];
+        const int64_t group = n_head / n_head_kv;
+        pool_.parallel_for(n_head * T, 1, [&](int64_t b, int64_t e) {
+            std::vector<float> q16(hd), acc(hd_v);
+            for (int64_t ht = b; ht < e; ++ht) {
+                const int64_t h = ht % n_head, t = ht / n_head, g = h / group;
+                const float* qs = q.f32() + (t * n_head + h) * hd;
+                for (int64_t d = 0; d < hd; ++d) q16[d] = round_f16(qs[d]);
+                float M = -INFINITY, S = 0.0f;
+                std::fill(acc.begin(), acc.end(), 0.0f);
+                for (int64_t j = 0; j < n_kv; ++j) {
+                    if (causal && j > pos[t]) continue;  // masked cells are skipped
+                    const float s = ggml_order::vec_dot_f16(cache_k.f32() + (j * n_head_kv + g) * hd, q16.data(), hd) * scale;
+                    const float m_old = M;
+                    float ms = 1.0f, vs = 1.0f;
+                    if (s > M) {
+                        M = s;
+                        ms = std::exp(m_old - M);
+                        ggml_order::vec_scale_f16(acc.data(), hd_v, ms);
+                    } else {
+                        vs = std::exp(s - M);
+                    }
+                    ggml_order::vec_mad_f16(acc.data(), cache_v.f32() + (j * n_head_kv + g) * hd_v, hd_v, vs);
+                    S = std::fma(S, ms, vs);
+                }
+                const float inv = S == 0.0f ? 0.0f : 1.0f / S;
+                float* o = out.f32() + (t * n_head + h) * hd_v;
+                for (int64_t d = 0; d < hd_v; ++d) o[d] = acc[d] * inv;
+            }
+        });
+    }
+
+    void merge_heads(const Tensor& x, Tensor& y) override {
+        const int64_t hd = x.ne[0], T = x.ne[1], n_head = x.ne[2];
+        for (int64_t t = 0; t < T; ++t)
+            for (int64_t h = 0; h < n_head; ++h)
+                std::memcpy(y.f32() + (t * n_head + h) * hd, x.f32() + (h * T + t) * hd, hd * sizeof(float));
+    }
+
+    void stats(const Tensor& x, TensorStats* out) override {
+        TensorStats s;
+        const float* v = x.f32();
+        const int64_t n = x.n_elements();
+        s.count = n;
+        double sum = 0, sumsq = 0;
+        int64_t finite = 0;
+        float mn = INFINITY, mx = -INFINITY;
+        for (int64_t i = 0; i < n; ++i) {
+            const float f = v[i];
+            if (std::isnan(f)) { ++s.nan_count; continue; }
+            if (std::isinf(f)) { ++s.inf_count; continue; }
+            ++finite;
+            sum += f;
+            sumsq += static_cast<double>(f) * f;
+            mn = std::min(mn, f);
+            mx = std::max(mx, f);
+        }
+        if (finite > 0) {
+            s.min = mn, s.max = mx;
+            s.mean = sum / finite;
+            s.rms = std::sqrt(sumsq / finite);
+            s.hist_scale = s.rms > 0 ? static_cast<float>(s.rms) : 1.0f;
+            for (int64_t i = 0; i < n; ++i)
+                if (std::isfinite(v[i])) ++s.hist[histogram_bin(s, v[i])];
+        }
+        *out = s;
+    }
+
+private:
+    ThreadPool pool_;
+    std::vector<uint8_t> act_scratch_;  // activations converted for llama-mode matmuls
+    std::vector<float> act_f32_;        // f16-rounded activations for F16 weights
+    std::vector<float> v_t_;            // V transposed and padded, for llama-mode attention
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend(int n_threads) { return std::make_unique<CpuBackend>(n_threads); }
+
+}  // namespace ls

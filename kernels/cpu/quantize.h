@@ -1,0 +1,46 @@
+// f32 -> quantized rows on the CPU: ggml's reference weight quantizers (byte-identical to
+// ggml_quantize_chunk without an importance matrix) and the activation quantizers of its matmul.
+#pragma once
+
+#include <cstdint>
+
+#include "common/ggml_type.h"
+#include "common/quant_blocks.h"
+
+namespace ls {
+
+// True when quantize_rows handles `type`.
+bool can_quantize(GgmlType type);
+
+// Quantizes `n_rows` rows of `n_per_row` f32 values (n_per_row a multiple of the block size) into
+// packed rows of `type`, like ggml_quantize_chunk(type, src, dst, 0, n_rows, n_per_row, NULL).
+// Q8_K, which ggml_quantize_chunk rejects, uses quantize_row_q8_K_ref per row.
+// Returns false, writing nothing, for an unsupported type or a bad n_per_row.
+bool quantize_rows(GgmlType type, const float* src, void* dst, int64_t n_rows, int64_t n_per_row);
+
+// Weight quantizers; n is a multiple of the block size.
+void quantize_row_q4_0_ref(const float* x, block_q4_0* y, int64_t n);
+void quantize_row_q4_1_ref(const float* x, block_q4_1* y, int64_t n);
+void quantize_row_q5_0_ref(const float* x, block_q5_0* y, int64_t n);
+void quantize_row_q5_1_ref(const float* x, block_q5_1* y, int64_t n);
+void quantize_row_q8_0_ref(const float* x, block_q8_0* y, int64_t n);  // also the portable activation path
+void quantize_row_q2_K_ref(const float* x, block_q2_K* y, int64_t n);
+void quantize_row_q3_K_ref(const float* x, block_q3_K* y, int64_t n);
+void quantize_row_q4_K_ref(const float* x, block_q4_K* y, int64_t n);
+void quantize_row_q5_K_ref(const float* x, block_q5_K* y, int64_t n);
+void quantize_row_q6_K_ref(const float* x, block_q6_K* y, int64_t n);
+// Also the activation quantizer of every K-quant dot product (identical on all ggml code paths).
+// An all-zero block gets d = 0 and zero quants and sums.
+void quantize_row_q8_K_ref(const float* x, block_q8_K* y, int64_t n);
+
+// Activation quantizers as ggml's x86 SIMD code does them: id = 127/amax and round half to even.
+// They differ from the _ref versions (id = 1/(amax/127), round half away from zero) only on ties.
+void quantize_activation_q8_0(const float* x, block_q8_0* y, int64_t n);
+void quantize_activation_q8_1(const float* x, block_q8_1* y, int64_t n);
+void quantize_row_q8_1_ref(const float* x, block_q8_1* y, int64_t n);
+
+// f32 -> f16 / bf16, round to nearest even (ggml_fp32_to_fp16_row, ggml_fp32_to_bf16_row_ref).
+void fp32_to_fp16_row(const float* x, uint16_t* y, int64_t n);
+void fp32_to_bf16_row(const float* x, uint16_t* y, int64_t n);
+
+}  // namespace ls

@@ -1,0 +1,43 @@
+// A fixed pool of worker threads for data-parallel loops; the calling thread works too.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace ls {
+
+class ThreadPool {
+public:
+    explicit ThreadPool(int n_threads);  // total threads including the caller; 0 = all cores
+    ~ThreadPool();
+    ThreadPool(const ThreadPool&) = delete;
+    ThreadPool& operator=(const ThreadPool&) = delete;
+
+    int size() const { return n_threads_; }
+
+    // Calls fn(begin, end) over disjoint chunks covering [0, n), in parallel; returns when all are
+    // done. Chunks are at least `min_chunk` long. Not reentrant.
+    void parallel_for(int64_t n, int64_t min_chunk, const std::function<void(int64_t, int64_t)>& fn);
+
+private:
+    void worker_loop(int index);
+    void run_share(int index);
+
+    int n_threads_;
+    std::vector<std::thread> workers_;
+    std::mutex mu_;
+    std::condition_variable start_cv_, done_cv_;
+    uint64_t generation_ = 0;
+    int pending_ = 0;
+    bool stop_ = false;
+    // The current job.
+    const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
+    int64_t n_ = 0, chunk_ = 0;
+    int n_chunks_ = 0;
+};
+
+}  // namespace ls

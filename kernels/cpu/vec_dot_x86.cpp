@@ -1,0 +1,318 @@
+// Scalar emulation of ggml's x86 AVX2 / AVX-512 quantized dot products. Compiled with
+// -ffp-contract=off: every vfmadd of the SIMD code is an explicit std::fma, nothing else fuses.
+#include "cpu/vec_dot_x86.h"
+
+#include <cmath>
+
+#include "common/fp16.h"
+#include "common/quant_blocks.h"
+
+namespace ls {
+
+namespace {
+
+constexpr int kLanes = 8;  // f32 lanes of a 256-bit register
+
+// hsum_float_8: upper half onto lower half, then (0+2, 1+3), then the two.
+float hsum8(const float v[kLanes]) {
+    float r[4];
+    for (int i = 0; i < 4; ++i) r[i] = v[4 + i] + v[i];
+    const float a = r[0] + r[2];
+    const float b = r[1] + r[3];
+    return a + b;
+}
+
+// The int32 lanes of the SIMD kernels (maddubs / dpbusd, then madd with the scales): a 32-byte
+// chunk of quants spans the eight lanes, four bytes each, so element e lands in lane (e % 32) / 4.
+// The sums are exact integers; only this grouping reaches the float math.
+template <int kGroup>
+void chunk_lanes(const int8_t* q8, const int8_t* w, const int* scales, int n, int32_t lanes[kLanes]) {
+    for (int l = 0; l < kLanes; ++l) lanes[l] = 0;
+    for (int e = 0; e < n; ++e) lanes[(e % 32) / 4] += scales[e / kGroup] * (w[e] * q8[e]);
+}
+
+// Quants of one 32-block as signed bytes, element order.
+void unpack_q4_0(const block_q4_0& b, int8_t out[32]) {
+    for (int j = 0; j < 16; ++j) {
+        out[j] = static_cast<int8_t>((b.qs[j] & 0x0F) - 8);
+        out[j + 16] = static_cast<int8_t>((b.qs[j] >> 4) - 8);
+    }
+}
+void unpack_q4_1(const block_q4_1& b, int8_t out[32]) {
+    for (int j = 0; j < 16; ++j) {
+        out[j] = static_cast<int8_t>(b.qs[j] & 0x0F);
+        out[j + 16] = static_cast<int8_t>(b.qs[j] >> 4);
+    }
+}
+void unpack_q5_0(const block_q5_0& b, int8_t out[32]) {
+    const uint32_t qh = load_u32_le(b.qh);
+    for (int j = 0; j < 16; ++j) {
+        out[j] = static_cast<int8_t>(((b.qs[j] & 0x0F) | (((qh >> j) & 1) << 4)) - 16);
+        out[j + 16] = static_cast<int8_t>(((b.qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4)) - 16);
+    }
+}
+void unpack_q5_1(const block_q5_1& b, int8_t out[32]) {
+    const uint32_t qh = load_u32_le(b.qh);
+    for (int j = 0; j < 16; ++j) {
+        out[j] = static_cast<int8_t>((b.qs[j] & 0x0F) | (((qh >> j) & 1) << 4));
+        out[j + 16] = static_cast<int8_t>((b.qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4));
+    }
+}
+
+// One 32-block: the eight lane sums of w . a (no scales).
+void block_lanes(const int8_t w[32], const int8_t* a, int32_t lanes[kLanes]) {
+    static const int kOne[1] = {1};
+    chunk_lanes<32>(a, w, kOne, 32, lanes);
+}
+
+// ggml_vec_dot_{q4_0,q5_0,q8_0}_q8_0, AVX2 path: acc = fma(d, q, acc) per block.
+template <typename Block, void (*kUnpack)(const Block&, int8_t*)>
+float dot_q8_0_family(int64_t n, const Block* w, const block_q8_0* a) {
+    float acc[kLanes] = {};
+    int8_t q[32];
+    int32_t lanes[kLanes];
+    for (int64_t b = 0; b < n / 32; ++b) {
+        kUnpack(w[b], q);
+        block_lanes(q, a[b].qs, lanes);
+        const float d = fp16_to_fp32(w[b].d) * fp16_to_fp32(a[b].d);
+        for (int l = 0; l < kLanes; ++l) acc[l] = std::fma(d, static_cast<float>(lanes[l]), acc[l]);
+    }
+    return hsum8(acc);
+}
+
+void unpack_q8_0(const block_q8_0& b, int8_t out[32]) {
+    for (int j = 0; j < 32; ++j) out[j] = b.qs[j];
+}
+
+void unpack_iq4_nl(const block_iq4_nl& b, int8_t out[32]) {
+    for (int j = 0; j < 16; ++j) {
+        out[j] = static_cast<int8_t>(iq4nl_value(b.qs[j] & 0x0F));
+        out[j + 16] = static_cast<int8_t>(iq4nl_value(b.qs[j] >> 4));
+    }
+}
+
+// ggml_vec_dot_{q4_1,q5_1}_q8_1, AVX2 path. GCC fuses `summs += m * s` (C code, -O3 -march=native).
+template <typename Block, void (*kUnpack)(const Block&, int8_t*)>
+float dot_q8_1_family(int64_t n, const Block* w, const block_q8_1* a) {
+    float acc[kLanes] = {};
+    float summs = 0.0f;
+    int8_t q[32];
+    int32_t lanes[kLanes];
+    for (int64_t b = 0; b < n / 32; ++b) {
+        summs = std::fma(fp16_to_fp32(w[b].m), fp16_to_fp32(a[b].s), summs);
+        kUnpack(w[b], q);
+        block_lanes(q, a[b].qs, lanes);
+        const float d = fp16_to_fp32(w[b].d) * fp16_to_fp32(a[b].d);
+        for (int l = 0; l < kLanes; ++l) acc[l] = std::fma(d, static_cast<float>(lanes[l]), acc[l]);
+    }
+    return hsum8(acc) + summs;
+}
+
+float dot_q2_K(int64_t n, const block_q2_K* w, const block_q8_K* a) {
+    float acc[kLanes] = {};
+    int8_t q[kQK_K];
+    int scales[16];
+    int32_t lanes[kLanes];
+    for (int64_t b = 0; b < n / kQK_K; ++b) {
+        const float d = a[b].d * fp16_to_fp32(w[b].d);
+        const float dmin = -a[b].d * fp16_to_fp32(w[b].dmin);
+        // Mins first: madd of the 16 mins with the 16 bsums gives lane l = pair (2l, 2l+1).
+        for (int l = 0; l < kLanes; ++l) {
+            const int32_t m = (w[b].scales[2 * l] >> 4) * a[b].bsums[2 * l] + (w[b].scales[2 * l + 1] >> 4) * a[b].bsums[2 * l + 1];
+            acc[l] = std::fma(dmin, static_cast<float>(m), acc[l]);
+        }
+        for (int half = 0; half < 2; ++half)
+            for (int shift = 0; shift < 4; ++shift)
+                for (int l = 0; l < 32; ++l)
+                    q[128 * half + 32 * shift + l] = static_cast<int8_t>((w[b].qs[32 * half + l] >> (2 * shift)) & 3);
+        for (int j = 0; j < 16; ++j) scales[j] = w[b].scales[j] & 0xF;
+        chunk_lanes<16>(a[b].qs, q, scales, kQK_K, lanes);
+        for (int l = 0; l < kLanes; ++l) acc[l] = std::fma(d, static_cast<float>(lanes[l]), acc[l]);
+    }
+    return hsum8(acc);
+}
+
+float dot_q3_K(int64_t n, const block_q3_K* w, const block_q8_K* a) {
+    float acc[kLanes] = {};
+    int8_t q[kQK_K];
+    int scales[16];
+    int32_t lanes[kLanes];
+    for (int64_t b = 0; b < n / kQK_K; ++b) {
+        const float d = a[b].d * fp16_to_fp32(w[b].d);
+        for (int half = 0; half < 2; ++half)
+            for (int shift = 0; shift < 4; ++shift) {
+                const int bit = 4 * half + shift;
+                for (int l = 0; l < 32; ++l) {
+                    const int low = (w[b].qs[32 * half + l] >> (2 * shift)) & 3;
+                    const int high = ((w[b].hmask[l] >> bit) & 1) ? 0 : 4;
+                    q[128 * half + 32 * shift + l] = static_cast<int8_t>(low - high);
+                }
+            }
+        for (int j = 0; j < 16; ++j) scales[j] = q3_K_scale(w[b].scales, j) - 32;
+        chunk_lanes<16>(a[b].qs, q, scales, kQK_K, lanes);
+        for (int l = 0; l < kLanes; ++l) acc[l] = std::fma(d, static_cast<float>(lanes[l]), acc[l]);
+    }
+    return hsum8(acc);
+}
+
+// Q4_K / Q5_K quants: low nibbles of 32 bytes are elements 64j .. 64j+31, high nibbles the next 32.
+template <typename Block>
+void unpack_k4(const Block& blk, const uint8_t* qh, int8_t q[kQK_K], int scales[8], int mins[8]) {
+    for (int j = 0; j < kQK_K / 64; ++j)
+        for (int l = 0; l < 32; ++l) {
+            int lo = blk.qs[32 * j + l] & 0xF, hi = blk.qs[32 * j + l] >> 4;
+            if (qh != nullptr) {
+                lo |= ((qh[l] >> (2 * j)) & 1) << 4;
+                hi |= ((qh[l] >> (2 * j + 1)) & 1) << 4;
+            }
+            q[64 * j + l] = static_cast<int8_t>(lo);
+            q[64 * j + 32 + l] = static_cast<int8_t>(hi);
+        }
+    for (int j = 0; j < 8; ++j) {
+        uint8_t sc, m;
+        get_scale_min_k4(j, blk.scales, &sc, &m);
+        scales[j] = sc;
+        mins[j] = m;
+    }
+}
+
+// madd of the 8 mins with the pairwise (hadd) bsums: lane k = sub-blocks 2k and 2k+1.
+void min_lanes_k4(const block_q8_K& a, const int mins[8], int32_t out[4]) {
+    for (int k = 0; k < 4; ++k)
+        out[k] = mins[2 * k] * (a.bsums[4 * k] + a.bsums[4 * k + 1]) + mins[2 * k + 1] * (a.bsums[4 * k + 2] + a.bsums[4 * k + 3]);
+}
+
+float dot_q4_K(int64_t n, const block_q4_K* w, const block_q8_K* a) {
+    float acc[kLanes] = {};
+    float acc_m[4] = {};
+    int8_t q[kQK_K];
+    int scales[8], mins[8];
+    int32_t lanes[kLanes], mlanes[4];
+    for (int64_t b = 0; b < n / kQK_K; ++b) {
+        const float d = a[b].d * fp16_to_fp32(w[b].d);
+        const float dmin = -a[b].d * fp16_to_fp32(w[b].dmin);
+        unpack_k4(w[b], nullptr, q, scales, mins);
+        min_lanes_k4(a[b], mins, mlanes);
+        for (int k = 0; k < 4; ++k) acc_m[k] = std::fma(dmin, static_cast<float>(mlanes[k]), acc_m[k]);
+        chunk_lanes<32>(a[b].qs, q, scales, kQK_K, lanes);
+        for (int l = 0; l < kLanes; ++l) acc[l] = std::fma(d, static_cast<float>(lanes[l]), acc[l]);
+    }
+    // _mm_movehl_ps then _mm_add_ss(movehdup): (m0 + m2) + (m1 + m3).
+    const float m02 = acc_m[0] + acc_m[2];
+    const float m13 = acc_m[1] + acc_m[3];
+    return hsum8(acc) + (m02 + m13);
+}
+
+float dot_q5_K(int64_t n, const block_q5_K* w, const block_q8_K* a) {
+    float acc[kLanes] = {};
+    float summs = 0.0f;
+    int8_t q[kQK_K];
+    int scales[8], mins[8];
+    int32_t lanes[kLanes], mlanes[4];
+    for (int64_t b = 0; b < n / kQK_K; ++b) {
+        const float d = a[b].d * fp16_to_fp32(w[b].d);
+        const float dmin = -a[b].d * fp16_to_fp32(w[b].dmin);
+        unpack_k4(w[b], w[b].qh, q, scales, mins);
+        min_lanes_k4(a[b], mins, mlanes);
+        const int32_t min_sum = mlanes[0] + mlanes[1] + mlanes[2] + mlanes[3];
+        // C code `summs += dmin * int`: GCC fuses it.
+        summs = std::fma(dmin, static_cast<float>(min_sum), summs);
+        chunk_lanes<32>(a[b].qs, q, scales, kQK_K, lanes);
+        for (int l = 0; l < kLanes; ++l) acc[l] = std::fma(d, static_cast<float>(lanes[l]), acc[l]);
+    }
+    return hsum8(acc) + summs;
+}
+
+// The build's kernel takes the quants unsigned (0..63) and removes the -32 offset afterwards from
+// the bsums: lane l loses 32 * (bsum[2l] * sc[2l] + bsum[2l+1] * sc[2l+1]). That regroups the
+// integers per lane (a different grouping from subtracting 32 per element), so it shows in the floats.
+float dot_q6_K(int64_t n, const block_q6_K* w, const block_q8_K* a) {
+    float acc[kLanes] = {};
+    int8_t q[kQK_K];
+    int scales[16];
+    int32_t lanes[kLanes];
+    for (int64_t b = 0; b < n / kQK_K; ++b) {
+        const float d = a[b].d * fp16_to_fp32(w[b].d);
+        const uint8_t* ql = w[b].ql;
+        const uint8_t* qh = w[b].qh;
+        for (int half = 0; half < 2; ++half) {
+            int8_t* out = q + 128 * half;
+            for (int l = 0; l < 32; ++l) {
+                out[l] = static_cast<int8_t>((ql[l] & 0xF) | ((qh[l] & 3) << 4));
+                out[l + 32] = static_cast<int8_t>((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4));
+                out[l + 64] = static_cast<int8_t>((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4));
+                out[l + 96] = static_cast<int8_t>((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4));
+            }
+            ql += 64;
+            qh += 32;
+        }
+        for (int j = 0; j < 16; ++j) scales[j] = w[b].scales[j];
+        chunk_lanes<16>(a[b].qs, q, scales, kQK_K, lanes);
+        for (int l = 0; l < kLanes; ++l) {
+            const int32_t offset = a[b].bsums[2 * l] * scales[2 * l] + a[b].bsums[2 * l + 1] * scales[2 * l + 1];
+            lanes[l] -= offset * 32;
+            acc[l] = std::fma(d, static_cast<float>(lanes[l]), acc[l]);
+        }
+    }
+    return hsum8(acc);
+}
+
+}  // namespace
+
+bool vec_dot_row_x86(GgmlType weight_type, int64_t n, const void* w, const void* act, float* out) {
+    uint64_t row_bytes = 0;
+    if (n <= 0 || !ggml_row_bytes(weight_type, n, &row_bytes)) return false;
+    switch (weight_type) {
+        case GgmlType::Q4_0:
+            *out = dot_q8_0_family<block_q4_0, unpack_q4_0>(n, static_cast<const block_q4_0*>(w), static_cast<const block_q8_0*>(act));
+            return true;
+        case GgmlType::Q5_0:
+            *out = dot_q8_0_family<block_q5_0, unpack_q5_0>(n, static_cast<const block_q5_0*>(w), static_cast<const block_q8_0*>(act));
+            return true;
+        case GgmlType::Q8_0:
+            *out = dot_q8_0_family<block_q8_0, unpack_q8_0>(n, static_cast<const block_q8_0*>(w), static_cast<const block_q8_0*>(act));
+            return true;
+        case GgmlType::Q4_1:
+            *out = dot_q8_1_family<block_q4_1, unpack_q4_1>(n, static_cast<const block_q4_1*>(w), static_cast<const block_q8_1*>(act));
+            return true;
+        case GgmlType::Q5_1:
+            *out = dot_q8_1_family<block_q5_1, unpack_q5_1>(n, static_cast<const block_q5_1*>(w), static_cast<const block_q8_1*>(act));
+            return true;
+        case GgmlType::Q2_K:
+            *out = dot_q2_K(n, static_cast<const block_q2_K*>(w), static_cast<const block_q8_K*>(act));
+            return true;
+        case GgmlType::Q3_K:
+            *out = dot_q3_K(n, static_cast<const block_q3_K*>(w), static_cast<const block_q8_K*>(act));
+            return true;
+        case GgmlType::Q4_K:
+            *out = dot_q4_K(n, static_cast<const block_q4_K*>(w), static_cast<const block_q8_K*>(act));
+            return true;
+        case GgmlType::Q5_K:
+            *out = dot_q5_K(n, static_cast<const block_q5_K*>(w), static_cast<const block_q8_K*>(act));
+            return true;
+        case GgmlType::Q6_K:
+            *out = dot_q6_K(n, static_cast<const block_q6_K*>(w), static_cast<const block_q8_K*>(act));
+            return true;
+        default: return false;
+    }
+}
+
+// tinyBLAS_Q0_AVX (gemm, gemm4xN and gemmMx4 alike) keeps one 8-lane f32 accumulator per output,
+// adds fma(d_w * d_a, float(lane), acc) block by block and ends with the same hsum. The float
+// steps are those of the AVX2 vec_dot, so the Q8_0 family kernel serves both.
+bool dot_q0_tinyblas(GgmlType weight_type, int64_t n, const void* w, const void* act, float* out) {
+    uint64_t row_bytes = 0;
+    if (n <= 0 || !ggml_row_bytes(weight_type, n, &row_bytes)) return false;
+    const block_q8_0* a = static_cast<const block_q8_0*>(act);
+    switch (weight_type) {
+        case GgmlType::Q4_0: *out = dot_q8_0_family<block_q4_0, unpack_q4_0>(n, static_cast<const block_q4_0*>(w), a); return true;
+        case GgmlType::Q5_0: *out = dot_q8_0_family<block_q5_0, unpack_q5_0>(n, static_cast<const block_q5_0*>(w), a); return true;
+        case GgmlType::Q8_0: *out = dot_q8_0_family<block_q8_0, unpack_q8_0>(n, static_cast<const block_q8_0*>(w), a); return true;
+        case GgmlType::IQ4_NL:
+            *out = dot_q8_0_family<block_iq4_nl, unpack_iq4_nl>(n, static_cast<const block_iq4_nl*>(w), a);
+            return true;
+        default: return false;
+    }
+}
+
+}  // namespace ls

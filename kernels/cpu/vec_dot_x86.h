@@ -1,0 +1,42 @@
+// Dot products of one weight row with one activation row in the float order of ggml's x86 SIMD
+// kernels (AVX2 / AVX-512 build), for llama mode to match llama.cpp's CPU matmuls bit for bit.
+#pragma once
+
+#include <cstdint>
+
+#include "common/ggml_type.h"
+
+namespace ls {
+
+// ggml's x86 vec_dot for `weight_type` (activation in the format vec_dot_activation_type gives).
+// Integer partial sums are exact on any path, so what is emulated is the float part: the eight
+// 32-bit lanes of a 256-bit accumulator, where lane l of block (or 32-element chunk) c collects
+// elements 32c + 4l .. 32c + 4l + 3, the per-block FMA into that lane, and hsum_float_8
+// ((l + l+4), then (0+2, 1+3), then the two) at the end. Per weight type, block b:
+//   q4_0, q8_0, q5_0 . q8_0 : acc[l] = fma(d_w * d_a, float(lane_l), acc[l]); sum = hsum(acc)
+//   q4_1, q5_1 . q8_1       : as above (q5_1: fma(float(lane_l), d_w * d_a, acc[l]), the same
+//                             value), summs = fma(m_w, s_a, summs); sum = hsum(acc) + summs
+//   q2_K . q8_K : acc[l] = fma(-(d_a * dmin_w), float(minlane_l), acc[l]) with minlane_l =
+//                 min[2l] * bsum[2l] + min[2l+1] * bsum[2l+1], then
+//                 acc[l] = fma(d_a * d_w, float(lane_l), acc[l]); sum = hsum(acc)
+//   q3_K . q8_K : acc[l] = fma(d_a * d_w, float(lane_l), acc[l]); sum = hsum(acc)
+//   q6_K . q8_K : as q3_K, but lane_l sums the unsigned quants (0..63) and then loses
+//                 32 * (bsum[2l] * sc[2l] + bsum[2l+1] * sc[2l+1]) (the -32 offset via bsums)
+//   q4_K . q8_K : as q3_K, plus four min lanes m[k] = fma(-(d_a * dmin_w), float(mins_k), m[k])
+//                 (mins_k covers sub-blocks 2k, 2k+1); sum = hsum(acc) + ((m0 + m2) + (m1 + m3))
+//   q5_K . q8_K : as q3_K, plus summs = fma(-(d_a * dmin_w), float(min_sum), summs);
+//                 sum = hsum(acc) + summs
+// Checked against ggml's output: q4_0, q8_0, q4_K, q6_K. The others are read from the same
+// kernels but have no reference values yet.
+// Returns false for a type not emulated here or a bad n, so the caller can use vec_dot_row.
+bool vec_dot_row_x86(GgmlType weight_type, int64_t n, const void* w, const void* act, float* out);
+
+// llamafile's tinyBLAS_Q0_AVX dot, for one weight row and one Q8_0 activation row. ggml's matmul
+// hands Q8_0, Q4_0, Q5_0 and IQ4_NL weights to it when the activation has >= 2 columns (and the
+// weights are not in a repack buffer). Its float steps per output (fma(d_w * d_a, lane, acc) per
+// block, then the same 8-lane hsum) equal the AVX2 vec_dot's, so for Q4_0 / Q5_0 / Q8_0 it returns
+// what vec_dot_row_x86 does; it exists so callers can name the path. Returns false for other
+// weight types or a bad n.
+bool dot_q0_tinyblas(GgmlType weight_type, int64_t n, const void* w, const void* act, float* out);
+
+}  // namespace ls

@@ -1,0 +1,23 @@
+// CUDA backend: decoding rows of any supported weight type to f32 on the device. Included by .cu
+// sources (built by nvcc into the CUDA module, or as C++ against the SIMT emulator for tests).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "common/ggml_type.h"
+#include "simt/simt.h"
+
+namespace ls::cuda {
+
+// True when cuda_dequantize_rows handles `type` (the same set as the CPU's dequantize_row).
+bool cuda_can_dequantize(GgmlType type);
+
+// Decodes n_rows rows of n_per_row elements from dev_src (rows src_row_bytes apart; 0 means
+// packed) into dev_dst (n_rows, n_per_row) f32, packed. Asynchronous on `stream`.
+// cudaErrorInvalidValue for an unsupported type or an n_per_row that is not a multiple of the
+// type's block size.
+cudaError_t cuda_dequantize_rows(GgmlType type, const void* dev_src, size_t src_row_bytes, float* dev_dst,
+                                 int64_t n_per_row, int64_t n_rows, cudaStream_t stream);
+
+}  // namespace ls::cuda

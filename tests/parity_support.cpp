@@ -1,0 +1,108 @@
+// Parity runs against reference dumps.
+#include "parity_support.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+
+namespace ls::test {
+
+std::vector<int32_t> top_k(const float* logits, int64_t n, int k) {
+    std::vector<int32_t> idx(static_cast<size_t>(n));
+    std::iota(idx.begin(), idx.end(), 0);
+    std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int32_t a, int32_t b) {
+        return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+    });
+    idx.resize(k);
+    return idx;
+}
+
+ParityResult run_parity(const std::string& dump_path, const std::string& model_path, MathMode mode, double limit) {
+    ParityResult result;
+    auto dump = ReferenceDump::open(dump_path);
+    EXPECT_TRUE(dump.ok()) << (dump.ok() ? "" : dump.error().message);
+    if (!dump.ok()) return result;
+    auto model = Model::open(model_path);
+    EXPECT_TRUE(model.ok()) << (model.ok() ? "" : model.error().message);
+    if (!model.ok()) return result;
+    auto backend = make_cpu_backend(0);
+    ForwardOptions options;
+    options.mode = mode;
+    options.n_ctx = 256;
+    options.n_ubatch = dump.value()->n_ubatch();
+    options.all_logits = dump.value()->file().get_bool("dump.all_logits", false);
+    options.flash_attn = dump.value()->flash_attention();
+    auto forward = make_forward(*model.value(), *backend, options);
+    EXPECT_TRUE(forward.ok()) << (forward.ok() ? "" : forward.error().message);
+    if (!forward.ok()) return result;
+
+    const ReferenceDump& ref = *dump.value();
+    CaptureAll capture;
+    std::vector<int32_t> input = ref.prompt_tokens();
+    std::vector<int32_t> ref_generated = ref.generated_tokens();
+    const size_t n_decode = ref.decode_n_tokens().size();
+    for (size_t d = 0; d < n_decode; ++d) {
+        Status s = forward.value()->eval(input, &capture);
+        EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error().message);
+        if (!s.ok()) return result;
+        const std::vector<float>& logits = forward.value()->last_logits();
+        int32_t next = top_k(logits.data(), static_cast<int64_t>(logits.size()), 1)[0];
+        result.generated.push_back(next);
+        result.top5_ours.push_back(top_k(logits.data(), static_cast<int64_t>(logits.size()), 5));
+        // Feed the reference's token, so a divergence does not cascade into later calls.
+        if (d < ref_generated.size()) input = {ref_generated[d]};
+    }
+
+    for (const RefTensor& t : ref.tensors()) {
+        if (t.kind == RefKind::kInput) continue;
+        const CapturedTensor* ours = nullptr;
+        std::string our_name = t.name;
+        if (t.kind == RefKind::kLogits) {
+            // llama_logits = the last row (or, with all logits, every row) of result_output of
+            // the last ubatch of that decode call.
+            auto it = capture.tensors.end();
+            for (int u = 0; u < 64; ++u) {
+                auto found = capture.tensors.find(event_dump_name("result_output", 1, t.decode, u));
+                if (found != capture.tensors.end()) it = found;
+            }
+            if (it == capture.tensors.end()) continue;
+            std::vector<float> r = ref.values(t);
+            const CapturedTensor& c = it->second;
+            const int64_t n_vocab = c.ne[0];
+            const int64_t rows = static_cast<int64_t>(r.size()) / n_vocab;
+            if (rows < 1 || rows > c.ne[1] || rows * n_vocab != static_cast<int64_t>(r.size())) {
+                result.failures.push_back(t.name + ": logits shape does not match result_output");
+                continue;
+            }
+            const float* ours_rows = c.data.data() + (c.ne[1] - rows) * n_vocab;
+            result.top5_ref.push_back(top_k(r.data() + (rows - 1) * n_vocab, n_vocab, 5));
+            Metrics m = compute_metrics(ours_rows, r.data(), rows * n_vocab);
+            ++result.compared;
+            if (!(m.nmse <= result.worst_nmse)) result.worst_nmse = m.nmse, result.worst_name = t.name;
+            if (!(m.nmse <= limit)) result.failures.push_back(fmt::format("{}: nmse {:.3g}", t.name, m.nmse));
+            continue;
+        }
+        auto it = capture.tensors.find(t.name);
+        if (it == capture.tensors.end()) {
+            ++result.not_computed;
+            continue;
+        }
+        ours = &it->second;
+        AlignedValues a;
+        std::string why;
+        if (!align_with_reference(ours->data.data(), ours->ne, ref, t, &a, &why)) {
+            result.failures.push_back(t.name + ": " + why);
+            continue;
+        }
+        Metrics m = compute_metrics(a.ours.data(), a.ref.data(), static_cast<int64_t>(a.ours.size()));
+        ++result.compared;
+        if (!(m.nmse <= result.worst_nmse)) result.worst_nmse = m.nmse, result.worst_name = t.name;
+        if (!(m.nmse <= limit))
+            result.failures.push_back(fmt::format("{}: nmse {:.3g}{}", t.name, m.nmse, a.note.empty() ? "" : " (" + a.note + ")"));
+    }
+    return result;
+}
+
+}  // namespace ls::test

@@ -1,0 +1,52 @@
+// Runs a model the way a reference dump was made and compares every tensor: shared by the
+// parity tests of each architecture.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend.h"
+#include "compare/metrics.h"
+#include "compare/reference.h"
+#include "forward/forward.h"
+
+namespace ls::test {
+
+struct CapturedTensor {
+    int64_t ne[4] = {1, 1, 1, 1};
+    std::vector<float> data;
+};
+
+// Keeps a host copy of every event, by dump name.
+class CaptureAll : public EventSink {
+public:
+    void on_event(const Event& e) override {
+        CapturedTensor& c = tensors[e.dump_name()];
+        for (int d = 0; d < 4; ++d) c.ne[d] = e.tensor.ne[d];
+        c.data.resize(static_cast<size_t>(e.tensor.n_elements()));
+        e.backend->download(c.data.data(), e.tensor.data, c.data.size() * sizeof(float));
+        order.push_back(e.dump_name());
+    }
+    std::map<std::string, CapturedTensor> tensors;
+    std::vector<std::string> order;
+};
+
+struct ParityResult {
+    int compared = 0;           // reference tensors paired with ours
+    int not_computed = 0;       // reference nodes we have no event for (views, cache copies, ...)
+    double worst_nmse = 0;
+    std::string worst_name;
+    std::vector<std::string> failures;  // "name: nmse X > limit"
+    std::vector<int32_t> generated;     // our greedy tokens, one per decode call
+    std::vector<std::vector<int32_t>> top5_ours, top5_ref;  // per decode call
+};
+
+// Runs the dump's prompt and generated tokens through `model_path` in `mode` and compares each
+// reference node and the logits with ours. `limit` is the largest NMSE accepted.
+ParityResult run_parity(const std::string& dump_path, const std::string& model_path, MathMode mode, double limit);
+
+std::vector<int32_t> top_k(const float* logits, int64_t n, int k);
+
+}  // namespace ls::test

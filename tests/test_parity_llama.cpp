@@ -1,0 +1,61 @@
+// Parity with llama.cpp for the llama architecture: every tensor of every llama fixture dump,
+// greedy tokens and top-5 logits, in llama mode (and exact mode's agreement, for information).
+#include <gtest/gtest.h>
+
+#include "parity_support.h"
+#include "test_support.h"
+
+namespace ls {
+namespace {
+
+struct DumpCase {
+    const char* dump;
+    const char* model;
+    double limit;  // largest NMSE accepted in llama mode
+};
+
+// F32/F16 weights without flash attention: 1e-8; quantized weights: 1e-6; flash-attention dumps:
+// 1e-6 (llama.cpp's own flash and plain attention differ by ~1e-7).
+const DumpCase kCases[] = {
+    {"dumps/stories260K_once_n0_fa-off.gguf", "models/stories260K.gguf", 1e-8},
+    {"dumps/stories260K_once_n0.gguf", "models/stories260K.gguf", 1e-6},
+    {"dumps/stories260K_girl_n0_ub4_nocache.gguf", "models/stories260K.gguf", 1e-6},
+    {"dumps/stories260K_lily_n0_all-logits_nocache.gguf", "models/stories260K.gguf", 1e-6},
+    {"dumps/llama-gqa-mini-F16_happy_n4_fa-off_nocache.gguf", "models/llama-gqa-mini-F16.gguf", 1e-8},
+    {"dumps/llama-gqa-mini-F16_lily_n0_nocache.gguf", "models/llama-gqa-mini-F16.gguf", 1e-6},
+    {"dumps/llama-gqa-mini-Q4_K_M_boy_n4_fa-off_nocache.gguf", "models/llama-gqa-mini-Q4_K_M.gguf", 1e-6},
+    {"dumps/llama-gqa-mini-Q4_K_M_lily_n0_nocache.gguf", "models/llama-gqa-mini-Q4_K_M.gguf", 1e-6},
+};
+
+class LlamaParity : public ::testing::TestWithParam<DumpCase> {};
+
+TEST_P(LlamaParity, EveryTensorMatchesInLlamaMode) {
+    LS_REQUIRE_FIXTURES();
+    const DumpCase& c = GetParam();
+    test::ParityResult r = test::run_parity(test::fixture_path(c.dump), test::fixture_path(c.model), MathMode::kLlama, c.limit);
+    std::printf("[parity llama] %s: %d tensors compared, %d reference nodes not computed by us, worst %s nmse %.3g\n",
+                c.dump, r.compared, r.not_computed, r.worst_name.c_str(), r.worst_nmse);
+    EXPECT_GT(r.compared, 20);
+    for (const std::string& f : r.failures) ADD_FAILURE() << f;
+    ASSERT_EQ(r.top5_ours.size(), r.top5_ref.size());
+    for (size_t d = 0; d < r.top5_ref.size(); ++d) EXPECT_EQ(r.top5_ours[d], r.top5_ref[d]) << "top-5 of decode " << d;
+}
+
+TEST_P(LlamaParity, ExactModeForInformation) {
+    LS_REQUIRE_FIXTURES();
+    const DumpCase& c = GetParam();
+    test::ParityResult r = test::run_parity(test::fixture_path(c.dump), test::fixture_path(c.model), MathMode::kExact, 1.0);
+    std::printf("[parity exact] %s: worst %s nmse %.3g\n", c.dump, r.worst_name.c_str(), r.worst_nmse);
+    EXPECT_GT(r.compared, 20);
+}
+
+INSTANTIATE_TEST_SUITE_P(Dumps, LlamaParity, ::testing::ValuesIn(kCases), [](const auto& info) {
+    std::string n = info.param.dump;
+    n = n.substr(n.find('/') + 1);
+    n = n.substr(0, n.find(".gguf"));
+    for (char& ch : n) if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+    return n;
+});
+
+}  // namespace
+}  // namespace ls

@@ -1,0 +1,304 @@
+// Tests of the half-float conversions, block decoders and weight quantizers: pure unit tests, then
+// bit-for-bit comparisons with llama.cpp's output in ../shared/fixtures/quant.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/fp16.h"
+#include "common/quant_blocks.h"
+#include "cpu/dequant.h"
+#include "cpu/quantize.h"
+#include "gguf/gguf.h"
+#include "test_support.h"
+
+namespace ls {
+namespace {
+
+uint32_t bits_of(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+float float_of(uint32_t u) {
+    float f;
+    std::memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+// Independent decoding of a half by its definition, in double.
+double half_value(uint16_t h) {
+    const int sign = (h >> 15) ? -1 : 1;
+    const int exp = (h >> 10) & 0x1f;
+    const int mant = h & 0x3ff;
+    if (exp == 0) return sign * std::ldexp(static_cast<double>(mant), -24);
+    if (exp == 31) return mant ? std::numeric_limits<double>::quiet_NaN() : sign * HUGE_VAL;
+    return sign * std::ldexp(static_cast<double>(mant + 1024), exp - 25);
+}
+
+TEST(Fp16, DecodesEveryHalfByDefinition) {
+    for (uint32_t h = 0; h < 65536; ++h) {
+        const float f = fp16_to_fp32(static_cast<uint16_t>(h));
+        const double expected = half_value(static_cast<uint16_t>(h));
+        if (std::isnan(expected)) {
+            ASSERT_TRUE(std::isnan(f)) << "half 0x" << std::hex << h;
+            ASSERT_EQ(bits_of(f) & 0x00400000u, 0x00400000u) << "NaN not quiet for half 0x" << std::hex << h;
+            continue;
+        }
+        ASSERT_EQ(static_cast<double>(f), expected) << "half 0x" << std::hex << h;
+        ASSERT_EQ(std::signbit(f), (h & 0x8000) != 0) << "half 0x" << std::hex << h;
+    }
+}
+
+TEST(Fp16, RoundTripsEveryNonNanHalf) {
+    for (uint32_t h = 0; h < 65536; ++h) {
+        const uint16_t half = static_cast<uint16_t>(h);
+        const uint16_t back = fp32_to_fp16(fp16_to_fp32(half));
+        if (((h >> 10) & 0x1f) == 0x1f && (h & 0x3ff) != 0) {
+            ASSERT_EQ(back, (h & 0x8000) | 0x7e00) << "NaN half 0x" << std::hex << h;
+        } else {
+            ASSERT_EQ(back, half) << "half 0x" << std::hex << h;
+        }
+    }
+}
+
+TEST(Fp16, RoundsToNearestEvenBetweenNeighbours) {
+    // For each pair of adjacent positive finite halves, the midpoint goes to the even one and
+    // anything a hair off the midpoint goes to the nearer one.
+    for (uint16_t h = 0; h < 0x7bff; ++h) {
+        const double lo = half_value(h);
+        const double hi = half_value(static_cast<uint16_t>(h + 1));
+        const float mid = static_cast<float>((lo + hi) / 2);  // exact: needs at most 12 bits
+        ASSERT_EQ(static_cast<double>(mid), (lo + hi) / 2);
+        const uint16_t even = (h & 1) ? static_cast<uint16_t>(h + 1) : h;
+        ASSERT_EQ(fp32_to_fp16(mid), even) << "midpoint above half 0x" << std::hex << h;
+        ASSERT_EQ(fp32_to_fp16(-mid), even | 0x8000) << "negative midpoint above half 0x" << std::hex << h;
+        ASSERT_EQ(fp32_to_fp16(std::nextafter(mid, 0.0f)), h) << "below midpoint above 0x" << std::hex << h;
+        ASSERT_EQ(fp32_to_fp16(std::nextafter(mid, 1e9f)), h + 1) << "above midpoint above 0x" << std::hex << h;
+    }
+}
+
+TEST(Fp16, HandlesOverflowUnderflowAndSpecials) {
+    EXPECT_EQ(fp32_to_fp16(65504.0f), 0x7bff);
+    EXPECT_EQ(fp32_to_fp16(65519.996f), 0x7bff);
+    EXPECT_EQ(fp32_to_fp16(65520.0f), 0x7c00);  // the tie rounds to even, which is inf
+    EXPECT_EQ(fp32_to_fp16(1e10f), 0x7c00);
+    EXPECT_EQ(fp32_to_fp16(-1e10f), 0xfc00);
+    EXPECT_EQ(fp32_to_fp16(std::numeric_limits<float>::infinity()), 0x7c00);
+    EXPECT_EQ(fp32_to_fp16(-std::numeric_limits<float>::infinity()), 0xfc00);
+    EXPECT_EQ(fp32_to_fp16(std::ldexp(1.0f, -25)), 0x0000);  // tie between 0 and the smallest subnormal
+    EXPECT_EQ(fp32_to_fp16(std::nextafter(std::ldexp(1.0f, -25), 1.0f)), 0x0001);
+    EXPECT_EQ(fp32_to_fp16(-std::ldexp(1.0f, -30)), 0x8000);
+    EXPECT_EQ(fp32_to_fp16(std::numeric_limits<float>::denorm_min()), 0x0000);
+    EXPECT_EQ(fp32_to_fp16(-0.0f), 0x8000);
+    EXPECT_EQ(fp32_to_fp16(std::nanf("")), 0x7e00);
+    EXPECT_EQ(fp32_to_fp16(float_of(0xffc00001u)), 0xfe00);
+    EXPECT_EQ(fp32_to_fp16(1.0f), 0x3c00);
+    EXPECT_EQ(fp32_to_fp16(0.1f), 0x2e66);
+}
+
+TEST(Bf16, RoundsToNearestEvenAndKeepsNanQuiet) {
+    EXPECT_EQ(fp32_to_bf16(1.0f), 0x3f80);
+    EXPECT_EQ(fp32_to_bf16(float_of(0x3f808000u)), 0x3f80);  // tie, even below
+    EXPECT_EQ(fp32_to_bf16(float_of(0x3f818000u)), 0x3f82);  // tie, even above
+    EXPECT_EQ(fp32_to_bf16(float_of(0x3f808001u)), 0x3f81);
+    EXPECT_EQ(fp32_to_bf16(float_of(0x3f807fffu)), 0x3f80);
+    EXPECT_EQ(fp32_to_bf16(float_of(0xbf818000u)), 0xbf82);
+    EXPECT_EQ(fp32_to_bf16(float_of(0x7f7fffffu)), 0x7f80);  // largest float rounds up to inf
+    EXPECT_EQ(fp32_to_bf16(std::numeric_limits<float>::infinity()), 0x7f80);
+    EXPECT_EQ(fp32_to_bf16(float_of(0x7f800001u)), 0x7fc0);  // signaling NaN made quiet
+    EXPECT_EQ(fp32_to_bf16(float_of(0xffc12345u)), 0xffc1);
+    EXPECT_EQ(fp32_to_bf16(float_of(0x00018000u)), 0x0002);  // subnormals round, not flush
+    for (uint32_t b = 0; b < 65536; ++b) {
+        const float f = bf16_to_fp32(static_cast<uint16_t>(b));
+        ASSERT_EQ(bits_of(f), b << 16);
+        if (!std::isnan(f)) {
+            ASSERT_EQ(fp32_to_bf16(f), b);
+        }
+    }
+}
+
+TEST(QuantBlocks, DecodesHandMadeBlocks) {
+    block_q4_0 q4{};
+    q4.d = 0x4000;  // 2.0
+    for (int j = 0; j < 16; ++j) q4.qs[j] = static_cast<uint8_t>(j | ((15 - j) << 4));
+    float out[256];
+    dequantize_block_q4_0(&q4, out);
+    for (int j = 0; j < 16; ++j) {
+        EXPECT_EQ(out[j], 2.0f * (j - 8)) << j;
+        EXPECT_EQ(out[j + 16], 2.0f * (7 - j)) << j;
+    }
+
+    block_q8_K q8k{};
+    q8k.d = -0.5f;
+    for (int j = 0; j < 256; ++j) q8k.qs[j] = static_cast<int8_t>(j - 128);
+    dequantize_block_q8_K(&q8k, out);
+    for (int j = 0; j < 256; ++j) ASSERT_EQ(out[j], -0.5f * (j - 128)) << j;
+
+    const int expected_levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+    for (int i = 0; i < 16; ++i) EXPECT_EQ(iq4nl_value(i), expected_levels[i]) << i;
+
+    // Q4_K sub-block 5: scale and min split across the low nibbles and the top two bits.
+    block_q4_K q4k{};
+    q4k.d = 0x3c00;     // 1.0
+    q4k.dmin = 0x3800;  // 0.5
+    q4k.scales[1] = 0x80;         // scale 5 high bits = 2
+    q4k.scales[5] = 0x40;         // min 5 high bits = 1
+    q4k.scales[9] = 0x3 | (0x7 << 4);  // scale 5 low = 3, min 5 low = 7
+    for (int l = 0; l < 32; ++l) q4k.qs[64 + l] = 0x90;  // sub-block 5 is the high nibbles of bytes 64..95
+    dequantize_block_q4_K(&q4k, out);
+    EXPECT_EQ(out[5 * 32], 35.0f * 9 - 0.5f * 23);
+}
+
+TEST(Quantize, RoundTripErrorIsSmall) {
+    std::vector<float> x(1024);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * i) * (1.0f + (i % 7));
+    const GgmlType types[] = {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0,
+                              GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_K, GgmlType::F16,
+                              GgmlType::BF16};
+    // Values span [-7, 7]; bounds follow from each format's step (one step where the top code is
+    // clamped, half a step otherwise) with some room for the f16 rounding of the scales.
+    const double tolerance[] = {0.9, 0.5, 0.45, 0.25, 0.04, 0.6, 0.3, 0.15, 0.04, 0.005, 0.04};
+    for (size_t t = 0; t < std::size(types); ++t) {
+        uint64_t row_bytes = 0;
+        ASSERT_TRUE(ggml_row_bytes(types[t], 1024, &row_bytes));
+        std::vector<uint8_t> q(row_bytes);
+        ASSERT_TRUE(quantize_rows(types[t], x.data(), q.data(), 1, 1024)) << ggml_type_name(types[t]);
+        std::vector<float> y(1024);
+        ASSERT_TRUE(dequantize_row(types[t], q.data(), y.data(), 1024));
+        double max_err = 0;
+        for (size_t i = 0; i < x.size(); ++i) max_err = std::max(max_err, std::fabs(double(x[i]) - y[i]));
+        EXPECT_LT(max_err, tolerance[t]) << ggml_type_name(types[t]);
+    }
+    EXPECT_FALSE(quantize_rows(GgmlType::Q4_0, x.data(), nullptr, 1, 1000));
+    EXPECT_FALSE(dequantize_row(GgmlType::IQ2_XXS, x.data(), nullptr, 256));
+}
+
+TEST(Quantize, ActivationQ8VariantsDifferOnlyOnTies) {
+    float x[32];
+    for (int j = 0; j < 32; ++j) x[j] = j - 15.5f;  // amax 16.5 -> not a tie grid
+    x[0] = 127.0f;                                   // amax 127 -> d = 1, the values x.5 are ties
+    x[1] = 2.5f;
+    x[2] = -3.5f;
+    block_q8_0 simd{}, ref{};
+    quantize_activation_q8_0(x, &simd, 32);
+    quantize_row_q8_0_ref(x, &ref, 32);
+    EXPECT_EQ(simd.d, 0x3c00);
+    EXPECT_EQ(ref.d, 0x3c00);
+    EXPECT_EQ(simd.qs[1], 2);   // half to even
+    EXPECT_EQ(ref.qs[1], 3);    // half away from zero
+    EXPECT_EQ(simd.qs[2], -4);
+    EXPECT_EQ(ref.qs[2], -4);
+    EXPECT_EQ(simd.qs[0], 127);
+}
+
+// ---- fixtures ---------------------------------------------------------------------------------
+
+std::unique_ptr<GgufFile> open_quant_fixture(const std::string& file) {
+    auto r = GgufFile::open(test::fixture_path("quant/" + file));
+    if (!r.ok()) {
+        ADD_FAILURE() << "cannot open quant/" << file << ": " << r.error().message;
+        return nullptr;
+    }
+    return std::move(r).value();
+}
+
+const GgufTensorInfo* tensor(const GgufFile& f, const std::string& name) {
+    const GgufTensorInfo* t = f.find_tensor(name);
+    if (t == nullptr) ADD_FAILURE() << f.path() << " has no tensor " << name;
+    return t;
+}
+
+std::vector<float> f32_values(const GgufTensorInfo& t) {
+    std::vector<float> v(static_cast<size_t>(t.n_elements()));
+    std::memcpy(v.data(), t.data, v.size() * sizeof(float));
+    return v;
+}
+
+const char* const kRequiredTypes[] = {"F16",  "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0",   "Q2_K",
+                                      "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q8_K", "IQ4_NL", "IQ4_XS"};
+
+class QuantFixture : public testing::TestWithParam<const char*> {};
+
+TEST_P(QuantFixture, DequantizeMatchesGgmlBitForBit) {
+    LS_REQUIRE_FIXTURES();
+    const std::string type_name = GetParam();
+    auto file = open_quant_fixture(type_name + ".gguf");
+    ASSERT_TRUE(file);
+    GgmlType type;
+    ASSERT_TRUE(ggml_type_from_name(type_name.c_str(), &type));
+    for (int k = 0; k < 3; ++k) {
+        const GgufTensorInfo* q = tensor(*file, "q." + std::to_string(k));
+        const GgufTensorInfo* ref = tensor(*file, "ref." + std::to_string(k));
+        ASSERT_TRUE(q && ref);
+        ASSERT_EQ(q->type, type);
+        ASSERT_EQ(ref->type, GgmlType::F32);
+        const int64_t ne0 = q->ne[0];
+        const int64_t rows = q->n_rows();
+        std::vector<float> ours(static_cast<size_t>(ne0 * rows));
+        ASSERT_TRUE(dequantize_rows(type, q->data, 0, ours.data(), rows, ne0));
+        const std::vector<float> expected = f32_values(*ref);
+        int mismatches = 0;
+        for (size_t i = 0; i < ours.size(); ++i) {
+            if (bits_of(ours[i]) != bits_of(expected[i]) && ++mismatches <= 5) {
+                ADD_FAILURE() << type_name << " q." << k << " row " << i / ne0 << " col " << i % ne0 << ": got "
+                              << ours[i] << " (0x" << std::hex << bits_of(ours[i]) << "), ggml "
+                              << expected[i] << " (0x" << bits_of(expected[i]) << ")" << std::dec;
+            }
+        }
+        EXPECT_EQ(mismatches, 0) << type_name << " q." << k << " differs in " << mismatches << " elements";
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypes, QuantFixture, testing::ValuesIn(kRequiredTypes),
+                         [](const testing::TestParamInfo<const char*>& info) { return std::string(info.param); });
+
+class QuantizerFixture : public testing::TestWithParam<const char*> {};
+
+TEST_P(QuantizerFixture, QuantizeMatchesGgmlByteForByte) {
+    LS_REQUIRE_FIXTURES();
+    const std::string type_name = GetParam();
+    auto file = open_quant_fixture(type_name + ".gguf");
+    ASSERT_TRUE(file);
+    GgmlType type;
+    ASSERT_TRUE(ggml_type_from_name(type_name.c_str(), &type));
+    for (int k = 0; k < 3; ++k) {
+        const GgufTensorInfo* q = tensor(*file, "q." + std::to_string(k));
+        const GgufTensorInfo* src = tensor(*file, "src." + std::to_string(k));
+        ASSERT_TRUE(q && src);
+        const int64_t ne0 = src->ne[0];
+        const int64_t rows = src->n_rows();
+        uint64_t row_bytes = 0;
+        ASSERT_TRUE(ggml_row_bytes(type, ne0, &row_bytes));
+        ASSERT_EQ(q->n_bytes, row_bytes * rows);
+        const std::vector<float> x = f32_values(*src);
+        std::vector<uint8_t> ours(row_bytes * rows, 0xAB);
+        ASSERT_TRUE(quantize_rows(type, x.data(), ours.data(), rows, ne0));
+        const uint32_t block_bytes = ggml_type_traits(type)->block_bytes;
+        int bad_blocks = 0;
+        for (uint64_t off = 0; off < ours.size(); off += block_bytes) {
+            if (std::memcmp(ours.data() + off, q->data + off, block_bytes) != 0 && ++bad_blocks <= 5) {
+                uint64_t byte = off;
+                while (ours[byte] == q->data[byte]) ++byte;
+                ADD_FAILURE() << type_name << " src." << k << " row " << off / row_bytes << " block "
+                              << (off % row_bytes) / block_bytes << " differs first at byte " << byte - off
+                              << " of the block: ours " << int(ours[byte]) << ", ggml " << int(q->data[byte]);
+            }
+        }
+        EXPECT_EQ(bad_blocks, 0) << type_name << " src." << k;
+    }
+}
+
+const char* const kQuantizedTypes[] = {"F16",  "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0",
+                                       "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q8_K"};
+
+INSTANTIATE_TEST_SUITE_P(Quantizable, QuantizerFixture, testing::ValuesIn(kQuantizedTypes),
+                         [](const testing::TestParamInfo<const char*>& info) { return std::string(info.param); });
+
+}  // namespace
+}  // namespace ls

@@ -1,0 +1,188 @@
+// Tests of the x86 SIMD-order dot products: bit-for-bit against ggml's native vec_dot (`dot.<w>.k`
+// in ../shared/fixtures/quant/rows_q8.gguf), and close to the exact sum for the unverified types.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/quant_blocks.h"
+#include "cpu/dequant.h"
+#include "cpu/quantize.h"
+#include "cpu/vec_dot.h"
+#include "cpu/vec_dot_x86.h"
+#include "gguf/gguf.h"
+#include "test_support.h"
+
+namespace ls {
+namespace {
+
+uint32_t bits_of(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+std::vector<float> wavy_row(int64_t n, float phase, float amplitude) {
+    std::vector<float> x(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) x[i] = amplitude * std::sin(phase + 0.731f * i) * (0.2f + (i % 11) * 0.1f);
+    return x;
+}
+
+// Every emulated type lands near the generic (scalar) dot: only the float order differs.
+TEST(VecDotX86, CloseToGenericForEveryType) {
+    const int64_t n = 1024;
+    const std::vector<float> w_src = wavy_row(n, 0.3f, 0.05f);
+    const std::vector<float> a_src = wavy_row(n, 1.1f, 3.0f);
+    const GgmlType types[] = {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0,
+                              GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+    for (GgmlType wt : types) {
+        GgmlType at;
+        ASSERT_TRUE(vec_dot_activation_type(wt, &at));
+        uint64_t wb = 0, ab = 0;
+        ASSERT_TRUE(ggml_row_bytes(wt, n, &wb));
+        ASSERT_TRUE(ggml_row_bytes(at, n, &ab));
+        std::vector<uint8_t> w(wb), a(ab);
+        ASSERT_TRUE(quantize_rows(wt, w_src.data(), w.data(), 1, n));
+        ASSERT_TRUE(quantize_activation_row(at, a_src.data(), a.data(), n));
+        float generic = 0, x86 = 0;
+        ASSERT_TRUE(vec_dot_row(wt, n, w.data(), a.data(), &generic));
+        ASSERT_TRUE(vec_dot_row_x86(wt, n, w.data(), a.data(), &x86)) << ggml_type_name(wt);
+        EXPECT_NEAR(x86, generic, 1e-5 * (std::fabs(generic) + 1.0)) << ggml_type_name(wt);
+        if (wt == GgmlType::Q8_0 || wt == GgmlType::Q4_0) {
+            float tiny = 0;
+            ASSERT_TRUE(dot_q0_tinyblas(wt, n, w.data(), a.data(), &tiny));
+            EXPECT_NEAR(tiny, generic, 1e-5 * (std::fabs(generic) + 1.0)) << ggml_type_name(wt);
+        }
+    }
+}
+
+// IQ4_NL has no quantizer here: hand-made blocks, checked against the decoded rows.
+TEST(VecDotX86, TinyBlasIq4NlNearDecodedDot) {
+    const int64_t n = 256;
+    std::vector<block_iq4_nl> w(n / 32);
+    for (size_t b = 0; b < w.size(); ++b) {
+        w[b].d = fp32_to_fp16(0.01f + 0.003f * static_cast<float>(b));
+        for (int j = 0; j < 16; ++j) w[b].qs[j] = static_cast<uint8_t>((b * 7 + j * 13 + 5) & 0xFF);
+    }
+    const std::vector<float> a_src = wavy_row(n, 0.7f, 2.0f);
+    std::vector<block_q8_0> a(n / 32);
+    ASSERT_TRUE(quantize_activation_row(GgmlType::Q8_0, a_src.data(), a.data(), n));
+    std::vector<float> wf(n), af(n);
+    ASSERT_TRUE(dequantize_row(GgmlType::IQ4_NL, w.data(), wf.data(), n));
+    ASSERT_TRUE(dequantize_row(GgmlType::Q8_0, a.data(), af.data(), n));
+    long double exact = 0;
+    for (int64_t i = 0; i < n; ++i) exact += static_cast<long double>(wf[i]) * af[i];
+    float got = 0;
+    ASSERT_TRUE(dot_q0_tinyblas(GgmlType::IQ4_NL, n, w.data(), a.data(), &got));
+    EXPECT_NEAR(got, static_cast<double>(exact), 1e-5 * (std::fabs(static_cast<double>(exact)) + 1.0));
+}
+
+TEST(VecDotX86, RejectsWhatItDoesNotEmulate) {
+    float out = 0;
+    EXPECT_FALSE(vec_dot_row_x86(GgmlType::F16, 64, nullptr, nullptr, &out));
+    EXPECT_FALSE(vec_dot_row_x86(GgmlType::IQ4_NL, 64, nullptr, nullptr, &out));
+    EXPECT_FALSE(vec_dot_row_x86(GgmlType::Q4_K, 100, nullptr, nullptr, &out));
+    EXPECT_FALSE(vec_dot_row_x86(GgmlType::Q4_0, 0, nullptr, nullptr, &out));
+    EXPECT_FALSE(dot_q0_tinyblas(GgmlType::Q4_K, 256, nullptr, nullptr, &out));
+}
+
+// ---- rows_q8.gguf ------------------------------------------------------------------------------
+
+class RowsQ8X86 : public testing::Test {
+protected:
+    void SetUp() override {
+        LS_REQUIRE_FIXTURES();
+        auto r = GgufFile::open(test::fixture_path("quant/rows_q8.gguf"));
+        ASSERT_TRUE(r.ok()) << r.error().message;
+        file_ = std::move(r).value();
+    }
+
+    const GgufTensorInfo& get(const std::string& name) {
+        const GgufTensorInfo* t = file_->find_tensor(name);
+        if (t == nullptr) throw std::runtime_error("rows_q8.gguf has no tensor " + name);
+        return *t;
+    }
+
+    std::vector<float> f32(const std::string& name) {
+        const GgufTensorInfo& t = get(name);
+        EXPECT_EQ(t.type, GgmlType::F32) << name;
+        std::vector<float> v(static_cast<size_t>(t.n_elements()));
+        std::memcpy(v.data(), t.data, v.size() * sizeof(float));
+        return v;
+    }
+
+    // Dots every weight row of w_<name>.k with every activation row and compares with dot.<name>.k
+    // bit for bit. Returns the number of values that match.
+    int compare(const char* name, GgmlType type, int* total) {
+        int matched = 0;
+        *total = 0;
+        for (int k = 0; k < 3; ++k) {
+            std::string suffix(1, '.');
+            suffix += std::to_string(k);
+            const GgufTensorInfo& w = get(std::string("w_") + name + suffix);
+            EXPECT_EQ(w.type, type);
+            GgmlType act_type;
+            EXPECT_TRUE(vec_dot_activation_type(type, &act_type));
+            const GgufTensorInfo& act = get(act_type == GgmlType::Q8_K ? "act_q8_K" + suffix : "act_q8_0" + suffix);
+            const std::vector<float> simd = f32(std::string("dot.") + name + suffix);
+            const int64_t n = w.ne[0];
+            uint64_t w_row_bytes = 0, a_row_bytes = 0;
+            EXPECT_TRUE(ggml_row_bytes(type, n, &w_row_bytes));
+            EXPECT_TRUE(ggml_row_bytes(act_type, n, &a_row_bytes));
+            const int64_t w_rows = w.n_rows();
+            EXPECT_EQ(static_cast<int64_t>(simd.size()), w_rows * act.n_rows());
+            for (int64_t j = 0; j < act.n_rows(); ++j) {
+                for (int64_t i = 0; i < w_rows; ++i) {
+                    float ours = 0;
+                    EXPECT_TRUE(vec_dot_row_x86(type, n, w.data + i * w_row_bytes, act.data + j * a_row_bytes, &ours));
+                    const float expected = simd[j * w_rows + i];
+                    EXPECT_EQ(bits_of(ours), bits_of(expected))
+                        << name << suffix << " weight row " << i << " . activation row " << j << ": ours " << ours
+                        << ", ggml x86 " << expected;
+                    matched += bits_of(ours) == bits_of(expected);
+                    float tiny = 0;
+                    if (dot_q0_tinyblas(type, n, w.data + i * w_row_bytes, act.data + j * a_row_bytes, &tiny)) {
+                        EXPECT_EQ(bits_of(tiny), bits_of(expected)) << "tinyBLAS " << name << suffix;
+                    }
+                    ++*total;
+                }
+            }
+        }
+        std::printf("dot.%s: %d / %d bit-exact\n", name, matched, *total);
+        return matched;
+    }
+
+    std::unique_ptr<GgufFile> file_;
+};
+
+TEST_F(RowsQ8X86, Q4_0MatchesGgmlX86) {
+    int total = 0;
+    EXPECT_EQ(compare("q4_0", GgmlType::Q4_0, &total), 27);
+    EXPECT_EQ(total, 27);
+}
+
+TEST_F(RowsQ8X86, Q8_0MatchesGgmlX86) {
+    int total = 0;
+    EXPECT_EQ(compare("q8_0", GgmlType::Q8_0, &total), 27);
+    EXPECT_EQ(total, 27);
+}
+
+TEST_F(RowsQ8X86, Q4_KMatchesGgmlX86) {
+    int total = 0;
+    EXPECT_EQ(compare("q4_K", GgmlType::Q4_K, &total), 27);
+    EXPECT_EQ(total, 27);
+}
+
+TEST_F(RowsQ8X86, Q6_KMatchesGgmlX86) {
+    int total = 0;
+    EXPECT_EQ(compare("q6_K", GgmlType::Q6_K, &total), 27);
+    EXPECT_EQ(total, 27);
+}
+
+}  // namespace
+}  // namespace ls

@@ -1,0 +1,31 @@
+// An opened model as the panels see it: the mapped GGUF file plus what the engine derived from
+// it once (config, lints, tokenizer summary, type totals), so panels never recompute per frame.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gguf/gguf.h"
+#include "model/lint.h"
+#include "model/model_config.h"
+#include "model/model_summary.h"
+#include "util/result.h"
+
+namespace ls::views {
+
+struct ModelDocument {
+    std::unique_ptr<GgufFile> file;
+    std::optional<ModelConfig> config;  // empty when the metadata is incomplete (see config_error)
+    std::string config_error;
+    std::vector<Lint> lints;
+    TokenizerSummary tokenizer;
+    std::vector<TypeTotal> type_totals;
+    uint64_t tensor_bytes = 0;
+    int64_t tensor_elements = 0;
+
+    static Result<std::shared_ptr<const ModelDocument>> load(const std::string& path);
+};
+
+}  // namespace ls::views
