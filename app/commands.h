@@ -20,6 +20,23 @@ struct InspectOptions {
 
 int run_inspect(const InspectOptions& options);
 
+struct RunOptions {
+    std::string model_path;
+    std::string prompt;        // text (tokenized with BOS/EOS as the vocabulary says, special text parsed)
+    std::string tokens;        // or token ids: "1,403,407"
+    int n_predict = 16;
+    std::string mode = "llama";
+    std::string dump_path;     // write every intermediate here
+    int threads = 0;           // 0 = all cores
+    int64_t ctx = 0;           // KV cells; 0 = enough for the prompt and n_predict
+    int64_t ubatch = 512;
+    bool flash_attn = false;
+    bool all_logits = false;
+    bool show_tokens = false;
+};
+
+int run_run(const RunOptions& options);
+
 struct GuiOptions {
     std::string model_path;       // opened at start when not empty
     std::string screenshot_path;  // when set: render `frames` frames, save a PNG, exit

@@ -20,6 +20,24 @@ void add_inspect_command(CLI::App& app, ls::app::InspectOptions& options) {
         ->check(CLI::Range(0, 1 << 30));
 }
 
+void add_run_command(CLI::App& app, ls::app::RunOptions& o) {
+    CLI::App* run = app.add_subcommand("run", "Run a model greedily; print tokens, text and timing; optionally dump every tensor");
+    run->add_option("--model,-m", o.model_path, "GGUF model file")->required();
+    auto* prompt = run->add_option("--prompt,-p", o.prompt, "Prompt text (BOS added as the vocabulary says; special-token text is parsed)");
+    auto* tokens = run->add_option("--tokens", o.tokens, "Token ids instead of a prompt, e.g. 1,403,407");
+    prompt->excludes(tokens);
+    run->add_option("-n,--n-predict", o.n_predict, "Tokens to generate (default 16)")->check(CLI::Range(0, 1 << 20));
+    run->add_option("--mode", o.mode, "exact (f32 math on dequantized weights) or llama (ggml's CPU arithmetic; default)")
+        ->check(CLI::IsMember({"exact", "llama"}));
+    run->add_option("--dump", o.dump_path, "Write every intermediate tensor to this GGUF dump");
+    run->add_option("--threads,-t", o.threads, "CPU threads (default: all cores)")->check(CLI::Range(0, 1024));
+    run->add_option("--ctx,-c", o.ctx, "KV cache cells (default: prompt + n, rounded up to 256)")->check(CLI::Range(0, 1 << 24));
+    run->add_option("--ubatch", o.ubatch, "Tokens per graph evaluation (default 512)")->check(CLI::Range(1, 1 << 16));
+    run->add_flag("--flash-attn", o.flash_attn, "Attention as llama.cpp's flash-attention CPU kernel computes it");
+    run->add_flag("--all-logits", o.all_logits, "Keep every prompt row to the logits (llama.cpp --all-logits)");
+    run->add_flag("--show-tokens", o.show_tokens, "Print the token ids and pieces that enter the model");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -39,6 +57,8 @@ int main(int argc, char** argv) {
 
     ls::app::InspectOptions inspect;
     add_inspect_command(app, inspect);
+    ls::app::RunOptions run;
+    add_run_command(app, run);
 
     try {
         app.parse(argc, argv);
@@ -49,10 +69,11 @@ int main(int argc, char** argv) {
     }
 
     if (app.got_subcommand("inspect")) return ls::app::run_inspect(inspect);
+    if (app.got_subcommand("run")) return ls::app::run_run(run);
 
     // `layerscope typo` would otherwise open a window that fails to load "typo".
     if (!gui.model_path.empty() && !std::filesystem::exists(gui.model_path)) {
-        std::fprintf(stderr, "layerscope: '%s' is neither a command nor a file. Commands: inspect; "
+        std::fprintf(stderr, "layerscope: '%s' is neither a command nor a file. Commands: inspect, run; "
                              "see 'layerscope --help'.\n", gui.model_path.c_str());
         return ls::app::kExitUsage;
     }

@@ -19,6 +19,11 @@ std::vector<int32_t> top_k(const float* logits, int64_t n, int k) {
     return idx;
 }
 
+std::vector<int32_t> reference_generated(const std::string& dump_path) {
+    auto dump = ReferenceDump::open(dump_path);
+    return dump.ok() ? dump.value()->generated_tokens() : std::vector<int32_t>{};
+}
+
 ParityResult run_parity(const std::string& dump_path, const std::string& model_path, MathMode mode, double limit) {
     ParityResult result;
     auto dump = ReferenceDump::open(dump_path);
@@ -32,7 +37,7 @@ ParityResult run_parity(const std::string& dump_path, const std::string& model_p
     options.mode = mode;
     options.n_ctx = 256;
     options.n_ubatch = dump.value()->n_ubatch();
-    options.all_logits = dump.value()->file().get_bool("dump.all_logits", false);
+    options.all_logits = dump.value()->all_logits();
     options.flash_attn = dump.value()->flash_attention();
     auto forward = make_forward(*model.value(), *backend, options);
     EXPECT_TRUE(forward.ok()) << (forward.ok() ? "" : forward.error().message);

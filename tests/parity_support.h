@@ -49,4 +49,7 @@ ParityResult run_parity(const std::string& dump_path, const std::string& model_p
 
 std::vector<int32_t> top_k(const float* logits, int64_t n, int k);
 
+// dump.generated_tokens of a dump file.
+std::vector<int32_t> reference_generated(const std::string& dump_path);
+
 }  // namespace ls::test

@@ -4,7 +4,6 @@
 
 // GCC 12 at -O3 reports std::string operator+ as overlapping memcpy (GCC bug 105329, a false positive).
 #pragma GCC diagnostic ignored "-Wrestrict"
-#include <sys/wait.h>
 
 #include <cmath>
 #include <cstdio>
@@ -22,26 +21,9 @@ namespace {
 
 using nlohmann::json;
 
-const std::string kBinary = LAYERSCOPE_BINARY_DIR "/app/layerscope";
+using RunResult = ls::test::CommandResult;
 
-struct RunResult {
-    int exit_code = -1;
-    std::string out;
-};
-
-// Runs the binary with `args` (already shell-quoted where needed); stderr goes to /dev/null.
-RunResult run(const std::string& args) {
-    RunResult r;
-    std::string cmd = "'" + kBinary + "' " + args + " 2>/dev/null";
-    FILE* pipe = popen(cmd.c_str(), "r");
-    if (!pipe) return r;
-    char buf[65536];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) r.out.append(buf, n);
-    int status = pclose(pipe);
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return r;
-}
+RunResult run(const std::string& args) { return ls::test::run_layerscope(args); }
 
 json inspect_json(const std::string& model, const std::string& extra = "") {
     RunResult r = run("inspect --json '" + ls::test::fixture_path("models/" + model) + "' " + extra);

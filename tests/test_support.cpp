@@ -1,6 +1,9 @@
 // Fixture location and temporary directories for tests.
 #include "test_support.h"
 
+#include <sys/wait.h>
+
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <random>
@@ -26,6 +29,19 @@ std::string make_temp_dir() {
         auto dir = base / ("layerscope-test-" + std::to_string(rd()));
         if (std::filesystem::create_directory(dir)) return dir.string();
     }
+}
+
+CommandResult run_layerscope(const std::string& args, bool with_stderr) {
+    CommandResult r;
+    std::string cmd = "'" LAYERSCOPE_BINARY_DIR "/app/layerscope' " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
+    FILE* pipe = popen(cmd.c_str(), "r");
+    if (!pipe) return r;
+    char buf[65536];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) r.out.append(buf, n);
+    int status = pclose(pipe);
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return r;
 }
 
 }  // namespace ls::test

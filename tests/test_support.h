@@ -13,6 +13,14 @@ bool have_fixtures();
 // A fresh, empty temporary directory for one test.
 std::string make_temp_dir();
 
+// Runs the built `layerscope` binary with `args` (already shell-quoted where needed); stdout is
+// captured, stderr too when `with_stderr`.
+struct CommandResult {
+    int exit_code = -1;
+    std::string out;
+};
+CommandResult run_layerscope(const std::string& args, bool with_stderr = false);
+
 }  // namespace ls::test
 
 // Skips the current test with a clear message when ../shared/fixtures is missing.

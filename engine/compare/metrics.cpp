@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace ls {
@@ -82,6 +83,74 @@ bool align_with_reference(const float* ours, const int64_t ne[4], const Referenc
     }
     *why = fmt::format("shape {} cannot be paired with the reference's {}", ne_text(ne), ne_text(rne));
     return false;
+}
+
+bool compare_partial(const float* ours, const int64_t ne[4], const RefTensor& ref, PartialComparison* out,
+                     std::string* why, const std::vector<int32_t>& out_ids) {
+    *out = PartialComparison();
+    const int64_t* rne = ref.ne();
+    out->n_total = ref.n_elements();
+    if (ref.samples.empty() && !ref.has_sum) {
+        *why = fmt::format("the reference has no values for {} (its printout is missing or cut off)", ref.name);
+        return false;
+    }
+    const int64_t n_ours = ne[0] * ne[1] * ne[2] * ne[3];
+    // ours_index(reference flat index) -> our flat index, or -1 for a reference-only position.
+    std::vector<int64_t> rows;  // our row for each reference row (output-rows case)
+    std::string how;
+    bool padded = false;
+    if (std::equal(ne, ne + 4, rne)) {
+    } else if (ne[0] == rne[0] && ne[2] == 1 && rne[2] == 1 && ne[3] == 1 && rne[3] == 1 && rne[1] < ne[1]) {
+        bool use_ids = static_cast<int64_t>(out_ids.size()) == rne[1];
+        for (int32_t id : out_ids) use_ids = use_ids && id >= 0 && id < ne[1];
+        for (int64_t r = 0; r < rne[1]; ++r) rows.push_back(use_ids ? out_ids[r] : ne[1] - rne[1] + r);
+        how = use_ids ? fmt::format(", output rows {}", rows.size() == 1 ? std::to_string(rows[0]) : std::to_string(rows.size()))
+                      : fmt::format(", our last {} row{}", rne[1], rne[1] == 1 ? "" : "s");
+    } else if (ne[0] < rne[0] && ne[1] == rne[1] && ne[2] == rne[2] && ne[3] == rne[3]) {
+        padded = true;
+        how = fmt::format(", first {} of {} KV cells", ne[0], rne[0]);
+    } else {
+        *why = fmt::format("shape {} cannot be paired with the reference's {}", ne_text(ne), ne_text(rne));
+        return false;
+    }
+    auto ours_index = [&](int64_t flat) -> int64_t {
+        if (flat < 0 || flat >= out->n_total) return -1;
+        if (!rows.empty()) return (flat % rne[0]) + rows[flat / rne[0]] * ne[0];
+        if (padded) {
+            const int64_t i0 = flat % rne[0];
+            return i0 < ne[0] ? i0 + (flat / rne[0]) * ne[0] : -1;
+        }
+        return flat < n_ours ? flat : -1;
+    };
+    std::vector<float> o, r;
+    for (const auto& [flat, value] : ref.samples) {
+        const int64_t i = ours_index(flat);
+        if (i < 0) continue;
+        o.push_back(ours[i]);
+        r.push_back(value);
+    }
+    out->n_samples = static_cast<int64_t>(o.size());
+    out->metrics = compute_metrics(o.data(), r.data(), out->n_samples);
+    if (ref.has_sum) {
+        double sum = 0, l1 = 0;
+        if (!rows.empty()) {
+            for (int64_t row : rows)
+                for (int64_t i = 0; i < ne[0]; ++i) sum += ours[row * ne[0] + i], l1 += std::fabs(ours[row * ne[0] + i]);
+        } else {
+            for (int64_t i = 0; i < n_ours; ++i) sum += ours[i], l1 += std::fabs(ours[i]);
+        }
+        out->has_sum = true;
+        out->ours_sum = sum;
+        out->ref_sum = ref.sum;
+        out->sum_abs_err = std::fabs(sum - ref.sum);
+        out->sum_rel_err = ref.sum != 0 ? out->sum_abs_err / std::fabs(ref.sum) : (out->sum_abs_err > 0 ? INFINITY : 0.0);
+        out->sum_err_l1 = l1 > 0 ? out->sum_abs_err / l1 : (out->sum_abs_err > 0 ? INFINITY : 0.0);
+        if (!std::isfinite(sum) || !std::isfinite(ref.sum))
+            out->sum_rel_err = out->sum_err_l1 = (std::isnan(sum) && std::isnan(ref.sum)) || sum == ref.sum ? 0.0 : INFINITY;
+    }
+    out->note = fmt::format("partial: {} of {} values{}{}", out->n_samples, out->n_total,
+                            out->has_sum ? " and the sum" : "", how);
+    return true;
 }
 
 }  // namespace ls

@@ -36,4 +36,25 @@ struct AlignedValues {
 bool align_with_reference(const float* ours, const int64_t ours_ne[4], const ReferenceDump& dump, const RefTensor& ref,
                           AlignedValues* out, std::string* why);
 
+// Our full tensor against a partial reference (a text log: some printed values and the sum).
+struct PartialComparison {
+    Metrics metrics;          // compute_metrics over the sampled positions only
+    int64_t n_samples = 0;    // reference values paired with ours
+    int64_t n_total = 0;      // elements of the reference tensor
+    bool has_sum = false;     // the reference gave a sum and it was compared
+    double ours_sum = 0, ref_sum = 0;
+    double sum_abs_err = 0;
+    double sum_rel_err = 0;   // |ours_sum - ref_sum| / |ref_sum| (inf when ref_sum is 0 and they differ)
+    double sum_err_l1 = 0;    // |ours_sum - ref_sum| / sum |ours|: robust when the sum cancels out
+    std::string note;         // "12 of 4096 values and the sum" (+ how rows/cells were paired)
+};
+
+// Pairs the reference's samples with our values (same shape; only output rows kept: `out_ids`
+// when it has one id per reference row, else the last rows, llama.cpp's default of logits for the
+// last token; padded KV cells: samples beyond our cells are skipped and the sum takes them as 0,
+// which they are after softmax). Returns false with `why` when the shapes cannot be paired or
+// the reference has nothing to compare (a printout cut off at the end of a log).
+bool compare_partial(const float* ours, const int64_t ours_ne[4], const RefTensor& ref, PartialComparison* out,
+                     std::string* why, const std::vector<int32_t>& out_ids = {});
+
 }  // namespace ls

@@ -4,6 +4,10 @@
 #include <fmt/format.h>
 
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "compare/reference_formats.h"
 
 namespace ls {
 namespace {
@@ -34,7 +38,7 @@ int occurrence_of(const std::string& dump_name) {
 
 }  // namespace
 
-Result<std::unique_ptr<ReferenceDump>> ReferenceDump::open(const std::string& path) {
+Result<std::unique_ptr<ReferenceDump>> ReferenceDump::open_gguf(const std::string& path) {
     auto file = GgufFile::open(path);
     if (!file) return file.error();
     std::unique_ptr<ReferenceDump> d(new ReferenceDump());
@@ -75,11 +79,14 @@ Result<std::unique_ptr<ReferenceDump>> ReferenceDump::open(const std::string& pa
                            node ? nullptr : &node.error()})
         if (e) return *e;
 
+    d->source_ = path;
     d->tensors_.resize(n);
     for (size_t i = 0; i < n; ++i) {
         const GgufTensorInfo& info = f.tensors()[i];
         RefTensor& t = d->tensors_[i];
-        t.info = &info;
+        for (int k = 0; k < 4; ++k) t.ne_[k] = info.ne[k];
+        t.stored_type = info.type;
+        t.data = info.data;
         t.name = info.name;
         t.occurrence = occurrence_of(info.name);
         size_t cut = info.name.find_first_of("#@");
@@ -94,9 +101,24 @@ Result<std::unique_ptr<ReferenceDump>> ReferenceDump::open(const std::string& pa
         if (info.type != GgmlType::F32 && info.type != GgmlType::I32 && info.type != GgmlType::I64)
             return make_error(ErrorCode::kBadInput, fmt::format("{}: tensor {} is stored as {}; dumps store F32, I32 or I64",
                                                                 path, info.name, ggml_type_name(info.type)));
-        d->by_name_[t.name] = i;
     }
+    d->index();
     return d;
+}
+
+std::unique_ptr<ReferenceDump> ReferenceDump::from_tensors(std::string source, std::vector<RefTensor> tensors,
+                                                           std::vector<std::vector<uint8_t>> storage) {
+    std::unique_ptr<ReferenceDump> d(new ReferenceDump());
+    d->source_ = std::move(source);
+    d->tensors_ = std::move(tensors);
+    d->storage_ = std::move(storage);
+    d->index();
+    return d;
+}
+
+void ReferenceDump::index() {
+    by_name_.clear();
+    for (size_t i = 0; i < tensors_.size(); ++i) by_name_.emplace(tensors_[i].name, i);
 }
 
 const RefTensor* ReferenceDump::find(const std::string& dump_name) const {
@@ -105,11 +127,12 @@ const RefTensor* ReferenceDump::find(const std::string& dump_name) const {
 }
 
 std::vector<float> ReferenceDump::values(const RefTensor& t) const {
+    if (!t.complete()) return {};
     const int64_t n = t.n_elements();
     std::vector<float> out(static_cast<size_t>(n));
-    const uint8_t* p = t.info->data;
+    const uint8_t* p = t.data;
     for (int64_t i = 0; i < n; ++i) {
-        switch (t.info->type) {
+        switch (t.stored_type) {
             case GgmlType::F32: std::memcpy(&out[i], p + 4 * i, 4); break;
             case GgmlType::I32: { int32_t v; std::memcpy(&v, p + 4 * i, 4); out[i] = static_cast<float>(v); break; }
             default: { int64_t v; std::memcpy(&v, p + 8 * i, 8); out[i] = static_cast<float>(v); break; }
@@ -121,22 +144,53 @@ std::vector<float> ReferenceDump::values(const RefTensor& t) const {
 std::vector<int32_t> ReferenceDump::out_ids(int decode, int ubatch) const {
     for (const RefTensor& t : tensors_) {
         if (t.kind == RefKind::kInput && t.base_name == "out_ids" && t.decode == decode && t.ubatch == ubatch &&
-            t.info->type == GgmlType::I32) {
+            t.stored_type == GgmlType::I32 && t.complete()) {
             std::vector<int32_t> ids(static_cast<size_t>(t.n_elements()));
-            std::memcpy(ids.data(), t.info->data, ids.size() * 4);
+            std::memcpy(ids.data(), t.data, ids.size() * 4);
             return ids;
         }
     }
     return {};
 }
 
-std::vector<int32_t> ReferenceDump::prompt_tokens() const { return int_array(*file_, "dump.prompt_tokens"); }
-std::vector<int32_t> ReferenceDump::generated_tokens() const { return int_array(*file_, "dump.generated_tokens"); }
-std::vector<int32_t> ReferenceDump::decode_n_tokens() const { return int_array(*file_, "dump.decode_n_tokens"); }
+std::vector<int32_t> ReferenceDump::prompt_tokens() const {
+    return file_ ? int_array(*file_, "dump.prompt_tokens") : std::vector<int32_t>{};
+}
+std::vector<int32_t> ReferenceDump::generated_tokens() const {
+    return file_ ? int_array(*file_, "dump.generated_tokens") : std::vector<int32_t>{};
+}
+std::vector<int32_t> ReferenceDump::decode_n_tokens() const {
+    return file_ ? int_array(*file_, "dump.decode_n_tokens") : std::vector<int32_t>{};
+}
 
 bool ReferenceDump::flash_attention() const {
+    if (!file_) return false;
     std::string fa = file_->get_string("dump.flash_attn", "off");
     return fa == "auto" || fa == "on" || fa == "enabled";
+}
+
+}  // namespace ls
+
+namespace ls {
+
+// Dispatch on what `path` is: a folder (npy + manifest), a GGUF file, else an eval-callback log.
+Result<std::unique_ptr<ReferenceDump>> ReferenceDump::open(const std::string& path) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) {
+        if (!std::filesystem::exists(std::filesystem::path(path) / "manifest.json", ec))
+            return make_error(ErrorCode::kBadInput, fmt::format("{}: a folder without manifest.json; a folder "
+                                                                "reference holds .npy files and a manifest.json", path));
+        return open_npy_folder(path);
+    }
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return make_error(ErrorCode::kBadInput, fmt::format("{}: cannot open", path));
+    char magic[6] = {};
+    in.read(magic, 6);
+    if (in.gcount() >= 4 && std::memcmp(magic, "GGUF", 4) == 0) return open_gguf(path);
+    if (in.gcount() == 6 && std::memcmp(magic, "\x93NUMPY", 6) == 0)
+        return make_error(ErrorCode::kBadInput, fmt::format("{}: a single .npy file; a .npy reference is a folder of "
+                                                            ".npy files with a manifest.json naming them", path));
+    return open_eval_log(path);
 }
 
 }  // namespace ls

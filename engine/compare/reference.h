@@ -1,5 +1,6 @@
-// A reference run loaded from a tensor dump (the GGUF dump format of llama.cpp's reference dumper
-// and of `layerscope run --dump`): tensors by dump name with their llama.cpp provenance.
+// A reference run: tensors by dump name with their llama.cpp provenance. Sources: GGUF tensor
+// dumps (llama.cpp's reference dumper and `layerscope run --dump`), folders of .npy files with a
+// manifest.json, and llama-eval-callback / llama-debug text logs (partial values and sums).
 #pragma once
 
 #include <map>
@@ -22,21 +23,40 @@ struct RefTensor {
     RefKind kind = RefKind::kNode;
     std::string op, src0, src1;
     int node_index = -1;
-    const GgufTensorInfo* info = nullptr;  // stored data (F32 for floats, I32/I64 for ids)
+    int64_t ne_[4] = {1, 1, 1, 1};  // ggml order
 
-    const int64_t* ne() const { return info->ne; }
-    int64_t n_elements() const { return info->n_elements(); }
+    // Complete data: `data` points at n_elements values of `stored_type` (F32, I32 or I64), in
+    // ggml element order. nullptr for a partial tensor (a text log).
+    GgmlType stored_type = GgmlType::F32;
+    const uint8_t* data = nullptr;
+    // Partial tensors: the values the source printed, by flat ggml index, and its sum if given.
+    std::vector<std::pair<int64_t, float>> samples;
+    bool has_sum = false;
+    double sum = 0;
+
+    const int64_t* ne() const { return ne_; }
+    int64_t n_elements() const { return ne_[0] * ne_[1] * ne_[2] * ne_[3]; }
+    bool complete() const { return data != nullptr; }
 };
 
 class ReferenceDump {
 public:
+    // Opens a GGUF dump, a folder with manifest.json, or an eval-callback / llama-debug log,
+    // whichever `path` is.
     static Result<std::unique_ptr<ReferenceDump>> open(const std::string& path);
+    static Result<std::unique_ptr<ReferenceDump>> open_gguf(const std::string& path);
 
-    const GgufFile& file() const { return *file_; }
+    // For loaders of other formats: tensors whose `data` points into `storage`.
+    static std::unique_ptr<ReferenceDump> from_tensors(std::string source, std::vector<RefTensor> tensors,
+                                                       std::vector<std::vector<uint8_t>> storage);
+
+    const std::string& source() const { return source_; }
     const std::vector<RefTensor>& tensors() const { return tensors_; }
     const RefTensor* find(const std::string& dump_name) const;
+    // The GGUF file of a GGUF dump (its dump.* metadata); nullptr for other sources.
+    const GgufFile* file() const { return file_.get(); }
 
-    // Values as f32 (F32 data copied, integer data converted).
+    // Values as f32 (F32 data copied, integer data converted); empty for a partial tensor.
     std::vector<float> values(const RefTensor& t) const;
     // The output rows llama.cpp kept in the last layer of (decode, ubatch): the `out_ids` input.
     // Empty when the dump has none.
@@ -45,12 +65,17 @@ public:
     std::vector<int32_t> prompt_tokens() const;
     std::vector<int32_t> generated_tokens() const;
     std::vector<int32_t> decode_n_tokens() const;
-    std::string prompt() const { return file_->get_string("dump.prompt"); }
+    std::string prompt() const { return file_ ? file_->get_string("dump.prompt") : ""; }
     bool flash_attention() const;  // "auto" or "on" in dump.flash_attn
-    int64_t n_ubatch() const { return file_->get_int("dump.n_ubatch", 512); }
+    bool all_logits() const { return file_ && file_->get_bool("dump.all_logits", false); }
+    int64_t n_ubatch() const { return file_ ? file_->get_int("dump.n_ubatch", 512) : 512; }
 
 private:
+    void index();
+
+    std::string source_;
     std::unique_ptr<GgufFile> file_;
+    std::vector<std::vector<uint8_t>> storage_;
     std::vector<RefTensor> tensors_;
     std::map<std::string, size_t> by_name_;
 };

@@ -1,4 +1,4 @@
-// Parity with llama.cpp for the llama architecture: every tensor of every llama fixture dump,
+// Parity with llama.cpp for the llama and qwen2 architectures: every tensor of every fixture dump,
 // greedy tokens and top-5 logits, in llama mode (and exact mode's agreement, for information).
 #include <gtest/gtest.h>
 
@@ -25,31 +25,41 @@ const DumpCase kCases[] = {
     {"dumps/llama-gqa-mini-F16_lily_n0_nocache.gguf", "models/llama-gqa-mini-F16.gguf", 1e-6},
     {"dumps/llama-gqa-mini-Q4_K_M_boy_n4_fa-off_nocache.gguf", "models/llama-gqa-mini-Q4_K_M.gguf", 1e-6},
     {"dumps/llama-gqa-mini-Q4_K_M_lily_n0_nocache.gguf", "models/llama-gqa-mini-Q4_K_M.gguf", 1e-6},
+    // qwen2: QKV biases, NEOX rope, tied embeddings, padded vocabulary.
+    {"dumps/qwen2-mini-F16_france_n0_fa-off_nocache.gguf", "models/qwen2-mini-F16.gguf", 1e-8},
+    {"dumps/qwen2-mini-F16_chat_n4_fa-off_nocache.gguf", "models/qwen2-mini-F16.gguf", 1e-8},
+    {"dumps/qwen2-mini-Q8_0_code_n4_fa-off_nocache.gguf", "models/qwen2-mini-Q8_0.gguf", 1e-6},
+    {"dumps/qwen2-mini-Q8_0_france_n0_nocache.gguf", "models/qwen2-mini-Q8_0.gguf", 1e-6},
 };
 
-class LlamaParity : public ::testing::TestWithParam<DumpCase> {};
+class Parity : public ::testing::TestWithParam<DumpCase> {};
 
-TEST_P(LlamaParity, EveryTensorMatchesInLlamaMode) {
+TEST_P(Parity, EveryTensorMatchesInLlamaMode) {
     LS_REQUIRE_FIXTURES();
     const DumpCase& c = GetParam();
     test::ParityResult r = test::run_parity(test::fixture_path(c.dump), test::fixture_path(c.model), MathMode::kLlama, c.limit);
-    std::printf("[parity llama] %s: %d tensors compared, %d reference nodes not computed by us, worst %s nmse %.3g\n",
-                c.dump, r.compared, r.not_computed, r.worst_name.c_str(), r.worst_nmse);
+    std::printf("[parity llama mode] %s: %d tensors compared, %d reference nodes not computed by us, worst %s\n", c.dump,
+                r.compared, r.not_computed,
+                r.worst_nmse == 0 ? "nmse 0 (all bit-exact)" : (r.worst_name + " nmse " + std::to_string(r.worst_nmse)).c_str());
     EXPECT_GT(r.compared, 20);
     for (const std::string& f : r.failures) ADD_FAILURE() << f;
+    // Greedy tokens: ours after each decode call, the reference's generated tokens (one fewer).
+    std::vector<int32_t> want = test::reference_generated(test::fixture_path(c.dump));
+    ASSERT_GE(r.generated.size(), want.size());
+    EXPECT_EQ(std::vector<int32_t>(r.generated.begin(), r.generated.begin() + want.size()), want);
     ASSERT_EQ(r.top5_ours.size(), r.top5_ref.size());
     for (size_t d = 0; d < r.top5_ref.size(); ++d) EXPECT_EQ(r.top5_ours[d], r.top5_ref[d]) << "top-5 of decode " << d;
 }
 
-TEST_P(LlamaParity, ExactModeForInformation) {
+TEST_P(Parity, ExactModeForInformation) {
     LS_REQUIRE_FIXTURES();
     const DumpCase& c = GetParam();
     test::ParityResult r = test::run_parity(test::fixture_path(c.dump), test::fixture_path(c.model), MathMode::kExact, 1.0);
-    std::printf("[parity exact] %s: worst %s nmse %.3g\n", c.dump, r.worst_name.c_str(), r.worst_nmse);
+    std::printf("[parity exact mode] %s: worst %s nmse %.3g\n", c.dump, r.worst_name.c_str(), r.worst_nmse);
     EXPECT_GT(r.compared, 20);
 }
 
-INSTANTIATE_TEST_SUITE_P(Dumps, LlamaParity, ::testing::ValuesIn(kCases), [](const auto& info) {
+INSTANTIATE_TEST_SUITE_P(Dumps, Parity, ::testing::ValuesIn(kCases), [](const auto& info) {
     std::string n = info.param.dump;
     n = n.substr(n.find('/') + 1);
     n = n.substr(0, n.find(".gguf"));

@@ -1,0 +1,149 @@
+// `layerscope run`: tokenizes a prompt (or takes token ids), runs the model greedily on the CPU
+// backend, prints the tokens, the text and the time per token, and optionally writes every
+// intermediate tensor as a dump in llama.cpp's reference-dump format.
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <sstream>
+
+#include "capture/dump_writer.h"
+#include "commands.h"
+#include "cuda/loader.h"
+#include "forward/generate.h"
+
+namespace ls::app {
+namespace {
+
+Result<std::vector<int32_t>> parse_token_list(const std::string& text) {
+    std::vector<int32_t> ids;
+    std::stringstream in(text);
+    std::string item;
+    while (std::getline(in, item, ',')) {
+        size_t used = 0;
+        long long v = 0;
+        try {
+            v = std::stoll(item, &used);
+        } catch (...) {
+            used = 0;
+        }
+        if (used == 0 || used != item.size() || v < 0 || v > INT32_MAX)
+            return make_error(ErrorCode::kUsage, fmt::format("--tokens: \"{}\" is not a token id; expected e.g. --tokens 1,403,407", item));
+        ids.push_back(static_cast<int32_t>(v));
+    }
+    if (ids.empty()) return make_error(ErrorCode::kUsage, "--tokens is empty; expected e.g. --tokens 1,403,407");
+    return ids;
+}
+
+std::string printable(const std::string& s) {
+    std::string out;
+    for (unsigned char c : s) {
+        if (c == '\n') out += "\\n";
+        else if (c < 0x20) out += fmt::format("\\x{:02x}", c);
+        else out += static_cast<char>(c);
+    }
+    return out;
+}
+
+int fail(const Error& e) {
+    std::fprintf(stderr, "layerscope run: %s\n", e.message.c_str());
+    return e.code == ErrorCode::kUsage ? kExitUsage : kExitBadInput;
+}
+
+}  // namespace
+
+int run_run(const RunOptions& o) {
+    MathMode mode;
+    if (!math_mode_from_name(o.mode, &mode)) return fail(make_error(ErrorCode::kUsage, "--mode must be exact or llama"));
+    if (o.prompt.empty() == o.tokens.empty())
+        return fail(make_error(ErrorCode::kUsage, "give exactly one of --prompt TEXT or --tokens 1,2,3"));
+
+    auto model = Model::open(o.model_path);
+    if (!model) return fail(model.error());
+    const Tokenizer* tok = model.value()->tokenizer();
+
+    std::string prompt = o.prompt;
+    std::vector<int32_t> tokens;
+    if (!o.tokens.empty()) {
+        auto ids = parse_token_list(o.tokens);
+        if (!ids) return fail(ids.error());
+        tokens = ids.value();
+    } else {
+        if (!tok) return fail(make_error(ErrorCode::kBadInput, o.model_path + " has no tokenizer; use --tokens"));
+        tokens = tok->encode(prompt, true, true);
+    }
+
+    const BackendProbe probe = probe_cuda_backend();
+    auto backend = make_cpu_backend(o.threads);
+    ForwardOptions fo;
+    fo.mode = mode;
+    fo.n_ubatch = o.ubatch;
+    fo.flash_attn = o.flash_attn;
+    fo.all_logits = o.all_logits;
+    fo.n_ctx = o.ctx > 0 ? o.ctx : std::max<int64_t>(256, (static_cast<int64_t>(tokens.size()) + o.n_predict + 255) / 256 * 256);
+    auto forward = make_forward(*model.value(), *backend, fo);
+    if (!forward) return fail(forward.error());
+
+    const ModelConfig& c = model.value()->config();
+    std::printf("model:   %s (%s, %lld layers, n_embd %lld)\n", o.model_path.c_str(), c.arch_name.c_str(),
+                static_cast<long long>(c.n_layer), static_cast<long long>(c.n_embd));
+    std::printf("backend: %s (%s), mode %s%s\n", backend->name().c_str(),
+                probe.cuda_available ? "a CUDA device is present, but models run on the CPU backend" : probe.description.c_str(),
+                math_mode_name(mode), fo.flash_attn ? ", flash attention" : "");
+    auto piece = [&](int32_t id, bool render_special) {
+        return tok && tok->valid(id) ? tok->token_to_piece(id, render_special) : std::string("?");
+    };
+    std::printf("prompt:  %zu tokens\n", tokens.size());
+    if (o.show_tokens)
+        for (size_t i = 0; i < tokens.size(); ++i) std::printf("  %4zu %8d  '%s'\n", i, tokens[i], printable(piece(tokens[i], true)).c_str());
+
+    DumpWriter dump;
+    const int64_t n_vocab = static_cast<int64_t>(forward.value()->last_logits().size());
+    auto after = [&](int d) {
+        if (!o.dump_path.empty()) dump.add_logits(d, forward.value()->last_logits(), n_vocab);
+    };
+    auto result = generate_greedy(*forward.value(), tok, tokens, o.n_predict, o.dump_path.empty() ? nullptr : &dump, after);
+    if (!result) return fail(result.error());
+    const GenerateResult& r = result.value();
+
+    std::string text;
+    for (int32_t id : tokens) text += piece(id, false);
+    std::string generated_text;
+    for (int32_t id : r.generated) generated_text += piece(id, false);
+    std::printf("generated: %zu tokens:", r.generated.size());
+    for (int32_t id : r.generated) std::printf(" %d", id);
+    std::printf("\ntext:    %s%s\n", printable(text).c_str(), printable(generated_text).c_str());
+
+    double gen_ms = 0;
+    for (size_t d = 1; d < r.decode_ms.size(); ++d) gen_ms += r.decode_ms[d];
+    std::printf("time:    prompt %.2f ms (%.3f ms/token)", r.decode_ms[0], r.decode_ms[0] / tokens.size());
+    if (r.decode_ms.size() > 1) std::printf(", generation %.3f ms/token", gen_ms / (r.decode_ms.size() - 1));
+    std::printf("\n");
+
+    if (!o.dump_path.empty()) {
+        DumpInfo info;
+        info.model_path = o.model_path;
+        info.model_desc = c.arch_name + " " + math_mode_name(mode);
+        info.prompt = o.tokens.empty() ? prompt : "";
+        info.add_bos = tok && tok->add_bos();
+        info.prompt_tokens = tokens;
+        for (int32_t id : tokens) info.prompt_token_pieces.push_back(piece(id, true));
+        info.n_predict = o.n_predict;
+        info.generated_tokens = r.generated;
+        info.generated_text = generated_text;
+        info.decode_n_tokens = r.decode_n_tokens;
+        info.n_ctx = static_cast<uint32_t>(fo.n_ctx);
+        info.n_ubatch = static_cast<uint32_t>(fo.n_ubatch);
+        info.n_threads = o.threads;
+        info.flash_attn = fo.flash_attn;
+        info.all_logits = fo.all_logits;
+        info.system_info = backend->name() + ", math mode " + math_mode_name(mode);
+        if (Status s = dump.write(o.dump_path, info); !s) {
+            std::fprintf(stderr, "layerscope run: %s\n", s.error().message.c_str());
+            return kExitBadInput;
+        }
+        std::printf("dump:    %zu tensors, %.2f MiB -> %s\n", dump.n_tensors(), dump.bytes() / 1048576.0, o.dump_path.c_str());
+    }
+    return kExitOk;
+}
+
+}  // namespace ls::app

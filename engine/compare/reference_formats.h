@@ -1,0 +1,54 @@
+// Reference sources other than GGUF dumps: folders of .npy files with a manifest.json, and the text
+// printout of llama.cpp's eval callback (llama-eval-callback, llama-debug). See REFERENCE_FORMATS.md.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compare/reference.h"
+#include "util/result.h"
+
+namespace ls {
+
+// ---- .npy files ----------------------------------------------------------------------------
+
+// One array read from a .npy file, converted for a RefTensor: f16/f32/f64 become F32 values,
+// i4 stays I32, i8 stays I64. `shape` is numpy's (outermost first), `dtype` the descr ("<f4").
+struct NpyArray {
+    std::string dtype;
+    std::vector<int64_t> shape;
+    GgmlType stored_type = GgmlType::F32;
+    std::vector<uint8_t> bytes;  // C order, little-endian, 4 or 8 bytes per element
+    int64_t n_elements() const;
+};
+
+// Reads and validates a .npy file (format versions 1, 2, 3). Errors name the file and the problem.
+Result<NpyArray> read_npy(const std::string& path);
+// Parses .npy bytes already in memory; `what` names them in errors.
+Result<NpyArray> parse_npy(const uint8_t* data, size_t size, const std::string& what);
+// Writes a C-order array as .npy version 1 (dtype "<f4", "<i4" or "<i8"), via a temp file and a
+// rename so that no half-written file is left behind.
+Status write_npy(const std::string& path, const std::string& dtype, const std::vector<int64_t>& shape,
+                 const void* data);
+
+// ---- folder of .npy + manifest.json ------------------------------------------------------------
+
+struct NpyFolder {
+    std::unique_ptr<ReferenceDump> dump;
+    std::vector<int32_t> prompt_tokens, generated_tokens;  // from the manifest, when present
+};
+
+// Loads `dir`/manifest.json and every file it names.
+Result<NpyFolder> load_npy_folder(const std::string& dir);
+Result<std::unique_ptr<ReferenceDump>> open_npy_folder(const std::string& dir);
+
+// ---- llama.cpp eval-callback text logs ---------------------------------------------------------
+
+// Parses a llama-eval-callback / llama-debug printout into partial RefTensors (samples + sum).
+// `source` names the text in errors (the file path).
+Result<std::unique_ptr<ReferenceDump>> parse_eval_log(const std::string& text, const std::string& source);
+Result<std::unique_ptr<ReferenceDump>> open_eval_log(const std::string& path);
+
+}  // namespace ls

@@ -1,0 +1,96 @@
+// `layerscope run` end to end: the text llama-completion printed for every llama fixture model,
+// our dumps lining up with llama.cpp's by name and value, and exit codes for bad input.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "compare/metrics.h"
+#include "compare/reference.h"
+#include "test_support.h"
+
+namespace ls {
+namespace {
+
+// The stdout section of a llama-completion log: the prompt and the generated text.
+std::string completion_stdout(const std::string& log_path) {
+    std::ifstream in(log_path);
+    std::string line, out;
+    bool in_stdout = false;
+    while (std::getline(in, line)) {
+        if (line.rfind("# ---------------- stdout", 0) == 0) { in_stdout = true; continue; }
+        if (line.rfind("# ---------------- stderr", 0) == 0) break;
+        if (in_stdout) out += line + "\n";
+    }
+    while (!out.empty() && out.back() == '\n') out.pop_back();
+    return out;
+}
+
+std::string line_after(const std::string& out, const std::string& prefix) {
+    std::istringstream in(out);
+    std::string line;
+    while (std::getline(in, line))
+        if (line.rfind(prefix, 0) == 0) return line.substr(prefix.size());
+    return "<no line starting with \"" + prefix + "\">";
+}
+
+TEST(RunCli, GreedyTextMatchesLlamaCompletion) {
+    LS_REQUIRE_FIXTURES();
+    // llama-completion -m M -p "Hello" -n 8 --temp 0 (logs/completion_*.txt).
+    for (const char* model : {"stories260K", "llama-2-tiny-random", "llama-gqa-mini-F16", "llama-gqa-mini-Q4_K_M"}) {
+        SCOPED_TRACE(model);
+        std::string expected = completion_stdout(test::fixture_path(std::string("logs/completion_") + model + ".txt"));
+        ASSERT_FALSE(expected.empty());
+        auto r = test::run_layerscope("run -m '" + test::fixture_path(std::string("models/") + model + ".gguf") +
+                                      "' -p Hello -n 8");
+        ASSERT_EQ(r.exit_code, 0) << r.out;
+        EXPECT_EQ(" " + line_after(r.out, "text:    "), " " + expected) << r.out;
+    }
+}
+
+TEST(RunCli, DumpLinesUpWithLlamaCppsDump) {
+    LS_REQUIRE_FIXTURES();
+    std::string dir = test::make_temp_dir();
+    std::string out = dir + "/once.gguf";
+    auto r = test::run_layerscope("run -m '" + test::fixture_path("models/stories260K.gguf") +
+                                  "' -p 'Once upon a time' -n 0 --ubatch 256 --dump '" + out + "'");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    auto ours = ReferenceDump::open(out);
+    ASSERT_TRUE(ours.ok()) << ours.error().message;
+    auto ref = ReferenceDump::open(test::fixture_path("dumps/stories260K_once_n0_fa-off.gguf"));
+    ASSERT_TRUE(ref.ok());
+    EXPECT_EQ(ours.value()->prompt_tokens(), ref.value()->prompt_tokens());
+    EXPECT_EQ(ours.value()->decode_n_tokens(), ref.value()->decode_n_tokens());
+    int matched = 0;
+    for (const RefTensor& t : ours.value()->tensors()) {
+        const RefTensor* r_t = ref.value()->find(t.name);
+        if (!r_t) continue;
+        std::vector<float> ours_values = ours.value()->values(t);
+        AlignedValues a;
+        std::string why;
+        ASSERT_TRUE(align_with_reference(ours_values.data(), t.ne(), *ref.value(), *r_t, &a, &why)) << t.name << ": " << why;
+        Metrics m = compute_metrics(a.ours.data(), a.ref.data(), static_cast<int64_t>(a.ours.size()));
+        EXPECT_LE(m.nmse, 1e-8) << t.name;
+        ++matched;
+    }
+    // embd, result_output, llama_logits and 23 per layer.
+    EXPECT_GE(matched, 3 + 23 * 5);
+    std::filesystem::remove_all(dir);
+}
+
+TEST(RunCli, ExitCodes) {
+    LS_REQUIRE_FIXTURES();
+    const std::string m = "-m '" + test::fixture_path("models/stories260K.gguf") + "'";
+    EXPECT_EQ(test::run_layerscope("run " + m + " --bogus").exit_code, 2);
+    EXPECT_EQ(test::run_layerscope("run " + m).exit_code, 2);                       // neither --prompt nor --tokens
+    EXPECT_EQ(test::run_layerscope("run " + m + " --tokens 1,x").exit_code, 2);
+    EXPECT_EQ(test::run_layerscope("run " + m + " --tokens 1,999999").exit_code, 2);  // out of the vocabulary
+    EXPECT_EQ(test::run_layerscope("run " + m + " -p hi --mode fast").exit_code, 2);
+    EXPECT_EQ(test::run_layerscope("run -m /no/such/model.gguf -p hi").exit_code, 3);
+    auto r = test::run_layerscope("run " + m + " --tokens 1,403 -n 2", true);
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+}
+
+}  // namespace
+}  // namespace ls
