@@ -197,7 +197,8 @@ TEST(ChatTemplate, ZephyrAndLlama2Sys) {
     // Not in llama.cpp's expected-output list; these follow its formatter's rules.
     EXPECT_EQ(format(F::kZephyr, {{"system", "S"}, {"user", "Hi"}}),
               "<|system|>\nS<|endoftext|>\n<|user|>\nHi<|endoftext|>\n<|assistant|>\n");
-    EXPECT_EQ(format(F::kLlama2Sys, {{"system", "S"}, {"user", "Hi"}, {"assistant", " A "}, {"user", "B"}}),
+    EXPECT_EQ(format(F::kLlama2Sys,
+                     {{"system", "S"}, {"user", "Hi"}, {"assistant", " A "}, {"user", "B"}}),
               "[INST] <<SYS>>\nS\n<</SYS>>\n\nHi [/INST] A </s>[INST] B [/INST]");
 }
 

@@ -29,6 +29,13 @@ constexpr const char* kNaming =
     "captured before their first consumer; llama_logits (kind=2) = llama_get_logits_ith; data converted to f32 "
     "except integer types; shapes are ggml ne order (ne0 fastest)";
 
+// prefix + decimal number, e.g. "#2", "@1", "node_17".
+std::string tagged(const char* prefix, int64_t v) {
+    std::string s(prefix);
+    s += std::to_string(v);
+    return s;
+}
+
 enum Kind : int32_t { kNode = 0, kInput = 1, kLogits = 2 };
 
 // One captured tensor, already gathered into a contiguous host array of `type` (F32, I32 or I64).
@@ -40,13 +47,15 @@ struct Captured {
     std::vector<uint8_t> data;
 };
 
-// State shared with the eval callback. The callback cannot see where one graph evaluation ends, so a node
-// that was already seen in the current evaluation starts the next ubatch (llama.cpp rebuilds or reuses a
-// graph per ubatch, and every node runs once per evaluation).
+// State shared with the eval callback. The callback cannot see where one graph evaluation ends, so the next
+// ubatch is recognized by its first node: either a node already seen in this evaluation (a reused graph runs
+// the same tensors again) or a node reading a graph input whose name was already captured from another
+// tensor (a rebuilt graph has new tensors but the same input names, and every graph has one of each).
 struct DumpState {
     bool active = false;
     int32_t decode = 0, ubatch = 0, node_counter = 0;
     std::unordered_set<const ggml_tensor*> seen_nodes, seen_inputs;
+    std::unordered_map<std::string, const ggml_tensor*> input_by_name;
     std::unordered_map<const ggml_tensor*, std::string> unnamed;  // unnamed node -> "node_<i>"
     std::unordered_map<std::string, int> occurrences;             // base name -> count in this evaluation
     std::vector<Captured> tensors;
@@ -58,13 +67,14 @@ struct DumpState {
         node_counter = 0;
         seen_nodes.clear();
         seen_inputs.clear();
+        input_by_name.clear();
         unnamed.clear();
         occurrences.clear();
     }
 
     std::string suffix() const {
-        if (ubatch > 0) return "@" + std::to_string(decode) + "." + std::to_string(ubatch);
-        if (decode > 0) return "@" + std::to_string(decode);
+        if (ubatch > 0) return tagged("@", decode) + tagged(".", ubatch);
+        if (decode > 0) return tagged("@", decode);
         return "";
     }
 
@@ -72,7 +82,7 @@ struct DumpState {
     // at 63 bytes.
     std::string dump_name(const std::string& base) {
         int k = ++occurrences[base];
-        std::string n = base + (k >= 2 ? "#" + std::to_string(k) : std::string()) + suffix();
+        std::string n = base + (k >= 2 ? tagged("#", k) : std::string()) + suffix();
         if (n.size() > GGML_MAX_NAME - 1) n.resize(GGML_MAX_NAME - 1);
         return n;
     }
@@ -204,6 +214,17 @@ void capture(DumpState& st, const ggml_tensor* t, int32_t kind, int32_t node_ind
     st.tensors.push_back(std::move(c));
 }
 
+bool starts_new_eval(const DumpState& st, const ggml_tensor* t) {
+    if (st.seen_nodes.count(t)) return true;
+    for (int i = 0; i < GGML_MAX_SRC; ++i) {
+        const ggml_tensor* s = t->src[i];
+        if (!is_graph_input(s) || !s->name[0]) continue;
+        auto it = st.input_by_name.find(s->name);
+        if (it != st.input_by_name.end() && it->second != s) return true;
+    }
+    return false;
+}
+
 // ggml_backend_sched_eval_callback: ask for every node; when a node has run, first capture the graph
 // inputs it is the first to read, then the node itself.
 bool eval_callback(ggml_tensor* t, bool ask, void* user_data) {
@@ -211,12 +232,12 @@ bool eval_callback(ggml_tensor* t, bool ask, void* user_data) {
     if (ask) return st.active;
     if (!st.active) return true;
 
-    if (st.seen_nodes.count(t)) st.begin_eval(st.decode, st.ubatch + 1);
+    if (st.node_counter > 0 && starts_new_eval(st, t)) st.begin_eval(st.decode, st.ubatch + 1);
     st.seen_nodes.insert(t);
     const int32_t index = st.node_counter++;
     std::string base = t->name;
     if (base.empty()) {
-        base = "node_" + std::to_string(index);
+        base = tagged("node_", index);
         st.unnamed[t] = base;
     }
 
@@ -224,7 +245,8 @@ bool eval_callback(ggml_tensor* t, bool ask, void* user_data) {
         const ggml_tensor* s = t->src[i];
         if (!is_graph_input(s) || st.seen_inputs.count(s)) continue;
         st.seen_inputs.insert(s);
-        capture(st, s, kInput, -1, s->name[0] ? std::string(s->name) : "input_" + std::to_string(index));
+        if (s->name[0]) st.input_by_name[s->name] = s;
+        capture(st, s, kInput, -1, s->name[0] ? std::string(s->name) : tagged("input_", index));
     }
     capture(st, t, kNode, index, base);
     return true;
@@ -320,7 +342,7 @@ std::string piece(const llama_vocab* vocab, llama_token tok) {
 void capture_logits(DumpState& st, llama_context* ctx, int32_t n_vocab, int32_t n_rows) {
     Captured c;
     c.name = c.orig_name = "llama_logits";
-    if (st.decode > 0) c.name += "@" + std::to_string(st.decode);
+    if (st.decode > 0) c.name += tagged("@", st.decode);
     c.op = "LLAMA_GET_LOGITS";
     c.orig_type = "f32";
     c.decode = st.decode;

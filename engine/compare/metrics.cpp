@@ -55,6 +55,13 @@ bool align_with_reference(const float* ours, const int64_t ne[4], const Referenc
         out->ref = std::move(r);
         return true;
     }
+    // A reshape (the flash-attention node {head_dim, n_head, T} against our {head_dim * n_head, T}).
+    if (rne[0] * rne[1] == ne[0] && rne[2] == ne[1] && rne[3] == 1 && ne[2] == 1 && ne[3] == 1) {
+        out->ours.assign(ours, ours + ne[0] * ne[1]);
+        out->ref = std::move(r);
+        out->note = "reshaped";
+        return true;
+    }
     // llama.cpp keeps only the rows whose logits are needed from the last layer on.
     if (ne[0] == rne[0] && ne[2] == 1 && rne[2] == 1 && ne[3] == 1 && rne[3] == 1 && rne[1] < ne[1]) {
         std::vector<int32_t> ids = dump.out_ids(ref.decode, ref.ubatch);

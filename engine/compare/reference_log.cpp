@@ -33,6 +33,7 @@
 #include <fmt/format.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -72,7 +73,7 @@ bool parse_header(const std::string& line, Header* h, std::string* why) {
     name.erase(0, name.find_first_not_of(' '));
     // ggml names a view of an unnamed tensor " (permuted)": the leading space is lost in the
     // right-aligned field and comes back here.
-    if (!name.empty() && name[0] == '(') name = " " + name;
+    if (!name.empty() && name[0] == '(') name.insert(name.begin(), ' ');
     if (name.empty()) { *why = "tensor header without a name"; return true; }
     h->name = name;
     size_t type_end = rest.find(')', eq + 4);
@@ -236,7 +237,8 @@ Result<std::unique_ptr<ReferenceDump>> parse_eval_log(const std::string& text, c
             // Every sum line repeats the whole tensor's sum; differing ones come from an old
             // printer that summed only what it printed, which is no sum of the tensor.
             cur.t.has_sum = true;
-            for (double s : cur.sums) cur.t.has_sum = cur.t.has_sum && s == cur.sums.front();
+            for (double s : cur.sums)
+                cur.t.has_sum = cur.t.has_sum && (s == cur.sums.front() || (std::isnan(s) && std::isnan(cur.sums.front())));
             cur.t.sum = cur.t.has_sum ? cur.sums.front() : 0;
         }
         out.push_back(std::move(cur.t));

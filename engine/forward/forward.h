@@ -8,6 +8,7 @@
 
 #include "backend.h"
 #include "forward/event.h"
+#include "forward/faults.h"
 #include "forward/model.h"
 
 namespace ls {
@@ -22,6 +23,7 @@ struct ForwardOptions {
     // llama mode: attention computed as ggml's flash-attention CPU kernel does (what llama.cpp
     // runs with --flash-attn on/auto). kq and kq_soft_max are still computed for display.
     bool flash_attn = false;
+    Fault fault = Fault::kNone;  // a bug from the fault catalogue, injected on purpose
 };
 
 class ForwardPass {

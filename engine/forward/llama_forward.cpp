@@ -7,6 +7,8 @@
 #include <cmath>
 #include <map>
 
+#include "common/quant_blocks.h"
+#include "cpu/dequant.h"
 #include "forward/forward.h"
 
 namespace ls {
@@ -48,6 +50,7 @@ public:
     }
 
     Status init();
+    Status prepare_fault();
     Status eval(const std::vector<int32_t>& tokens, EventSink* sink) override;
     void reset() override {
         pos_ = 0;
@@ -61,6 +64,7 @@ public:
 private:
     Result<Tensor> load(const std::string& name, std::initializer_list<int64_t> ne, bool optional = false);
     Tensor buffer(int64_t ne0, int64_t ne1 = 1, int64_t ne2 = 1);
+    Tensor owned_weight(GgmlType type, const int64_t ne[4], const void* bytes, size_t n_bytes);
     // out_rows: rows (within this batch) that reach the logits; the last layer keeps only them.
     void eval_ubatch(const int32_t* tokens, int64_t T, int ubatch, const std::vector<int32_t>& out_rows);
 
@@ -90,6 +94,8 @@ private:
     std::vector<int32_t> positions_;
     std::vector<float> last_logits_;
     int64_t n_vocab_ = 0;
+    int64_t n_logits_ = 0;  // rows of the logits buffer: n_vocab_, more with the padded-vocab fault
+    std::vector<int32_t> rope_positions_;
     int64_t pos_ = 0;
     int decode_ = 0;
     int ubatch_ = 0;
@@ -107,7 +113,19 @@ Result<Tensor> LlamaForward::load(const std::string& name, std::initializer_list
         return make_error(ErrorCode::kUnsupported, fmt::format("{}: {} weights ({}) are not supported by {} in {} mode",
                                                                model_.path(), ggml_type_name(t->type), name, be_.name(),
                                                                math_mode_name(opt_.mode)));
+    if (opt_.fault == Fault::kQ4KScaleMinSwapped && t->type == GgmlType::Q4_K) {
+        std::vector<uint8_t> bytes(t->data, t->data + t->n_bytes);
+        swap_q4k_scales_and_mins(bytes.data(), static_cast<int64_t>(t->n_bytes / sizeof(block_q4_K)));
+        return owned_weight(t->type, t->ne, bytes.data(), bytes.size());
+    }
     return be_.weight(t->type, t->ne, t->data);
+}
+
+Tensor LlamaForward::owned_weight(GgmlType type, const int64_t ne[4], const void* bytes, size_t n_bytes) {
+    void* p = be_.alloc(n_bytes);
+    allocations_.push_back(p);
+    be_.upload(p, bytes, n_bytes);
+    return make_tensor(p, ne[0], ne[1], ne[2], ne[3], type);
 }
 
 Tensor LlamaForward::buffer(int64_t ne0, int64_t ne1, int64_t ne2) {
@@ -154,6 +172,8 @@ Status LlamaForward::init() {
         LS_LOAD(w.w_down, n("ffn_down.weight"), {cfg_.n_ff, n_embd});
     }
 
+    if (Status s = prepare_fault(); !s) return s;
+
     const int64_t T = opt_.n_ubatch, n_ctx = opt_.n_ctx;
     s_.x = buffer(n_embd, T);
     s_.norm = buffer(n_embd, T);
@@ -170,17 +190,68 @@ Status LlamaForward::init() {
     s_.ffn_inp = buffer(n_embd, T);
     s_.gate = buffer(cfg_.n_ff, T), s_.up = buffer(cfg_.n_ff, T), s_.swiglu = buffer(cfg_.n_ff, T);
     s_.ffn_out = buffer(n_embd, T);
-    s_.logits = buffer(n_vocab_, T);
+    // The padded-vocabulary fault: the logits buffer is sized to a rounded-up vocabulary, and the
+    // rows the LM head never writes hold what was there before (deterministic "garbage" here).
+    n_logits_ = opt_.fault == Fault::kPaddedVocabArgmax ? (n_vocab_ / 256 + 2) * 256 : n_vocab_;
+    s_.logits = buffer(n_logits_, T);
+    if (n_logits_ > n_vocab_) {
+        std::vector<float> garbage(static_cast<size_t>(n_logits_ * T));
+        uint32_t state = 12345;
+        for (float& g : garbage) {
+            state = state * 1664525u + 1013904223u;
+            g = static_cast<float>(state >> 8) / static_cast<float>(1u << 24) * 40.0f - 20.0f;
+        }
+        be_.upload(s_.logits.data, garbage.data(), garbage.size() * sizeof(float));
+    }
     for (int64_t il = 0; il < cfg_.n_layer; ++il) {
         s_.cache_k.push_back(buffer(hd, cfg_.n_head_kv, n_ctx));
         s_.cache_v.push_back(buffer(hd_v, cfg_.n_head_kv, n_ctx));
     }
     positions_.resize(T);
-    last_logits_.resize(n_vocab_);
+    last_logits_.resize(n_logits_);
     return {};
 }
 
+Status LlamaForward::prepare_fault() {
+    const char* name = fault_info(opt_.fault).name;
+    auto refuse = [&](const std::string& why) {
+        return Status(make_error(ErrorCode::kUsage, fmt::format("fault {}: {}", name, why)));
+    };
+    switch (opt_.fault) {
+        case Fault::kTransposedWeight:
+            if (cfg_.n_head * cfg_.head_dim_k != cfg_.n_embd)
+                return refuse("needs a square attn_q weight (n_head * head_dim == n_embd)");
+            for (LayerWeights& w : layers_) {
+                // attn_q as a column-major reader sees it: element (i, j) read at (j, i).
+                const int64_t n = cfg_.n_embd;
+                std::vector<float> rows(static_cast<size_t>(n * n)), transposed(rows.size());
+                std::vector<uint8_t> host(w.wq.n_bytes());
+                be_.download(host.data(), w.wq.data, host.size());
+                dequantize_rows(w.wq.type, host.data(), 0, rows.data(), n, n);
+                for (int64_t i = 0; i < n; ++i)
+                    for (int64_t j = 0; j < n; ++j) transposed[j * n + i] = rows[i * n + j];
+                const int64_t ne[4] = {n, n, 1, 1};
+                w.wq = owned_weight(GgmlType::F32, ne, transposed.data(), transposed.size() * sizeof(float));
+            }
+            return {};
+        case Fault::kYarnMscale:
+            if (cfg_.rope_scaling != RopeScaling::kYarn) return refuse("needs a model with YaRN rope scaling");
+            return {};
+        case Fault::kQkvBiasDropped:
+            if (!layers_[0].bq.data && !layers_[0].bk.data && !layers_[0].bv.data)
+                return refuse("needs a model with attention biases (qwen2)");
+            return {};
+        case Fault::kQ4KScaleMinSwapped:
+            for (const GgufTensorInfo& t : model_.file().tensors())
+                if (t.type == GgmlType::Q4_K) return {};
+            return refuse("needs a model with Q4_K weights");
+        default:
+            return {};
+    }
+}
+
 Status LlamaForward::eval(const std::vector<int32_t>& tokens, EventSink* sink) {
+    if (opt_.fault == Fault::kKvPositionStuck) pos_ = 0;  // the bug: the position never advances
     if (tokens.empty()) return make_error(ErrorCode::kUsage, "no tokens to evaluate");
     if (pos_ + static_cast<int64_t>(tokens.size()) > opt_.n_ctx)
         return make_error(ErrorCode::kUsage, fmt::format("the context is full: {} + {} tokens > n_ctx {}; raise --ctx",
@@ -213,13 +284,36 @@ void LlamaForward::eval_ubatch(const int32_t* tokens, const int64_t T, int ubatc
     ubatch_ = ubatch;
     occurrences_.clear();
     for (int64_t t = 0; t < T; ++t) positions_[t] = static_cast<int32_t>(pos_ + t);
+    const Fault fault = opt_.fault;
+    rope_positions_ = positions_;
+    if (fault == Fault::kRopePositionOffByOne)
+        for (int32_t& p : rope_positions_) ++p;
 
     RopeParams rope;
     rope.mode = c.rope_type == RopeType::kNeox ? RopeMode::kNeox : RopeMode::kNorm;
     rope.n_rot = static_cast<int>(c.n_rot);
     rope.freq_base = static_cast<float>(c.rope_freq_base);
     if (c.rope_scaling == RopeScaling::kLinear) rope.freq_scale = static_cast<float>(1.0 / c.rope_scaling_factor);
-    const float kq_scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    if (c.rope_scaling == RopeScaling::kYarn) {
+        rope.freq_scale = static_cast<float>(1.0 / c.rope_scaling_factor);
+        rope.ext_factor = 1.0f;
+        rope.n_ctx_orig = static_cast<int>(c.rope_orig_ctx);
+        rope.beta_fast = static_cast<float>(c.rope_yarn_beta_fast);
+        rope.beta_slow = static_cast<float>(c.rope_yarn_beta_slow);
+        // The bug: the magnitude correction applied once more on top of ggml's own.
+        if (fault == Fault::kYarnMscale) rope.attn_factor = 1.0f + 0.1f * std::log(static_cast<float>(c.rope_scaling_factor));
+    }
+    if (fault == Fault::kRopeWrongPairing) rope.mode = rope.mode == RopeMode::kNorm ? RopeMode::kNeox : RopeMode::kNorm;
+    const bool rope_on = fault != Fault::kRopeSkipped;
+    const bool causal = fault != Fault::kNoCausalMask;
+    const bool biases_on = fault != Fault::kQkvBiasDropped;
+    const float eps = static_cast<float>(c.rms_eps) * (fault == Fault::kRmsNormEpsilon ? 1000.0f : 1.0f);
+    const float kq_scale = fault == Fault::kAttentionScale ? 1.0f / static_cast<float>(hd) : 1.0f / std::sqrt(static_cast<float>(hd));
+    // RMSNorm weight: applied twice under the fault (a norm layer multiplying again).
+    auto apply_norm_weight = [&](const Tensor& in, const Tensor& weight, Tensor& out) {
+        be_.mul_row(in, weight, out);
+        if (fault == Fault::kRmsNormWeightTwice) be_.mul_row(out, weight, out);
+    };
 
     // Views of the preallocated buffers with this batch's T.
     auto cols = [T](const Tensor& t) { return t.reshaped(t.ne[0], T); };
@@ -231,7 +325,7 @@ void LlamaForward::eval_ubatch(const int32_t* tokens, const int64_t T, int ubatc
     Tensor kqv = s_.kqv.reshaped(hd_v, T, c.n_head), kqv_out = cols(s_.kqv_out);
     Tensor attn_out = cols(s_.attn_out), ffn_inp = cols(s_.ffn_inp);
     Tensor gate = cols(s_.gate), up = cols(s_.up), swiglu = cols(s_.swiglu), ffn_out = cols(s_.ffn_out);
-    Tensor logits = cols(s_.logits);
+    Tensor logits = s_.logits.reshaped(n_logits_, T);
     const MathMode mode = opt_.mode;
     int64_t n_out = T;  // columns from the last layer's FFN on
 
@@ -241,16 +335,16 @@ void LlamaForward::eval_ubatch(const int32_t* tokens, const int64_t T, int ubatc
     for (int64_t il = 0; il < c.n_layer; ++il) {
         const LayerWeights& w = layers_[il];
         const int L = static_cast<int>(il);
-        be_.rms_norm(x, static_cast<float>(c.rms_eps), norm);                     // attention rmsnorm
+        be_.rms_norm(x, eps, norm);                                                // attention rmsnorm
         emit("norm", L, "RMS_NORM", norm);
-        be_.mul_row(norm, w.attn_norm, cur);
+        apply_norm_weight(norm, w.attn_norm, cur);
         emit("attn_norm", L, "MUL", cur);
 
         // q = wq x (+ bq), reshaped to heads, roped.
         be_.matmul(w.wq, cur, q, mode);
         emit("Qcur", L, "MUL_MAT", q);
         Tensor q_in = q;
-        if (w.bq.data) {
+        if (w.bq.data && biases_on) {
             be_.add(q, w.bq, q_b);
             emit("Qcur", L, "ADD", q_b);
             q_in = q_b;
@@ -258,14 +352,14 @@ void LlamaForward::eval_ubatch(const int32_t* tokens, const int64_t T, int ubatc
         emit("Qcur", L, "RESHAPE", q_in.reshaped(hd, c.n_head, T));
         be_.upload(q_rope.data, q_in.data, q_in.n_bytes());
         Tensor q_heads = q_rope.reshaped(hd, c.n_head, T);
-        be_.rope(q_heads, positions_.data(), rope, mode);
+        if (rope_on) be_.rope(q_heads, rope_positions_.data(), rope, mode);
         emit("Qcur", L, "ROPE", q_heads);
 
         // v = wv x (+ bv)
         be_.matmul(w.wv, cur, v, mode);
         emit("Vcur", L, "MUL_MAT", v);
         Tensor v_in = v;
-        if (w.bv.data) {
+        if (w.bv.data && biases_on) {
             be_.add(v, w.bv, v_b);
             emit("Vcur", L, "ADD", v_b);
             v_in = v_b;
@@ -277,7 +371,7 @@ void LlamaForward::eval_ubatch(const int32_t* tokens, const int64_t T, int ubatc
         be_.matmul(w.wk, cur, k, mode);
         emit("Kcur", L, "MUL_MAT", k);
         Tensor k_in = k;
-        if (w.bk.data) {
+        if (w.bk.data && biases_on) {
             be_.add(k, w.bk, k_b);
             emit("Kcur", L, "ADD", k_b);
             k_in = k_b;
@@ -285,21 +379,21 @@ void LlamaForward::eval_ubatch(const int32_t* tokens, const int64_t T, int ubatc
         emit("Kcur", L, "RESHAPE", k_in.reshaped(hd, c.n_head_kv, T));
         be_.upload(k_rope.data, k_in.data, k_in.n_bytes());
         Tensor k_heads = k_rope.reshaped(hd, c.n_head_kv, T);
-        be_.rope(k_heads, positions_.data(), rope, mode);
+        if (rope_on) be_.rope(k_heads, rope_positions_.data(), rope, mode);
         emit("Kcur", L, "ROPE", k_heads);
 
         // Attention over the cache: softmax(q k^T * scale + causal mask) v, per head.
         be_.store_kv(k_heads, v_heads, s_.cache_k[il], s_.cache_v[il], pos_, mode);
         be_.attn_scores(q_heads, s_.cache_k[il], n_kv, kq, mode);
         emit("kq", L, "MUL_MAT", kq);
-        be_.softmax_masked(kq, kq_scale, positions_.data(), true, kq_soft_max, mode);
+        be_.softmax_masked(kq, kq_scale, positions_.data(), causal, kq_soft_max, mode);
         emit("kq_soft_max", L, "SOFT_MAX", kq_soft_max);
         be_.attn_values(kq_soft_max, s_.cache_v[il], n_kv, kqv, mode);
         emit("kqv", L, "MUL_MAT", kqv);
         be_.merge_heads(kqv, kqv_out);
         if (opt_.flash_attn && mode == MathMode::kLlama) {
             Tensor fa_out = kqv_out.reshaped(hd_v, c.n_head, T);
-            be_.attn_flash(q_heads, s_.cache_k[il], s_.cache_v[il], n_kv, kq_scale, positions_.data(), true, fa_out);
+            be_.attn_flash(q_heads, s_.cache_k[il], s_.cache_v[il], n_kv, kq_scale, positions_.data(), causal, fa_out);
         }
         emit("kqv_out", L, "CONT", kqv_out);
         be_.matmul(w.wo, kqv_out, attn_out, mode);                                 // output projection
@@ -320,15 +414,15 @@ void LlamaForward::eval_ubatch(const int32_t* tokens, const int64_t T, int ubatc
             auto out_cols = [n_out](const Tensor& t) { return t.reshaped(t.ne[0], n_out); };
             ffn_inp = out_cols(ffn_inp), norm = out_cols(norm), cur = out_cols(cur), gate = out_cols(gate);
             up = out_cols(up), swiglu = out_cols(swiglu), ffn_out = out_cols(ffn_out), x = out_cols(x);
-            logits = out_cols(logits);
+            logits = logits.reshaped(n_logits_, n_out);
         }
         be_.add(attn_out, residual, ffn_inp);                                      // residual
         emit("ffn_inp", L, "ADD", ffn_inp);
 
         // SwiGLU feed-forward: down(silu(gate x) * up x)
-        be_.rms_norm(ffn_inp, static_cast<float>(c.rms_eps), norm);
+        be_.rms_norm(ffn_inp, eps, norm);
         emit("norm", L, "RMS_NORM", norm);
-        be_.mul_row(norm, w.ffn_norm, cur);
+        apply_norm_weight(norm, w.ffn_norm, cur);
         emit("ffn_norm", L, "MUL", cur);
         be_.matmul(w.w_gate, cur, gate, mode);
         emit("ffn_gate", L, "MUL_MAT", gate);
@@ -342,14 +436,23 @@ void LlamaForward::eval_ubatch(const int32_t* tokens, const int64_t T, int ubatc
         emit("l_out", L, "ADD", x);
     }
 
-    be_.rms_norm(x, static_cast<float>(c.rms_eps), norm);                         // final norm
+    be_.rms_norm(x, eps, norm);                                                    // final norm
     emit("norm", -1, "RMS_NORM", norm);
-    be_.mul_row(norm, output_norm_, cur);
+    apply_norm_weight(norm, output_norm_, cur);
     emit("result_norm", -1, "MUL", cur);
-    be_.matmul(output_, cur, logits, mode);                                        // lm_head
+    if (n_logits_ == n_vocab_) {
+        be_.matmul(output_, cur, logits, mode);                                    // lm_head
+    } else {
+        // The LM head writes n_vocab rows per token into a buffer whose rows are n_logits long.
+        Tensor head = make_tensor(nullptr, n_vocab_, 1);
+        for (int64_t t = 0; t < n_out; ++t) {
+            head.data = logits.f32() + t * n_logits_;
+            be_.matmul(output_, cur.columns(t, 1), head, mode);
+        }
+    }
     emit("result_output", -1, "MUL_MAT", logits);
 
-    be_.download(last_logits_.data(), logits.f32() + (n_out - 1) * n_vocab_, n_vocab_ * sizeof(float));
+    be_.download(last_logits_.data(), logits.f32() + (n_out - 1) * n_logits_, n_logits_ * sizeof(float));
     pos_ += T;
 }
 

@@ -1,0 +1,52 @@
+// Runs a model the way a reference was made (its prompt tokens; each later decode call fed the
+// reference's generated token, so one divergence does not cascade into different inputs) and
+// compares every event with the reference.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "compare/comparison.h"
+#include "forward/forward.h"
+
+namespace ls {
+
+// Host copies of our events by dump name, in execution order.
+struct CapturedEvent {
+    std::string name, base_name, op;
+    int layer = -1, decode = 0, ubatch = 0, occurrence = 1;
+    int64_t ne[4] = {1, 1, 1, 1};
+    std::vector<float> data;
+};
+struct CaptureLog {
+    std::vector<CapturedEvent> events;
+    std::map<std::string, size_t> by_name;
+    const CapturedEvent* find(const std::string& dump_name) const {
+        auto it = by_name.find(dump_name);
+        return it == by_name.end() ? nullptr : &events[it->second];
+    }
+};
+
+struct CompareRunOptions {
+    ForwardOptions forward;
+    CompareThresholds thresholds;
+    std::vector<int32_t> prompt;  // empty: the reference's prompt tokens
+    int n_decode = -1;            // decode calls to run; -1: as many as the reference has
+};
+
+struct CompareRunResult {
+    std::vector<EventComparison> comparisons;  // one per event of ours, execution order
+    ComparisonSummary summary;
+    std::vector<std::pair<std::string, std::string>> unmatched;  // reference tensors left over
+    CaptureLog captures;
+    std::vector<int32_t> prompt;
+};
+
+Result<CompareRunResult> compare_with_reference(const Model& model, Backend& backend, const ReferenceDump& reference,
+                                                const CompareRunOptions& options);
+
+// Two dumps: `ours` event by event (its tensor order) against `reference`.
+CompareRunResult compare_dumps(const ReferenceDump& ours, const ReferenceDump& reference, const CompareThresholds& thresholds);
+
+}  // namespace ls

@@ -1,0 +1,190 @@
+// Event-by-event comparison with a reference dump.
+#include "compare/comparison.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "forward/event.h"
+
+namespace ls {
+namespace {
+
+bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
+
+// "blk.12.attn_output.weight" -> 12, else -1.
+int attn_output_layer(const std::string& weight) {
+    int layer = -1;
+    char tail[64] = {};
+    if (std::sscanf(weight.c_str(), "blk.%d.%63s", &layer, tail) == 2 && std::string(tail) == "attn_output.weight")
+        return layer;
+    return -1;
+}
+
+// "Qcur-7 (view) (permuted)" -> "7".
+std::string layer_of(const std::string& name) {
+    size_t dash = name.find('-');
+    if (dash == std::string::npos) return "";
+    size_t end = name.find_first_not_of("0123456789", dash + 1);
+    return name.substr(dash + 1, end - dash - 1);
+}
+
+}  // namespace
+
+const char* compare_status_name(CompareStatus status) {
+    switch (status) {
+        case CompareStatus::kOk: return "ok";
+        case CompareStatus::kWarn: return "warn";
+        case CompareStatus::kDiverged: return "diverged";
+        case CompareStatus::kNoReference: return "no reference";
+    }
+    return "?";
+}
+
+Comparator::Comparator(const ReferenceDump& reference, CompareThresholds thresholds)
+    : ref_(reference), thresholds_(thresholds) {
+    // Our base name for each reference tensor, following unnamed nodes to what they compute.
+    std::map<std::string, std::string> alias;  // reference name -> our base name
+    for (const RefTensor& t : ref_.tensors()) {
+        std::string ours;
+        if (t.kind == RefKind::kInput) continue;
+        if (t.kind == RefKind::kLogits) {
+            ours = "result_output";
+        } else if (starts_with(t.base_name, "node_")) {
+            if (t.op == "MUL_MAT" && attn_output_layer(t.src0) >= 0) {
+                ours = "attn_out-" + std::to_string(attn_output_layer(t.src0));
+            } else if (t.op == "FLASH_ATTN_EXT" && starts_with(t.src0, "Qcur-")) {
+                ours = "kqv_out-" + layer_of(t.src0);
+            } else if (t.op == "GET_ROWS" && t.src1 == "out_ids") {
+                auto it = alias.find(t.src0);
+                ours = it != alias.end() ? it->second : t.src0;
+            }
+        } else {
+            ours = t.base_name;
+        }
+        if (ours.empty()) continue;
+        alias[t.base_name] = ours;
+        const int occurrence = ours == t.base_name ? t.occurrence : 1;
+        by_our_name_[event_dump_name(ours, occurrence, t.decode, t.ubatch)].push_back(&t);
+    }
+}
+
+CompareStatus Comparator::status_of(const Metrics& m) const {
+    if (m.n_nonfinite > 0 || !(m.nmse <= thresholds_.diverged_nmse)) return CompareStatus::kDiverged;
+    if (m.nmse > thresholds_.warn_nmse) return CompareStatus::kWarn;
+    return CompareStatus::kOk;
+}
+
+void Comparator::fill_logit_ranks(const float* ours, const float* ref, int64_t n_vocab, EventComparison* c) const {
+    const int k = static_cast<int>(std::min<int64_t>(thresholds_.top_k, n_vocab));
+    auto top = [&](const float* v) {
+        std::vector<int32_t> idx(static_cast<size_t>(n_vocab));
+        std::iota(idx.begin(), idx.end(), 0);
+        std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int32_t a, int32_t b) {
+            return v[a] > v[b] || (v[a] == v[b] && a < b);
+        });
+        idx.resize(k);
+        return idx;
+    };
+    std::vector<int32_t> a = top(ours), b = top(ref);
+    c->top_k_overlap = 0;
+    for (int32_t x : a) c->top_k_overlap += std::count(b.begin(), b.end(), x) > 0;
+    const float target = ours[b[0]];
+    c->ref_top1_rank = 0;
+    for (int64_t i = 0; i < n_vocab; ++i) c->ref_top1_rank += ours[i] > target;
+}
+
+EventComparison Comparator::compare(int64_t event_index, const HostTensor& ours) {
+    EventComparison c;
+    c.event_index = event_index;
+    c.name = ours.name;
+    auto it = by_our_name_.find(ours.name);
+    if (it == by_our_name_.end()) {
+        c.note = "the reference has no tensor for this event";
+        return c;
+    }
+    // Several reference tensors may stand for one of ours (result_output and llama_logits):
+    // compare with the first, mark all used.
+    const RefTensor& r = *it->second.front();
+    for (const RefTensor* t : it->second) used_[t->name] = true;
+    c.ref_name = r.name;
+    const int64_t n = ours.ne[0] * ours.ne[1] * ours.ne[2] * ours.ne[3];
+
+    if (!r.complete()) {
+        // A text log: compare the printed values at their positions, and the sum.
+        if (r.n_elements() != n) {
+            c.status = CompareStatus::kDiverged;
+            c.note = fmt::format("{} values, the reference has {}", n, r.n_elements());
+            return c;
+        }
+        std::vector<float> a, b;
+        for (const auto& [index, value] : r.samples) {
+            if (index < 0 || index >= n) continue;
+            a.push_back(ours.data[index]);
+            b.push_back(value);
+        }
+        c.metrics = compute_metrics(a.data(), b.data(), static_cast<int64_t>(a.size()));
+        c.partial = true;
+        c.status = status_of(c.metrics);
+        if (r.has_sum) {
+            double sum = 0;
+            for (int64_t i = 0; i < n; ++i) sum += ours.data[i];
+            c.sum_rel_error = std::fabs(sum - r.sum) / std::max(std::fabs(r.sum), 1e-6 * std::sqrt(static_cast<double>(n)));
+            if (c.sum_rel_error > 1e-3 && c.status == CompareStatus::kOk) c.status = CompareStatus::kWarn;
+            if (c.sum_rel_error > 1e-1) c.status = CompareStatus::kDiverged;
+        }
+        c.note = fmt::format("partial: {} of {} values{}", a.size(), n, r.has_sum ? " and the sum" : "");
+        return c;
+    }
+
+    AlignedValues aligned;
+    std::string why;
+    if (!align_with_reference(ours.data, ours.ne, ref_, r, &aligned, &why)) {
+        c.status = CompareStatus::kDiverged;
+        c.note = why;
+        return c;
+    }
+    c.note = aligned.note;
+    c.metrics = compute_metrics(aligned.ours.data(), aligned.ref.data(), static_cast<int64_t>(aligned.ours.size()));
+    c.status = status_of(c.metrics);
+    if (starts_with(ours.name, "result_output") && ours.ne[0] == r.ne()[0]) {
+        const int64_t n_vocab = ours.ne[0];
+        const int64_t rows = static_cast<int64_t>(aligned.ref.size()) / n_vocab;
+        fill_logit_ranks(aligned.ours.data() + (rows - 1) * n_vocab, aligned.ref.data() + (rows - 1) * n_vocab, n_vocab, &c);
+    }
+    return c;
+}
+
+std::vector<std::pair<std::string, std::string>> Comparator::unmatched() const {
+    std::vector<std::pair<std::string, std::string>> out;
+    for (const RefTensor& t : ref_.tensors()) {
+        if (t.kind == RefKind::kInput || used_.count(t.name)) continue;
+        std::string why;
+        if (starts_with(t.base_name, "cache_") || t.base_name.find("cache_") != std::string::npos) why = "KV-cache tensor";
+        else if (t.op == "VIEW" || t.op == "PERMUTE" || t.op == "RESHAPE" || t.op == "TRANSPOSE" || t.op == "CONT" || t.op == "CPY")
+            why = fmt::format("{} of {} (no new values)", t.op, t.src0);
+        else if (t.op == "SET_ROWS") why = "KV-cache write";
+        out.emplace_back(t.name, why);
+    }
+    return out;
+}
+
+ComparisonSummary summarize(const std::vector<EventComparison>& comparisons) {
+    ComparisonSummary s;
+    for (size_t i = 0; i < comparisons.size(); ++i) {
+        switch (comparisons[i].status) {
+            case CompareStatus::kOk: ++s.ok; break;
+            case CompareStatus::kWarn: ++s.warn; break;
+            case CompareStatus::kDiverged:
+                ++s.diverged;
+                if (s.first_divergent < 0) s.first_divergent = static_cast<int64_t>(i);
+                break;
+            case CompareStatus::kNoReference: ++s.no_reference; break;
+        }
+    }
+    return s;
+}
+
+}  // namespace ls

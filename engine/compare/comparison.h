@@ -1,0 +1,76 @@
+// Comparison of a run of ours with a reference, event by event: metrics, a status, the first
+// divergent event in our execution order, and the reference tensors nothing of ours matched.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "compare/metrics.h"
+#include "compare/reference.h"
+
+namespace ls {
+
+enum class CompareStatus { kOk, kWarn, kDiverged, kNoReference };
+const char* compare_status_name(CompareStatus status);
+
+struct CompareThresholds {
+    double warn_nmse = 1e-6;      // above: warn
+    double diverged_nmse = 1e-4;  // above: diverged (NaN/Inf mismatches always diverge)
+    int top_k = 5;                // logits: overlap of the top-k token sets
+};
+
+struct EventComparison {
+    int64_t event_index = -1;  // our execution order
+    std::string name;          // dump name of our event
+    std::string ref_name;      // the reference tensor it was paired with ("" when none)
+    CompareStatus status = CompareStatus::kNoReference;
+    Metrics metrics;
+    bool partial = false;      // the reference has only some values (a text log)
+    double sum_rel_error = 0;  // partial references: |sum ours - sum ref| / max(|sum ref|, tiny)
+    std::string note;          // alignment ("output rows 4"), why unpaired, what was partial
+    // Logits (result_output against llama_logits or result_output):
+    int top_k_overlap = -1;    // |top-k ours ∩ top-k ref|
+    int ref_top1_rank = -1;    // rank of the reference's argmax among our logits (0 = also our top-1)
+};
+
+// A tensor of ours on the host (the comparison never touches a device).
+struct HostTensor {
+    std::string name;  // dump name
+    int64_t ne[4] = {1, 1, 1, 1};
+    const float* data = nullptr;
+};
+
+// Pairs our events with the reference's tensors: by dump name; llama.cpp's unnamed nodes by op
+// and source (the attention output projection -> attn_out-N, the flash-attention node ->
+// kqv_out-N, the output-row GET_ROWS -> the rows of its source); llama_logits -> result_output.
+class Comparator {
+public:
+    Comparator(const ReferenceDump& reference, CompareThresholds thresholds = {});
+
+    EventComparison compare(int64_t event_index, const HostTensor& ours);
+
+    // Reference tensors (graph nodes and logits) that no compared event of ours used, with why
+    // they cannot be paired when known ("a view of X", "KV-cache tensor").
+    std::vector<std::pair<std::string, std::string>> unmatched() const;
+
+    const CompareThresholds& thresholds() const { return thresholds_; }
+    const ReferenceDump& reference() const { return ref_; }
+
+private:
+    CompareStatus status_of(const Metrics& m) const;
+    void fill_logit_ranks(const float* ours, const float* ref, int64_t n_vocab, EventComparison* c) const;
+
+    const ReferenceDump& ref_;
+    CompareThresholds thresholds_;
+    std::map<std::string, std::vector<const RefTensor*>> by_our_name_;  // our dump name -> reference tensors
+    std::map<std::string, bool> used_;
+};
+
+struct ComparisonSummary {
+    int ok = 0, warn = 0, diverged = 0, no_reference = 0;
+    int64_t first_divergent = -1;  // index into the comparisons, in execution order
+};
+ComparisonSummary summarize(const std::vector<EventComparison>& comparisons);
+
+}  // namespace ls

@@ -1,0 +1,75 @@
+// The fault catalogue's names and descriptions.
+#include "forward/faults.h"
+
+#include "common/quant_blocks.h"
+
+namespace ls {
+
+const std::vector<FaultInfo>& fault_catalogue() {
+    static const std::vector<FaultInfo> kCatalogue = {
+        {Fault::kNone, "none", "no fault", ""},
+        {Fault::kTransposedWeight, "transposed-weight",
+         "attn_q weight used transposed (row-major GGUF read as column-major: CUBLAS_OP_T vs _N, wrong lda)", "Qcur-0"},
+        {Fault::kRopeWrongPairing, "rope-pairing", "RoPE pairs (2i, 2i+1) and (i, i+n_rot/2) swapped: NORM vs NEOX",
+         "Qcur-0 after rope"},
+        {Fault::kRopeSkipped, "rope-skipped", "RoPE not applied to Q and K", "Qcur-0 after rope"},
+        {Fault::kRopePositionOffByOne, "rope-position-off-by-one", "RoPE uses position p + 1", "Qcur-0 after rope"},
+        {Fault::kKvPositionStuck, "kv-position-stuck",
+         "the position is never advanced: each decode call ropes and writes the KV cache at position 0",
+         "Qcur-0 after rope, decode 1"},
+        {Fault::kAttentionScale, "attention-scale", "attention scores scaled by 1/d instead of 1/sqrt(d)", "kq_soft_max-0"},
+        {Fault::kYarnMscale, "yarn-mscale", "YaRN magnitude scaling applied to cos/sin as well as to the attention scale",
+         "Qcur-0 after rope"},
+        {Fault::kNoCausalMask, "no-causal-mask", "the causal mask is missing: tokens see later tokens", "kq_soft_max-0"},
+        {Fault::kPaddedVocabArgmax, "padded-vocab",
+         "the logits buffer is sized to a padded vocabulary and the argmax reads rows the LM head never wrote",
+         "result_output"},
+        {Fault::kQkvBiasDropped, "qkv-bias-dropped", "the attention q/k/v biases are not added (qwen2)", "Qcur-0 + bias"},
+        {Fault::kRmsNormWeightTwice, "rmsnorm-weight-twice", "the RMSNorm weight is multiplied in twice", "attn_norm-0"},
+        {Fault::kRmsNormEpsilon, "rmsnorm-epsilon", "RMSNorm epsilon 1000x too large", "norm-0"},
+        {Fault::kQ4KScaleMinSwapped, "q4k-scale-min-swapped", "Q4_K 6-bit scales and mins unpacked in swapped roles",
+         "the first tensor read from a Q4_K weight"},
+    };
+    return kCatalogue;
+}
+
+const FaultInfo& fault_info(Fault fault) {
+    for (const FaultInfo& f : fault_catalogue())
+        if (f.fault == fault) return f;
+    return fault_catalogue().front();
+}
+
+bool fault_from_name(const std::string& name, Fault* out) {
+    for (const FaultInfo& f : fault_catalogue())
+        if (name == f.name) {
+            *out = f.fault;
+            return true;
+        }
+    return false;
+}
+
+std::string fault_names() {
+    std::string out;
+    for (const FaultInfo& f : fault_catalogue()) {
+        if (f.fault == Fault::kNone) continue;
+        if (!out.empty()) out += ", ";
+        out += f.name;
+    }
+    return out;
+}
+
+void swap_q4k_scales_and_mins(void* blocks, int64_t n_blocks) {
+    auto* b = static_cast<block_q4_K*>(blocks);
+    for (int64_t i = 0; i < n_blocks; ++i) {
+        uint8_t sc[8], m[8];
+        for (int j = 0; j < 8; ++j) get_scale_min_k4(j, b[i].scales, &m[j], &sc[j]);  // roles swapped
+        uint8_t* q = b[i].scales;
+        for (int k = 0; k < 4; ++k) {
+            q[k] = static_cast<uint8_t>((sc[k] & 63) | ((sc[k + 4] >> 4) << 6));
+            q[k + 4] = static_cast<uint8_t>((m[k] & 63) | ((m[k + 4] >> 4) << 6));
+            q[k + 8] = static_cast<uint8_t>((sc[k + 4] & 0xF) | ((m[k + 4] & 0xF) << 4));
+        }
+    }
+}
+
+}  // namespace ls

@@ -1,0 +1,156 @@
+// Every fault of the catalogue, run against a clean llama.cpp reference, must be reported with its
+// first divergent event at the tensor where the bug lives; the clean run must not diverge.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "compare/compare_run.h"
+#include "gguf/gguf.h"
+#include "test_support.h"
+
+namespace ls {
+namespace {
+
+struct FaultCase {
+    Fault fault;
+    const char* model;
+    const char* dump;
+    const char* first_event;  // expected first divergent event (dump name)
+};
+
+const FaultCase kCases[] = {
+    {Fault::kNone, "models/stories260K.gguf", "dumps/stories260K_once_n0_fa-off.gguf", ""},
+    {Fault::kTransposedWeight, "models/stories260K.gguf", "dumps/stories260K_once_n0_fa-off.gguf", "Qcur-0"},
+    {Fault::kRopeWrongPairing, "models/stories260K.gguf", "dumps/stories260K_once_n0_fa-off.gguf", "Qcur-0#3"},
+    {Fault::kRopeSkipped, "models/stories260K.gguf", "dumps/stories260K_once_n0_fa-off.gguf", "Qcur-0#3"},
+    {Fault::kRopePositionOffByOne, "models/stories260K.gguf", "dumps/stories260K_once_n0_fa-off.gguf", "Qcur-0#3"},
+    {Fault::kKvPositionStuck, "models/llama-gqa-mini-F16.gguf", "dumps/llama-gqa-mini-F16_happy_n4_fa-off_nocache.gguf", "Qcur-0#3@1"},
+    {Fault::kAttentionScale, "models/stories260K.gguf", "dumps/stories260K_once_n0_fa-off.gguf", "kq_soft_max-0"},
+    {Fault::kNoCausalMask, "models/stories260K.gguf", "dumps/stories260K_once_n0_fa-off.gguf", "kq_soft_max-0"},
+    {Fault::kPaddedVocabArgmax, "models/stories260K.gguf", "dumps/stories260K_once_n0_fa-off.gguf", "result_output"},
+    {Fault::kQkvBiasDropped, "models/qwen2-mini-F16.gguf", "dumps/qwen2-mini-F16_france_n0_fa-off_nocache.gguf", "Qcur-0#2"},
+    {Fault::kRmsNormWeightTwice, "models/stories260K.gguf", "dumps/stories260K_once_n0_fa-off.gguf", "attn_norm-0"},
+    {Fault::kRmsNormEpsilon, "models/stories260K.gguf", "dumps/stories260K_once_n0_fa-off.gguf", "norm-0"},
+    {Fault::kQ4KScaleMinSwapped, "models/llama-gqa-mini-Q4_K_M.gguf", "dumps/llama-gqa-mini-Q4_K_M_boy_n4_fa-off_nocache.gguf", "embd"},
+};
+
+class Faults : public ::testing::TestWithParam<FaultCase> {};
+
+TEST_P(Faults, FirstDivergenceIsWhereTheBugLives) {
+    LS_REQUIRE_FIXTURES();
+    const FaultCase& c = GetParam();
+    auto model = Model::open(test::fixture_path(c.model));
+    ASSERT_TRUE(model.ok()) << model.error().message;
+    auto reference = ReferenceDump::open(test::fixture_path(c.dump));
+    ASSERT_TRUE(reference.ok()) << reference.error().message;
+    auto backend = make_cpu_backend(0);
+    CompareRunOptions options;
+    options.forward.fault = c.fault;
+    options.forward.n_ubatch = reference.value()->n_ubatch();
+    auto run = compare_with_reference(*model.value(), *backend, *reference.value(), options);
+    ASSERT_TRUE(run.ok()) << run.error().message;
+    const CompareRunResult& r = run.value();
+    if (c.fault == Fault::kNone) {
+        EXPECT_EQ(r.summary.first_divergent, -1) << r.comparisons[std::max<int64_t>(0, r.summary.first_divergent)].name;
+        EXPECT_EQ(r.summary.warn, 0);
+        return;
+    }
+    ASSERT_GE(r.summary.first_divergent, 0) << "fault " << fault_info(c.fault).name << " was not detected";
+    const EventComparison& first = r.comparisons[r.summary.first_divergent];
+    EXPECT_EQ(first.name, c.first_event) << "nmse " << first.metrics.nmse << " " << first.note;
+    for (int64_t i = 0; i < r.summary.first_divergent; ++i)
+        EXPECT_NE(r.comparisons[i].status, CompareStatus::kWarn) << r.comparisons[i].name;
+    std::printf("[fault] %-26s first divergent %-14s nmse %.3g %s\n", fault_info(c.fault).name, first.name.c_str(),
+                first.metrics.nmse, first.note.c_str());
+}
+
+INSTANTIATE_TEST_SUITE_P(Catalogue, Faults, ::testing::ValuesIn(kCases), [](const auto& info) {
+    std::string n = fault_info(info.param.fault).name;
+    for (char& ch : n) if (ch == '-') ch = '_';
+    return n;
+});
+
+// YaRN is a deepseek2 feature in the fixtures; a llama model with YaRN rope scaling written here
+// (stories260K's weights plus the rope.scaling keys) checks the YaRN fault against our own clean
+// run as the reference.
+TEST(FaultsYarn, DoubleMscaleShowsAfterRope) {
+    LS_REQUIRE_FIXTURES();
+    auto src = GgufFile::open(test::fixture_path("models/stories260K.gguf"));
+    ASSERT_TRUE(src.ok());
+    std::vector<GgufKV> kv = src.value()->metadata();
+    kv.push_back({"llama.rope.scaling.type", GgufValue::make_string("yarn")});
+    kv.push_back({"llama.rope.scaling.factor", GgufValue::make_f32(4.0f)});
+    kv.push_back({"llama.rope.scaling.original_context_length", GgufValue::make_u32(512)});
+    std::vector<GgufWriteTensor> tensors;
+    for (const auto& t : src.value()->tensors())
+        tensors.push_back({t.name, t.type, std::vector<int64_t>(t.ne, t.ne + t.n_dims), t.data, t.n_bytes});
+    std::string dir = test::make_temp_dir();
+    ASSERT_TRUE(gguf_write(dir + "/yarn.gguf", kv, tensors).ok());
+    auto model = Model::open(dir + "/yarn.gguf");
+    ASSERT_TRUE(model.ok()) << model.error().message;
+    auto backend = make_cpu_backend(0);
+
+    // The clean reference: our own run, dumped.
+    ForwardOptions fo;
+    auto clean = make_forward(*model.value(), *backend, fo);
+    ASSERT_TRUE(clean.ok());
+    std::vector<int32_t> prompt = {1, 403, 407, 261, 378};
+    class Keep : public EventSink {
+    public:
+        void on_event(const Event& e) override {
+            std::vector<float> v(static_cast<size_t>(e.tensor.n_elements()));
+            e.backend->download(v.data(), e.tensor.data, v.size() * 4);
+            names.push_back(e.dump_name());
+            ne.push_back(std::vector<int64_t>(e.tensor.ne, e.tensor.ne + 4));
+            data.push_back(std::move(v));
+        }
+        std::vector<std::string> names;
+        std::vector<std::vector<int64_t>> ne;
+        std::vector<std::vector<float>> data;
+    } keep;
+    ASSERT_TRUE(clean.value()->eval(prompt, &keep).ok());
+    std::vector<GgufWriteTensor> dump_tensors;
+    std::vector<GgufValue> prompt_items;
+    for (int32_t id : prompt) prompt_items.push_back(GgufValue::make_i32(id));
+    for (size_t i = 0; i < keep.names.size(); ++i)
+        dump_tensors.push_back({keep.names[i], GgmlType::F32, keep.ne[i], keep.data[i].data(), keep.data[i].size() * 4});
+    ASSERT_TRUE(gguf_write(dir + "/clean.gguf",
+                           {{"dump.format_version", GgufValue::make_u32(1)},
+                            {"dump.prompt_tokens", GgufValue::make_array(GgufValueType::INT32, prompt_items)}},
+                           dump_tensors).ok());
+    auto reference = ReferenceDump::open(dir + "/clean.gguf");
+    ASSERT_TRUE(reference.ok()) << reference.error().message;
+
+    CompareRunOptions options;
+    options.forward.fault = Fault::kYarnMscale;
+    auto run = compare_with_reference(*model.value(), *backend, *reference.value(), options);
+    ASSERT_TRUE(run.ok()) << run.error().message;
+    ASSERT_GE(run.value().summary.first_divergent, 0);
+    EXPECT_EQ(run.value().comparisons[run.value().summary.first_divergent].name, "Qcur-0#3");
+    std::filesystem::remove_all(dir);
+}
+
+TEST(FaultsCatalogue, NamesRoundTripAndRefusals) {
+    for (const FaultInfo& f : fault_catalogue()) {
+        Fault parsed;
+        ASSERT_TRUE(fault_from_name(f.name, &parsed));
+        EXPECT_EQ(parsed, f.fault);
+    }
+    Fault parsed;
+    EXPECT_FALSE(fault_from_name("no-such-fault", &parsed));
+    LS_REQUIRE_FIXTURES();
+    // A fault that needs something the model lacks is refused with a reason, not ignored.
+    auto model = Model::open(test::fixture_path("models/stories260K.gguf"));
+    ASSERT_TRUE(model.ok());
+    auto backend = make_cpu_backend(1);
+    for (Fault f : {Fault::kQkvBiasDropped, Fault::kQ4KScaleMinSwapped, Fault::kYarnMscale}) {
+        ForwardOptions fo;
+        fo.fault = f;
+        auto forward = make_forward(*model.value(), *backend, fo);
+        ASSERT_FALSE(forward.ok()) << fault_info(f).name;
+        EXPECT_NE(forward.error().message.find(fault_info(f).name), std::string::npos) << forward.error().message;
+    }
+}
+
+}  // namespace
+}  // namespace ls
