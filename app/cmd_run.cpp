@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "cuda/loader.h"
 #include "forward/generate.h"
+#include "tokenizer/chat_template.h"
 
 namespace ls::app {
 namespace {
@@ -69,6 +70,15 @@ int run_run(const RunOptions& o) {
         tokens = ids.value();
     } else {
         if (!tok) return fail(make_error(ErrorCode::kBadInput, o.model_path + " has no tokenizer; use --tokens"));
+        if (o.chat || !o.chat_template.empty()) {
+            // The prompt becomes one user message in the model's chat template (or the family named).
+            auto family = o.chat_template.empty() ? chat_template_from_gguf(model.value()->file())
+                                                  : chat_template_family_from_name(o.chat_template);
+            if (!family) return fail(family.error());
+            auto templated = apply_chat_template(family.value(), {{"user", prompt}}, true);
+            if (!templated) return fail(templated.error());
+            prompt = templated.value();
+        }
         tokens = tok->encode(prompt, true, true);
     }
 
@@ -92,6 +102,7 @@ int run_run(const RunOptions& o) {
     auto piece = [&](int32_t id, bool render_special) {
         return tok && tok->valid(id) ? tok->token_to_piece(id, render_special) : std::string("?");
     };
+    if (o.chat || !o.chat_template.empty()) std::printf("chat:    \"%s\"\n", printable(prompt).c_str());
     std::printf("prompt:  %zu tokens\n", tokens.size());
     if (o.show_tokens)
         for (size_t i = 0; i < tokens.size(); ++i) std::printf("  %4zu %8d  '%s'\n", i, tokens[i], printable(piece(tokens[i], true)).c_str());

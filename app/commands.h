@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace ls::app {
 
@@ -33,9 +34,26 @@ struct RunOptions {
     bool flash_attn = false;
     bool all_logits = false;
     bool show_tokens = false;
+    bool chat = false;          // wrap the prompt as one user message in the model's chat template
+    std::string chat_template;  // a template family name instead of the model's (implies chat)
 };
 
 int run_run(const RunOptions& options);
+
+struct CompareOptions {
+    std::vector<std::string> files;  // two dumps: ours, then the reference
+    std::string model_path, reference_path;
+    std::string prompt, tokens;      // default: the reference's prompt tokens
+    std::string mode = "llama";
+    std::string fault;
+    int n_decode = -1;               // decode calls; -1 = as many as the reference has
+    double warn_nmse = 1e-6, diverged_nmse = 1e-4;
+    int threads = 0;
+    bool json = false;
+    bool all = false;                // every event and every unmatched reference tensor
+};
+
+int run_compare(const CompareOptions& options);
 
 struct GuiOptions {
     std::string model_path;       // opened at start when not empty

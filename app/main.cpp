@@ -36,6 +36,31 @@ void add_run_command(CLI::App& app, ls::app::RunOptions& o) {
     run->add_flag("--flash-attn", o.flash_attn, "Attention as llama.cpp's flash-attention CPU kernel computes it");
     run->add_flag("--all-logits", o.all_logits, "Keep every prompt row to the logits (llama.cpp --all-logits)");
     run->add_flag("--show-tokens", o.show_tokens, "Print the token ids and pieces that enter the model");
+    run->add_flag("--chat", o.chat, "Apply the model's chat template (tokenizer.chat_template) to the prompt");
+    run->add_option("--chat-template", o.chat_template, "Use this template family (chatml, llama2, llama3, zephyr, deepseek2, ...)");
+}
+
+void add_compare_command(CLI::App& app, ls::app::CompareOptions& o) {
+    CLI::App* cmp = app.add_subcommand("compare",
+                                       "Compare a model run (or dump A) with a reference dump (or dump B): table, first "
+                                       "divergence, doctor. Exit 0 = no divergence, 1 = diverged");
+    cmp->add_option("dumps", o.files, "Two dumps to compare: ours, then the reference");
+    cmp->add_option("--model,-m", o.model_path, "GGUF model to run");
+    cmp->add_option("--reference,-r", o.reference_path, "Reference: a GGUF dump, a .npy folder with manifest.json, or an "
+                                                        "eval-callback log");
+    auto* prompt = cmp->add_option("--prompt,-p", o.prompt, "Prompt (default: the reference's prompt tokens)");
+    auto* tokens = cmp->add_option("--tokens", o.tokens, "Token ids, e.g. 1,403,407");
+    prompt->excludes(tokens);
+    cmp->add_option("--mode", o.mode, "exact or llama (default)")->check(CLI::IsMember({"exact", "llama"}));
+    cmp->add_option("--fault", o.fault, "Inject a bug from the fault catalogue (see --list-faults)");
+    cmp->add_option("-n,--decode-calls", o.n_decode, "Decode calls to run (default: as many as the reference)")
+        ->check(CLI::Range(1, 1 << 20));
+    cmp->add_option("--warn", o.warn_nmse, "NMSE above which an event is 'warn' (default 1e-6)")->check(CLI::PositiveNumber);
+    cmp->add_option("--diverged", o.diverged_nmse, "NMSE above which an event is 'diverged' (default 1e-4)")
+        ->check(CLI::PositiveNumber);
+    cmp->add_option("--threads,-t", o.threads, "CPU threads (default: all cores)")->check(CLI::Range(0, 1024));
+    cmp->add_flag("--json", o.json, "Print one JSON object");
+    cmp->add_flag("--all", o.all, "Show every event and every unmatched reference tensor");
 }
 
 }  // namespace
@@ -59,6 +84,8 @@ int main(int argc, char** argv) {
     add_inspect_command(app, inspect);
     ls::app::RunOptions run;
     add_run_command(app, run);
+    ls::app::CompareOptions compare;
+    add_compare_command(app, compare);
 
     try {
         app.parse(argc, argv);
@@ -70,10 +97,11 @@ int main(int argc, char** argv) {
 
     if (app.got_subcommand("inspect")) return ls::app::run_inspect(inspect);
     if (app.got_subcommand("run")) return ls::app::run_run(run);
+    if (app.got_subcommand("compare")) return ls::app::run_compare(compare);
 
     // `layerscope typo` would otherwise open a window that fails to load "typo".
     if (!gui.model_path.empty() && !std::filesystem::exists(gui.model_path)) {
-        std::fprintf(stderr, "layerscope: '%s' is neither a command nor a file. Commands: inspect, run; "
+        std::fprintf(stderr, "layerscope: '%s' is neither a command nor a file. Commands: inspect, run, compare; "
                              "see 'layerscope --help'.\n", gui.model_path.c_str());
         return ls::app::kExitUsage;
     }

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "compare/compare_run.h"
+#include "compare/doctor.h"
 #include "gguf/gguf.h"
 #include "test_support.h"
 
@@ -16,22 +17,24 @@ struct FaultCase {
     const char* model;
     const char* dump;
     const char* first_event;  // expected first divergent event (dump name)
+    const char* doctor;       // the doctor's transform that explains it
+    const char* verdict_word; // a word its verdict must contain
 };
 
 const FaultCase kCases[] = {
-    {Fault::kNone, "models/stories260K.gguf", "dumps/stories260K_once_n0_fa-off.gguf", ""},
-    {Fault::kTransposedWeight, "models/stories260K.gguf", "dumps/stories260K_once_n0_fa-off.gguf", "Qcur-0"},
-    {Fault::kRopeWrongPairing, "models/stories260K.gguf", "dumps/stories260K_once_n0_fa-off.gguf", "Qcur-0#3"},
-    {Fault::kRopeSkipped, "models/stories260K.gguf", "dumps/stories260K_once_n0_fa-off.gguf", "Qcur-0#3"},
-    {Fault::kRopePositionOffByOne, "models/stories260K.gguf", "dumps/stories260K_once_n0_fa-off.gguf", "Qcur-0#3"},
-    {Fault::kKvPositionStuck, "models/llama-gqa-mini-F16.gguf", "dumps/llama-gqa-mini-F16_happy_n4_fa-off_nocache.gguf", "Qcur-0#3@1"},
-    {Fault::kAttentionScale, "models/stories260K.gguf", "dumps/stories260K_once_n0_fa-off.gguf", "kq_soft_max-0"},
-    {Fault::kNoCausalMask, "models/stories260K.gguf", "dumps/stories260K_once_n0_fa-off.gguf", "kq_soft_max-0"},
-    {Fault::kPaddedVocabArgmax, "models/stories260K.gguf", "dumps/stories260K_once_n0_fa-off.gguf", "result_output"},
-    {Fault::kQkvBiasDropped, "models/qwen2-mini-F16.gguf", "dumps/qwen2-mini-F16_france_n0_fa-off_nocache.gguf", "Qcur-0#2"},
-    {Fault::kRmsNormWeightTwice, "models/stories260K.gguf", "dumps/stories260K_once_n0_fa-off.gguf", "attn_norm-0"},
-    {Fault::kRmsNormEpsilon, "models/stories260K.gguf", "dumps/stories260K_once_n0_fa-off.gguf", "norm-0"},
-    {Fault::kQ4KScaleMinSwapped, "models/llama-gqa-mini-Q4_K_M.gguf", "dumps/llama-gqa-mini-Q4_K_M_boy_n4_fa-off_nocache.gguf", "embd"},
+    {Fault::kNone, "models/stories260K.gguf", "dumps/stories260K_once_n0_fa-off.gguf", "", "", ""},
+    {Fault::kTransposedWeight, "models/stories260K.gguf", "dumps/stories260K_once_n0_fa-off.gguf", "Qcur-0", "transpose", "row-major"},
+    {Fault::kRopeWrongPairing, "models/stories260K.gguf", "dumps/stories260K_once_n0_fa-off.gguf", "Qcur-0#3", "rope", "instead of halves (NEOX)"},
+    {Fault::kRopeSkipped, "models/stories260K.gguf", "dumps/stories260K_once_n0_fa-off.gguf", "Qcur-0#3", "rope", "instead of not applied"},
+    {Fault::kRopePositionOffByOne, "models/stories260K.gguf", "dumps/stories260K_once_n0_fa-off.gguf", "Qcur-0#3", "rope", "positions from 0 instead of interleaved pairs (NORM) at positions from 1"},
+    {Fault::kKvPositionStuck, "models/llama-gqa-mini-F16.gguf", "dumps/llama-gqa-mini-F16_happy_n4_fa-off_nocache.gguf", "Qcur-0#3@1", "rope", "positions from 4 instead of interleaved pairs (NORM) at positions from 0"},
+    {Fault::kAttentionScale, "models/stories260K.gguf", "dumps/stories260K_once_n0_fa-off.gguf", "kq_soft_max-0", "attention", "instead of scale 1/head_dim"},
+    {Fault::kNoCausalMask, "models/stories260K.gguf", "dumps/stories260K_once_n0_fa-off.gguf", "kq_soft_max-0", "attention", "without the causal mask"},
+    {Fault::kPaddedVocabArgmax, "models/stories260K.gguf", "dumps/stories260K_once_n0_fa-off.gguf", "result_output", "vocab-crop", "cropped to the 512 rows"},
+    {Fault::kQkvBiasDropped, "models/qwen2-mini-F16.gguf", "dumps/qwen2-mini-F16_france_n0_fa-off_nocache.gguf", "Qcur-0#2", "bias-added", "attn_q.bias is added"},
+    {Fault::kRmsNormWeightTwice, "models/stories260K.gguf", "dumps/stories260K_once_n0_fa-off.gguf", "attn_norm-0", "norm-weight-twice", "applied once"},
+    {Fault::kRmsNormEpsilon, "models/stories260K.gguf", "dumps/stories260K_once_n0_fa-off.gguf", "norm-0", "rmsnorm-epsilon", "epsilon 1e-05"},
+    {Fault::kQ4KScaleMinSwapped, "models/llama-gqa-mini-Q4_K_M.gguf", "dumps/llama-gqa-mini-Q4_K_M_boy_n4_fa-off_nocache.gguf", "embd", "q4k-scale-min", "swaps scales and mins"},
 };
 
 class Faults : public ::testing::TestWithParam<FaultCase> {};
@@ -60,8 +63,13 @@ TEST_P(Faults, FirstDivergenceIsWhereTheBugLives) {
     EXPECT_EQ(first.name, c.first_event) << "nmse " << first.metrics.nmse << " " << first.note;
     for (int64_t i = 0; i < r.summary.first_divergent; ++i)
         EXPECT_NE(r.comparisons[i].status, CompareStatus::kWarn) << r.comparisons[i].name;
-    std::printf("[fault] %-26s first divergent %-14s nmse %.3g %s\n", fault_info(c.fault).name, first.name.c_str(),
-                first.metrics.nmse, first.note.c_str());
+    DoctorReport doctor = diagnose(r, static_cast<size_t>(r.summary.first_divergent), *reference.value(), model.value().get(),
+                                   options.thresholds);
+    ASSERT_FALSE(doctor.findings.empty()) << "the doctor found no explanation for " << first.name;
+    EXPECT_EQ(doctor.findings.front().transform, c.doctor) << doctor.findings.front().verdict;
+    EXPECT_NE(doctor.findings.front().verdict.find(c.verdict_word), std::string::npos) << doctor.findings.front().verdict;
+    std::printf("[fault] %-26s first divergent %-12s nmse %-9.3g doctor: %s\n", fault_info(c.fault).name, first.name.c_str(),
+                first.metrics.nmse, doctor.findings.front().verdict.c_str());
 }
 
 INSTANTIATE_TEST_SUITE_P(Catalogue, Faults, ::testing::ValuesIn(kCases), [](const auto& info) {
@@ -127,6 +135,10 @@ TEST(FaultsYarn, DoubleMscaleShowsAfterRope) {
     ASSERT_TRUE(run.ok()) << run.error().message;
     ASSERT_GE(run.value().summary.first_divergent, 0);
     EXPECT_EQ(run.value().comparisons[run.value().summary.first_divergent].name, "Qcur-0#3");
+    DoctorReport doctor = diagnose(run.value(), static_cast<size_t>(run.value().summary.first_divergent), *reference.value(),
+                                   model.value().get(), options.thresholds);
+    ASSERT_FALSE(doctor.findings.empty());
+    EXPECT_NE(doctor.findings.front().verdict.find("mscale"), std::string::npos) << doctor.findings.front().verdict;
     std::filesystem::remove_all(dir);
 }
 

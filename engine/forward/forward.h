@@ -43,6 +43,9 @@ public:
     virtual const ForwardOptions& options() const = 0;
 };
 
+// RoPE parameters of a model as llama.cpp derives them (mode, rotated dims, base, scaling).
+RopeParams rope_params_for(const ModelConfig& config);
+
 // The forward pass for the model's architecture (llama, qwen2).
 Result<std::unique_ptr<ForwardPass>> make_forward(const Model& model, Backend& backend, const ForwardOptions& options);
 

@@ -289,20 +289,9 @@ void LlamaForward::eval_ubatch(const int32_t* tokens, const int64_t T, int ubatc
     if (fault == Fault::kRopePositionOffByOne)
         for (int32_t& p : rope_positions_) ++p;
 
-    RopeParams rope;
-    rope.mode = c.rope_type == RopeType::kNeox ? RopeMode::kNeox : RopeMode::kNorm;
-    rope.n_rot = static_cast<int>(c.n_rot);
-    rope.freq_base = static_cast<float>(c.rope_freq_base);
-    if (c.rope_scaling == RopeScaling::kLinear) rope.freq_scale = static_cast<float>(1.0 / c.rope_scaling_factor);
-    if (c.rope_scaling == RopeScaling::kYarn) {
-        rope.freq_scale = static_cast<float>(1.0 / c.rope_scaling_factor);
-        rope.ext_factor = 1.0f;
-        rope.n_ctx_orig = static_cast<int>(c.rope_orig_ctx);
-        rope.beta_fast = static_cast<float>(c.rope_yarn_beta_fast);
-        rope.beta_slow = static_cast<float>(c.rope_yarn_beta_slow);
-        // The bug: the magnitude correction applied once more on top of ggml's own.
-        if (fault == Fault::kYarnMscale) rope.attn_factor = 1.0f + 0.1f * std::log(static_cast<float>(c.rope_scaling_factor));
-    }
+    RopeParams rope = rope_params_for(c);
+    // The YaRN fault: the magnitude correction applied once more on top of ggml's own.
+    if (fault == Fault::kYarnMscale) rope.attn_factor = 1.0f + 0.1f * std::log(static_cast<float>(c.rope_scaling_factor));
     if (fault == Fault::kRopeWrongPairing) rope.mode = rope.mode == RopeMode::kNorm ? RopeMode::kNeox : RopeMode::kNorm;
     const bool rope_on = fault != Fault::kRopeSkipped;
     const bool causal = fault != Fault::kNoCausalMask;
@@ -457,6 +446,22 @@ void LlamaForward::eval_ubatch(const int32_t* tokens, const int64_t T, int ubatc
 }
 
 }  // namespace
+
+RopeParams rope_params_for(const ModelConfig& c) {
+    RopeParams rope;
+    rope.mode = c.rope_type == RopeType::kNeox ? RopeMode::kNeox : RopeMode::kNorm;
+    rope.n_rot = static_cast<int>(c.n_rot);
+    rope.freq_base = static_cast<float>(c.rope_freq_base);
+    if (c.rope_scaling == RopeScaling::kLinear) rope.freq_scale = static_cast<float>(1.0 / c.rope_scaling_factor);
+    if (c.rope_scaling == RopeScaling::kYarn) {
+        rope.freq_scale = static_cast<float>(1.0 / c.rope_scaling_factor);
+        rope.ext_factor = 1.0f;
+        rope.n_ctx_orig = static_cast<int>(c.rope_orig_ctx);
+        rope.beta_fast = static_cast<float>(c.rope_yarn_beta_fast);
+        rope.beta_slow = static_cast<float>(c.rope_yarn_beta_slow);
+    }
+    return rope;
+}
 
 Result<std::unique_ptr<ForwardPass>> make_forward(const Model& model, Backend& backend, const ForwardOptions& options) {
     const ModelConfig& c = model.config();

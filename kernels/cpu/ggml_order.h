@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 namespace ls::ggml_order {
 
@@ -58,13 +59,24 @@ inline float vec_dot_f32(const float* a, const float* b, int64_t n) {
 // Rounds a double to the nearest f16 value (ties to even), returned as float. Used to emulate
 // native f16 arithmetic: a double holds the exact sum or product of f16 operands.
 inline float round_to_f16(double v) {
-    const double a = std::fabs(v);
-    if (!(a < 65520.0)) return std::isnan(v) ? static_cast<float>(v) : std::copysign(INFINITY, static_cast<float>(v));
-    if (a == 0.0) return static_cast<float>(v);
-    int e = std::ilogb(a);
-    if (e < -14) e = -14;                               // subnormal f16 spacing
-    const double quantum = std::ldexp(1.0, e - 10);
-    return static_cast<float>(std::nearbyint(v / quantum) * quantum);
+    uint64_t bits;
+    std::memcpy(&bits, &v, sizeof bits);
+    const bool negative = bits >> 63;
+    const int biased = static_cast<int>((bits >> 52) & 0x7FF);
+    if (biased == 0x7FF) return static_cast<float>(v);           // inf, nan
+    if (biased == 0) return negative ? -0.0f : 0.0f;               // far below the f16 range
+    const int e = biased - 1023;
+    if (e > 15) return negative ? -INFINITY : INFINITY;
+    const int kept = e >= -14 ? 10 : e + 24;                       // fraction bits f16 keeps here
+    if (kept < -1) return negative ? -0.0f : 0.0f;
+    const uint64_t m = (uint64_t(1) << 52) | (bits & ((uint64_t(1) << 52) - 1));
+    const int shift = 52 - kept;
+    uint64_t q = m >> shift;
+    const uint64_t rem = m & ((uint64_t(1) << shift) - 1), half = uint64_t(1) << (shift - 1);
+    if (rem > half || (rem == half && (q & 1))) ++q;               // ties to even
+    const float r = std::ldexp(static_cast<float>(q), e - kept);
+    if (r > 65504.0f) return negative ? -INFINITY : INFINITY;
+    return negative ? -r : r;
 }
 
 // _mm512_reduce_add_ph over 32 f16 lanes: 16+16, 8+8, 4+4, (0+2, 1+3), then the two, each

@@ -1,0 +1,193 @@
+// `layerscope compare`: a model run (or a dump) against a reference, event by event: a table, the
+// first divergent event and the doctor's verdict. Exit 0: no divergence, 1: diverged.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "compare/compare_run.h"
+#include "compare/doctor.h"
+#include "tokenizer/chat_template.h"
+
+namespace ls::app {
+namespace {
+
+int fail(const Error& e) {
+    std::fprintf(stderr, "layerscope compare: %s\n", e.message.c_str());
+    return e.code == ErrorCode::kUsage ? kExitUsage : kExitBadInput;
+}
+
+Result<std::vector<int32_t>> prompt_tokens(const CompareOptions& o, const Model& model) {
+    if (!o.tokens.empty()) {
+        std::vector<int32_t> ids;
+        size_t at = 0;
+        while (at <= o.tokens.size()) {
+            size_t comma = o.tokens.find(',', at);
+            std::string item = o.tokens.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+            char* end = nullptr;
+            long v = std::strtol(item.c_str(), &end, 10);
+            if (item.empty() || *end != '\0' || v < 0)
+                return make_error(ErrorCode::kUsage, fmt::format("--tokens: \"{}\" is not a token id", item));
+            ids.push_back(static_cast<int32_t>(v));
+            if (comma == std::string::npos) break;
+            at = comma + 1;
+        }
+        return ids;
+    }
+    if (o.prompt.empty()) return std::vector<int32_t>{};  // the reference's own prompt tokens
+    if (!model.tokenizer()) return make_error(ErrorCode::kBadInput, o.model_path + " has no tokenizer; use --tokens");
+    return model.tokenizer()->encode(o.prompt, true, true);
+}
+
+std::string status_cell(const EventComparison& c) { return compare_status_name(c.status); }
+
+void print_row(const EventComparison& c, const char* marker) {
+    std::printf("%s %5lld  %-28s %-12s", marker, static_cast<long long>(c.event_index), c.name.c_str(), status_cell(c).c_str());
+    if (c.status == CompareStatus::kNoReference) {
+        std::printf("\n");
+        return;
+    }
+    if (std::isinf(c.metrics.nmse) && c.metrics.n == 0) std::printf(" shape/values cannot be paired");
+    else std::printf(" nmse %-10.3g max_abs %-10.3g cos %-9.6f", c.metrics.nmse, c.metrics.max_abs, c.metrics.cosine);
+    if (c.top_k_overlap >= 0) std::printf(" top-k %d ref-top1-rank %d", c.top_k_overlap, c.ref_top1_rank);
+    if (!c.note.empty()) std::printf("  (%s)", c.note.c_str());
+    std::printf("\n");
+}
+
+nlohmann::json to_json(const EventComparison& c) {
+    nlohmann::json j = {{"index", c.event_index}, {"name", c.name}, {"status", compare_status_name(c.status)}};
+    if (c.status != CompareStatus::kNoReference) {
+        j["reference"] = c.ref_name;
+        j["nmse"] = c.metrics.nmse;
+        j["max_abs"] = c.metrics.max_abs;
+        j["mean_abs"] = c.metrics.mean_abs;
+        j["rel_l2"] = c.metrics.rel_l2;
+        j["cosine"] = c.metrics.cosine;
+        j["pearson"] = c.metrics.pearson;
+        j["n"] = c.metrics.n;
+        if (c.partial) j["partial"] = true, j["sum_rel_error"] = c.sum_rel_error;
+        if (c.top_k_overlap >= 0) j["top_k_overlap"] = c.top_k_overlap, j["ref_top1_rank"] = c.ref_top1_rank;
+    }
+    if (!c.note.empty()) j["note"] = c.note;
+    return j;
+}
+
+int report(const CompareOptions& o, const CompareRunResult& r, const ReferenceDump& reference, const Model* model,
+           const CompareThresholds& th, const std::string& header) {
+    DoctorReport doctor;
+    if (r.summary.first_divergent >= 0)
+        doctor = diagnose(r, static_cast<size_t>(r.summary.first_divergent), reference, model, th);
+    const int code = r.summary.first_divergent >= 0 ? 1 : 0;
+
+    if (o.json) {
+        nlohmann::json j;
+        j["reference"] = reference.source();
+        j["thresholds"] = {{"warn_nmse", th.warn_nmse}, {"diverged_nmse", th.diverged_nmse}};
+        j["events"] = nlohmann::json::array();
+        for (const EventComparison& c : r.comparisons) j["events"].push_back(to_json(c));
+        j["summary"] = {{"ok", r.summary.ok}, {"warn", r.summary.warn}, {"diverged", r.summary.diverged},
+                        {"no_reference", r.summary.no_reference}};
+        j["first_divergence"] = r.summary.first_divergent >= 0 ? to_json(r.comparisons[r.summary.first_divergent]) : nlohmann::json();
+        j["doctor"] = nlohmann::json::array();
+        for (const DoctorFinding& f : doctor.findings)
+            j["doctor"].push_back({{"transform", f.transform}, {"verdict", f.verdict}, {"nmse_before", f.nmse_before},
+                                   {"nmse_after", f.nmse_after}});
+        j["unmatched_reference"] = nlohmann::json::array();
+        for (const auto& [name, why] : r.unmatched) j["unmatched_reference"].push_back({{"name", name}, {"why", why}});
+        std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+        return code;
+    }
+
+    std::printf("%s", header.c_str());
+    std::printf("thresholds: warn above nmse %g, diverged above %g\n\n", th.warn_nmse, th.diverged_nmse);
+    const int64_t first = r.summary.first_divergent;
+    int shown = 0;
+    for (size_t i = 0; i < r.comparisons.size(); ++i) {
+        const EventComparison& c = r.comparisons[i];
+        const bool near_first = first >= 0 && std::llabs(static_cast<long long>(i) - first) <= 2;
+        const bool interesting = c.status == CompareStatus::kWarn || c.status == CompareStatus::kDiverged;
+        if (!o.all && !near_first && !(interesting && shown < 20)) continue;
+        if (interesting && !near_first) ++shown;
+        print_row(c, static_cast<int64_t>(i) == first ? ">" : " ");
+    }
+    if (!o.all) std::printf("  (rows shown: the first divergence with its neighbours and up to 20 warn/diverged rows; --all shows every event)\n");
+    std::printf("\nsummary: %zu events: %d ok, %d warn, %d diverged, %d without a reference tensor; %zu reference tensors unmatched\n",
+                r.comparisons.size(), r.summary.ok, r.summary.warn, r.summary.diverged, r.summary.no_reference, r.unmatched.size());
+    if (o.all)
+        for (const auto& [name, why] : r.unmatched) std::printf("  unmatched: %s%s\n", name.c_str(), why.empty() ? "" : (" (" + why + ")").c_str());
+    if (first < 0) {
+        std::printf("first divergence: none\n");
+        return code;
+    }
+    const EventComparison& c = r.comparisons[first];
+    std::printf("first divergence: %s (event %lld): nmse %.3g, max_abs %.3g, cosine %.6f%s\n", c.name.c_str(),
+                static_cast<long long>(c.event_index), c.metrics.nmse, c.metrics.max_abs, c.metrics.cosine,
+                c.note.empty() ? "" : (", " + c.note).c_str());
+    if (doctor.findings.empty())
+        std::printf("doctor: no known transform explains it (tried: %zu transforms)\n", doctor.tried.size());
+    for (const DoctorFinding& f : doctor.findings)
+        std::printf("doctor: %s (nmse %.3g -> %.3g)\n", f.verdict.c_str(), f.nmse_before, f.nmse_after);
+    return code;
+}
+
+}  // namespace
+
+int run_compare(const CompareOptions& o) {
+    CompareThresholds th;
+    th.warn_nmse = o.warn_nmse;
+    th.diverged_nmse = o.diverged_nmse;
+    if (!(th.warn_nmse <= th.diverged_nmse))
+        return fail(make_error(ErrorCode::kUsage, "--warn must not be larger than --diverged"));
+
+    if (o.model_path.empty()) {
+        // Two dumps.
+        if (o.files.size() != 2 || !o.reference_path.empty())
+            return fail(make_error(ErrorCode::kUsage, "give --model M --reference DUMP, or two dumps: compare A.gguf B.gguf"));
+        auto a = ReferenceDump::open(o.files[0]);
+        if (!a) return fail(a.error());
+        auto b = ReferenceDump::open(o.files[1]);
+        if (!b) return fail(b.error());
+        CompareRunResult r = compare_dumps(*a.value(), *b.value(), th);
+        std::string header = fmt::format("ours:      {} ({} tensors)\nreference: {} ({} tensors)\n", o.files[0],
+                                         a.value()->tensors().size(), o.files[1], b.value()->tensors().size());
+        return report(o, r, *b.value(), nullptr, th, header);
+    }
+    if (!o.files.empty()) return fail(make_error(ErrorCode::kUsage, "with --model, give the reference as --reference DUMP"));
+    if (o.reference_path.empty()) return fail(make_error(ErrorCode::kUsage, "--reference DUMP is required with --model"));
+
+    MathMode mode;
+    if (!math_mode_from_name(o.mode, &mode)) return fail(make_error(ErrorCode::kUsage, "--mode must be exact or llama"));
+    Fault fault = Fault::kNone;
+    if (!o.fault.empty() && !fault_from_name(o.fault, &fault))
+        return fail(make_error(ErrorCode::kUsage, fmt::format("--fault {}: unknown; known faults: {}", o.fault, fault_names())));
+
+    auto model = Model::open(o.model_path);
+    if (!model) return fail(model.error());
+    auto reference = ReferenceDump::open(o.reference_path);
+    if (!reference) return fail(reference.error());
+    auto tokens = prompt_tokens(o, *model.value());
+    if (!tokens) return fail(tokens.error());
+
+    CompareRunOptions options;
+    options.thresholds = th;
+    options.prompt = tokens.value();
+    options.n_decode = o.n_decode;
+    options.forward.mode = mode;
+    options.forward.fault = fault;
+    // Numerics as the reference was made: its batch size, flash attention and output rows.
+    options.forward.n_ubatch = reference.value()->n_ubatch();
+    options.forward.flash_attn = reference.value()->flash_attention();
+    options.forward.all_logits = reference.value()->all_logits();
+    auto backend = make_cpu_backend(o.threads);
+    auto run = compare_with_reference(*model.value(), *backend, *reference.value(), options);
+    if (!run) return fail(run.error());
+    std::string header = fmt::format("model:     {} ({}), mode {}{}\nreference: {} ({} tensors)\n", o.model_path,
+                                     model.value()->config().arch_name, math_mode_name(mode),
+                                     fault == Fault::kNone ? "" : fmt::format(", fault {}", fault_info(fault).name),
+                                     o.reference_path, reference.value()->tensors().size());
+    return report(o, run.value(), *reference.value(), model.value().get(), th, header);
+}
+
+}  // namespace ls::app

@@ -1,0 +1,440 @@
+// Doctor transforms: each recomputes our side of a diverged event with one known bug undone (or
+// done), on the host, and checks the reference.
+#include "compare/doctor.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <functional>
+
+#include "common/fp16.h"
+#include "cpu/dequant.h"
+#include "forward/faults.h"
+#include "forward/forward.h"
+
+namespace ls {
+namespace {
+
+bool starts_with(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
+
+int layer_of(const std::string& base) {
+    size_t dash = base.rfind('-');
+    if (dash == std::string::npos) return -1;
+    try {
+        return std::stoi(base.substr(dash + 1));
+    } catch (...) {
+        return -1;
+    }
+}
+
+// The event of ours just before `index` in the same graph evaluation with base name `base`.
+const CapturedEvent* previous(const CaptureLog& log, size_t index, const std::string& base) {
+    for (size_t i = index; i-- > 0;) {
+        const CapturedEvent& e = log.events[i];
+        if (e.decode != log.events[index].decode || e.ubatch != log.events[index].ubatch) break;
+        if (e.base_name == base) return &e;
+    }
+    return nullptr;
+}
+
+std::vector<float> dequantized(const Model& model, const std::string& name, int64_t* rows, int64_t* cols) {
+    const GgufTensorInfo* t = model.find(name);
+    if (!t || !can_dequantize(t->type)) return {};
+    *cols = t->ne[0];
+    *rows = t->n_rows();
+    std::vector<float> out(static_cast<size_t>(t->n_elements()));
+    dequantize_rows(t->type, t->data, 0, out.data(), *rows, *cols);
+    return out;
+}
+
+class Doctor {
+public:
+    Doctor(const CompareRunResult& run, size_t event, const ReferenceDump& ref, const Model* model, const CompareThresholds& th)
+        : run_(run), index_(event), ref_(ref), model_(model), th_(th), ours_(run.captures.events[event]),
+          cmp_(run.comparisons[event]) {
+        if (const RefTensor* r = ref.find(cmp_.ref_name)) {
+            ref_tensor_ = r;
+            // The reference's values as paired with ours (output rows, KV cells); all of them when
+            // the shapes cannot be paired (transforms may then fix the shape, e.g. a vocab crop).
+            AlignedValues a;
+            std::string why;
+            if (!r->complete()) {
+                // A text log: transforms are checked at the printed positions (same shape only).
+                if (r->n_elements() == static_cast<int64_t>(ours_.data.size())) samples_ = &r->samples;
+            } else {
+                ref_values_ = align_with_reference(ours_.data.data(), ours_.ne, ref, *r, &a, &why) ? a.ref : ref.values(*r);
+            }
+        }
+        before_ = cmp_.metrics.nmse;
+    }
+
+    DoctorReport run() {
+        if (!ref_tensor_ || (ref_values_.empty() && !samples_)) return report_;
+        const std::string& base = ours_.base_name;
+        const int L = layer_of(base);
+        if (ours_.op == std::string("ROPE")) try_rope(L);
+        if (ours_.op == std::string("MUL_MAT") && (starts_with(base, "Qcur") || starts_with(base, "Kcur") ||
+                                                   starts_with(base, "Vcur") || starts_with(base, "attn_out") ||
+                                                   starts_with(base, "ffn_")))
+            try_transpose(base, L);
+        if (starts_with(base, "Qcur") || starts_with(base, "Kcur") || starts_with(base, "Vcur")) try_bias(base, L);
+        if (starts_with(base, "kq_soft_max")) try_softmax(L);
+        if (ours_.op == std::string("RMS_NORM")) try_epsilon();
+        if (starts_with(base, "attn_norm") || starts_with(base, "ffn_norm") || base == "result_norm") try_norm_weight(base, L);
+        if (base == "result_output") try_vocab_crop();
+        if (base == "embd") try_q4k_swap();
+        try_scales();
+        try_f16();
+        std::stable_sort(report_.findings.begin(), report_.findings.end(),
+                         [](const DoctorFinding& a, const DoctorFinding& b) { return a.nmse_after < b.nmse_after; });
+        return report_;
+    }
+
+private:
+    // Accepts `candidate` (our values with a transform) when it matches the reference element for
+    // element (any shape with the same element count), well within the divergence threshold.
+    void consider(const std::string& transform, const std::string& verdict, const std::vector<float>& candidate) {
+        report_.tried.push_back(transform);
+        Metrics m;
+        if (samples_) {
+            std::vector<float> a, b;
+            for (const auto& [index, value] : *samples_)
+                if (index >= 0 && index < static_cast<int64_t>(candidate.size())) a.push_back(candidate[index]), b.push_back(value);
+            if (a.empty() || candidate.size() != ours_.data.size()) return;
+            m = compute_metrics(a.data(), b.data(), static_cast<int64_t>(a.size()));
+            // Printed with 4 decimals: within half a digit is a match.
+            if (m.max_abs <= 0.6e-4) m.nmse = 0;
+        } else {
+            if (candidate.size() != ref_values_.size()) return;
+            m = compute_metrics(candidate.data(), ref_values_.data(), static_cast<int64_t>(candidate.size()));
+        }
+        const bool explains = m.n_nonfinite == 0 && m.nmse <= th_.diverged_nmse / 10 && !(m.nmse * 100 > before_ && before_ > 0);
+        if (explains) report_.findings.push_back({transform, verdict, before_, m.nmse});
+    }
+
+    // Rows of ours that the reference kept (its last layer keeps only output rows).
+    std::vector<float> ours_aligned(const std::vector<float>& full) const {
+        if (samples_) return full;
+        AlignedValues a;
+        std::string why;
+        if (align_with_reference(full.data(), ours_.ne, ref_, *ref_tensor_, &a, &why)) return a.ours;
+        return full;
+    }
+
+    // Candidate recomputations: which one the reference matches and which one ours matches name
+    // the difference ("pairs are X instead of Y").
+    struct Candidate {
+        std::string what;  // "interleaved pairs (NORM) at positions 0..", ...
+        std::vector<float> values;
+    };
+    bool close(const std::vector<float>& a, const std::vector<float>& b) const {
+        if (a.size() != b.size() || a.empty()) return false;
+        Metrics m = compute_metrics(a.data(), b.data(), static_cast<int64_t>(a.size()));
+        return m.n_nonfinite == 0 && m.nmse <= th_.diverged_nmse / 10;
+    }
+    void judge(const std::string& transform, const std::string& subject, const std::vector<Candidate>& candidates) {
+        const std::vector<float> ours = ours_aligned(ours_.data);
+        const Candidate* ours_is = nullptr;
+        for (const Candidate& c : candidates)
+            if (close(c.values, ours)) {
+                ours_is = &c;
+                break;
+            }
+        for (const Candidate& c : candidates) {
+            if (&c == ours_is) continue;
+            std::string verdict = fmt::format("{} matches the reference if {} is {}", ours_.name, subject, c.what);
+            if (ours_is) verdict += fmt::format(" instead of {}", ours_is->what);
+            consider(transform, verdict, c.values);
+        }
+    }
+
+    void try_rope(int L) {
+        (void)L;
+        if (!model_) return;
+        // The rope input is the last Q/K tensor before this one (reshape, or the bias ADD).
+        const CapturedEvent* in = nullptr;
+        for (size_t i = index_; i-- > 0;) {
+            const CapturedEvent& e = run_.captures.events[i];
+            if (e.base_name == ours_.base_name && e.decode == ours_.decode && e.ubatch == ours_.ubatch) {
+                in = &e;
+                break;
+            }
+        }
+        if (!in) return;
+        const RopeParams clean = rope_params_for(model_->config());
+        RopeParams other = clean;
+        other.mode = clean.mode == RopeMode::kNorm ? RopeMode::kNeox : RopeMode::kNorm;
+        const int64_t T = ours_.ne[2];
+        auto roped = [&](const RopeParams& p, const std::vector<int32_t>& pos) {
+            std::vector<float> v = in->data;
+            Tensor t = make_tensor(v.data(), ours_.ne[0], ours_.ne[1], ours_.ne[2]);
+            backend()->rope(t, pos.data(), p, MathMode::kLlama);
+            return ours_aligned(v);
+        };
+        auto positions = [&](int64_t first) {
+            std::vector<int32_t> pos(static_cast<size_t>(T));
+            for (int64_t t = 0; t < T; ++t) pos[t] = static_cast<int32_t>(first + t);
+            return pos;
+        };
+        const char* pairing = clean.mode == RopeMode::kNorm ? "interleaved pairs (NORM)" : "halves (NEOX)";
+        const char* other_pairing = clean.mode == RopeMode::kNorm ? "halves (NEOX)" : "interleaved pairs (NORM)";
+        std::vector<int64_t> starts;
+        const int64_t ours_start = start_position();
+        if (ours_start >= 0) starts.push_back(ours_start);
+        const int64_t ref_start = reference_start_position();
+        if (ref_start >= 0 && ref_start != ours_start) starts.push_back(ref_start);
+        std::vector<Candidate> cands;
+        for (int64_t s : starts) {
+            cands.push_back({fmt::format("{} at positions from {}", pairing, s), roped(clean, positions(s))});
+            cands.push_back({fmt::format("{} at positions from {}", other_pairing, s), roped(other, positions(s))});
+            for (int64_t shift : {-1, 1})
+                if (s + shift >= 0)
+                    cands.push_back({fmt::format("{} at positions from {}", pairing, s + shift), roped(clean, positions(s + shift))});
+        }
+        if (model_->config().rope_scaling == RopeScaling::kYarn && !starts.empty()) {
+            // YaRN's magnitude correction applied to cos/sin once more (it belongs in the scale).
+            RopeParams twice = clean;
+            twice.attn_factor = 1.0f + 0.1f * std::log(static_cast<float>(model_->config().rope_scaling_factor));
+            cands.push_back({fmt::format("{} at positions from {} with cos/sin scaled once more by YaRN's mscale {:.6g}",
+                                         pairing, starts[0], twice.attn_factor),
+                             roped(twice, positions(starts[0]))});
+        }
+        cands.push_back({"not applied", ours_aligned(in->data)});
+        judge("rope", "RoPE", cands);
+    }
+
+    // The reference's position of this call's first token, from its inp_pos input.
+    int64_t reference_start_position() const {
+        for (const RefTensor& t : ref_.tensors())
+            if (t.kind == RefKind::kInput && t.base_name == "inp_pos" && t.decode == ours_.decode && t.ubatch == ours_.ubatch &&
+                t.complete()) {
+                std::vector<float> v = ref_.values(t);
+                if (!v.empty()) return static_cast<int64_t>(v[0]);
+            }
+        return -1;
+    }
+
+    // Position of our first token in this decode call: n_kv - T from an attention event of the
+    // same call, or 0 for the prompt.
+    int64_t start_position() const {
+        for (const CapturedEvent& e : run_.captures.events)
+            if (e.decode == ours_.decode && e.ubatch == ours_.ubatch && starts_with(e.base_name, "kq-"))
+                return e.ne[0] - e.ne[1];
+        if (ours_.decode == 0) return 0;
+        return -1;
+    }
+
+    void try_transpose(const std::string& base, int L) {
+        if (!model_ || L < 0) return;
+        static const std::pair<const char*, std::pair<const char*, const char*>> kMatmuls[] = {
+            {"Qcur", {"attn_q", "attn_norm"}},  {"Kcur", {"attn_k", "attn_norm"}},
+            {"Vcur", {"attn_v", "attn_norm"}},  {"attn_out", {"attn_output", "kqv_out"}},
+            {"ffn_gate", {"ffn_gate", "ffn_norm"}}, {"ffn_up", {"ffn_up", "ffn_norm"}},
+            {"ffn_out", {"ffn_down", "ffn_swiglu"}},
+        };
+        for (const auto& [prefix, wi] : kMatmuls) {
+            if (!starts_with(base, std::string(prefix) + "-")) continue;
+            const CapturedEvent* x = previous(run_.captures, index_, fmt::format("{}-{}", wi.second, L));
+            int64_t rows = 0, cols = 0;
+            std::vector<float> w = dequantized(*model_, fmt::format("blk.{}.{}.weight", L, wi.first), &rows, &cols);
+            if (!x || w.empty() || rows != cols || x->ne[0] != cols) return;
+            const int64_t T = x->ne[1];
+            std::vector<float> stored(static_cast<size_t>(rows * T)), transposed(stored.size());
+            for (int64_t t = 0; t < T; ++t)
+                for (int64_t r = 0; r < rows; ++r) {
+                    double a = 0, b = 0;
+                    for (int64_t k = 0; k < cols; ++k) {
+                        a += static_cast<double>(w[r * cols + k]) * x->data[t * cols + k];
+                        b += static_cast<double>(w[k * cols + r]) * x->data[t * cols + k];
+                    }
+                    stored[t * rows + r] = static_cast<float>(a);
+                    transposed[t * rows + r] = static_cast<float>(b);
+                }
+            consider("transpose", fmt::format("{} matches the reference if blk.{}.{}.weight is read row-major as stored "
+                                              "(ne0 = input dim): ours multiplies by its transpose (CUBLAS_OP_T vs _N, "
+                                              "or the wrong leading dimension)", ours_.name, L, wi.first),
+                     ours_aligned(stored));
+            consider("transpose-other-way", fmt::format("{} matches the reference if blk.{}.{}.weight is transposed",
+                                                        ours_.name, L, wi.first),
+                     ours_aligned(transposed));
+            return;
+        }
+    }
+
+    void try_bias(const std::string& base, int L) {
+        if (!model_ || L < 0) return;
+        const char* which = starts_with(base, "Qcur") ? "attn_q" : starts_with(base, "Kcur") ? "attn_k" : "attn_v";
+        int64_t rows = 0, cols = 0;
+        std::vector<float> bias = dequantized(*model_, fmt::format("blk.{}.{}.bias", L, which), &rows, &cols);
+        if (bias.empty()) return;
+        std::vector<float> plus = ours_.data, minus = ours_.data;
+        for (size_t i = 0; i < plus.size(); ++i) {
+            plus[i] += bias[i % bias.size()];
+            minus[i] -= bias[i % bias.size()];
+        }
+        consider("bias-added", fmt::format("{} matches the reference if blk.{}.{}.bias is added (ours leaves it out)",
+                                           ours_.name, L, which), ours_aligned(plus));
+        consider("bias-removed", fmt::format("{} matches the reference if blk.{}.{}.bias is not added", ours_.name, L, which),
+                 ours_aligned(minus));
+    }
+
+    void try_softmax(int L) {
+        const CapturedEvent* kq = previous(run_.captures, index_, fmt::format("kq-{}", L));
+        if (!kq || !model_) return;
+        const int64_t n_kv = kq->ne[0], T = kq->ne[1];
+        const int64_t start = n_kv - T;
+        const double hd = static_cast<double>(model_->config().head_dim_k);
+        std::vector<int32_t> pos(static_cast<size_t>(T));
+        for (int64_t t = 0; t < T; ++t) pos[t] = static_cast<int32_t>(start + t);
+        auto softmax = [&](float scale, bool causal) {
+            std::vector<float> p(kq->data.size());
+            Tensor in = make_tensor(const_cast<float*>(kq->data.data()), kq->ne[0], kq->ne[1], kq->ne[2]);
+            Tensor out = make_tensor(p.data(), kq->ne[0], kq->ne[1], kq->ne[2]);
+            backend()->softmax_masked(in, scale, pos.data(), causal, out, MathMode::kLlama);
+            return ours_aligned(p);
+        };
+        const float s = static_cast<float>(1.0 / std::sqrt(hd));
+        std::vector<Candidate> cands = {
+            {fmt::format("scale 1/sqrt(head_dim) = {:.6g} with the causal mask", s), softmax(s, true)},
+            {fmt::format("scale 1/head_dim = {:.6g} with the causal mask", 1.0 / hd), softmax(static_cast<float>(1.0 / hd), true)},
+            {"scale 1 (none) with the causal mask", softmax(1.0f, true)},
+            {fmt::format("scale {:.6g} without the causal mask (tokens see later tokens)", s), softmax(s, false)},
+        };
+        judge("attention", "the attention softmax", cands);
+    }
+
+    void try_epsilon() {
+        if (!model_) return;
+        // The norm's input: the residual stream before it.
+        const CapturedEvent* in = nullptr;
+        const int L = layer_of(ours_.base_name);
+        if (ours_.occurrence == 1 && L == 0) in = previous(run_.captures, index_, "embd");
+        else if (ours_.occurrence == 1 && L > 0) in = previous(run_.captures, index_, fmt::format("l_out-{}", L - 1));
+        else if (ours_.occurrence == 2) in = previous(run_.captures, index_, fmt::format("ffn_inp-{}", L));
+        else if (L < 0) in = previous(run_.captures, index_, fmt::format("l_out-{}", model_->config().n_layer - 1));
+        if (!in) return;
+        const float eps = static_cast<float>(model_->config().rms_eps);
+        std::vector<float> y(in->data.size());
+        Tensor tin = make_tensor(const_cast<float*>(in->data.data()), in->ne[0], in->ne[1]);
+        Tensor tout = make_tensor(y.data(), in->ne[0], in->ne[1]);
+        backend()->rms_norm(tin, eps, tout);
+        consider("rmsnorm-epsilon", fmt::format("{} matches the reference with RMSNorm epsilon {:g} from the model's "
+                                                "metadata", ours_.name, eps), ours_aligned(y));
+    }
+
+    void try_norm_weight(const std::string& base, int L) {
+        if (!model_) return;
+        std::string weight = base == "result_norm" ? "output_norm.weight"
+                                                   : fmt::format("blk.{}.{}.weight", L, starts_with(base, "attn") ? "attn_norm" : "ffn_norm");
+        int64_t rows = 0, cols = 0;
+        std::vector<float> w = dequantized(*model_, weight, &rows, &cols);
+        if (w.empty()) return;
+        std::vector<float> once = ours_.data, twice = ours_.data;
+        for (size_t i = 0; i < once.size(); ++i) {
+            once[i] /= w[i % w.size()];
+            twice[i] *= w[i % w.size()];
+        }
+        consider("norm-weight-twice", fmt::format("{} matches the reference if {} is applied once (ours applies it twice)",
+                                                  ours_.name, weight), ours_aligned(once));
+        consider("norm-weight-missing", fmt::format("{} matches the reference if {} is applied", ours_.name, weight),
+                 ours_aligned(twice));
+    }
+
+    void try_vocab_crop() {
+        const int64_t n_vocab = ref_tensor_->ne()[0];
+        if (ours_.ne[0] <= n_vocab) return;
+        std::vector<float> cropped;
+        for (int64_t t = 0; t < ours_.ne[1]; ++t)
+            cropped.insert(cropped.end(), ours_.data.begin() + t * ours_.ne[0], ours_.data.begin() + t * ours_.ne[0] + n_vocab);
+        // The reference may keep fewer rows (only the output rows): compare the last ones.
+        const size_t want = ref_values_.size();
+        if (cropped.size() > want) cropped.erase(cropped.begin(), cropped.end() - static_cast<int64_t>(want));
+        consider("vocab-crop", fmt::format("{} matches the reference if the logits are cropped to the {} rows of the LM head: "
+                                           "ours has {} rows per token, and an argmax over the extra rows reads values "
+                                           "nothing wrote (a padded vocabulary)", ours_.name, n_vocab, ours_.ne[0]),
+                 cropped);
+    }
+
+    void try_q4k_swap() {
+        if (!model_) return;
+        const GgufTensorInfo* emb = model_->find("token_embd.weight");
+        if (!emb || emb->type != GgmlType::Q4_K) return;
+        // Re-read the embedding rows of this call's tokens with the clean unpacking.
+        std::vector<int32_t> tokens = run_.prompt;
+        if (ours_.decode > 0) {
+            std::vector<int32_t> gen = ref_.generated_tokens();
+            if (ours_.decode - 1 >= static_cast<int>(gen.size())) return;
+            tokens = {gen[ours_.decode - 1]};
+        }
+        if (static_cast<int64_t>(tokens.size()) != ours_.ne[1]) return;
+        const uint64_t row_bytes = emb->n_bytes / emb->n_rows();
+        std::vector<float> rows(static_cast<size_t>(ours_.ne[0] * ours_.ne[1]));
+        for (size_t t = 0; t < tokens.size(); ++t)
+            dequantize_row(GgmlType::Q4_K, emb->data + tokens[t] * row_bytes, rows.data() + t * ours_.ne[0], ours_.ne[0]);
+        consider("q4k-scale-min", fmt::format("{} matches the reference with Q4_K unpacked as ggml does (6-bit scale in "
+                                              "the low bits of scales[j], min in scales[j+4]): ours swaps scales and mins",
+                                              ours_.name),
+                 ours_aligned(rows));
+    }
+
+    void try_scales() {
+        const double hd = model_ ? static_cast<double>(model_->config().head_dim_k) : 0;
+        std::vector<std::pair<double, std::string>> factors = {{2.0, "2"}, {0.5, "1/2"}};
+        if (hd > 0) {
+            factors.push_back({std::sqrt(hd), "sqrt(head_dim)"});
+            factors.push_back({1.0 / std::sqrt(hd), "1/sqrt(head_dim)"});
+            factors.push_back({hd, "head_dim"});
+            factors.push_back({1.0 / hd, "1/head_dim"});
+        }
+        if (model_ && model_->config().rope_scaling == RopeScaling::kYarn) {
+            // YaRN's magnitude correction 1 + 0.1 ln(factor), applied once too often or missing.
+            const double m = 1.0 + 0.1 * std::log(model_->config().rope_scaling_factor);
+            factors.push_back({1.0 / m, "1/mscale (YaRN's 1 + 0.1 ln factor applied once too often)"});
+            factors.push_back({m, "mscale (YaRN's magnitude correction missing)"});
+            factors.push_back({1.0 / (m * m), "1/mscale^2"});
+        }
+        std::vector<float> base = ours_aligned(ours_.data);
+        for (const auto& [f, name] : factors) {
+            std::vector<float> v = base;
+            for (float& x : v) x = static_cast<float>(x * f);
+            consider("scale", fmt::format("{} matches the reference if ours is multiplied by {} (a missing or extra scale "
+                                          "factor)", ours_.name, name), v);
+        }
+    }
+
+    void try_f16() {
+        std::vector<float> v = ours_aligned(ours_.data);
+        for (float& x : v) x = fp16_to_fp32(fp32_to_fp16(x));
+        consider("f16-rounding", fmt::format("{} matches the reference once ours is rounded to f16 (the reference keeps "
+                                             "this tensor in f16)", ours_.name), v);
+    }
+
+    Backend* backend() {
+        if (!backend_) backend_ = make_cpu_backend(1);
+        return backend_.get();
+    }
+
+    const CompareRunResult& run_;
+    size_t index_;
+    const ReferenceDump& ref_;
+    const Model* model_;
+    const CompareThresholds& th_;
+    const CapturedEvent& ours_;
+    const EventComparison& cmp_;
+    const RefTensor* ref_tensor_ = nullptr;
+    std::vector<float> ref_values_;
+    const std::vector<std::pair<int64_t, float>>* samples_ = nullptr;  // partial reference
+    double before_ = 0;
+    std::unique_ptr<Backend> backend_;
+    DoctorReport report_;
+};
+
+}  // namespace
+
+DoctorReport diagnose(const CompareRunResult& run, size_t event, const ReferenceDump& reference, const Model* model,
+                      const CompareThresholds& thresholds) {
+    if (event >= run.comparisons.size() || event >= run.captures.events.size()) return {};
+    return Doctor(run, event, reference, model, thresholds).run();
+}
+
+}  // namespace ls
