@@ -66,7 +66,6 @@ private:
         int64_t target = -1;
         bool honor_breakpoints = false;
     };
-    struct QuitRequested {};
 
     // Queue (any thread).
     std::optional<Command> pop_command();
@@ -141,6 +140,7 @@ private:
     Stop stop_;
     bool stop_at_boundary_ = false;  // stopped on a decode call's last event: pause after it returns
     bool cancel_requested_ = false;
+    bool quitting_ = false;
     std::optional<Command> pending_;  // a command that needed the evaluation abandoned first
     std::optional<BreakpointHit> hit_;
     std::optional<Error> error_;
