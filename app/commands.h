@@ -2,6 +2,7 @@
 // (0 ok, 2 bad usage, 3 unreadable or malformed input).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,7 @@ namespace ls::app {
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitUsage = 2;
 inline constexpr int kExitBadInput = 3;
+inline constexpr int kExitWriteError = 4;
 
 struct InspectOptions {
     std::string model_path;
@@ -54,6 +56,19 @@ struct CompareOptions {
 };
 
 int run_compare(const CompareOptions& options);
+
+struct MakeModelOptions {
+    std::string out_path;
+    bool demo = false;          // start from the GUI demo's spec; other flags override it
+    std::string arch, type;     // "" = the spec's default
+    // 0 = the spec's default (or the demo's with --demo).
+    int n_embd = 0, n_layer = 0, n_head = 0, n_head_kv = 0, n_ff = 0, vocab = 0, ctx_train = 0;
+    bool seed_given = false;
+    uint64_t seed = 0;
+};
+
+// Writes a deterministic synthetic model (0 ok, 2 bad spec, 4 cannot write).
+int run_make_model(const MakeModelOptions& options);
 
 struct GuiOptions {
     std::string model_path;       // opened at start when not empty

@@ -63,6 +63,24 @@ void add_compare_command(CLI::App& app, ls::app::CompareOptions& o) {
     cmp->add_flag("--all", o.all, "Show every event and every unmatched reference tensor");
 }
 
+void add_make_model_command(CLI::App& app, ls::app::MakeModelOptions& o) {
+    CLI::App* mk = app.add_subcommand("make-model", "Write a deterministic synthetic GGUF model (random weights, generated "
+                                                    "vocabulary) for tests and demos");
+    mk->add_option("out", o.out_path, "Output GGUF file")->required();
+    mk->add_flag("--demo", o.demo, "The GUI's built-in demo model (other flags override its values)");
+    mk->add_option("--arch", o.arch, "llama (default) or qwen2")->check(CLI::IsMember({"llama", "qwen2"}));
+    mk->add_option("--type", o.type, "Weight type: f32, f16 (default), bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_K..q6_K");
+    mk->add_option("--embd", o.n_embd, "Embedding width (default 256)")->check(CLI::Range(1, 65536));
+    mk->add_option("--layers", o.n_layer, "Blocks (default 2)")->check(CLI::Range(1, 1024));
+    mk->add_option("--heads", o.n_head, "Attention heads (default 4)")->check(CLI::Range(1, 1024));
+    mk->add_option("--kv-heads", o.n_head_kv, "KV heads (default 2)")->check(CLI::Range(1, 1024));
+    mk->add_option("--ff", o.n_ff, "Feed-forward width (default 512)")->check(CLI::Range(1, 1 << 20));
+    mk->add_option("--vocab", o.vocab, "Tokens (default 512, at least 354)")->check(CLI::Range(1, 1 << 20));
+    mk->add_option("--ctx-train", o.ctx_train, "context_length key (default: llama 2048, qwen2 32768)")
+        ->check(CLI::Range(1, 1 << 24));
+    mk->add_option("--seed", o.seed, "Random seed (default 1)")->each([&o](const std::string&) { o.seed_given = true; });
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -86,6 +104,8 @@ int main(int argc, char** argv) {
     add_run_command(app, run);
     ls::app::CompareOptions compare;
     add_compare_command(app, compare);
+    ls::app::MakeModelOptions make_model;
+    add_make_model_command(app, make_model);
 
     try {
         app.parse(argc, argv);
@@ -98,10 +118,11 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("inspect")) return ls::app::run_inspect(inspect);
     if (app.got_subcommand("run")) return ls::app::run_run(run);
     if (app.got_subcommand("compare")) return ls::app::run_compare(compare);
+    if (app.got_subcommand("make-model")) return ls::app::run_make_model(make_model);
 
     // `layerscope typo` would otherwise open a window that fails to load "typo".
     if (!gui.model_path.empty() && !std::filesystem::exists(gui.model_path)) {
-        std::fprintf(stderr, "layerscope: '%s' is neither a command nor a file. Commands: inspect, run, compare; "
+        std::fprintf(stderr, "layerscope: '%s' is neither a command nor a file. Commands: inspect, run, compare, make-model; "
                              "see 'layerscope --help'.\n", gui.model_path.c_str());
         return ls::app::kExitUsage;
     }

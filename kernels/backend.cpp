@@ -6,6 +6,18 @@
 
 namespace ls {
 
+std::unique_ptr<Backend> make_cpu_backend_generic(int n_threads);
+#if defined(LS_HAVE_CPU_FMA_VARIANT)
+std::unique_ptr<Backend> make_cpu_backend_fma(int n_threads);
+#endif
+
+std::unique_ptr<Backend> make_cpu_backend(int n_threads) {
+#if defined(LS_HAVE_CPU_FMA_VARIANT)
+    if (__builtin_cpu_supports("fma")) return make_cpu_backend_fma(n_threads);
+#endif
+    return make_cpu_backend_generic(n_threads);
+}
+
 const char* math_mode_name(MathMode mode) { return mode == MathMode::kExact ? "exact" : "llama"; }
 
 bool math_mode_from_name(const std::string& name, MathMode* out) {

@@ -247,6 +247,7 @@ TEST(SessionReference, CleanRunAgreesAndDerivedDataIsThere) {
     ASSERT_TRUE(ref);
     SESSION_OR_SKIP(s);
     done(*s, s->set_tokens(ref->prompt_tokens()));
+    done(*s, s->step_op());
     done(*s, s->step_layer());
     // Loading the reference replays to the cursor so the events shown are compared too.
     auto snap = done(*s, s->set_reference(ref));
@@ -329,7 +330,13 @@ TEST(SessionDeterminism, BackGivesBitIdenticalCaptures) {
         ASSERT_EQ(a->values->size(), b->values->size());
         EXPECT_EQ(0, std::memcmp(a->values->data(), b->values->data(), a->values->size() * sizeof(float)))
             << a->info.name << " differs after going back";
-        EXPECT_EQ(0, std::memcmp(&first->records[i]->stats, &back->records[i]->stats, sizeof(TensorStats)));
+        const TensorStats &sa = first->records[i]->stats, &sb = back->records[i]->stats;
+        EXPECT_EQ(sa.count, sb.count);
+        EXPECT_EQ(sa.nan_count, sb.nan_count);
+        EXPECT_EQ(0, std::memcmp(&sa.min, &sb.min, sizeof(float)));
+        EXPECT_EQ(0, std::memcmp(&sa.max, &sb.max, sizeof(float)));
+        EXPECT_EQ(0, std::memcmp(&sa.rms, &sb.rms, sizeof(double)));
+        EXPECT_EQ(0, std::memcmp(sa.hist, sb.hist, sizeof(sa.hist)));
     }
     // restart: position 0, event 0.
     auto r = done(*s, s->restart());
@@ -363,6 +370,37 @@ TEST(SessionCancel, CancelDuringALongRunIsPromptAndLeavesTheSessionUsable) {
     EXPECT_EQ(snap->records.size(), static_cast<size_t>(snap->cursor + 1));
     snap = done(*s, s->go_to(3));
     EXPECT_EQ(snap->cursor, 3);
+}
+
+TEST(SessionGenerate, TeacherForcingFeedsTheGivenTokens) {
+    SESSION_OR_SKIP(s);
+    done(*s, s->set_tokens(kPrompt));
+    auto snap = done(*s, s->generate(3, {403, 407}));
+    ASSERT_TRUE(snap);
+    EXPECT_EQ(snap->state, SessionState::kFinished);
+    EXPECT_EQ(snap->decode_calls_done, 4);
+    ASSERT_EQ(snap->generated.size(), 4u);
+    EXPECT_EQ(snap->decode_inputs, (std::vector<int32_t>{403, 407, snap->generated[2]}));
+    EXPECT_EQ(snap->position, 8);
+    EXPECT_EQ(snap->records.size(), snap->events->size());
+}
+
+TEST(SessionQueue, PauseStopsARunningGeneration) {
+    SessionOptions options;
+    options.n_threads = 1;
+    SESSION_OR_SKIP(s, options);
+    done(*s, s->set_tokens(kPrompt));
+    const uint64_t v0 = s->snapshot()->version;
+    s->generate(400);
+    ASSERT_TRUE(s->wait_for_version(v0 + 1, kWait));
+    auto snap = done(*s, s->pause());
+    ASSERT_TRUE(snap);
+    EXPECT_EQ(snap->state, SessionState::kPaused);
+    EXPECT_LT(snap->decode_calls_done, 401);
+    const int64_t at = snap->cursor;
+    snap = done(*s, s->step_op());
+    EXPECT_EQ(snap->cursor, at + 1);
+    EXPECT_EQ(snap->state, SessionState::kPaused);
 }
 
 TEST(SessionQueue, NewerRequestsReplaceQueuedOnesOfTheSameKind) {

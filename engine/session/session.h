@@ -109,7 +109,7 @@ public:
     CommandTicket set_tokens(std::vector<int32_t> ids);
     CommandTicket set_prompt(std::string text, bool add_special = true, bool parse_special = false);
     CommandTicket step_op();        // to the next event
-    CommandTicket step_layer();     // to the next event whose layer differs from the current one
+    CommandTicket step_layer();     // to the next event whose layer differs from the current one (event 0 from the start)
     CommandTicket step_token();     // to the end of the current decode call, or through the next
     CommandTicket run_to_event(int64_t index);  // breakpoints on the way stop it
     CommandTicket run_to_event(std::string dump_name);

@@ -56,6 +56,7 @@ void SessionWorker::handle_idle(Command& c) {
             complete("nothing to cancel");
             return;
         case CommandKind::kReference:
+            comparator_.reset();  // it refers to the old reference, which may go away now
             reference_ = c.reference;
             thresholds_ = c.thresholds;
             replay_to_cursor();
@@ -93,9 +94,10 @@ bool SessionWorker::set_tokens(Command& c) {
     const int old_generate = n_generate_;
     tokens_ = std::move(ids);
     n_generate_ = 0;
-    if (!rebuild_plan()) {  // a token out of range, a prompt longer than the context
+    if (std::optional<Error> e = rebuild_plan()) {  // a token out of range, a prompt longer than the context
         tokens_ = std::move(old_tokens);
         n_generate_ = old_generate;
+        fail(std::move(*e));
         return false;
     }
     forced_.clear();
@@ -105,14 +107,11 @@ bool SessionWorker::set_tokens(Command& c) {
     return true;
 }
 
-bool SessionWorker::rebuild_plan() {
+std::optional<Error> SessionWorker::rebuild_plan() {
     auto events = plan_events(*model_, options_.forward, tokens_, n_generate_);
-    if (!events) {
-        fail(events.error());
-        return false;
-    }
+    if (!events) return events.error();
     events_ = std::make_shared<const std::vector<EventInfo>>(std::move(events.value()));
-    return true;
+    return std::nullopt;
 }
 
 bool SessionWorker::update_generation(const Command& c, bool in_eval, bool* compatible) {
@@ -128,9 +127,10 @@ bool SessionWorker::update_generation(const Command& c, bool in_eval, bool* comp
     std::vector<int32_t> old_forced = forced_;
     n_generate_ = c.n_generate;
     forced_ = c.forced;
-    if (!rebuild_plan()) {
+    if (std::optional<Error> e = rebuild_plan()) {
         n_generate_ = old_generate;
         forced_ = std::move(old_forced);
+        fail(std::move(*e));
         return false;
     }
     *compatible = ok;
@@ -314,12 +314,14 @@ void SessionWorker::on_event(const Event& event) {
             break;
         }
     }
-    if (!stop && has_commands_) stop = true;  // a new command interrupts the run here
-    if (!stop) {
+    // A new command interrupts the run here, inside the evaluation even on a decode call's last
+    // event, so that a cancel always has an evaluation to abandon.
+    const bool interrupted = !stop && has_commands_;
+    if (!stop && !interrupted) {
         if (std::chrono::steady_clock::now() - last_publish_ >= options_.publish_interval) publish();
         return;
     }
-    if (is_last_of_decode(cursor_)) {
+    if (!interrupted && is_last_of_decode(cursor_)) {
         stop_at_boundary_ = true;  // drive() pauses once the decode call has finished
         return;
     }

@@ -81,7 +81,7 @@ private:
     void replay_to_cursor();
     bool set_tokens(Command& c);
     bool update_generation(const Command& c, bool in_eval, bool* compatible);
-    bool rebuild_plan();
+    std::optional<Error> rebuild_plan();  // the dry run for tokens_ and n_generate_
     std::optional<Stop> motion_stop(const Command& c);  // nullopt: error_ says why
     std::vector<int32_t> decode_input(int decode) const;
     int planned_calls() const { return tokens_.empty() ? 0 : 1 + n_generate_; }

@@ -413,6 +413,10 @@ private:
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cpu_backend(int n_threads) { return std::make_unique<CpuBackend>(n_threads); }
+// Built twice on x86-64 (with and without FMA instructions); backend.cpp chooses.
+#ifndef LS_CPU_BACKEND_FACTORY
+#define LS_CPU_BACKEND_FACTORY make_cpu_backend_generic
+#endif
+std::unique_ptr<Backend> LS_CPU_BACKEND_FACTORY(int n_threads) { return std::make_unique<CpuBackend>(n_threads); }
 
 }  // namespace ls

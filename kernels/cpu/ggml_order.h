@@ -13,7 +13,16 @@
 #include <cstdint>
 #include <cstring>
 
+#include "common/fp16.h"
+
 namespace ls::ggml_order {
+// The CPU backend is compiled with and without FMA instructions: each copy gets its own inline
+// functions.
+#if defined(__FMA__)
+inline namespace with_fma {
+#else
+inline namespace without_fma {
+#endif
 
 inline constexpr int kLanes = 16;
 
@@ -59,24 +68,17 @@ inline float vec_dot_f32(const float* a, const float* b, int64_t n) {
 // Rounds a double to the nearest f16 value (ties to even), returned as float. Used to emulate
 // native f16 arithmetic: a double holds the exact sum or product of f16 operands.
 inline float round_to_f16(double v) {
-    uint64_t bits;
-    std::memcpy(&bits, &v, sizeof bits);
-    const bool negative = bits >> 63;
-    const int biased = static_cast<int>((bits >> 52) & 0x7FF);
-    if (biased == 0x7FF) return static_cast<float>(v);           // inf, nan
-    if (biased == 0) return negative ? -0.0f : 0.0f;               // far below the f16 range
-    const int e = biased - 1023;
-    if (e > 15) return negative ? -INFINITY : INFINITY;
-    const int kept = e >= -14 ? 10 : e + 24;                       // fraction bits f16 keeps here
-    if (kept < -1) return negative ? -0.0f : 0.0f;
-    const uint64_t m = (uint64_t(1) << 52) | (bits & ((uint64_t(1) << 52) - 1));
-    const int shift = 52 - kept;
-    uint64_t q = m >> shift;
-    const uint64_t rem = m & ((uint64_t(1) << shift) - 1), half = uint64_t(1) << (shift - 1);
-    if (rem > half || (rem == half && (q & 1))) ++q;               // ties to even
-    const float r = std::ldexp(static_cast<float>(q), e - kept);
-    if (r > 65504.0f) return negative ? -INFINITY : INFINITY;
-    return negative ? -r : r;
+    // Round to odd into f32 first (the 13 extra bits keep the sticky information), then to
+    // nearest even into f16: the same as one correct rounding, and much cheaper.
+    float f = static_cast<float>(v);
+    if (static_cast<double>(f) != v) {
+        uint32_t bits;
+        std::memcpy(&bits, &f, sizeof bits);
+        if (std::fabs(static_cast<double>(f)) > std::fabs(v)) --bits;  // toward zero
+        bits |= 1u;                                                   // odd
+        std::memcpy(&f, &bits, sizeof f);
+    }
+    return fp16_to_fp32(fp32_to_fp16(f));
 }
 
 // _mm512_reduce_add_ph over 32 f16 lanes: 16+16, 8+8, 4+4, (0+2, 1+3), then the two, each
@@ -157,4 +159,5 @@ inline void swiglu_row(const float* x, const float* g, float* y, int64_t n) {
     for (; i < n; ++i) y[i] = x[i] / (1.0f + std::exp(-x[i])) * g[i];
 }
 
+}  // inline namespace
 }  // namespace ls::ggml_order

@@ -1,0 +1,51 @@
+// `layerscope make-model`: the command-line face of ls::make_model (flags -> spec, errors -> exit
+// codes and a message that says what to change).
+#include <fmt/format.h>
+
+#include <cstdio>
+
+#include "commands.h"
+#include "model/make_model.h"
+
+namespace ls::app {
+
+int run_make_model(const MakeModelOptions& o) {
+    MakeModelSpec spec = o.demo ? demo_model_spec() : MakeModelSpec{};
+    if (!o.arch.empty()) spec.arch = o.arch;
+    if (!o.type.empty()) {
+        GgmlType t{};
+        if (!ggml_type_from_name(o.type.c_str(), &t)) {
+            std::fprintf(stderr, "layerscope make-model: unknown --type '%s'; use f32, f16, bf16, q4_0, q4_1, q5_0, "
+                                 "q5_1, q8_0, q2_K, q3_K, q4_K, q5_K or q6_K\n", o.type.c_str());
+            return kExitUsage;
+        }
+        spec.type = t;
+    }
+    if (o.n_embd) spec.n_embd = o.n_embd;
+    if (o.n_layer) spec.n_layer = o.n_layer;
+    if (o.n_head) spec.n_head = o.n_head;
+    if (o.n_head_kv) spec.n_head_kv = o.n_head_kv;
+    if (o.n_ff) spec.n_ff = o.n_ff;
+    if (o.vocab) spec.vocab = o.vocab;
+    if (o.ctx_train) spec.n_ctx_train = o.ctx_train;
+    if (o.seed_given) spec.seed = o.seed;
+
+    MakeModelInfo info;
+    Status st = make_model(spec, o.out_path, &info);
+    if (!st.ok()) {
+        std::fprintf(stderr, "layerscope make-model: %s\n", st.error().message.c_str());
+        switch (st.error().code) {
+            case ErrorCode::kUsage: return kExitUsage;
+            case ErrorCode::kIo: return kExitWriteError;
+            default: return kExitBadInput;
+        }
+    }
+    fmt::print("wrote {}: {} n_embd {} layers {} heads {}/{} n_ff {} vocab {} ({} token rows), {}, seed {}: "
+               "{} parameters, {} bytes\n",
+               o.out_path, spec.arch, spec.n_embd, spec.n_layer, spec.n_head, spec.n_head_kv, spec.n_ff, spec.vocab,
+               info.n_tokens, ggml_type_name(spec.type), spec.seed, info.n_params, info.file_bytes);
+    for (const std::string& f : info.fallbacks) fmt::print("  fallback: {}\n", f);
+    return kExitOk;
+}
+
+}  // namespace ls::app

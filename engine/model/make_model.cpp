@@ -1,0 +1,504 @@
+// Synthetic model generator: per-tensor integer PRNG streams, a generated SentencePiece vocabulary,
+// weights converted with our own ggml-identical quantizers, written with gguf_write.
+#include "model/make_model.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <unordered_set>
+
+#include "cpu/quantize.h"
+#include "gguf/gguf.h"
+
+namespace ls {
+namespace {
+
+// splitmix64: tiny, fully specified, so the bit stream is the same with every compiler and library.
+struct Rng {
+    uint64_t state;
+    uint64_t next() {
+        uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        return z ^ (z >> 31);
+    }
+    // Uniform in (0, 1), exact in double.
+    double uniform() { return (static_cast<double>(next() >> 40) + 0.5) * 0x1p-24; }
+    // Approximately N(0, 1) as the sum of 12 uniforms minus 6 (variance exactly 1, tails cut at 6).
+    // Box-Muller would need log/cos, whose last bit differs between math libraries; this sum is
+    // integer arithmetic plus exact scalings, so every platform gets the same bits.
+    double normal() {
+        uint64_t sum = 0;
+        for (int i = 0; i < 12; ++i) sum += next() >> 40;
+        return (static_cast<double>(sum) + 6.0) * 0x1p-24 - 6.0;
+    }
+};
+
+uint64_t fnv1a(const std::string& s) {
+    uint64_t h = 0xCBF29CE484222325ull;
+    for (unsigned char c : s) h = (h ^ c) * 0x100000001B3ull;
+    return h;
+}
+
+// One independent stream per tensor: adding or reordering tensors never changes the others.
+Rng tensor_rng(uint64_t seed, const std::string& name) {
+    Rng r{seed};
+    Rng mixed{r.next() ^ fnv1a(name)};
+    mixed.next();
+    return mixed;
+}
+
+bool is_qwen2(const MakeModelSpec& s) { return s.arch == "qwen2"; }
+
+int64_t padded_rows(const MakeModelSpec& s) {
+    // qwen2 GGUFs pad the token list to the embedding rows; we always add at least one pad row so
+    // that the padding path is exercised.
+    if (!is_qwen2(s)) return s.vocab;
+    return (static_cast<int64_t>(s.vocab) / 256 + 1) * 256;
+}
+
+bool weight_type_supported(GgmlType t) {
+    switch (t) {
+        case GgmlType::F32: case GgmlType::F16: case GgmlType::BF16:
+        case GgmlType::Q4_0: case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q5_1: case GgmlType::Q8_0:
+        case GgmlType::Q2_K: case GgmlType::Q3_K: case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K:
+            return true;
+        default:
+            return false;
+    }
+}
+
+// llama_ftype of a file whose weights are all `t` (the _S variant for K-quants: no mixed types).
+uint32_t file_type_of(GgmlType t) {
+    switch (t) {
+        case GgmlType::F32: return 0;
+        case GgmlType::F16: return 1;
+        case GgmlType::Q4_0: return 2;
+        case GgmlType::Q4_1: return 3;
+        case GgmlType::Q8_0: return 7;
+        case GgmlType::Q5_0: return 8;
+        case GgmlType::Q5_1: return 9;
+        case GgmlType::Q2_K: return 10;
+        case GgmlType::Q3_K: return 11;
+        case GgmlType::Q4_K: return 14;
+        case GgmlType::Q5_K: return 16;
+        case GgmlType::Q6_K: return 18;
+        case GgmlType::BF16: return 32;
+        default: return 0;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Vocabulary
+
+// Frequent English words, most frequent first; they become "▁word" pieces (with every prefix).
+const char* const kWords[] = {
+    "the", "of", "and", "to", "a", "in", "is", "it", "you", "that", "he", "was", "for", "on", "are", "with",
+    "as", "I", "his", "they", "be", "at", "one", "have", "this", "from", "or", "had", "by", "not", "word",
+    "but", "what", "some", "we", "can", "out", "other", "were", "all", "there", "when", "up", "use", "your",
+    "how", "said", "an", "each", "she", "which", "do", "their", "time", "if", "will", "way", "about", "many",
+    "then", "them", "write", "would", "like", "so", "these", "her", "long", "make", "thing", "see", "him",
+    "two", "has", "look", "more", "day", "could", "go", "come", "did", "number", "sound", "no", "most",
+    "people", "my", "over", "know", "water", "than", "call", "first", "who", "may", "down", "side", "been",
+    "now", "find", "any", "new", "work", "part", "take", "get", "place", "made", "live", "where", "after",
+    "back", "little", "only", "round", "man", "year", "came", "show", "every", "good", "me", "give", "our",
+    "under", "name", "very", "through", "just", "form", "sentence", "great", "think", "say", "help", "low",
+    "line", "differ", "turn", "cause", "much", "mean", "before", "move", "right", "boy", "old", "too", "same",
+    "tell", "does", "set", "three", "want", "air", "well", "also", "play", "small", "end", "put", "home",
+    "read", "hand", "port", "large", "spell", "add", "even", "land", "here", "must", "big", "high", "such",
+    "follow", "act", "why", "ask", "men", "change", "went", "light", "kind", "off", "need", "house",
+    "picture", "try", "us", "again", "animal", "point", "mother", "world", "near", "build", "self", "earth",
+    "father", "head", "stand", "own", "page", "should", "country", "found", "answer", "school", "grow",
+    "study", "still", "learn", "plant", "cover", "food", "sun", "four", "between", "state", "keep", "eye",
+    "never", "last", "let", "thought", "city", "tree", "cross", "farm", "hard", "start", "might", "story",
+    "saw", "far", "sea", "draw", "left", "late", "run", "while", "press", "close", "night", "real", "life",
+    "few", "north", "open", "seem", "together", "next", "white", "children", "begin", "got", "walk",
+    "example", "ease", "paper", "group", "always", "music", "those", "both", "mark", "often", "letter",
+    "until", "mile", "river", "car", "feet", "care", "second", "book", "carry", "took", "science", "eat",
+    "room", "friend", "began", "idea", "fish", "mountain", "stop", "once", "base", "hear", "horse", "cut",
+    "sure", "watch", "color", "face", "wood", "main", "enough", "plain", "girl", "usual", "young", "ready",
+    "above", "ever", "red", "list", "though", "feel", "talk", "bird", "soon", "body", "dog", "family",
+    "direct", "pose", "leave", "song", "measure", "door", "product", "black", "short", "numeral", "class",
+    "wind", "question", "happen", "complete", "ship", "area", "half", "rock", "order", "fire", "south",
+    "problem", "piece", "told", "knew", "pass", "since", "top", "whole", "king", "space", "heard", "best",
+    "hour", "better", "true", "during", "hundred", "five", "remember", "step", "early", "hold", "west",
+    "ground", "interest", "reach", "fast", "verb", "sing", "listen", "six", "table", "travel", "less",
+    "morning", "ten", "simple", "several", "vowel", "toward", "war", "lay", "against", "pattern", "slow",
+    "center", "love", "person", "money", "serve", "appear", "road", "map", "rain", "rule", "govern", "pull",
+    "cold", "notice", "voice", "unit", "power", "town", "fine", "certain", "fly", "fall", "lead", "cry",
+    "dark", "machine", "note", "wait", "plan", "figure", "star", "box", "noun", "field", "rest", "correct",
+    "able", "pound", "done", "beauty", "drive", "stood", "contain", "front", "teach", "week", "final", "gave",
+    "green", "oh", "quick", "develop", "ocean", "warm", "free", "minute", "strong", "special", "mind",
+    "behind", "clear", "tail", "produce", "fact", "street", "inch", "multiply", "nothing", "course", "stay",
+    "wheel", "full", "force", "blue", "object", "decide", "surface", "deep", "moon", "island", "foot",
+    "system", "busy", "test", "record", "boat", "common", "gold", "possible", "plane", "stead", "dry",
+    "wonder", "laugh", "thousand", "ago", "ran", "check", "game", "shape", "equate", "hot", "miss",
+    "brought", "heat", "snow", "tire", "bring", "yes", "distant", "fill", "east", "paint", "language",
+    "among", "model", "layer", "token", "attention", "hello", "debug", "France", "Paris", "capital",
+};
+
+// Frequent letter pairs and endings, so that words outside the list still merge into pieces.
+const char* const kFragments[] = {
+    "th", "he", "in", "er", "an", "re", "on", "at", "en", "nd", "ti", "es", "or", "te", "of", "ed", "is",
+    "it", "al", "ar", "st", "to", "nt", "ng", "se", "ha", "as", "ou", "io", "le", "ve", "co", "me", "de",
+    "hi", "ri", "ro", "ic", "ne", "ea", "ra", "ce", "ing", "ion", "tion", "ly", "ent", "ment", "ness",
+    "able", "ers", "est", "ies", "ous", "ive", "ful", "less", "ally", "ight", "ould", "ough",
+};
+
+// The first words also get a capitalized piece (sentence starts).
+constexpr int kCapitalized = 48;
+
+class VocabBuilder {
+public:
+    explicit VocabBuilder(int limit) : limit_(limit) {}
+    bool full() const { return static_cast<int>(v_.tokens.size()) >= limit_; }
+
+    void add(const std::string& text, int32_t type, float score) {
+        if (full() || !seen_.insert(text).second) return;
+        v_.tokens.push_back(text);
+        v_.scores.push_back(score);
+        v_.types.push_back(type);
+    }
+    // A NORMAL piece and every shorter prefix of it (at code point boundaries), so that the
+    // SentencePiece merges can reach it one symbol at a time. Earlier pieces score higher.
+    void add_piece(const std::string& text) {
+        for (size_t end = 1; end <= text.size(); ++end) {
+            if (end < text.size() && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) continue;
+            if (full()) return;
+            std::string prefix = text.substr(0, end);
+            if (seen_.count(prefix)) continue;
+            add(prefix, 1, -static_cast<float>(n_pieces_++));
+        }
+    }
+    MakeModelVocab take() { return std::move(v_); }
+
+private:
+    int limit_;
+    int n_pieces_ = 0;
+    MakeModelVocab v_;
+    std::unordered_set<std::string> seen_;
+};
+
+const std::string kSpace = "\xE2\x96\x81";  // U+2581, SentencePiece's space
+
+}  // namespace
+
+MakeModelVocab make_model_vocab(int n_real, int n_rows) {
+    VocabBuilder b(n_real);
+    b.add("<unk>", 2, 0.0f);
+    b.add("<s>", 3, 0.0f);
+    b.add("</s>", 3, 0.0f);
+    for (int i = 0; i < 256; ++i) b.add(fmt::format("<0x{:02X}>", i), 6, 0.0f);
+    b.add_piece(kSpace);
+    for (char c = 'a'; c <= 'z'; ++c) b.add_piece(std::string(1, c));
+    for (char c = 'A'; c <= 'Z'; ++c) b.add_piece(std::string(1, c));
+    for (char c = '0'; c <= '9'; ++c) b.add_piece(std::string(1, c));
+    for (char c = '!'; c <= '~'; ++c) b.add_piece(std::string(1, c));
+    for (const char* f : kFragments) b.add_piece(f);
+    int i = 0;
+    for (const char* w : kWords) {
+        b.add_piece(kSpace + w);
+        if (i++ < kCapitalized && w[0] >= 'a' && w[0] <= 'z') {
+            std::string cap = w;
+            cap[0] = static_cast<char>(cap[0] - 'a' + 'A');
+            b.add_piece(kSpace + cap);
+        }
+    }
+    // Beyond the word list: made-up syllable words ("▁ba", "▁bado", ...) until the vocabulary is
+    // full; 90^3 three-syllable words cover kMakeModelMaxVocab.
+    static const char kCons[] = "bcdfghjklmnprstvwz";
+    static const char kVow[] = "aeiou";
+    constexpr int kSyl = 18 * 5;
+    for (int len = 1; len <= 3 && !b.full(); ++len) {
+        int64_t n = 1;
+        for (int k = 0; k < len; ++k) n *= kSyl;
+        for (int64_t idx = 0; idx < n && !b.full(); ++idx) {
+            std::string word;
+            int64_t x = idx;
+            for (int k = 0; k < len; ++k) {
+                int s = static_cast<int>(x % kSyl);
+                x /= kSyl;
+                word += kCons[s / 5];
+                word += kVow[s % 5];
+            }
+            b.add_piece(kSpace + word);
+            b.add_piece(word);
+        }
+    }
+    MakeModelVocab v = b.take();
+    for (int64_t r = static_cast<int64_t>(v.tokens.size()); r < n_rows; ++r) {
+        v.tokens.push_back(fmt::format("[PAD{}]", r));
+        v.scores.push_back(0.0f);
+        v.types.push_back(5);
+    }
+    return v;
+}
+
+MakeModelSpec demo_model_spec() {
+    MakeModelSpec s;
+    s.arch = "llama";
+    s.n_embd = 128;
+    s.n_layer = 4;
+    s.n_head = 4;
+    s.n_head_kv = 2;
+    s.n_ff = 384;
+    s.type = GgmlType::Q8_0;
+    s.seed = 20240601;
+    s.vocab = 640;
+    return s;
+}
+
+Status validate_make_model_spec(const MakeModelSpec& s) {
+    auto bad = [](std::string msg) { return Status(make_error(ErrorCode::kUsage, std::move(msg))); };
+    if (s.arch != "llama" && s.arch != "qwen2")
+        return bad(fmt::format("arch '{}' is not supported; use llama or qwen2", s.arch));
+    struct { const char* name; int value; int max; } dims[] = {
+        {"n_embd", s.n_embd, 65536}, {"n_layer", s.n_layer, 1024}, {"n_head", s.n_head, 1024},
+        {"n_head_kv", s.n_head_kv, 1024}, {"n_ff", s.n_ff, 1 << 20},
+    };
+    for (const auto& d : dims)
+        if (d.value < 1 || d.value > d.max) return bad(fmt::format("{} is {}; it must be in 1..{}", d.name, d.value, d.max));
+    if (s.n_embd % s.n_head != 0)
+        return bad(fmt::format("n_embd {} is not divisible by n_head {}; pick a head count that divides it",
+                               s.n_embd, s.n_head));
+    if (s.n_head % s.n_head_kv != 0)
+        return bad(fmt::format("n_head_kv {} does not divide n_head {}; grouped-query attention needs a whole "
+                               "number of query heads per KV head", s.n_head_kv, s.n_head));
+    if ((s.n_embd / s.n_head) % 2 != 0)
+        return bad(fmt::format("head dimension n_embd / n_head = {} is odd; RoPE rotates pairs, so it must be even",
+                               s.n_embd / s.n_head));
+    if (s.vocab < kMakeModelMinVocab || s.vocab > kMakeModelMaxVocab)
+        return bad(fmt::format("vocab {} is out of range {}..{} (3 special tokens, 256 byte tokens, the space piece "
+                               "and printable ASCII come first)", s.vocab, kMakeModelMinVocab, kMakeModelMaxVocab));
+    if (s.n_ctx_train < 0) return bad(fmt::format("n_ctx_train {} is negative", s.n_ctx_train));
+    if (!(s.rope_freq_base >= 0.0f) || !std::isfinite(s.rope_freq_base))
+        return bad("rope_freq_base must be a finite positive number (or 0 for the default)");
+    if (!(s.rms_eps >= 0.0f) || !std::isfinite(s.rms_eps))
+        return bad("rms_eps must be a finite positive number (or 0 for the default)");
+    if (!weight_type_supported(s.type))
+        return bad(fmt::format("type '{}' cannot be generated; use f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, "
+                               "q2_K, q3_K, q4_K, q5_K or q6_K", ggml_type_name(s.type) ? ggml_type_name(s.type) : "?"));
+    int64_t per_layer = 4LL * s.n_embd * s.n_embd + 3LL * s.n_embd * s.n_ff;
+    int64_t params = static_cast<int64_t>(s.n_layer) * per_layer + 2LL * s.n_embd * padded_rows(s);
+    if (params > (int64_t{1} << 32))
+        return bad(fmt::format("the model would have about {} parameters; make-model stops at 2^32 (it holds the "
+                               "whole model in memory)", params));
+    return {};
+}
+
+GgmlType make_model_tensor_type(GgmlType requested, int64_t ne0) {
+    const GgmlTypeTraits* tr = ggml_type_traits(requested);
+    if (!tr || ne0 % tr->block_elems == 0) return requested;
+    GgmlType fallback = GgmlType::F16;
+    switch (requested) {
+        case GgmlType::Q4_K: fallback = GgmlType::Q5_0; break;
+        case GgmlType::Q5_K: fallback = GgmlType::Q5_1; break;
+        case GgmlType::Q6_K: fallback = GgmlType::Q8_0; break;
+        case GgmlType::Q2_K: case GgmlType::Q3_K: fallback = GgmlType::Q4_0; break;
+        default: break;
+    }
+    if (ne0 % ggml_type_traits(fallback)->block_elems != 0) fallback = GgmlType::F16;
+    return fallback;
+}
+
+double make_model_tensor_std(const MakeModelSpec& s, const std::string& name) {
+    auto ends = [&](const char* suffix) {
+        size_t n = std::strlen(suffix);
+        return name.size() >= n && name.compare(name.size() - n, n, suffix) == 0;
+    };
+    // Q/K and the LM head scale with 1/sqrt(n_embd) so that attention scores and logits have the
+    // same spread at every width (the fixtures' values at n_embd 512: 0.06 and 0.05).
+    const double width = std::sqrt(512.0 / s.n_embd);
+    if (ends("_norm.weight")) return 0.1;
+    if (name == "token_embd.weight") return is_qwen2(s) ? 0.05 * width : 0.02;
+    if (name == "output.weight") return is_qwen2(s) ? 0.0 : 0.05 * width;
+    if (ends("attn_q.weight") || ends("attn_k.weight")) return 0.06 * width;
+    if (ends("attn_q.bias") || ends("attn_k.bias")) return is_qwen2(s) ? 0.1 : 0.0;
+    if (ends("attn_v.bias")) return is_qwen2(s) ? 0.02 : 0.0;
+    if (ends("attn_v.weight") || ends("attn_output.weight") || ends("ffn_gate.weight") || ends("ffn_up.weight") ||
+        ends("ffn_down.weight"))
+        return 0.02;
+    return 0.0;
+}
+
+namespace {
+
+struct PlannedTensor {
+    std::string name;
+    std::vector<int64_t> ne;
+};
+
+std::vector<PlannedTensor> plan_tensors(const MakeModelSpec& s) {
+    int64_t e = s.n_embd, ff = s.n_ff, hd = s.n_embd / s.n_head, kv = hd * s.n_head_kv;
+    std::vector<PlannedTensor> out;
+    out.push_back({"token_embd.weight", {e, padded_rows(s)}});
+    out.push_back({"output_norm.weight", {e}});
+    if (!is_qwen2(s)) out.push_back({"output.weight", {e, padded_rows(s)}});
+    for (int il = 0; il < s.n_layer; ++il) {
+        auto b = [&](const char* what) { return fmt::format("blk.{}.{}", il, what); };
+        out.push_back({b("attn_norm.weight"), {e}});
+        out.push_back({b("attn_q.weight"), {e, e}});
+        out.push_back({b("attn_k.weight"), {e, kv}});
+        out.push_back({b("attn_v.weight"), {e, kv}});
+        if (is_qwen2(s)) {
+            out.push_back({b("attn_q.bias"), {e}});
+            out.push_back({b("attn_k.bias"), {kv}});
+            out.push_back({b("attn_v.bias"), {kv}});
+        }
+        out.push_back({b("attn_output.weight"), {e, e}});
+        out.push_back({b("ffn_norm.weight"), {e}});
+        out.push_back({b("ffn_gate.weight"), {e, ff}});
+        out.push_back({b("ffn_up.weight"), {e, ff}});
+        out.push_back({b("ffn_down.weight"), {ff, e}});
+    }
+    return out;
+}
+
+std::vector<float> generate_values(const MakeModelSpec& s, const PlannedTensor& t) {
+    int64_t n = 1;
+    for (int64_t d : t.ne) n *= d;
+    std::vector<float> v(static_cast<size_t>(n));
+    Rng rng = tensor_rng(s.seed, t.name);
+    double sd = make_model_tensor_std(s, t.name);
+    bool norm = t.name.size() >= 12 && t.name.compare(t.name.size() - 12, 12, "_norm.weight") == 0;
+    for (float& x : v) {
+        double z = rng.normal();
+        x = norm ? static_cast<float>(std::clamp(1.0 + sd * z, 0.5, 1.5)) : static_cast<float>(sd * z);
+    }
+    if (t.name == "token_embd.weight" && is_qwen2(s)) {
+        // Padding rows stay small, like rows no token ever trained.
+        for (int64_t r = s.vocab; r < t.ne[1]; ++r)
+            for (int64_t c = 0; c < t.ne[0]; ++c) v[static_cast<size_t>(r * t.ne[0] + c)] *= 0.1f;
+    }
+    auto outliers = [&](int count, double lo, double hi) {
+        // Large bias entries like real Qwen2.5's: they are added before RoPE, so positions matter.
+        std::unordered_set<int64_t> used;
+        for (int k = 0; k < count && static_cast<int64_t>(used.size()) < n; ++k) {
+            int64_t idx = static_cast<int64_t>(rng.next() % static_cast<uint64_t>(n));
+            if (!used.insert(idx).second) { --k; continue; }
+            double mag = lo + (hi - lo) * rng.uniform();
+            v[static_cast<size_t>(idx)] = static_cast<float>((rng.next() & 1) ? mag : -mag);
+        }
+    };
+    if (is_qwen2(s) && t.name.find("attn_q.bias") != std::string::npos) outliers(std::min<int64_t>(8, n / 4), 3.0, 8.0);
+    if (is_qwen2(s) && t.name.find("attn_k.bias") != std::string::npos) outliers(std::min<int64_t>(6, n / 4), 8.0, 12.0);
+    return v;
+}
+
+}  // namespace
+
+Status make_model(const MakeModelSpec& s, const std::string& path, MakeModelInfo* info) {
+    Status st = validate_make_model_spec(s);
+    if (!st.ok()) return st;
+    const bool qwen = is_qwen2(s);
+    const std::string a = s.arch;
+    const int64_t rows = padded_rows(s);
+    const int n_ctx_train = s.n_ctx_train > 0 ? s.n_ctx_train : (qwen ? 32768 : 2048);
+    const float freq_base = s.rope_freq_base > 0 ? s.rope_freq_base : (qwen ? 1000000.0f : 10000.0f);
+    const float rms_eps = s.rms_eps > 0 ? s.rms_eps : (qwen ? 1e-6f : 1e-5f);
+
+    MakeModelInfo local;
+    MakeModelInfo& inf = info ? *info : local;
+    inf = MakeModelInfo{};
+
+    std::vector<GgufKV> kv;
+    auto put = [&](std::string key, GgufValue v) { kv.push_back({std::move(key), std::move(v)}); };
+    put("general.architecture", GgufValue::make_string(a));
+    put("general.name", GgufValue::make_string(fmt::format("layerscope-synthetic-{}", a)));
+    put("general.description",
+        GgufValue::make_string(fmt::format("synthetic random weights made by layerscope make-model (seed {}); not "
+                                           "a trained model", s.seed)));
+    put("general.file_type", GgufValue::make_u32(file_type_of(s.type)));
+    if (s.type != GgmlType::F32 && s.type != GgmlType::F16 && s.type != GgmlType::BF16)
+        put("general.quantization_version", GgufValue::make_u32(2));
+    put(a + ".context_length", GgufValue::make_u32(static_cast<uint32_t>(n_ctx_train)));
+    put(a + ".embedding_length", GgufValue::make_u32(static_cast<uint32_t>(s.n_embd)));
+    put(a + ".block_count", GgufValue::make_u32(static_cast<uint32_t>(s.n_layer)));
+    put(a + ".feed_forward_length", GgufValue::make_u32(static_cast<uint32_t>(s.n_ff)));
+    put(a + ".attention.head_count", GgufValue::make_u32(static_cast<uint32_t>(s.n_head)));
+    put(a + ".attention.head_count_kv", GgufValue::make_u32(static_cast<uint32_t>(s.n_head_kv)));
+    put(a + ".rope.freq_base", GgufValue::make_f32(freq_base));
+    put(a + ".attention.layer_norm_rms_epsilon", GgufValue::make_f32(rms_eps));
+    // Real Qwen2.5 GGUFs omit rope.dimension_count (n_rot = head dim); llama files carry it.
+    if (!qwen) put(a + ".rope.dimension_count", GgufValue::make_u32(static_cast<uint32_t>(s.n_embd / s.n_head)));
+    put(a + ".vocab_size", GgufValue::make_u32(static_cast<uint32_t>(rows)));
+
+    MakeModelVocab vocab = make_model_vocab(s.vocab, static_cast<int>(rows));
+    inf.n_tokens = static_cast<int64_t>(vocab.tokens.size());
+    std::vector<GgufValue> scores, types;
+    scores.reserve(vocab.scores.size());
+    types.reserve(vocab.types.size());
+    for (float f : vocab.scores) scores.push_back(GgufValue::make_f32(f));
+    for (int32_t t : vocab.types) types.push_back(GgufValue::make_i32(t));
+    put("tokenizer.ggml.model", GgufValue::make_string("llama"));
+    put("tokenizer.ggml.tokens", GgufValue::make_string_array(std::move(vocab.tokens)));
+    put("tokenizer.ggml.scores", GgufValue::make_array(GgufValueType::FLOAT32, std::move(scores)));
+    put("tokenizer.ggml.token_type", GgufValue::make_array(GgufValueType::INT32, std::move(types)));
+    put("tokenizer.ggml.bos_token_id", GgufValue::make_u32(1));
+    put("tokenizer.ggml.eos_token_id", GgufValue::make_u32(2));
+    put("tokenizer.ggml.unknown_token_id", GgufValue::make_u32(0));
+    put("tokenizer.ggml.padding_token_id", GgufValue::make_u32(2));
+    put("tokenizer.ggml.add_bos_token", GgufValue::make_bool(true));
+    put("tokenizer.ggml.add_eos_token", GgufValue::make_bool(false));
+
+    std::vector<PlannedTensor> plan = plan_tensors(s);
+    std::vector<std::vector<uint8_t>> buffers(plan.size());
+    std::vector<GgufWriteTensor> tensors;
+    tensors.reserve(plan.size());
+    for (size_t i = 0; i < plan.size(); ++i) {
+        const PlannedTensor& t = plan[i];
+        std::vector<float> values = generate_values(s, t);
+        inf.n_params += static_cast<int64_t>(values.size());
+        const int64_t ne0 = t.ne[0];
+        const int64_t n_rows = static_cast<int64_t>(values.size()) / ne0;
+        GgmlType type = GgmlType::F32;
+        if (t.ne.size() >= 2) {
+            type = make_model_tensor_type(s.type, ne0);
+            if (type != s.type)
+                inf.fallbacks.push_back(fmt::format("{}: {} (rows of {} are not a multiple of {}'s block of {})",
+                                                    t.name, ggml_type_name(type), ne0, ggml_type_name(s.type),
+                                                    ggml_type_traits(s.type)->block_elems));
+        }
+        uint64_t row_bytes = 0;
+        if (!ggml_row_bytes(type, ne0, &row_bytes))
+            return make_error(ErrorCode::kInternal, fmt::format("{}: no row size for {} x {}", t.name,
+                                                                ggml_type_name(type), ne0));
+        std::vector<uint8_t>& buf = buffers[i];
+        buf.resize(row_bytes * static_cast<uint64_t>(n_rows));
+        switch (type) {
+            case GgmlType::F32:
+                std::memcpy(buf.data(), values.data(), buf.size());
+                break;
+            case GgmlType::F16:
+                fp32_to_fp16_row(values.data(), reinterpret_cast<uint16_t*>(buf.data()), static_cast<int64_t>(values.size()));
+                break;
+            case GgmlType::BF16:
+                fp32_to_bf16_row(values.data(), reinterpret_cast<uint16_t*>(buf.data()), static_cast<int64_t>(values.size()));
+                break;
+            default:
+                if (!quantize_rows(type, values.data(), buf.data(), n_rows, ne0))
+                    return make_error(ErrorCode::kInternal,
+                                      fmt::format("{}: cannot quantize to {}", t.name, ggml_type_name(type)));
+        }
+        GgufWriteTensor w;
+        w.name = t.name;
+        w.type = type;
+        w.ne = t.ne;
+        w.data = buf.data();
+        w.n_bytes = buf.size();
+        tensors.push_back(std::move(w));
+    }
+    st = gguf_write(path, kv, tensors);
+    if (!st.ok()) return st;
+    uint64_t total = 0;
+    if (std::FILE* f = std::fopen(path.c_str(), "rb")) {
+        if (std::fseek(f, 0, SEEK_END) == 0) total = static_cast<uint64_t>(std::ftell(f));
+        std::fclose(f);
+    }
+    inf.file_bytes = total;
+    return {};
+}
+
+}  // namespace ls

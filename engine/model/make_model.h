@@ -1,0 +1,80 @@
+// Deterministic synthetic GGUF models (llama, qwen2) with a generated SentencePiece vocabulary, for
+// tests, demos and bug reports that must not depend on third-party weights or vocabularies.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/ggml_type.h"
+#include "util/result.h"
+
+namespace ls {
+
+// What to generate. Zero in rope_freq_base, rms_eps or n_ctx_train means "the architecture's
+// default" (llama: 10000, 1e-5, 2048; qwen2: 1e6, 1e-6, 32768, as the fixtures' models use).
+struct MakeModelSpec {
+    // "llama": NORM rope, rope.dimension_count, separate output.weight.
+    // "qwen2": q/k/v biases (with a few large q/k entries, like real Qwen2.5), NEOX rope, LM head
+    // tied to token_embd, token list padded with UNUSED [PADn] entries to a multiple of 256 rows.
+    std::string arch = "llama";
+    int n_embd = 256;
+    int n_layer = 2;
+    int n_head = 4;
+    int n_head_kv = 2;
+    int n_ff = 512;
+    int n_ctx_train = 0;
+    float rope_freq_base = 0.0f;
+    float rms_eps = 0.0f;
+    // Storage type of the 2-D weights; 1-D tensors (norms, biases) are always F32. Rows whose length
+    // is not a multiple of the type's block fall back as llama-quantize does (see
+    // make_model_tensor_type).
+    GgmlType type = GgmlType::F16;
+    uint64_t seed = 1;
+    int vocab = 512;  // real tokens (specials + 256 byte tokens + generated pieces); >= kMakeModelMinVocab
+};
+
+// Specials (3) + byte tokens (256) + U+2581 + printable ASCII (94): every text round-trips.
+inline constexpr int kMakeModelMinVocab = 354;
+inline constexpr int kMakeModelMaxVocab = 262144;
+
+// The GUI's built-in demo: llama, n_embd 128, 4 layers, 4 heads / 2 KV heads, n_ff 384, Q8_0,
+// 640 tokens, seed 20240601: about 1 MB, a few milliseconds per token on one CPU thread.
+MakeModelSpec demo_model_spec();
+
+// Checks the spec; kUsage errors say which field is wrong and what would be accepted.
+Status validate_make_model_spec(const MakeModelSpec& spec);
+
+// The type a 2-D weight with rows of `ne0` elements is stored as. K-quants need ne0 % 256 == 0;
+// otherwise, like llama-quantize: Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, and Q2_K/Q3_K -> Q4_0
+// (llama-quantize picks IQ4_NL there, which we cannot write). A row that still does not fit the
+// block (ne0 % 32 != 0) is stored F16, llama-quantize's last resort.
+GgmlType make_model_tensor_type(GgmlType requested, int64_t ne0);
+
+// The standard deviation a tensor's values are drawn with (the norms' is 0.1 around 1, clipped to
+// [0.5, 1.5]); 0 for a name the model does not have. Tests compare the stored weights with it.
+double make_model_tensor_std(const MakeModelSpec& spec, const std::string& name);
+
+// What make_model wrote.
+struct MakeModelInfo {
+    int64_t n_tokens = 0;       // entries of tokenizer.ggml.tokens (qwen2: with the padding)
+    int64_t n_params = 0;
+    uint64_t file_bytes = 0;
+    std::vector<std::string> fallbacks;  // "blk.0.ffn_down.weight: q5_0 (ne0 384 is not a multiple of 256)"
+};
+
+// Writes the model to `path` (tmp file + rename, so a failed write leaves no half file). The same
+// spec gives a byte-identical file on every run and machine: all randomness is a fixed integer
+// generator per tensor, seeded from the spec's seed and the tensor's name. Errors: kUsage (bad
+// spec), kIo (cannot write).
+Status make_model(const MakeModelSpec& spec, const std::string& path, MakeModelInfo* info = nullptr);
+
+// The generated vocabulary alone (token texts, scores, GGUF token types), for tests.
+struct MakeModelVocab {
+    std::vector<std::string> tokens;
+    std::vector<float> scores;
+    std::vector<int32_t> types;  // 1 NORMAL, 2 UNKNOWN, 3 CONTROL, 5 UNUSED, 6 BYTE
+};
+MakeModelVocab make_model_vocab(int n_real, int n_rows);
+
+}  // namespace ls
