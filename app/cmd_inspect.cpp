@@ -133,7 +133,7 @@ int print_tensor_values(const GgufFile& file, const InspectOptions& options) {
         fmt::print(stderr, "layerscope inspect: {}\n", values.error().message);
         return kExitBadInput;
     }
-    TensorStats s = compute_stats(values->data(), static_cast<int64_t>(values->size()));
+    ValueStats s = compute_stats(values->data(), static_cast<int64_t>(values->size()));
     fmt::print("\ntensor {} ({}, ne {}, {} elements):\n", t->name, ggml_type_name(t->type), ne_text(*t), s.n);
     fmt::print("  min {:.6g}  max {:.6g}  mean {:.6g}  rms {:.6g}  nan {}  inf {}\n", s.min, s.max, s.mean, s.rms,
                s.n_nan, s.n_inf);

@@ -70,10 +70,34 @@ struct MakeModelOptions {
 // Writes a deterministic synthetic model (0 ok, 2 bad spec, 4 cannot write).
 int run_make_model(const MakeModelOptions& options);
 
+struct ExportCmdOptions {
+    std::string model_path, from_path;  // exactly one: run a model, or convert a dump / .npy folder
+    std::string prompt, tokens;         // with model_path: text or ids "1,403,407"
+    int n_predict = 0;                  // tokens generated after the prompt
+    std::string mode = "llama";
+    std::string events;                 // comma-separated globs; "" = every event
+    std::string gguf_path, npy_path;    // exactly one output
+    bool force = false;                 // replace an existing file or earlier export folder
+    int threads = 0;
+    bool chat = false;
+    std::string chat_template;
+};
+
+// Exports a run's events or converts a dump (0 ok, 2 bad usage or nothing selected, 3 unreadable
+// input, 4 cannot write or the output exists without --force).
+int run_export(const ExportCmdOptions& options);
+
 struct GuiOptions {
-    std::string model_path;       // opened at start when not empty
+    std::string model_path;       // a model or a dump opened at start; empty: the built-in demo
+    std::string reference_path;   // a reference loaded at start
     std::string screenshot_path;  // when set: render `frames` frames, save a PNG, exit
     int frames = 3;
+    std::string script_path;      // UI actions, one per line (see app/gui_script.h)
+    std::string state_log_path;   // the app's own log of actions and state changes
+    std::string screenshot_dir;   // where F12 saves screenshots
+    int measure_frames = 0;       // print the UI's CPU time per frame over this many frames, exit
+    bool all_panels = false;      // open every panel at start
+    bool keep_open = false;       // stay open after the script ends
 };
 
 // Opens the window; only built with the GUI (LAYERSCOPE_HAVE_GUI).

@@ -1,25 +1,25 @@
-// The GUI: a GLFW window with an OpenGL 3.3 core context, the Dear ImGui frame loop, the menu
-// bar and the list of toggled panels. `--screenshot` renders a few frames, saves a PNG and exits
-// (the headless check the smoke test runs under xvfb).
+// The GUI: a GLFW window with an OpenGL 3.3 core context and the Dear ImGui frame loop around the
+// main view. Also the test hooks: --script (UI actions), --screenshot (save a PNG and exit),
+// --state-log (the app's own log of what happened) and --measure-frames (UI CPU time per frame).
 #include <GLFW/glfw3.h>
 #include <backends/imgui_impl_glfw.h>
 #include <backends/imgui_impl_opengl3.h>
 #include <fmt/format.h>
 #include <imgui.h>
 #include <stb/stb_image_write.h>
+#include <time.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "commands.h"
-#include "lint_panel.h"
-#include "model_panel.h"
-#include "open_dialog.h"
-#include "status_bar.h"
-#include "tensor_panel.h"
+#include "gui_script.h"
+#include "gui_view.h"
 
 namespace ls::app {
 
@@ -27,83 +27,6 @@ namespace {
 
 constexpr const char* kFontPath = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
 constexpr float kFontPixels = 15.0f;
-
-// Everything the main view owns: the open model and one struct per panel.
-struct MainView {
-    std::shared_ptr<const views::ModelDocument> doc;
-    views::ModelPanel model_panel;
-    views::TensorPanel tensor_panel;
-    views::LintPanel lint_panel;
-    views::OpenDialog open_dialog;
-    views::StatusBar status_bar;
-    bool quit = false;
-
-    bool open_model(const std::string& path) {
-        auto loaded = views::ModelDocument::load(path);
-        if (!loaded.ok()) {
-            status_bar.message = fmt::format("cannot read {}: {}", path, loaded.error().message);
-            status_bar.message_is_error = true;
-            return false;
-        }
-        doc = loaded.value();
-        model_panel.selected_tensor.clear();
-        tensor_panel.clear();
-        status_bar.message = fmt::format("opened {}", path);
-        status_bar.message_is_error = false;
-        return true;
-    }
-
-    void request_open() {
-        std::string folder = doc ? std::filesystem::path(doc->file->path()).parent_path().string() : std::string();
-        open_dialog.show(folder);
-    }
-
-    void draw_menu() {
-        if (!ImGui::BeginMainMenuBar()) return;
-        if (ImGui::BeginMenu("File")) {
-            if (ImGui::MenuItem("Open model...", "Ctrl+O")) request_open();
-            ImGui::Separator();
-            if (ImGui::MenuItem("Quit", "Ctrl+Q")) quit = true;
-            ImGui::EndMenu();
-        }
-        if (ImGui::BeginMenu("View")) {
-            ImGui::MenuItem("Model", nullptr, &model_panel.open);
-            ImGui::MenuItem("Tensor", nullptr, &tensor_panel.open);
-            ImGui::MenuItem("Lints", nullptr, &lint_panel.open);
-            ImGui::EndMenu();
-        }
-        ImGui::EndMainMenuBar();
-    }
-
-    // First-run layout: model on the left, tensor and lints stacked on the right, between the
-    // menu bar and the status bar. Computed from the viewport rather than WorkPos, which only
-    // accounts for the menu bar from the second frame on.
-    static void place(float x, float y, float w, float h) {
-        const ImGuiViewport* vp = ImGui::GetMainViewport();
-        float menu = ImGui::GetFrameHeight();
-        float status = ImGui::GetFrameHeight() + ImGui::GetStyle().WindowPadding.y;
-        float height = vp->Size.y - menu - status;
-        ImGui::SetNextWindowPos(ImVec2(vp->Pos.x + x * vp->Size.x, vp->Pos.y + menu + y * height),
-                                ImGuiCond_FirstUseEver);
-        ImGui::SetNextWindowSize(ImVec2(w * vp->Size.x, h * height), ImGuiCond_FirstUseEver);
-    }
-
-    void draw() {
-        ImGuiIO& io = ImGui::GetIO();
-        if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_O, false)) request_open();
-        if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_Q, false)) quit = true;
-        draw_menu();
-        const views::ModelDocument* d = doc.get();
-        place(0.0f, 0.0f, 0.62f, 1.0f);
-        if (model_panel.draw(d)) tensor_panel.select(d, model_panel.selected_tensor);
-        place(0.62f, 0.0f, 0.38f, 0.55f);
-        tensor_panel.draw();
-        place(0.62f, 0.55f, 0.38f, 0.45f);
-        lint_panel.draw(d);
-        if (open_dialog.draw()) open_model(open_dialog.chosen);
-        status_bar.draw(d);
-    }
-};
 
 bool save_framebuffer_png(GLFWwindow* window, const std::string& path) {
     int width = 0, height = 0;
@@ -121,6 +44,24 @@ bool save_framebuffer_png(GLFWwindow* window, const std::string& path) {
 }
 
 void glfw_error(int code, const char* description) { std::fprintf(stderr, "GLFW error %d: %s\n", code, description); }
+
+std::vector<std::string> g_dropped;  // paths dropped on the window, taken by the loop
+void on_drop(GLFWwindow*, int count, const char** paths) {
+    for (int i = 0; i < count; ++i) g_dropped.emplace_back(paths[i]);
+}
+
+double thread_cpu_ms() {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+std::string settings_directory() {
+    namespace fs = std::filesystem;
+    if (const char* xdg = std::getenv("XDG_CONFIG_HOME"); xdg && *xdg) return (fs::path(xdg) / "layerscope").string();
+    if (const char* home = std::getenv("HOME"); home && *home) return (fs::path(home) / ".config" / "layerscope").string();
+    return "";
+}
 
 }  // namespace
 
@@ -143,11 +84,20 @@ int run_gui(const GuiOptions& options) {
     }
     glfwMakeContextCurrent(window);
     glfwSwapInterval(1);
+    glfwSetDropCallback(window, on_drop);
+
+    // Scripted and screenshot runs start from the same layout every time; interactive runs keep
+    // the user's layout and panel choices.
+    const bool reproducible = !options.screenshot_path.empty() || !options.script_path.empty() || options.measure_frames > 0;
+    const std::string settings_dir = reproducible ? "" : settings_directory();
+    const std::string ini_path = settings_dir.empty() ? "" : settings_dir + "/imgui.ini";
+    const std::string settings_path = settings_dir.empty() ? "" : settings_dir + "/settings.json";
+    if (!settings_dir.empty()) std::filesystem::create_directories(settings_dir);
 
     IMGUI_CHECKVERSION();
     ImGui::CreateContext();
     ImGuiIO& io = ImGui::GetIO();
-    io.IniFilename = nullptr;  // a fixed first-run layout; saved layouts come with the settings file
+    io.IniFilename = ini_path.empty() ? nullptr : ini_path.c_str();
     float scale_x = 1.0f, scale_y = 1.0f;
     glfwGetWindowContentScale(window, &scale_x, &scale_y);
     float scale = std::max(1.0f, scale_y);
@@ -162,24 +112,64 @@ int run_gui(const GuiOptions& options) {
 
     int exit_code = kExitOk;
     auto view = std::make_unique<MainView>();
-    if (!options.model_path.empty() && !view->open_model(options.model_path)) {
-        std::fprintf(stderr, "layerscope: %s\n", view->status_bar.message.c_str());
-        if (!options.screenshot_path.empty()) exit_code = kExitBadInput;
+    if (!settings_path.empty()) view->load_settings(settings_path);
+    if (!options.state_log_path.empty()) view->set_state_log(options.state_log_path);
+    view->screenshot_dir = options.screenshot_dir;
+    std::optional<GuiScript> script;
+    if (!options.script_path.empty()) {
+        auto loaded = GuiScript::load(options.script_path);
+        if (!loaded) {
+            std::fprintf(stderr, "layerscope: %s\n", loaded.error().message.c_str());
+            exit_code = kExitUsage;
+        } else {
+            script = std::move(loaded.value());
+        }
+    }
+    if (exit_code == kExitOk) {
+        const bool opened = options.model_path.empty() ? view->open_demo() : view->open(options.model_path);
+        if (!opened && !options.screenshot_path.empty()) exit_code = kExitBadInput;
+        if (opened && !options.reference_path.empty() && !view->load_reference(options.reference_path) &&
+            !options.screenshot_path.empty())
+            exit_code = kExitBadInput;
+        if (options.all_panels) view->open_all_panels();
     }
 
+    std::vector<double> frame_ms;
     for (int frame = 1; exit_code == kExitOk && !glfwWindowShouldClose(window) && !view->quit; ++frame) {
         glfwPollEvents();
+        for (const std::string& path : g_dropped) view->open(path);
+        g_dropped.clear();
+        std::string script_shot;
+        if (script) {
+            auto r = script->step(*view);
+            if (!r) {
+                std::fprintf(stderr, "layerscope: %s\n", r.error().message.c_str());
+                exit_code = kExitUsage;
+                break;
+            }
+            script_shot = r.value();
+        }
+        const double cpu_start = thread_cpu_ms();
         ImGui_ImplOpenGL3_NewFrame();
         ImGui_ImplGlfw_NewFrame();
         ImGui::NewFrame();
         view->draw();
         ImGui::Render();
+        frame_ms.push_back(thread_cpu_ms() - cpu_start);
         int width = 0, height = 0;
         glfwGetFramebufferSize(window, &width, &height);
         glViewport(0, 0, width, height);
         glClearColor(0.10f, 0.10f, 0.12f, 1.0f);
         glClear(GL_COLOR_BUFFER_BIT);
         ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+        for (const std::string& shot : {script_shot, view->pending_screenshot}) {
+            if (shot.empty()) continue;
+            if (!save_framebuffer_png(window, shot)) {
+                std::fprintf(stderr, "layerscope: cannot write %s\n", shot.c_str());
+                exit_code = 4;
+            }
+        }
+        view->pending_screenshot.clear();
         if (!options.screenshot_path.empty() && frame >= options.frames) {
             if (!save_framebuffer_png(window, options.screenshot_path)) {
                 std::fprintf(stderr, "layerscope: cannot write %s\n", options.screenshot_path.c_str());
@@ -187,9 +177,23 @@ int run_gui(const GuiOptions& options) {
             }
             break;
         }
+        if (options.measure_frames > 0 && static_cast<int>(frame_ms.size()) >= options.measure_frames + 10) break;
+        if (script && script->done() && options.screenshot_path.empty() && options.measure_frames == 0 && !options.keep_open)
+            break;
         glfwSwapBuffers(window);
     }
 
+    if (options.measure_frames > 0 && frame_ms.size() > 10) {
+        // The first frames build font atlases and textures: measure the steady state.
+        std::vector<double> steady(frame_ms.begin() + 10, frame_ms.end());
+        std::sort(steady.begin(), steady.end());
+        double sum = 0;
+        for (double v : steady) sum += v;
+        std::printf("UI CPU time per frame over %zu frames at %dx%d: mean %.2f ms, median %.2f ms, p95 %.2f ms, max %.2f ms\n",
+                    steady.size(), 1280, 800, sum / steady.size(), steady[steady.size() / 2],
+                    steady[std::min(steady.size() - 1, steady.size() * 95 / 100)], steady.back());
+    }
+    if (!settings_path.empty()) view->save_settings(settings_path);
     view.reset();
     ImGui_ImplOpenGL3_Shutdown();
     ImGui_ImplGlfw_Shutdown();

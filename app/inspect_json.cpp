@@ -163,7 +163,7 @@ int print_inspect_json(const GgufFile& file, const InspectOptions& options) {
             fmt::print(stderr, "layerscope inspect: {}\n", values.error().message);
             return kExitBadInput;
         }
-        TensorStats s = compute_stats(values->data(), static_cast<int64_t>(values->size()));
+        ValueStats s = compute_stats(values->data(), static_cast<int64_t>(values->size()));
         size_t n = std::min(values->size(), static_cast<size_t>(std::max(options.values, 0)));
         out["tensor"] = {{"name", t->name},
                          {"type", ggml_type_name(t->type)},

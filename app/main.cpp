@@ -81,6 +81,27 @@ void add_make_model_command(CLI::App& app, ls::app::MakeModelOptions& o) {
     mk->add_option("--seed", o.seed, "Random seed (default 1)")->each([&o](const std::string&) { o.seed_given = true; });
 }
 
+void add_export_command(CLI::App& app, ls::app::ExportCmdOptions& o) {
+    CLI::App* ex = app.add_subcommand("export", "Run a model and export the selected events, or convert a dump, to a GGUF "
+                                                "dump or a folder of .npy files with manifest.json");
+    auto* model = ex->add_option("--model,-m", o.model_path, "GGUF model to run");
+    auto* from = ex->add_option("--from", o.from_path, "Convert this reference instead: a GGUF dump or a .npy folder");
+    model->excludes(from);
+    auto* prompt = ex->add_option("--prompt,-p", o.prompt, "Prompt text (with --model)");
+    auto* tokens = ex->add_option("--tokens", o.tokens, "Token ids instead of a prompt, e.g. 1,403,407");
+    prompt->excludes(tokens);
+    ex->add_option("-n,--n-predict", o.n_predict, "Tokens to generate after the prompt (default 0)")->check(CLI::Range(0, 1 << 20));
+    ex->add_option("--events", o.events, "Comma-separated globs over event names, e.g. 'attn_norm-*,Qcur-0' (default: all)");
+    auto* gguf = ex->add_option("--gguf", o.gguf_path, "Write a GGUF tensor dump here");
+    auto* npy = ex->add_option("--npy", o.npy_path, "Write a folder of .npy files and manifest.json here");
+    gguf->excludes(npy);
+    ex->add_flag("--force", o.force, "Replace an existing output file, or a folder holding an earlier export");
+    ex->add_option("--mode", o.mode, "exact or llama (default)")->check(CLI::IsMember({"exact", "llama"}));
+    ex->add_option("--threads,-t", o.threads, "CPU threads (default: all cores)")->check(CLI::Range(0, 1024));
+    ex->add_flag("--chat", o.chat, "Apply the model's chat template to the prompt");
+    ex->add_option("--chat-template", o.chat_template, "Use this template family (chatml, llama2, llama3, ...)");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -95,6 +116,14 @@ int main(int argc, char** argv) {
                    "GUI check: render --frames frames, save the window as PNG to this path and exit");
     app.add_option("--frames", gui.frames, "Frames to render before --screenshot (default 3)")
         ->check(CLI::Range(1, 100000));
+    app.add_option("--reference,-r", gui.reference_path, "Reference dump to load at start");
+    app.add_option("--script", gui.script_path, "Run UI actions from this file (see app/gui_script.h)");
+    app.add_option("--state-log", gui.state_log_path, "Append the app's state log to this file");
+    app.add_option("--screenshot-dir", gui.screenshot_dir, "Where F12 saves screenshots");
+    app.add_option("--measure-frames", gui.measure_frames, "Print the UI's CPU time per frame over N frames and exit")
+        ->check(CLI::Range(1, 100000));
+    app.add_flag("--all-panels", gui.all_panels, "Open every panel at start");
+    app.add_flag("--keep-open", gui.keep_open, "Stay open after --script ends");
     // Backends (--backend cpu|cuda) will be chosen here once the engine runs models; the CUDA
     // module is loaded at run time, so this binary never links the CUDA libraries.
 
@@ -106,6 +135,8 @@ int main(int argc, char** argv) {
     add_compare_command(app, compare);
     ls::app::MakeModelOptions make_model;
     add_make_model_command(app, make_model);
+    ls::app::ExportCmdOptions export_options;
+    add_export_command(app, export_options);
 
     try {
         app.parse(argc, argv);
@@ -119,10 +150,11 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("run")) return ls::app::run_run(run);
     if (app.got_subcommand("compare")) return ls::app::run_compare(compare);
     if (app.got_subcommand("make-model")) return ls::app::run_make_model(make_model);
+    if (app.got_subcommand("export")) return ls::app::run_export(export_options);
 
     // `layerscope typo` would otherwise open a window that fails to load "typo".
     if (!gui.model_path.empty() && !std::filesystem::exists(gui.model_path)) {
-        std::fprintf(stderr, "layerscope: '%s' is neither a command nor a file. Commands: inspect, run, compare, make-model; "
+        std::fprintf(stderr, "layerscope: '%s' is neither a command nor a file. Commands: inspect, run, compare, export, make-model; "
                              "see 'layerscope --help'.\n", gui.model_path.c_str());
         return ls::app::kExitUsage;
     }

@@ -27,6 +27,33 @@ bool math_mode_from_name(const std::string& name, MathMode* out) {
     return true;
 }
 
+TensorStats tensor_stats(const float* v, int64_t n) {
+    TensorStats s;
+    s.count = n;
+    double sum = 0, sumsq = 0;
+    int64_t finite = 0;
+    float mn = INFINITY, mx = -INFINITY;
+    for (int64_t i = 0; i < n; ++i) {
+        const float f = v[i];
+        if (std::isnan(f)) { ++s.nan_count; continue; }
+        if (std::isinf(f)) { ++s.inf_count; continue; }
+        ++finite;
+        sum += f;
+        sumsq += static_cast<double>(f) * f;
+        mn = std::min(mn, f);
+        mx = std::max(mx, f);
+    }
+    if (finite > 0) {
+        s.min = mn, s.max = mx;
+        s.mean = sum / finite;
+        s.rms = std::sqrt(sumsq / finite);
+        s.hist_scale = s.rms > 0 ? static_cast<float>(s.rms) : 1.0f;
+        for (int64_t i = 0; i < n; ++i)
+            if (std::isfinite(v[i])) ++s.hist[histogram_bin(s, v[i])];
+    }
+    return s;
+}
+
 static double to_axis(const TensorStats& s, double v) { return std::asinh(v / s.hist_scale); }
 
 float histogram_bin_edge(const TensorStats& s, int k) {

@@ -46,6 +46,9 @@ struct TensorStats {
     int64_t hist[kHistogramBins] = {};
 };
 
+// The statistics of n host values, as every backend computes them (the CPU backend's stats()).
+TensorStats tensor_stats(const float* values, int64_t n);
+
 // Value at the lower edge of histogram bin k (k = kHistogramBins gives the upper edge).
 float histogram_bin_edge(const TensorStats& s, int k);
 // Bin of value v for the stats' histogram range, clamped to [0, kHistogramBins).

@@ -6,9 +6,10 @@
 
 namespace ls::views {
 
-void StatusBar::draw(const ModelDocument* doc) {
+void StatusBar::draw(const ModelDocument* doc, const DebugContext& ctx) {
     const ImGuiViewport* viewport = ImGui::GetMainViewport();
-    float height = ImGui::GetFrameHeight() + ImGui::GetStyle().WindowPadding.y;
+    const float line = ImGui::GetTextLineHeightWithSpacing();
+    const float height = 2 * line + ImGui::GetStyle().WindowPadding.y * 2;
     ImGui::SetNextWindowPos(ImVec2(viewport->WorkPos.x, viewport->WorkPos.y + viewport->WorkSize.y - height));
     ImGui::SetNextWindowSize(ImVec2(viewport->WorkSize.x, height));
     ImGuiWindowFlags flags = ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoSavedSettings |
@@ -17,13 +18,44 @@ void StatusBar::draw(const ModelDocument* doc) {
     ImGui::PushStyleVar(ImGuiStyleVar_WindowPadding, ImVec2(8, 3));
     ImGui::PushStyleVar(ImGuiStyleVar_WindowRounding, 0.0f);
     if (ImGui::Begin("##status", nullptr, flags)) {
-        if (doc) {
-            std::string arch = doc->config ? doc->config->arch_name : std::string("?");
-            ImGui::Text("%s  |  %s  |  %zu tensors, %.2f MiB  |  lints: %d errors, %d warnings", doc->file->path().c_str(),
-                        arch.c_str(), doc->file->tensors().size(), double(doc->tensor_bytes) / (1 << 20),
-                        count_lints(doc->lints, LintSeverity::kError), count_lints(doc->lints, LintSeverity::kWarning));
+        const SessionSnapshot* snap = ctx.snap.get();
+        // Line 1: backend | what is open | position | memory | progress.
+        // The backend, shortly; why CUDA is not used in the tooltip.
+        const size_t colon = backend.find(':');
+        const std::string short_backend = backend.rfind("CUDA", 0) == 0 ? backend
+                                                                          : "CPU backend" + std::string(colon == std::string::npos ? "" : " (no CUDA)");
+        ImGui::TextUnformatted(short_backend.c_str());
+        if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", backend.c_str());
+        ImGui::SameLine();
+        ImGui::TextDisabled("|");
+        ImGui::SameLine();
+        if (!title.empty()) ImGui::TextUnformatted(title.c_str());
+        else if (doc) ImGui::TextUnformatted(doc->file->path().c_str());
+        else ImGui::TextDisabled("nothing open: Ctrl+O opens a model or a dump");
+        if (snap && snap->events) {
+            ImGui::SameLine();
+            ImGui::TextDisabled("|");
+            ImGui::SameLine();
+            const EventInfo* at = ctx.event(snap->cursor);
+            ImGui::Text("%s  position %lld  event %lld/%zu %s  |  captures %.1f MiB", session_state_name(snap->state),
+                        static_cast<long long>(snap->position), static_cast<long long>(snap->cursor),
+                        snap->events->size(), at ? at->name.c_str() : "", double(snap->capture_bytes) / (1 << 20));
+            if (snap->state == SessionState::kRunning && !snap->events->empty()) {
+                ImGui::SameLine();
+                const float done = float(snap->cursor + 1) / float(snap->events->size());
+                ImGui::ProgressBar(done, ImVec2(160, 0));
+            }
+        }
+        // Line 2: first divergence and the doctor | last message.
+        if (snap && snap->has_reference) {
+            const EventInfo* first = ctx.event(snap->first_divergent);
+            if (first)
+                ImGui::TextColored({1.0f, 0.45f, 0.4f, 1.0f}, "first divergence: %s%s%s", first->name.c_str(),
+                                   doctor.empty() ? "" : "  doctor: ", doctor.c_str());
+            else
+                ImGui::TextColored({0.45f, 0.85f, 0.45f, 1.0f}, "no divergence from the reference so far");
         } else {
-            ImGui::TextDisabled("no model");
+            ImGui::TextDisabled("no reference: Ctrl+R loads one");
         }
         if (!message.empty()) {
             ImGui::SameLine();

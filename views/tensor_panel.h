@@ -22,7 +22,7 @@ private:
     std::string description_;  // type and ne
     std::string error_;
     std::vector<float> values_;
-    TensorStats stats_;
+    ValueStats stats_;
 };
 
 }  // namespace ls::views

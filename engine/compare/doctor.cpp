@@ -434,6 +434,7 @@ private:
 DoctorReport diagnose(const CompareRunResult& run, size_t event, const ReferenceDump& reference, const Model* model,
                       const CompareThresholds& thresholds) {
     if (event >= run.comparisons.size() || event >= run.captures.events.size()) return {};
+    if (run.captures.events[event].data.empty()) return {};  // not captured: nothing to transform
     return Doctor(run, event, reference, model, thresholds).run();
 }
 

@@ -52,8 +52,8 @@ std::vector<TypeTotal> totals_by_type(const GgufFile& file) {
     return out;
 }
 
-TensorStats compute_stats(const float* values, int64_t n) {
-    TensorStats s;
+ValueStats compute_stats(const float* values, int64_t n) {
+    ValueStats s;
     s.n = n;
     double sum = 0, sum_sq = 0;
     int64_t n_finite = 0;

@@ -44,14 +44,14 @@ struct TypeTotal {
 std::vector<TypeTotal> totals_by_type(const GgufFile& file);
 
 // Statistics over a tensor's values; min/max/mean/rms ignore NaN and Inf, which are counted.
-struct TensorStats {
+struct ValueStats {
     int64_t n = 0;
     int64_t n_nan = 0;
     int64_t n_inf = 0;
     double min = 0, max = 0, mean = 0, rms = 0;
 };
 
-TensorStats compute_stats(const float* values, int64_t n);
+ValueStats compute_stats(const float* values, int64_t n);
 
 // All elements of `tensor` as f32 (ne0 fastest). Errors name the tensor and its type when the
 // type cannot be decoded.

@@ -375,34 +375,7 @@ public:
                 std::memcpy(y.f32() + (t * n_head + h) * hd, x.f32() + (h * T + t) * hd, hd * sizeof(float));
     }
 
-    void stats(const Tensor& x, TensorStats* out) override {
-        TensorStats s;
-        const float* v = x.f32();
-        const int64_t n = x.n_elements();
-        s.count = n;
-        double sum = 0, sumsq = 0;
-        int64_t finite = 0;
-        float mn = INFINITY, mx = -INFINITY;
-        for (int64_t i = 0; i < n; ++i) {
-            const float f = v[i];
-            if (std::isnan(f)) { ++s.nan_count; continue; }
-            if (std::isinf(f)) { ++s.inf_count; continue; }
-            ++finite;
-            sum += f;
-            sumsq += static_cast<double>(f) * f;
-            mn = std::min(mn, f);
-            mx = std::max(mx, f);
-        }
-        if (finite > 0) {
-            s.min = mn, s.max = mx;
-            s.mean = sum / finite;
-            s.rms = std::sqrt(sumsq / finite);
-            s.hist_scale = s.rms > 0 ? static_cast<float>(s.rms) : 1.0f;
-            for (int64_t i = 0; i < n; ++i)
-                if (std::isfinite(v[i])) ++s.hist[histogram_bin(s, v[i])];
-        }
-        *out = s;
-    }
+    void stats(const Tensor& x, TensorStats* out) override { *out = tensor_stats(x.f32(), x.n_elements()); }
 
 private:
     ThreadPool pool_;

@@ -1,0 +1,126 @@
+// Opening models, captures, references and the demo for the GUI.
+#include "debug_document.h"
+
+#include <fmt/format.h>
+
+#include "capture/snapshot_tools.h"
+#include "demo.h"
+
+namespace ls::app {
+namespace {
+
+bool is_dump(const std::string& path) {
+    auto f = GgufFile::open(path);
+    return f.ok() && f.value()->find("dump.format_version") != nullptr;
+}
+
+}  // namespace
+
+Status DebugDocument::open(const std::string& path, const std::string& prompt) {
+    if (is_dump(path)) {
+        // A capture without its model: every panel works from the dump's tensors.
+        auto dump = ReferenceDump::open(path);
+        if (!dump) return dump.error();
+        session_.reset();
+        model_.reset();
+        model_doc_.reset();
+        capture_ = std::move(dump.value());
+        capture_snapshot_ = snapshot_from_dump(*capture_, nullptr, reference_.get());
+        title_ = "capture " + path;
+        demo_ = false;
+        doctor_event_ = -2;
+        return {};
+    }
+    auto model = Model::open(path);
+    if (!model) return model.error();
+    auto doc = views::ModelDocument::load(path);
+    if (!doc) return doc.error();
+    model_ = std::shared_ptr<const Model>(std::move(model.value()));
+    model_doc_ = doc.value();
+    capture_.reset();
+    capture_snapshot_.reset();
+    demo_ = false;
+    title_ = path;
+    std::vector<int32_t> tokens = model_->tokenizer() ? model_->tokenizer()->encode(prompt, true, true) : std::vector<int32_t>{1};
+    return start_session(std::move(tokens), 0);
+}
+
+Status DebugDocument::start_session(std::vector<int32_t> tokens, int n_generate) {
+    SessionOptions options;
+    options.forward.fault = fault_;
+    if (reference_) {
+        options.forward.n_ubatch = reference_->n_ubatch();
+        options.forward.flash_attn = reference_->flash_attention();
+        options.forward.all_logits = reference_->all_logits();
+    }
+    auto session = Session::create(model_, options);
+    if (!session) return session.error();
+    session_ = std::move(session.value());
+    tokens_ = tokens;
+    n_generate_ = n_generate;
+    session_->set_tokens(std::move(tokens));
+    if (reference_) session_->set_reference(reference_);
+    if (n_generate > 0) session_->generate(n_generate, reference_ ? reference_->generated_tokens() : std::vector<int32_t>{});
+    doctor_event_ = -2;
+    return {};
+}
+
+Status DebugDocument::load_reference(const std::string& path) {
+    auto ref = ReferenceDump::open(path);
+    if (!ref) return ref.error();
+    reference_ = std::shared_ptr<const ReferenceDump>(std::move(ref.value()));
+    reference_path_ = path;
+    doctor_event_ = -2;
+    if (capture_) {
+        capture_snapshot_ = snapshot_from_dump(*capture_, nullptr, reference_.get());
+        return {};
+    }
+    if (!session_) return {};
+    // The reference decides the numerics (batch size, flash attention, output rows) and the
+    // prompt when it records one: restart the session that way.
+    std::vector<int32_t> tokens = reference_->prompt_tokens().empty() ? tokens_ : reference_->prompt_tokens();
+    const int n_generate = std::max<int>(0, static_cast<int>(reference_->decode_n_tokens().size()) - 1);
+    return start_session(std::move(tokens), n_generate);
+}
+
+Status DebugDocument::set_fault(Fault fault) {
+    fault_ = fault;
+    if (!model_) return make_error(ErrorCode::kUsage, "open a model to inject a fault");
+    return start_session(tokens_, n_generate_);
+}
+
+Status DebugDocument::open_demo() {
+    auto demo = prepare_demo(demo_directory());
+    if (!demo) return demo.error();
+    fault_ = demo.value().fault;
+    reference_.reset();
+    if (Status s = open(demo.value().model_path, demo.value().prompt); !s) return s;
+    if (Status s = load_reference(demo.value().reference_path); !s) return s;
+    // Stop at the first divergence so the user lands on it.
+    session_->add_breakpoint(BreakpointSpec::divergence_above(CompareThresholds{}.diverged_nmse));
+    session_->run_to_breakpoint();
+    demo_ = true;
+    title_ = fmt::format("demo: generated model with the '{}' fault against the clean engine's reference",
+                         fault_info(fault_).name);
+    return {};
+}
+
+std::shared_ptr<const SessionSnapshot> DebugDocument::snapshot() {
+    if (session_) return session_->snapshot();
+    if (capture_snapshot_) return capture_snapshot_;
+    return empty_;
+}
+
+const std::string& DebugDocument::doctor_verdict(const SessionSnapshot& snap) {
+    const int64_t first = snap.first_divergent;
+    if (first == doctor_event_) return doctor_verdict_;
+    doctor_event_ = first;
+    doctor_verdict_.clear();
+    if (first < 0 || !reference_ || !snap.capture(first)) return doctor_verdict_;
+    CompareRunResult run = compare_run_from_snapshot(snap);
+    DoctorReport report = diagnose(run, static_cast<size_t>(first), *reference_, model_.get(), CompareThresholds{});
+    doctor_verdict_ = report.findings.empty() ? "no known transform explains it" : report.findings.front().verdict;
+    return doctor_verdict_;
+}
+
+}  // namespace ls::app

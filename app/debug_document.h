@@ -1,0 +1,63 @@
+// What the GUI has open: a model with its live session, or a capture (a dump) without a model;
+// the reference; the fault; and the doctor's verdict on the first divergence. The views read it
+// through a views::DebugContext built each frame.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compare/doctor.h"
+#include "debug_context.h"
+#include "model_document.h"
+
+namespace ls::app {
+
+class DebugDocument {
+public:
+    // A model (starts a session on `prompt`) or a dump file (opened as a capture).
+    Status open(const std::string& path, const std::string& prompt = "Once upon a time");
+    Status load_reference(const std::string& path);
+    // Re-creates the session with another fault (Fault::kNone: the clean engine), same tokens.
+    Status set_fault(Fault fault);
+    // The built-in demo: generated model, clean reference, one fault; runs to the first divergence.
+    Status open_demo();
+
+    bool has_model() const { return session_ != nullptr; }
+    bool has_anything() const { return session_ || capture_snapshot_; }
+    Session* session() { return session_.get(); }
+    const Model* model() const { return model_.get(); }
+    const ReferenceDump* reference() const { return reference_.get(); }
+    const std::string& reference_path() const { return reference_path_; }
+    const std::shared_ptr<const views::ModelDocument>& model_document() const { return model_doc_; }
+    const std::string& title() const { return title_; }
+    Fault fault() const { return fault_; }
+    bool is_demo() const { return demo_; }
+
+    // The snapshot to draw this frame (the session's latest, or the capture's).
+    std::shared_ptr<const SessionSnapshot> snapshot();
+    // The doctor's verdict on the snapshot's first divergent event ("" when none or not yet run).
+    const std::string& doctor_verdict(const SessionSnapshot& snap);
+
+private:
+    Status start_session(std::vector<int32_t> tokens, int n_generate);
+
+    std::shared_ptr<const Model> model_;
+    std::unique_ptr<Session> session_;
+    std::shared_ptr<const views::ModelDocument> model_doc_;
+    std::shared_ptr<const ReferenceDump> reference_;
+    std::string reference_path_;
+    std::shared_ptr<const ReferenceDump> capture_;
+    std::shared_ptr<const SessionSnapshot> capture_snapshot_;
+    std::shared_ptr<const SessionSnapshot> empty_ = std::make_shared<SessionSnapshot>();
+    Fault fault_ = Fault::kNone;
+    std::vector<int32_t> tokens_;
+    int n_generate_ = 0;
+    bool demo_ = false;
+    std::string title_;
+    // Doctor cache: the verdict for (snapshot version of the divergence, event).
+    int64_t doctor_event_ = -2;
+    std::string doctor_verdict_;
+};
+
+}  // namespace ls::app

@@ -1,0 +1,41 @@
+// --script FILE: UI actions, one per line, run by the GUI loop between frames (the same actions
+// keys and menus trigger), for tests and reproducible screenshots.
+//   open PATH | reference PATH | demo | fault NAME
+//   key F10 | key F11 | key Shift+F11 | key F5        step op / layer / token, continue
+//   panel NAME on|off | panels all                  show a panel (and bring it to the front)
+//   select DUMP_NAME                                move the cursor
+//   wait                                            until the session stops running
+//   frames N                                        render N frames
+//   screenshot PATH                                 save the window as PNG
+//   log TEXT | quit
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "util/result.h"
+
+namespace ls::app {
+
+class MainView;
+
+class GuiScript {
+public:
+    static Result<GuiScript> load(const std::string& path);
+
+    bool done() const { return next_ >= lines_.size(); }
+    // Runs actions until one needs frames to pass (wait, frames, screenshot). Returns a PNG path
+    // when the loop must save a screenshot after this frame. Errors stop the script.
+    Result<std::string> step(MainView& view);
+
+private:
+    std::vector<std::pair<int, std::string>> lines_;  // (line number, text)
+    size_t next_ = 0;
+    int frames_left_ = 0;
+    int quiet_frames_ = 0;
+    uint64_t last_version_ = 0;
+    bool waiting_ = false;
+    std::string path_;
+};
+
+}  // namespace ls::app

@@ -1,0 +1,352 @@
+// The main view (see gui_view.h).
+#include "gui_view.h"
+
+#include <GLFW/glfw3.h>
+#include <fmt/format.h>
+#include <imgui.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "attention_panel.h"
+#include "cuda/loader.h"
+#include "divergence_panel.h"
+#include "event_browser.h"
+#include "export_panel.h"
+#include "faults_panel.h"
+#include "layer_histograms.h"
+#include "lint_panel.h"
+#include "logits_panel.h"
+#include "model_panel.h"
+#include "open_dialog.h"
+#include "prompt_panel.h"
+#include "qk_panel.h"
+#include "status_bar.h"
+#include "stepping_toolbar.h"
+#include "tensor_inspector.h"
+#include "tensor_panel.h"
+
+namespace ls::app {
+
+struct MainView::Panels {
+    views::EventBrowser events;
+    views::SteppingToolbar stepping;
+    views::TensorInspector inspector;
+    views::LayerHistograms histograms;
+    views::AttentionPanel attention;
+    views::QKPanel qk;
+    views::LogitsPanel logits;
+    views::DivergencePanel divergence;
+    views::PromptPanel prompt;
+    views::FaultsPanel faults;
+    views::ExportPanel export_panel;
+    views::ModelPanel model;
+    views::TensorPanel weights;
+    views::LintPanel lints;
+    views::OpenDialog open_dialog;
+    views::StatusBar status;
+};
+
+MainView::MainView() : p_(std::make_unique<Panels>()) {
+    panels_ = {
+        {"events", "Event browser", "Ctrl+1", &p_->events.open},
+        {"stepping", "Stepping and breakpoints", "Ctrl+2", &p_->stepping.open},
+        {"tensor", "Tensor inspector", "Ctrl+3", &p_->inspector.open},
+        {"histograms", "Layer histograms", "Ctrl+4", &p_->histograms.open},
+        {"attention", "Attention heatmaps", "Ctrl+5", &p_->attention.open},
+        {"qk", "Q/K magnitudes", "Ctrl+6", &p_->qk.open},
+        {"logits", "Top-k logits", "Ctrl+7", &p_->logits.open},
+        {"divergence", "Divergence", "Ctrl+8", &p_->divergence.open},
+        {"prompt", "Prompt and tokens", "Ctrl+9", &p_->prompt.open},
+        {"faults", "Faults and lints", "Ctrl+0", &p_->faults.open},
+        {"export", "Export", "Ctrl+E", &p_->export_panel.open},
+        {"model", "Model", "", &p_->model.open},
+        {"weights", "Weight inspector", "", &p_->weights.open},
+        {"lints", "Lints", "", &p_->lints.open},
+    };
+    // A first look that fits 1280x800: the debugger's core panels; the rest from the View menu.
+    for (const char* closed : {"histograms", "qk", "prompt", "faults", "export", "model", "weights", "lints"})
+        for (PanelEntry& e : panels_)
+            if (std::string(e.name) == closed) *e.open = false;
+    p_->status.backend = probe_cuda_backend().description;
+}
+
+MainView::~MainView() {
+    if (state_log_) std::fclose(state_log_);
+}
+
+void MainView::set_state_log(const std::string& path) {
+    state_log_ = std::fopen(path.c_str(), "a");
+    if (!state_log_) std::fprintf(stderr, "layerscope: cannot write the state log %s\n", path.c_str());
+}
+
+void MainView::log(const std::string& line) {
+    if (!state_log_) return;
+    std::fprintf(state_log_, "%s\n", line.c_str());
+    std::fflush(state_log_);
+}
+
+void MainView::report(const Status& status, const std::string& what) {
+    p_->status.message = status ? what : status.error().message;
+    p_->status.message_is_error = !status;
+    log(status ? "ok " + what : "error " + status.error().message);
+}
+
+bool MainView::open(const std::string& path) {
+    Status s = doc_.open(path);
+    report(s, "opened " + path);
+    if (s) {
+        p_->faults.active = doc_.fault();
+        cursor_ = -1;
+    }
+    return s.ok();
+}
+
+bool MainView::load_reference(const std::string& path) {
+    Status s = doc_.load_reference(path);
+    report(s, "reference " + path);
+    return s.ok();
+}
+
+bool MainView::open_demo() {
+    Status s = doc_.open_demo();
+    report(s, "demo opened: the fault '" + std::string(fault_info(doc_.fault()).name) +
+                  "' is injected; the reference is the clean engine's run");
+    if (s) p_->faults.active = doc_.fault();
+    return s.ok();
+}
+
+bool MainView::set_fault(const std::string& name) {
+    Fault f;
+    if (!fault_from_name(name, &f)) {
+        report(make_error(ErrorCode::kUsage, "unknown fault " + name + "; known: " + fault_names()), "");
+        return false;
+    }
+    Status s = doc_.set_fault(f);
+    report(s, "fault " + name);
+    if (s) p_->faults.active = f;
+    return s.ok();
+}
+
+bool MainView::step_op() {
+    views::DebugContext ctx = make_context();
+    log("key F10 step op");
+    return p_->stepping.step_op(ctx);
+}
+bool MainView::step_layer() {
+    views::DebugContext ctx = make_context();
+    log("key F11 step layer");
+    return p_->stepping.step_layer(ctx);
+}
+bool MainView::step_token() {
+    views::DebugContext ctx = make_context();
+    log("key Shift+F11 step token");
+    return p_->stepping.step_token(ctx);
+}
+bool MainView::continue_run() {
+    views::DebugContext ctx = make_context();
+    log("key F5 continue");
+    return p_->stepping.continue_run(ctx);
+}
+
+bool MainView::select_event(const std::string& dump_name) {
+    auto snap = doc_.snapshot();
+    if (!snap->events) return false;
+    for (const EventInfo& e : *snap->events)
+        if (e.name == dump_name) {
+            cursor_ = e.index;
+            log(fmt::format("select {} {}", e.index, e.name));
+            return true;
+        }
+    return false;
+}
+
+bool MainView::set_panel(const std::string& name, bool open) {
+    for (PanelEntry& e : panels_)
+        if (name == e.name) {
+            *e.open = open;
+            if (open) focus_request_ = e.title;
+            log(fmt::format("panel {} {}", name, open ? "on" : "off"));
+            return true;
+        }
+    return false;
+}
+
+void MainView::open_all_panels() {
+    for (PanelEntry& e : panels_) *e.open = true;
+    log("panels all on");
+}
+
+bool MainView::busy() {
+    return doc_.session() && doc_.snapshot()->state == SessionState::kRunning;
+}
+
+views::DebugContext MainView::make_context() {
+    views::DebugContext ctx;
+    ctx.snap = doc_.snapshot();
+    ctx.session = doc_.session();
+    ctx.model = doc_.model();
+    ctx.reference = doc_.reference();
+    ctx.reference_path = doc_.reference_path();
+    ctx.cursor = cursor_;
+    ctx.log = [this](const std::string& line) { log(line); };
+    return ctx;
+}
+
+void MainView::handle_keys() {
+    ImGuiIO& io = ImGui::GetIO();
+    if (io.WantTextInput) return;  // typing in a text field
+    auto pressed = [](int key) { return ImGui::IsKeyPressed(key, false); };
+    if (io.KeyCtrl && pressed(GLFW_KEY_O)) p_->open_dialog.show(""), reference_dialog_ = false;
+    if (io.KeyCtrl && pressed(GLFW_KEY_R)) p_->open_dialog.show(""), reference_dialog_ = true;
+    if (io.KeyCtrl && pressed(GLFW_KEY_Q)) quit = true;
+    if (io.KeyCtrl && pressed(GLFW_KEY_E)) set_panel("export", true);
+    if (io.KeyCtrl)
+        for (int k = 0; k <= 9; ++k)
+            if (pressed(GLFW_KEY_0 + k)) {
+                const size_t index = k == 0 ? 9 : static_cast<size_t>(k - 1);
+                if (index < panels_.size()) set_panel(panels_[index].name, !*panels_[index].open || focus_request_.empty());
+            }
+    if (pressed(GLFW_KEY_F10)) step_op();
+    if (pressed(GLFW_KEY_F11) && !io.KeyShift) step_layer();
+    if (pressed(GLFW_KEY_F11) && io.KeyShift) step_token();
+    if (pressed(GLFW_KEY_F5)) continue_run();
+    if (pressed(GLFW_KEY_F12)) {
+        std::string dir = screenshot_dir.empty() ? "." : screenshot_dir;
+        pending_screenshot = fmt::format("{}/layerscope-{:03d}.png", dir, ++screenshot_count_);
+        log("screenshot " + pending_screenshot);
+    }
+}
+
+void MainView::draw_menu() {
+    if (!ImGui::BeginMainMenuBar()) return;
+    if (ImGui::BeginMenu("File")) {
+        if (ImGui::MenuItem("Open model or dump...", "Ctrl+O")) p_->open_dialog.show(""), reference_dialog_ = false;
+        if (ImGui::MenuItem("Load reference...", "Ctrl+R")) p_->open_dialog.show(""), reference_dialog_ = true;
+        if (ImGui::MenuItem("Open the demo")) open_demo();
+        if (ImGui::MenuItem("Export...", "Ctrl+E")) set_panel("export", true);
+        ImGui::Separator();
+        if (ImGui::MenuItem("Quit", "Ctrl+Q")) quit = true;
+        ImGui::EndMenu();
+    }
+    if (ImGui::BeginMenu("Run")) {
+        if (ImGui::MenuItem("Step op", "F10")) step_op();
+        if (ImGui::MenuItem("Step layer", "F11")) step_layer();
+        if (ImGui::MenuItem("Step token", "Shift+F11")) step_token();
+        if (ImGui::MenuItem("Continue", "F5")) continue_run();
+        ImGui::EndMenu();
+    }
+    if (ImGui::BeginMenu("View")) {
+        for (PanelEntry& e : panels_) ImGui::MenuItem(e.title, e.shortcut, e.open);
+        ImGui::Separator();
+        if (ImGui::MenuItem("Open every panel")) open_all_panels();
+        ImGui::EndMenu();
+    }
+    ImGui::EndMainMenuBar();
+}
+
+void MainView::draw() {
+    handle_keys();
+    draw_menu();
+    views::DebugContext ctx = make_context();
+    if (ctx.snap->first_divergent >= 0) p_->status.doctor = doc_.doctor_verdict(*ctx.snap);
+    else p_->status.doctor.clear();
+    p_->status.title = doc_.title();
+
+    auto first_use = [](float x, float y, float w, float h) {
+        const ImGuiViewport* vp = ImGui::GetMainViewport();
+        const float top = ImGui::GetFrameHeight();
+        const float bottom = 2 * ImGui::GetTextLineHeightWithSpacing() + 2 * ImGui::GetStyle().WindowPadding.y;
+        const float area = vp->Size.y - top - bottom;
+        ImGui::SetNextWindowPos(ImVec2(vp->Pos.x + x * vp->Size.x, vp->Pos.y + top + y * area), ImGuiCond_FirstUseEver);
+        ImGui::SetNextWindowSize(ImVec2(w * vp->Size.x, h * area), ImGuiCond_FirstUseEver);
+    };
+    // Left column: stepping over the event browser; middle: inspector over attention; right:
+    // divergence over logits. Secondary panels open on top where there is room.
+    first_use(0.0f, 0.0f, 0.27f, 0.30f);
+    p_->stepping.draw(ctx);
+    first_use(0.0f, 0.30f, 0.27f, 0.70f);
+    p_->events.draw(ctx);
+    first_use(0.27f, 0.0f, 0.40f, 0.50f);
+    p_->inspector.draw(ctx);
+    first_use(0.27f, 0.50f, 0.40f, 0.50f);
+    p_->attention.draw(ctx);
+    first_use(0.67f, 0.0f, 0.33f, 0.50f);
+    p_->divergence.draw(ctx);
+    first_use(0.67f, 0.50f, 0.33f, 0.50f);
+    p_->logits.draw(ctx);
+    first_use(0.27f, 0.0f, 0.40f, 1.0f);
+    p_->histograms.draw(ctx);
+    first_use(0.27f, 0.50f, 0.40f, 0.50f);
+    p_->qk.draw(ctx);
+    first_use(0.0f, 0.30f, 0.27f, 0.70f);
+    p_->prompt.draw(ctx);
+    first_use(0.67f, 0.0f, 0.33f, 0.60f);
+    p_->faults.draw(ctx);
+    first_use(0.67f, 0.50f, 0.33f, 0.50f);
+    p_->export_panel.draw(ctx);
+    const views::ModelDocument* model_doc = doc_.model_document().get();
+    first_use(0.0f, 0.0f, 0.55f, 1.0f);
+    if (p_->model.open && p_->model.draw(model_doc)) p_->weights.select(model_doc, p_->model.selected_tensor);
+    first_use(0.55f, 0.0f, 0.45f, 0.55f);
+    if (p_->weights.open) p_->weights.draw();
+    first_use(0.55f, 0.55f, 0.45f, 0.45f);
+    if (p_->lints.open) p_->lints.draw(model_doc);
+
+    if (!focus_request_.empty()) {
+        ImGui::SetWindowFocus(focus_request_.c_str());
+        focus_request_.clear();
+    }
+    if (p_->open_dialog.draw()) {
+        if (reference_dialog_) load_reference(p_->open_dialog.chosen);
+        else open(p_->open_dialog.chosen);
+    }
+    if (p_->faults.requested_fault) {
+        Fault f = *p_->faults.requested_fault;
+        p_->faults.requested_fault.reset();
+        set_fault(fault_info(f).name);
+    }
+    p_->status.draw(model_doc, ctx);
+
+    // The one cursor: panels request, the view applies; it follows the session while running.
+    if (ctx.requested_cursor >= -1) {
+        cursor_ = ctx.requested_cursor;
+        log(fmt::format("select {} {}", cursor_, ctx.event(cursor_) ? ctx.event(cursor_)->name : ""));
+    } else if (ctx.snap->version != last_version_) {
+        cursor_ = ctx.snap->cursor;
+    }
+    last_version_ = ctx.snap->version;
+    const std::string state = session_state_name(ctx.snap->state);
+    if (cursor_ != last_logged_cursor_ || state != last_logged_state_) {
+        const EventInfo* e = ctx.event(cursor_);
+        log(fmt::format("state {} cursor {} {} first_divergent {}", state, cursor_, e ? e->name : "-", ctx.snap->first_divergent));
+        last_logged_cursor_ = cursor_;
+        last_logged_state_ = state;
+    }
+}
+
+void MainView::load_settings(const std::string& path) {
+    std::ifstream in(path);
+    if (!in) return;
+    nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+    if (!j.is_object() || !j.contains("panels") || !j["panels"].is_object()) return;
+    for (PanelEntry& e : panels_)
+        if (j["panels"].contains(e.name) && j["panels"][e.name].is_boolean()) *e.open = j["panels"][e.name].get<bool>();
+}
+
+void MainView::save_settings(const std::string& path) const {
+    nlohmann::json j;
+    for (const PanelEntry& e : panels_) j["panels"][e.name] = *e.open;
+    std::error_code ec;
+    std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+    const std::string tmp = path + ".tmp";
+    {
+        std::ofstream out(tmp);
+        out << j.dump(2) << "\n";
+        if (!out) return;
+    }
+    std::filesystem::rename(tmp, path, ec);
+}
+
+}  // namespace ls::app

@@ -1,0 +1,77 @@
+// The main view: the open document, one struct per panel, the menu bar, the keyboard, the status
+// bar and the state log. Everything the GUI does is an action here, so keys, menus, drag and
+// drop and --script all take the same path.
+#pragma once
+
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "debug_document.h"
+
+namespace ls::app {
+
+struct PanelEntry {
+    const char* name;      // script / settings name: "events", "attention", ...
+    const char* title;     // View menu label
+    const char* shortcut;  // "Ctrl+1"
+    bool* open;
+};
+
+class MainView {
+public:
+    MainView();
+    ~MainView();
+
+    // Actions (keys, menus, scripts).
+    bool open(const std::string& path);
+    bool load_reference(const std::string& path);
+    bool open_demo();
+    bool set_fault(const std::string& name);
+    bool step_op();
+    bool step_layer();
+    bool step_token();
+    bool continue_run();
+    bool select_event(const std::string& dump_name);
+    bool set_panel(const std::string& name, bool open);  // also brings it to the front
+    void open_all_panels();
+    // True while the session evaluates.
+    bool busy();
+    uint64_t snapshot_version() { return doc_.snapshot()->version; }
+
+    void draw();  // one frame of UI
+    bool quit = false;
+
+    // The state log: one line per action and per change of cursor or state, for tests.
+    void set_state_log(const std::string& path);
+    void log(const std::string& line);
+    // Screenshots requested by F12 go here (the loop saves them after rendering).
+    std::string screenshot_dir;
+    std::string pending_screenshot;
+
+    const std::vector<PanelEntry>& panels() const { return panels_; }
+    void load_settings(const std::string& path);
+    void save_settings(const std::string& path) const;
+
+private:
+    struct Panels;
+    void handle_keys();
+    void draw_menu();
+    void report(const Status& status, const std::string& what);
+    views::DebugContext make_context();
+
+    DebugDocument doc_;
+    std::unique_ptr<Panels> p_;
+    std::vector<PanelEntry> panels_;
+    int64_t cursor_ = -1;
+    uint64_t last_version_ = 0;
+    int64_t last_logged_cursor_ = -2;
+    std::string last_logged_state_;
+    int screenshot_count_ = 0;
+    std::FILE* state_log_ = nullptr;
+    std::string focus_request_;  // a panel to bring to the front next frame
+    bool reference_dialog_ = false;
+};
+
+}  // namespace ls::app

@@ -1,0 +1,459 @@
+// Export of captured tensors (see export.h): selection, the GGUF dump and the .npy folder writers,
+// and the temp-then-rename dance that keeps half-written exports out of sight.
+#include "capture/export.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "backend.h"
+#include "compare/reference_formats.h"
+#include "gguf/gguf.h"
+#include "session/breakpoint.h"
+
+namespace ls {
+namespace {
+
+namespace fs = std::filesystem;
+
+size_t element_size(GgmlType type) { return type == GgmlType::I64 ? 8 : 4; }
+
+const char* npy_dtype(GgmlType type) {
+    return type == GgmlType::I32 ? "<i4" : type == GgmlType::I64 ? "<i8" : "<f4";
+}
+
+const char* dump_type_name(GgmlType type) {
+    return type == GgmlType::I32 ? "i32" : type == GgmlType::I64 ? "i64" : "f32";
+}
+
+const char* kind_name(RefKind kind) {
+    return kind == RefKind::kInput ? "input" : kind == RefKind::kLogits ? "logits" : "node";
+}
+
+// ne without trailing 1s (at least one entry): dumps and manifests then agree on the shape.
+std::vector<int64_t> trimmed(std::vector<int64_t> ne) {
+    while (ne.size() > 1 && ne.back() == 1) ne.pop_back();
+    return ne;
+}
+
+std::vector<int64_t> ne_of(const int64_t* ne4) { return trimmed(std::vector<int64_t>(ne4, ne4 + 4)); }
+
+// Splits "Qcur-0#3@1.2" into its parts; suffixes that are not all digits belong to the name.
+void split_name(const std::string& name, ExportTensor* t) {
+    auto digits = [](const std::string& s) {
+        return !s.empty() && s.size() <= 9 && s.find_first_not_of("0123456789") == std::string::npos;
+    };
+    std::string head = name;
+    size_t at = head.rfind('@');
+    if (at != std::string::npos) {
+        const std::string tail = head.substr(at + 1);
+        const size_t dot = tail.find('.');
+        const std::string d = tail.substr(0, dot), u = dot == std::string::npos ? "0" : tail.substr(dot + 1);
+        if (digits(d) && digits(u)) {
+            t->decode = std::stoi(d);
+            t->ubatch = std::stoi(u);
+            head = head.substr(0, at);
+        }
+    }
+    size_t hash = head.rfind('#');
+    if (hash != std::string::npos && digits(head.substr(hash + 1)) && std::stoi(head.substr(hash + 1)) >= 2) {
+        t->occurrence = std::stoi(head.substr(hash + 1));
+        head = head.substr(0, hash);
+    }
+    t->base_name = head;
+}
+
+ExportTensor from_capture(const std::shared_ptr<const CapturedTensor>& c) {
+    ExportTensor t;
+    t.base_name = c->info.base_name;
+    t.occurrence = c->info.occurrence;
+    t.decode = c->info.decode;
+    t.ubatch = c->info.ubatch;
+    t.op = c->info.op;
+    t.kind = c->info.base_name == "llama_logits" ? RefKind::kLogits : RefKind::kNode;
+    t.ne = ne_of(c->info.ne);
+    t.data = c->values ? c->values->data() : nullptr;
+    t.owner = c;
+    return t;
+}
+
+DumpInfo export_info() {
+    DumpInfo info;
+    info.tool = "layerscope export";
+    return info;
+}
+
+// A file name for a dump name: the characters a file system may dislike become '_', and a clash
+// (two names that differ only there) gets a counter.
+std::string npy_file_name(const std::string& dump_name, std::set<std::string>* used) {
+    std::string stem;
+    for (char c : dump_name) stem += std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' ? c : '_';
+    if (stem.empty() || stem[0] == '.') stem = "_" + stem;
+    if (stem.size() > 180) stem.resize(180);
+    std::string name = stem + ".npy";
+    for (int k = 2; !used->insert(name).second; ++k) name = fmt::format("{}-{}.npy", stem, k);
+    return name;
+}
+
+Error io_error(const std::string& msg) { return make_error(ErrorCode::kIo, msg); }
+
+bool wants_cancel(const ExportOptions& o, size_t done, size_t total) {
+    if (o.cancel && o.cancel->load()) return true;
+    return o.progress && !o.progress(done, total);
+}
+
+std::vector<GgufKV> dump_metadata(const ExportSet& set) {
+    if (!set.source_metadata.empty()) return set.source_metadata;
+    const DumpInfo& info = set.info;
+    auto i32s = [](const std::vector<int32_t>& v) {
+        std::vector<GgufValue> items;
+        for (int32_t x : v) items.push_back(GgufValue::make_i32(x));
+        return GgufValue::make_array(GgufValueType::INT32, std::move(items));
+    };
+    std::vector<GgufKV> kv = {
+        {"dump.format_version", GgufValue::make_u32(1)},
+        {"dump.tool", GgufValue::make_string(info.tool)},
+        {"dump.model_path", GgufValue::make_string(info.model_path)},
+        {"dump.model_desc", GgufValue::make_string(info.model_desc)},
+        {"dump.prompt", GgufValue::make_string(info.prompt)},
+        {"dump.add_special", GgufValue::make_bool(info.add_special)},
+        {"dump.add_bos", GgufValue::make_bool(info.add_bos)},
+        {"dump.prompt_tokens", i32s(info.prompt_tokens)},
+        {"dump.prompt_token_pieces", GgufValue::make_string_array(info.prompt_token_pieces)},
+        {"dump.n_predict", GgufValue::make_i32(info.n_predict)},
+        {"dump.generated_tokens", i32s(info.generated_tokens)},
+        {"dump.generated_text", GgufValue::make_string(info.generated_text)},
+        {"dump.decode_n_tokens", i32s(info.decode_n_tokens)},
+        {"dump.n_ctx", GgufValue::make_u32(info.n_ctx)},
+        {"dump.n_ubatch", GgufValue::make_u32(info.n_ubatch)},
+        {"dump.n_threads", GgufValue::make_i32(info.n_threads)},
+        {"dump.flash_attn", GgufValue::make_string(info.flash_attn ? "on" : "off")},
+        {"dump.all_logits", GgufValue::make_bool(info.all_logits)},
+        {"dump.system_info", GgufValue::make_string(info.system_info)},
+        {"dump.naming", GgufValue::make_string("tensor = llama.cpp name; '#k' = k-th occurrence of that name within one "
+                                               "graph eval; '@d' = decode call d >= 1; '@d.u' = ubatch u >= 1 of decode call d")},
+    };
+    return kv;
+}
+
+Result<ExportSummary> write_gguf(const ExportSet& set, const ExportOptions& o, const std::string& path) {
+    std::vector<GgufKV> kv = dump_metadata(set);
+    std::vector<std::string> orig, op, src0, src1, type;
+    std::vector<GgufValue> decode, ubatch, node, kind;
+    std::vector<GgufWriteTensor> tensors;
+    ExportSummary summary;
+    const size_t total = set.tensors.size();
+    for (size_t i = 0; i < total; ++i) {
+        if (wants_cancel(o, i, total)) return ExportSummary{path, 0, 0, true};
+        const ExportTensor& t = set.tensors[i];
+        orig.push_back(t.base_name);
+        op.push_back(t.op);
+        src0.push_back(t.src0);
+        src1.push_back(t.src1);
+        type.push_back(dump_type_name(t.type));
+        decode.push_back(GgufValue::make_i32(t.decode));
+        ubatch.push_back(GgufValue::make_i32(t.ubatch));
+        node.push_back(GgufValue::make_i32(t.node_index));
+        kind.push_back(GgufValue::make_i32(static_cast<int32_t>(t.kind)));
+        tensors.push_back({t.dump_name(), t.type, trimmed(t.ne), t.data, t.n_bytes()});
+        summary.bytes += t.n_bytes();
+    }
+    kv.push_back({"dump.tensor.orig_name", GgufValue::make_string_array(orig)});
+    kv.push_back({"dump.tensor.op", GgufValue::make_string_array(op)});
+    kv.push_back({"dump.tensor.src0", GgufValue::make_string_array(src0)});
+    kv.push_back({"dump.tensor.src1", GgufValue::make_string_array(src1)});
+    kv.push_back({"dump.tensor.orig_type", GgufValue::make_string_array(type)});
+    kv.push_back({"dump.tensor.decode", GgufValue::make_array(GgufValueType::INT32, decode)});
+    kv.push_back({"dump.tensor.ubatch", GgufValue::make_array(GgufValueType::INT32, ubatch)});
+    kv.push_back({"dump.tensor.node_index", GgufValue::make_array(GgufValueType::INT32, node)});
+    kv.push_back({"dump.tensor.kind", GgufValue::make_array(GgufValueType::INT32, kind)});
+    // The last chance to cancel before the file appears: gguf_write itself is not interruptible.
+    if (wants_cancel(o, total, total + 1)) return ExportSummary{path, 0, 0, true};
+    if (Status s = gguf_write(path, kv, tensors); !s) return s.error();
+    if (o.progress) o.progress(total, total);
+    summary.path = path;
+    summary.n_tensors = total;
+    return summary;
+}
+
+Status write_manifest(const ExportSet& set, const std::vector<std::string>& files, const std::string& dir) {
+    nlohmann::ordered_json m;  // keys in the order a reader expects them: format first
+    m["format"] = "layerscope-npy";
+    m["version"] = 1;
+    m["tool"] = set.info.tool;
+    nlohmann::ordered_json list = nlohmann::ordered_json::array();
+    for (size_t i = 0; i < set.tensors.size(); ++i) {
+        const ExportTensor& t = set.tensors[i];
+        nlohmann::ordered_json e;
+        e["name"] = t.dump_name();
+        e["file"] = files[i];
+        e["order"] = "ggml";
+        e["ne"] = trimmed(t.ne);
+        e["occurrence"] = t.occurrence;
+        e["decode"] = t.decode;
+        e["ubatch"] = t.ubatch;
+        if (!t.op.empty()) e["op"] = t.op;
+        e["kind"] = kind_name(t.kind);
+        list.push_back(std::move(e));
+    }
+    m["tensors"] = std::move(list);
+    m["prompt_tokens"] = set.info.prompt_tokens;
+    m["generated_tokens"] = set.info.generated_tokens;
+    if (!set.info.prompt.empty()) m["prompt"] = set.info.prompt;
+    const std::string path = (fs::path(dir) / "manifest.json").string();
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    // Dump names may hold bytes that are not UTF-8; replace them rather than throw.
+    out << m.dump(1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << '\n';
+    out.close();
+    if (!out) return io_error(fmt::format("{}: cannot write", path));
+    return {};
+}
+
+Result<ExportSummary> write_npy_folder(const ExportSet& set, const ExportOptions& o, const std::string& path) {
+    const std::string tmp = fmt::format("{}.tmp.{}", path, getpid());
+    std::error_code ec;
+    // A leftover of this very process id is ours to clear; nobody else writes under this name.
+    fs::remove_all(tmp, ec);
+    if (!fs::create_directory(tmp, ec) || ec)
+        return io_error(fmt::format("cannot create {}: {}; check that the parent folder exists and is writable", tmp,
+                                    ec ? ec.message() : "it exists"));
+    auto abandon = [&](Error e) -> Result<ExportSummary> {
+        std::error_code ignore;
+        fs::remove_all(tmp, ignore);
+        return e;
+    };
+
+    ExportSummary summary;
+    std::set<std::string> used;
+    std::vector<std::string> files;
+    const size_t total = set.tensors.size();
+    for (size_t i = 0; i < total; ++i) {
+        if (wants_cancel(o, i, total)) {
+            fs::remove_all(tmp, ec);
+            return ExportSummary{path, 0, 0, true};
+        }
+        const ExportTensor& t = set.tensors[i];
+        files.push_back(npy_file_name(t.dump_name(), &used));
+        std::vector<int64_t> shape = trimmed(t.ne);
+        std::reverse(shape.begin(), shape.end());  // numpy shows ggml's ne reversed
+        if (Status s = write_npy((fs::path(tmp) / files.back()).string(), npy_dtype(t.type), shape, t.data); !s)
+            return abandon(s.error());
+        summary.bytes += t.n_bytes();
+    }
+    if (Status s = write_manifest(set, files, tmp); !s) return abandon(s.error());
+    if (wants_cancel(o, total, total + 1)) {
+        fs::remove_all(tmp, ec);
+        return ExportSummary{path, 0, 0, true};
+    }
+
+    // Into place. An old export being replaced is moved aside first and removed only once the
+    // new one stands under the name, so a failure leaves the old one.
+    std::string aside;
+    if (export_target_exists(path)) {
+        aside = fmt::format("{}.old.{}", path, getpid());
+        fs::remove_all(aside, ec);
+        fs::rename(path, aside, ec);
+        if (ec) return abandon(io_error(fmt::format("cannot move the old {} aside: {}", path, ec.message())));
+    }
+    fs::rename(tmp, path, ec);
+    if (ec) {
+        const std::string why = ec.message();
+        if (!aside.empty()) fs::rename(aside, path, ec);
+        return abandon(io_error(fmt::format("cannot rename {} to {}: {}", tmp, path, why)));
+    }
+    if (!aside.empty()) fs::remove_all(aside, ec);
+    if (o.progress) o.progress(total, total);
+    summary.path = path;
+    summary.n_tensors = total;
+    return summary;
+}
+
+Status check_set(const ExportSet& set) {
+    if (set.tensors.empty())
+        return make_error(ErrorCode::kUsage, "nothing to export: no tensor is selected (check the event globs, or "
+                                             "capture the events first)");
+    std::set<std::string> names;
+    for (const ExportTensor& t : set.tensors) {
+        const std::string name = t.dump_name();
+        if (t.base_name.empty()) return make_error(ErrorCode::kUsage, "a tensor to export has no name");
+        if (!names.insert(name).second)
+            return make_error(ErrorCode::kUsage, fmt::format("two tensors to export are both named {}", name));
+        if (t.ne.empty() || t.ne.size() > 4)
+            return make_error(ErrorCode::kUsage, fmt::format("{}: ne must have 1 to 4 sizes, got {}", name, t.ne.size()));
+        for (int64_t d : t.ne)
+            if (d < 1) return make_error(ErrorCode::kUsage, fmt::format("{}: ne holds a size {} < 1", name, d));
+        if (!t.data) return make_error(ErrorCode::kUsage, fmt::format("{}: no values", name));
+        if (t.type != GgmlType::F32 && t.type != GgmlType::I32 && t.type != GgmlType::I64)
+            return make_error(ErrorCode::kUsage, fmt::format("{}: only F32, I32 and I64 tensors are exported", name));
+    }
+    return {};
+}
+
+}  // namespace
+
+const char* export_format_name(ExportFormat format) { return format == ExportFormat::kGgufDump ? "gguf" : "npy"; }
+
+std::string ExportTensor::dump_name() const { return event_dump_name(base_name, occurrence, decode, ubatch); }
+
+int64_t ExportTensor::n_elements() const {
+    int64_t n = 1;
+    for (int64_t d : ne) n *= d;
+    return n;
+}
+
+size_t ExportTensor::n_bytes() const { return static_cast<size_t>(n_elements()) * element_size(type); }
+
+bool export_selected(const std::vector<std::string>& globs, const std::string& base_name, const std::string& dump_name) {
+    if (globs.empty()) return true;
+    for (const std::string& g : globs)
+        if (glob_match(g, base_name) || glob_match(g, dump_name)) return true;
+    return false;
+}
+
+std::vector<std::string> split_export_globs(const std::string& text) {
+    std::vector<std::string> globs;
+    std::stringstream in(text);
+    std::string item;
+    while (std::getline(in, item, ',')) {
+        const size_t b = item.find_first_not_of(" \t"), e = item.find_last_not_of(" \t");
+        if (b != std::string::npos) globs.push_back(item.substr(b, e - b + 1));
+    }
+    return globs;
+}
+
+ExportTensor make_export_tensor(const std::string& dump_name, std::vector<int64_t> ne, std::vector<float> values) {
+    ExportTensor t;
+    split_name(dump_name, &t);
+    t.ne = std::move(ne);
+    auto owned = std::make_shared<std::vector<float>>(std::move(values));
+    t.data = owned->data();
+    t.owner = owned;
+    return t;
+}
+
+ExportSet export_set_from_captures(const CaptureMap& captures, const std::vector<std::string>& globs) {
+    std::vector<std::shared_ptr<const CapturedTensor>> list;
+    for (const auto& [index, c] : captures) list.push_back(c);  // the map is ordered by event index
+    return export_set_from_captures(list, globs);
+}
+
+ExportSet export_set_from_captures(const std::vector<std::shared_ptr<const CapturedTensor>>& captures,
+                                   const std::vector<std::string>& globs) {
+    ExportSet set;
+    set.info = export_info();
+    for (const auto& c : captures)
+        if (c && c->values && export_selected(globs, c->info.base_name, c->info.name)) set.tensors.push_back(from_capture(c));
+    return set;
+}
+
+ExportSet export_set_from_reference(std::shared_ptr<const ReferenceDump> reference, const std::vector<std::string>& globs) {
+    ExportSet set;
+    set.info = export_info();
+    set.info.prompt = reference->prompt();
+    set.info.prompt_tokens = reference->prompt_tokens();
+    set.info.generated_tokens = reference->generated_tokens();
+    set.info.decode_n_tokens = reference->decode_n_tokens();
+    if (const GgufFile* f = reference->file())
+        for (const GgufKV& kv : f->metadata())
+            if (kv.key.rfind("dump.", 0) == 0 && kv.key.rfind("dump.tensor.", 0) != 0) set.source_metadata.push_back(kv);
+    for (const RefTensor& r : reference->tensors()) {
+        if (!export_selected(globs, r.base_name, r.name)) continue;
+        if (!r.complete()) {
+            ++set.skipped_partial;
+            continue;
+        }
+        ExportTensor t;
+        t.base_name = r.base_name;
+        t.occurrence = r.occurrence;
+        t.decode = r.decode;
+        t.ubatch = r.ubatch;
+        t.op = r.op;
+        t.src0 = r.src0;
+        t.src1 = r.src1;
+        t.kind = r.kind;
+        t.node_index = r.node_index;
+        t.ne = ne_of(r.ne());
+        t.type = r.stored_type;
+        t.data = r.data;
+        t.owner = reference;
+        set.tensors.push_back(std::move(t));
+    }
+    return set;
+}
+
+void ExportCollector::on_event(const Event& e) {
+    // node_index counts every event of one graph evaluation, selected or not, as dumps do.
+    const int graph = e.decode * 4096 + e.ubatch;
+    if (graph != last_graph_) node_counter_ = 0, last_graph_ = graph;
+    const int node_index = node_counter_++;
+    if (!export_selected(globs_, e.name, e.dump_name())) return;
+    ExportTensor t;
+    t.base_name = e.name;
+    t.occurrence = e.occurrence;
+    t.decode = e.decode;
+    t.ubatch = e.ubatch;
+    t.op = e.op;
+    t.node_index = node_index;
+    t.ne = ne_of(e.tensor.ne);
+    auto values = std::make_shared<std::vector<float>>(static_cast<size_t>(e.tensor.n_elements()));
+    e.backend->download(values->data(), e.tensor.data, values->size() * sizeof(float));
+    t.data = values->data();
+    t.owner = values;
+    tensors_.push_back(std::move(t));
+}
+
+void ExportCollector::add_logits(int decode, const std::vector<float>& logits, int64_t n_vocab) {
+    const std::string name = event_dump_name("llama_logits", 1, decode, 0);
+    if (!export_selected(globs_, "llama_logits", name) || n_vocab <= 0) return;
+    const int64_t rows = static_cast<int64_t>(logits.size()) / n_vocab;
+    ExportTensor t = make_export_tensor(name, rows > 1 ? std::vector<int64_t>{n_vocab, rows} : std::vector<int64_t>{n_vocab},
+                                        logits);
+    t.op = "LLAMA_GET_LOGITS";
+    t.kind = RefKind::kLogits;
+    tensors_.push_back(std::move(t));
+}
+
+bool export_target_exists(const std::string& path) {
+    std::error_code ec;
+    return fs::symlink_status(path, ec).type() != fs::file_type::not_found && !ec;
+}
+
+Result<ExportSummary> export_tensors(const ExportSet& set, const ExportOptions& o) {
+    std::string path = o.path;
+    while (path.size() > 1 && path.back() == '/') path.pop_back();  // "out/" names the folder "out"
+    if (path.empty()) return make_error(ErrorCode::kUsage, "no output path given");
+    if (Status s = check_set(set); !s) return s.error();
+
+    std::error_code ec;
+    const fs::file_status st = fs::symlink_status(path, ec);
+    if (export_target_exists(path)) {
+        if (!o.overwrite)
+            return io_error(fmt::format("{} already exists; choose another name or allow overwriting (--force)", path));
+        if (o.format == ExportFormat::kGgufDump && st.type() != fs::file_type::regular)
+            return io_error(fmt::format("{} exists and is not a regular file; it is not replaced by a GGUF export", path));
+        if (o.format == ExportFormat::kNpyFolder) {
+            // --force replaces an earlier export, never a folder of other things.
+            const bool is_dir = st.type() == fs::file_type::directory;
+            const bool empty = is_dir && fs::is_empty(path, ec);
+            const bool earlier_export = is_dir && fs::exists(fs::path(path) / "manifest.json", ec);
+            if (!is_dir || !(empty || earlier_export))
+                return io_error(fmt::format("{} exists and is not an empty folder or an earlier .npy export (no "
+                                            "manifest.json); it is not replaced. Choose another name", path));
+        }
+    }
+    const fs::path parent = fs::path(path).parent_path();
+    if (!parent.empty() && !fs::is_directory(parent, ec))
+        return io_error(fmt::format("cannot write {}: the folder {} does not exist", path, parent.string()));
+
+    return o.format == ExportFormat::kGgufDump ? write_gguf(set, o, path) : write_npy_folder(set, o, path);
+}
+
+}  // namespace ls

@@ -1,0 +1,249 @@
+// The debugger's data panels (layer histograms, attention, Q/K magnitudes, logits) on a real
+// session over stories260K and its llama.cpp reference, drawn under xvfb-run; saves a screenshot.
+#include <GLFW/glfw3.h>
+#include <backends/imgui_impl_glfw.h>
+#include <backends/imgui_impl_opengl3.h>
+#include <imgui.h>
+#include <stb/stb_image_write.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "attention_panel.h"
+#include "debug_context.h"
+#include "layer_histograms.h"
+#include "logits_panel.h"
+#include "qk_panel.h"
+#include "session/session.h"
+#include "tokenizer/tokenizer.h"
+
+namespace v = ls::views;
+
+namespace {
+
+int failures = 0;
+
+void check(bool ok, const std::string& what) {
+    std::printf("%s  %s\n", ok ? "PASS" : "FAIL", what.c_str());
+    if (!ok) ++failures;
+}
+
+bool save_screenshot(GLFWwindow* window, const std::string& path) {
+    int width = 0, height = 0;
+    glfwGetFramebufferSize(window, &width, &height);
+    std::vector<unsigned char> rgba(static_cast<size_t>(width) * height * 4), flipped(rgba.size());
+    glPixelStorei(GL_PACK_ALIGNMENT, 1);
+    glReadBuffer(GL_BACK);
+    glReadPixels(0, 0, width, height, GL_RGBA, GL_UNSIGNED_BYTE, rgba.data());
+    const size_t row_bytes = static_cast<size_t>(width) * 4;
+    for (int y = 0; y < height; ++y)
+        std::copy_n(&rgba[static_cast<size_t>(height - 1 - y) * row_bytes], row_bytes, &flipped[y * row_bytes]);
+    return stbi_write_png(path.c_str(), width, height, 4, flipped.data(), static_cast<int>(row_bytes)) != 0;
+}
+
+std::string fmt_g(float v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.3g", v);
+    return buf;
+}
+
+int64_t find_event(const ls::SessionSnapshot& s, const std::string& name) {
+    for (const ls::EventInfo& e : *s.events)
+        if (e.name == name) return e.index;
+    return -1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    const std::string fixtures = argc > 1 ? argv[1] : "../shared/fixtures";
+    const std::string png = argc > 2 ? argv[2] : "gui_panels_b.png";
+    const std::string model_path = fixtures + "/models/stories260K.gguf";
+    const std::string dump_path = fixtures + "/dumps/stories260K_once_n0_fa-off.gguf";
+    if (!std::filesystem::exists(model_path) || !std::filesystem::exists(dump_path)) {
+        std::printf("SKIP  fixtures missing under %s\n", fixtures.c_str());
+        return 77;
+    }
+
+    // The session: prompt, reference, every tensor captured, run to the end of the plan.
+    auto opened = ls::Session::open(model_path);
+    if (!opened) {
+        std::printf("FAIL  cannot open %s: %s\n", model_path.c_str(), opened.error().message.c_str());
+        return 1;
+    }
+    std::unique_ptr<ls::Session> session = std::move(opened.value());
+    auto ref_opened = ls::ReferenceDump::open(dump_path);
+    if (!ref_opened) {
+        std::printf("FAIL  cannot open %s: %s\n", dump_path.c_str(), ref_opened.error().message.c_str());
+        return 1;
+    }
+    std::shared_ptr<const ls::ReferenceDump> reference = std::move(ref_opened.value());
+    session->set_tokens({1, 403, 407, 261, 378});
+    session->set_reference(reference);
+    session->set_capture_policy(ls::CapturePolicy::all());
+    auto snap = session->wait_for_ticket(session->run_to_breakpoint(), std::chrono::seconds(60));
+    check(snap && !snap->error, "session ran to the end of the plan");
+    if (!snap || snap->error) return 1;
+
+    if (!glfwInit()) {
+        std::puts("SKIP  no display (run under xvfb-run)");
+        return 77;
+    }
+    glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
+    glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 3);
+    glfwWindowHint(GLFW_OPENGL_PROFILE, GLFW_OPENGL_CORE_PROFILE);
+    glfwWindowHint(GLFW_OPENGL_FORWARD_COMPAT, GLFW_TRUE);
+    GLFWwindow* window = glfwCreateWindow(1600, 1000, "panels", nullptr, nullptr);
+    if (!window) {
+        std::puts("FAIL  cannot create an OpenGL 3.3 core window");
+        return 1;
+    }
+    glfwMakeContextCurrent(window);
+    ImGui::CreateContext();
+    ImGuiIO& io = ImGui::GetIO();
+    io.IniFilename = nullptr;
+    const char* font = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
+    if (std::filesystem::exists(font)) io.Fonts->AddFontFromFileTTF(font, 14.0f);
+    ImGui::StyleColorsDark();
+    ImGui_ImplGlfw_InitForOpenGL(window, true);
+    ImGui_ImplOpenGL3_Init("#version 330 core");
+
+    {
+        v::DebugContext ctx;
+        ctx.snap = snap;
+        ctx.session = session.get();
+        ctx.model = &session->model();
+        ctx.reference = reference.get();
+        // The cursor on layer 2's residual output: that row highlighted, Q/K of layer 2.
+        const int64_t l_out_2 = find_event(*snap, "l_out-2");
+        check(l_out_2 >= 0, "the plan has l_out-2");
+        ctx.cursor = l_out_2;
+
+        v::LayerHistograms histograms;
+        v::AttentionPanel attention;
+        v::QKPanel qk;
+        v::LogitsPanel logits;
+        attention.thumbnail_px = 36;
+
+        auto frames = [&](int n, bool screenshot) {
+            for (int frame = 1; frame <= n; ++frame) {
+                glfwPollEvents();
+                ImGui_ImplOpenGL3_NewFrame();
+                ImGui_ImplGlfw_NewFrame();
+                ImGui::NewFrame();
+                // Four quadrants, the way the lead's layout places them.
+                ImGui::SetNextWindowPos(ImVec2(0, 0), ImGuiCond_Always);
+                ImGui::SetNextWindowSize(ImVec2(800, 500), ImGuiCond_Always);
+                histograms.draw(ctx);
+                ImGui::SetNextWindowPos(ImVec2(800, 0), ImGuiCond_Always);
+                ImGui::SetNextWindowSize(ImVec2(800, 560), ImGuiCond_Always);
+                attention.draw(ctx);
+                ImGui::SetNextWindowPos(ImVec2(0, 500), ImGuiCond_Always);
+                ImGui::SetNextWindowSize(ImVec2(800, 500), ImGuiCond_Always);
+                qk.draw(ctx);
+                ImGui::SetNextWindowPos(ImVec2(800, 560), ImGuiCond_Always);
+                ImGui::SetNextWindowSize(ImVec2(800, 440), ImGuiCond_Always);
+                logits.draw(ctx);
+                ImGui::Render();
+                int width = 0, height = 0;
+                glfwGetFramebufferSize(window, &width, &height);
+                glViewport(0, 0, width, height);
+                glClearColor(0.10f, 0.10f, 0.12f, 1.0f);
+                glClear(GL_COLOR_BUFFER_BIT);
+                ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+                if (screenshot && frame == n) check(save_screenshot(window, png), "screenshot saved to " + png);
+                glfwSwapBuffers(window);
+            }
+        };
+
+        // Empty state first: no snapshot data must not crash and must show nothing.
+        {
+            v::DebugContext empty;
+            empty.snap = std::make_shared<const ls::SessionSnapshot>();
+            std::swap(ctx, empty);
+            frames(2, false);
+            check(histograms.shown.layers == 0 && attention.shown.layers == 0 && logits.shown.entries == 0,
+                  "empty snapshot: the panels show their empty states");
+            std::swap(ctx, empty);
+        }
+
+        frames(3, false);
+        // Layer histograms: five l_out rows, each with ours and the reference's.
+        check(histograms.shown.layers == 5, "histograms: 5 layer rows (" + std::to_string(histograms.shown.layers) + ")");
+        check(histograms.shown.layers_evaluated == 5, "histograms: every layer evaluated");
+        check(histograms.shown.layers_with_reference == 5,
+              "histograms: every layer has the reference's stats (" +
+                  std::to_string(histograms.shown.layers_with_reference) + ")");
+        check(histograms.shown.selected_layer == 2, "histograms: the cursor's layer 2 is selected");
+        // Attention: 5 layers x 8 heads of 5 x 5 maps.
+        check(attention.shown.layers == 5 && attention.shown.heads == 8,
+              "attention: grid of " + std::to_string(attention.shown.layers) + " layers x " +
+                  std::to_string(attention.shown.heads) + " heads");
+        check(attention.shown.thumbnails == 40, "attention: 40 thumbnails with data");
+        check(attention.shown.n_query == 5 && attention.shown.n_key == 5, "attention: maps are 5 queries x 5 keys");
+        attention.view = v::AttentionPanel::View::Difference;
+        frames(2, false);
+        check(attention.shown.thumbnails == 40, "attention: the difference view has 40 thumbnails");
+        check(attention.shown.difference_range >= 0 && attention.shown.difference_range < 0.05f,
+              "attention: ours and the reference's agree (max |diff| " +
+                  fmt_g(attention.shown.difference_range) + ")");
+        attention.view = v::AttentionPanel::View::Ours;
+
+        // Q/K: layer 2, 5 positions, the reference beside, the summary over 5 layers.
+        check(qk.shown.layer == 2, "qk: the cursor's layer");
+        check(qk.shown.q_heads == 8 && qk.shown.k_heads > 0,
+              "qk: " + std::to_string(qk.shown.q_heads) + " Q heads, " + std::to_string(qk.shown.k_heads) + " K heads");
+        check(qk.shown.positions == 5, "qk: 5 positions");
+        check(qk.shown.reference, "qk: the reference's norms beside");
+        check(qk.shown.summary_layers == 5, "qk: summary over 5 layers");
+        check(std::isfinite(qk.shown.q_threshold) && qk.shown.q_threshold > 0, "qk: a threshold from the median");
+
+        // Logits: the first entry is the argmax of our captured result_output's last row.
+        const int64_t result = find_event(*snap, "result_output");
+        auto cap = result >= 0 ? snap->capture(result) : nullptr;
+        int32_t argmax = -1;
+        if (cap) {
+            const int64_t n_vocab = cap->info.ne[0];
+            const float* row = cap->values->data() + cap->values->size() - n_vocab;
+            argmax = static_cast<int32_t>(std::max_element(row, row + n_vocab) - row);
+        }
+        check(logits.shown.entries > 0, "logits: " + std::to_string(logits.shown.entries) + " entries");
+        check(argmax >= 0 && logits.shown.first_token == argmax,
+              "logits: first entry " + std::to_string(logits.shown.first_token) + " is the argmax " + std::to_string(argmax));
+        check(!logits.shown.padded_vocab_hint, "logits: no padded-vocabulary hint for stories260K");
+        logits.look_up(std::to_string(argmax));
+        frames(1, false);
+        check(logits.lookup().token == argmax && logits.lookup().ours.valid && logits.lookup().ours.rank == 0,
+              "logits: looking up the argmax id gives rank 0");
+        check(logits.lookup().reference.valid, "logits: the lookup ranks the token in the reference too");
+        const ls::Tokenizer* tokenizer = ctx.model->tokenizer();
+        if (tokenizer && tokenizer->valid(argmax)) {
+            std::string text = tokenizer->token_to_piece(argmax);
+            logits.look_up(text);
+            frames(1, false);
+            check(logits.lookup().token == argmax && logits.lookup().ours.rank == 0,
+                  "logits: looking up '" + text + "' by text resolves to token " + std::to_string(logits.lookup().token));
+        }
+
+        // The screenshot: layer 2 enlarged at head 3, a text lookup shown.
+        attention.select_cell(2, 3);
+        frames(4, true);
+        check(attention.shown.enlarged, "attention: layer 2 head 3 enlarged");
+        check(ctx.requested_cursor == -2, "no panel moved the cursor by itself");
+        check(glGetError() == GL_NO_ERROR, "no OpenGL error");
+    }  // the heatmaps free their textures while the context is alive
+
+    ImGui_ImplOpenGL3_Shutdown();
+    ImGui_ImplGlfw_Shutdown();
+    ImGui::DestroyContext();
+    glfwDestroyWindow(window);
+    glfwTerminate();
+    std::printf("%d failure(s)\n", failures);
+    return failures ? 1 : 0;
+}

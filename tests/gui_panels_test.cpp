@@ -1,0 +1,241 @@
+// The debugger panels (event browser, stepping toolbar, tensor inspector, divergence) drawn on a
+// real session with a planted RoPE fault, in a GL window under xvfb-run; leaves a screenshot.
+#include <GLFW/glfw3.h>
+#include <backends/imgui_impl_glfw.h>
+#include <backends/imgui_impl_opengl3.h>
+#include <imgui.h>
+#include <imgui_internal.h>
+#include <stb/stb_image_write.h>
+
+#include <algorithm>
+#include <cfloat>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "compare/reference.h"
+#include "debug_context.h"
+#include "divergence_panel.h"
+#include "event_browser.h"
+#include "session/session.h"
+#include "stepping_toolbar.h"
+#include "tensor_inspector.h"
+
+namespace v = ls::views;
+using namespace std::chrono_literals;
+
+namespace {
+
+int failures = 0;
+std::string screenshot_path;  // when set, the next frame is saved before it is swapped
+bool screenshot_saved = false;
+
+bool save_screenshot(GLFWwindow* window, const std::string& path);
+
+void check(bool ok, const std::string& what) {
+    std::printf("%s  %s\n", ok ? "PASS" : "FAIL", what.c_str());
+    if (!ok) ++failures;
+}
+
+struct Panels {
+    v::EventBrowser browser;
+    v::SteppingToolbar toolbar;
+    v::TensorInspector inspector;
+    v::DivergencePanel divergence;
+};
+
+// Each panel must leave ImGui's stacks as it found them: an unbalanced Begin/End, PushID/PopID,
+// style color or BeginDisabled shows here (the system library may be built without its asserts).
+bool balanced(const char* panel) {
+    ImGuiContext& g = *ImGui::GetCurrentContext();
+    bool ok = g.CurrentWindowStack.Size == 1 && g.CurrentWindow->IDStack.Size == 1 && g.ColorStack.Size == 0 &&
+              g.StyleVarStack.Size == 0 && g.DisabledStackSize == 0 && g.GroupStack.Size == 0;
+    if (!ok) check(false, std::string(panel) + " leaves ImGui's stacks unbalanced");
+    return ok;
+}
+
+// One frame: the main view's part (fresh snapshot, apply the requested cursor) and the four panels.
+// `mouse` (optional) overrides the pointer after the backend read it, so clicks can be scripted.
+void frame(GLFWwindow* window, Panels& p, v::DebugContext& ctx, const std::function<void(ImGuiIO&)>& mouse = {}) {
+    if (ctx.session) ctx.snap = ctx.session->snapshot();
+    glfwPollEvents();
+    ImGui_ImplOpenGL3_NewFrame();
+    ImGui_ImplGlfw_NewFrame();
+    if (mouse) mouse(ImGui::GetIO());
+    ImGui::NewFrame();
+    // A fixed layout for the screenshot (the app's own layout is the lead's).
+    ImGui::SetWindowPos("Stepping", ImVec2(0, 0));
+    ImGui::SetWindowSize("Stepping", ImVec2(1000, 250));
+    ImGui::SetWindowPos("Event browser", ImVec2(0, 250));
+    ImGui::SetWindowSize("Event browser", ImVec2(470, 750));
+    ImGui::SetWindowPos("Tensor inspector", ImVec2(470, 250));
+    ImGui::SetWindowSize("Tensor inspector", ImVec2(530, 750));
+    ImGui::SetWindowPos("Divergence", ImVec2(1000, 0));
+    ImGui::SetWindowSize("Divergence", ImVec2(600, 1000));
+    p.toolbar.draw(ctx);
+    balanced("SteppingToolbar");
+    p.browser.draw(ctx);
+    balanced("EventBrowser");
+    p.inspector.draw(ctx);
+    balanced("TensorInspector");
+    p.divergence.draw(ctx);
+    balanced("DivergencePanel");
+    ImGui::Render();
+    int width = 0, height = 0;
+    glfwGetFramebufferSize(window, &width, &height);
+    glViewport(0, 0, width, height);
+    glClearColor(0.10f, 0.10f, 0.12f, 1.0f);
+    glClear(GL_COLOR_BUFFER_BIT);
+    ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+    if (!screenshot_path.empty()) {
+        screenshot_saved = save_screenshot(window, screenshot_path);
+        screenshot_path.clear();
+    }
+    glfwSwapBuffers(window);
+    if (ctx.requested_cursor != -2) {
+        ctx.cursor = ctx.requested_cursor;
+        ctx.requested_cursor = -2;
+    }
+}
+
+bool save_screenshot(GLFWwindow* window, const std::string& path) {
+    int w = 0, h = 0;
+    glfwGetFramebufferSize(window, &w, &h);
+    std::vector<unsigned char> rgba(static_cast<size_t>(w) * h * 4), flipped(rgba.size());
+    glPixelStorei(GL_PACK_ALIGNMENT, 1);
+    glReadBuffer(GL_BACK);  // before the swap: the front buffer is undefined after it
+    glReadPixels(0, 0, w, h, GL_RGBA, GL_UNSIGNED_BYTE, rgba.data());
+    const size_t row_bytes = static_cast<size_t>(w) * 4;
+    for (int y = 0; y < h; ++y)
+        std::copy_n(&rgba[static_cast<size_t>(h - 1 - y) * row_bytes], row_bytes, &flipped[y * row_bytes]);
+    return stbi_write_png(path.c_str(), w, h, 4, flipped.data(), static_cast<int>(row_bytes)) != 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc < 4) {
+        std::puts("usage: gui_panels_test MODEL.gguf REFERENCE_DUMP.gguf SCREENSHOT.png");
+        return 2;
+    }
+    const std::string model_path = argv[1], dump_path = argv[2], png = argv[3];
+    if (!std::filesystem::exists(model_path) || !std::filesystem::exists(dump_path)) {
+        std::puts("SKIP  fixtures missing");
+        return 77;
+    }
+    if (!glfwInit()) {
+        std::puts("SKIP  no display (run under xvfb-run)");
+        return 77;
+    }
+
+    auto reference = ls::ReferenceDump::open(dump_path);
+    check(reference.ok(), "reference dump opens");
+    if (!reference.ok()) return 1;
+    std::shared_ptr<const ls::ReferenceDump> ref = std::move(reference.value());
+    ls::SessionOptions options;
+    options.forward.fault = ls::Fault::kRopeWrongPairing;
+    options.forward.n_ubatch = ref->n_ubatch();
+    auto opened = ls::Session::open(model_path, options);
+    check(opened.ok(), "session opens on the model");
+    if (!opened.ok()) return 1;
+    std::unique_ptr<ls::Session> session = std::move(opened.value());
+    session->set_tokens({1, 403, 407, 261, 378});
+    session->set_reference(ref);
+    session->add_breakpoint(ls::BreakpointSpec::divergence_above(1e-4));
+    auto snap = session->wait_for_ticket(session->run_to_breakpoint(), 60s);
+    check(snap && snap->hit, "the divergence breakpoint stops the run");
+    if (!snap || !snap->hit) return 1;
+
+    glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
+    glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 3);
+    glfwWindowHint(GLFW_OPENGL_PROFILE, GLFW_OPENGL_CORE_PROFILE);
+    glfwWindowHint(GLFW_OPENGL_FORWARD_COMPAT, GLFW_TRUE);
+    GLFWwindow* window = glfwCreateWindow(1600, 1000, "panels", nullptr, nullptr);
+    if (!window) {
+        std::puts("FAIL  cannot create an OpenGL 3.3 core window");
+        return 1;
+    }
+    glfwMakeContextCurrent(window);
+    ImGui::CreateContext();
+    ImGuiIO& io = ImGui::GetIO();
+    io.IniFilename = nullptr;
+    // Latin, general punctuation (the em dash of unprinted reference values).
+    static const ImWchar kRanges[] = {0x0020, 0x024F, 0x2000, 0x206F, 0x2500, 0x259F, 0};
+    const char* font = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
+    if (std::filesystem::exists(font)) io.Fonts->AddFontFromFileTTF(font, 14.0f, nullptr, kRanges);
+    ImGui::StyleColorsDark();
+    ImGui_ImplGlfw_InitForOpenGL(window, true);
+    ImGui_ImplOpenGL3_Init("#version 330 core");
+
+    std::vector<std::string> log;
+    {
+        Panels p;
+        // Empty states first: nothing open, no session.
+        v::DebugContext empty;
+        empty.snap = std::make_shared<ls::SessionSnapshot>();
+        for (int i = 0; i < 2; ++i) frame(window, p, empty);
+
+        v::DebugContext ctx;
+        ctx.session = session.get();
+        ctx.reference = ref.get();
+        ctx.log = [&log](const std::string& line) { log.push_back(line); };
+        ctx.snap = snap;
+        ctx.cursor = snap->cursor;  // the main view follows the session's cursor when it stops
+        for (int i = 0; i < 3; ++i) frame(window, p, ctx);
+        const ls::EventInfo* fd = ctx.event(snap->first_divergent);
+        check(fd && fd->name == "Qcur-0#3", "first divergent event is Qcur-0#3 (" + (fd ? fd->name : "none") + ")");
+        check(snap->cursor == snap->first_divergent, "the session stopped at the first divergence");
+        check(p.browser.first_divergent_shown() && p.browser.first_divergent_label().find("Qcur-0#3") == 0,
+              "event browser shows the first divergent event: '" + p.browser.first_divergent_label() + "'");
+        check(p.browser.shown_row_of(ctx.cursor) >= 0, "event browser unfolded the cursor's layer");
+        check(p.inspector.ref_mode() == v::TensorInspector::RefMode::kFull && p.inspector.has_reference_stats(),
+              "tensor inspector pairs Qcur-0#3 with the reference's values");
+
+        // The toolbar's commands: disable the breakpoint and run to the end of the plan.
+        session->enable_breakpoint(snap->breakpoints.front().id, false);
+        check(p.toolbar.continue_run(ctx), "continue is accepted with a session");
+        std::shared_ptr<const ls::SessionSnapshot> end;
+        for (int i = 0; i < 600 && (end = session->snapshot())->state != ls::SessionState::kFinished; ++i)
+            std::this_thread::sleep_for(50ms);
+        check(end->state == ls::SessionState::kFinished, "the run finishes once the breakpoint is disabled");
+        for (int i = 0; i < 2; ++i) frame(window, p, ctx);
+        check(p.divergence.bar_count() == static_cast<int>(end->events->size()), "one waterfall bar per event");
+
+        // A scripted click in the waterfall's middle: hover, press, release.
+        ImVec2 a = p.divergence.waterfall_min(), b = p.divergence.waterfall_max();
+        ImVec2 target((a.x + b.x) / 2, (a.y + b.y) / 2);
+        for (bool down : {false, true, false, false})
+            frame(window, p, ctx, [&](ImGuiIO& io) {
+                io.MousePos = target;
+                io.MouseDown[0] = down;
+            });
+        int64_t clicked = p.divergence.last_clicked();
+        check(clicked >= 0 && ctx.event(clicked) != nullptr,
+              "the waterfall's click maps to an event (#" + std::to_string(clicked) + " " +
+                  (ctx.event(clicked) ? ctx.event(clicked)->name : "?") + ")");
+        check(ctx.cursor == clicked, "the click moved the cursor");
+
+        // The screenshot: the cursor back on the first divergence, the pointer out of the way.
+        ctx.select(end->first_divergent);
+        for (int i = 0; i < 4; ++i) {
+            if (i == 3) screenshot_path = png;
+            frame(window, p, ctx, [](ImGuiIO& io) { io.MousePos = ImVec2(-FLT_MAX, -FLT_MAX); });
+        }
+        check(p.browser.first_divergent_shown(), "first divergence still listed after the full run");
+        check(screenshot_saved, "screenshot saved to " + png);
+        check(glGetError() == GL_NO_ERROR, "no OpenGL error");
+    }
+    for (const std::string& line : log) std::printf("log: %s\n", line.c_str());
+
+    ImGui_ImplOpenGL3_Shutdown();
+    ImGui_ImplGlfw_Shutdown();
+    ImGui::DestroyContext();
+    glfwDestroyWindow(window);
+    glfwTerminate();
+    std::printf("%d failure(s)\n", failures);
+    return failures ? 1 : 0;
+}

@@ -1,0 +1,262 @@
+// Attention heatmaps (see attention_panel.h): thumbnails per (layer, head) from the records'
+// AttentionProbs, rebuilt only when the probabilities or the view change.
+#include "attention_panel.h"
+
+#include <fmt/format.h>
+#include <imgui.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "logits_panel.h"
+#include "tokenizer/tokenizer.h"
+#include "widgets/axis.h"
+
+namespace ls::views {
+
+namespace pal = widgets::palette;
+
+namespace {
+
+bool same_shape(const AttentionProbs* a, const AttentionProbs* b) {
+    return a && b && a->n_head == b->n_head && a->n_query == b->n_query && a->n_key == b->n_key;
+}
+
+// The piece of the token at KV position `pos`: prompt positions from the snapshot, later ones
+// from the token fed to that decode call.
+std::string piece_at(const SessionSnapshot& snap, const Tokenizer* tokenizer, int64_t pos) {
+    const int64_t n_prompt = static_cast<int64_t>(snap.tokens.size());
+    int32_t token = -1;
+    if (pos >= 0 && pos < n_prompt) {
+        if (pos < static_cast<int64_t>(snap.pieces.size()) && !snap.pieces[pos].empty())
+            return fmt::format("{} '{}'", pos, escape_piece(snap.pieces[pos]));
+        token = snap.tokens[pos];
+    } else {
+        const int64_t call = pos - n_prompt + 1;  // decode call d >= 1 feeds position n_prompt + d - 1
+        if (call >= 1 && call < static_cast<int64_t>(snap.decode_inputs.size())) token = snap.decode_inputs[call];
+    }
+    if (token >= 0 && tokenizer && tokenizer->valid(token))
+        return fmt::format("{} '{}'", pos, escape_piece(tokenizer->token_to_piece(token)));
+    return token >= 0 ? fmt::format("{} (id {})", pos, token) : fmt::format("{}", pos);
+}
+
+const char* view_name(AttentionPanel::View v) {
+    switch (v) {
+        case AttentionPanel::View::Ours: return "ours";
+        case AttentionPanel::View::Reference: return "reference";
+        default: return "ours - reference";
+    }
+}
+
+}  // namespace
+
+bool AttentionPanel::fill(widgets::Heatmap& heatmap, const EventRecord& rec, int head, View v, float diff_range,
+                          const void** source, const void** ref_source, View* built_view, float* built_range) {
+    const AttentionProbs* ours = rec.attention.get();
+    const AttentionProbs* ref = rec.ref_attention.get();
+    const AttentionProbs* shown_probs = v == View::Reference ? ref : ours;
+    if (!shown_probs || head >= shown_probs->n_head) return false;
+    if (v == View::Difference && !same_shape(ours, ref)) return false;
+    if (*source == ours && *ref_source == ref && *built_view == v && *built_range == diff_range && !heatmap.empty())
+        return true;
+
+    const int64_t rows = shown_probs->n_query, cols = shown_probs->n_key;
+    std::vector<float> m(static_cast<size_t>(rows * cols));  // (query, key) row-major
+    for (int64_t q = 0; q < rows; ++q)
+        for (int64_t k = 0; k < cols; ++k) {
+            float value = shown_probs->at(head, q, k);
+            if (v == View::Difference) value = ours->at(head, q, k) - ref->at(head, q, k);
+            m[static_cast<size_t>(q * cols + k)] = value;
+        }
+    // One fixed scale for every cell so heads compare: [0, 1] for probabilities, the grid's
+    // largest |difference| for differences (zero stays white).
+    if (v == View::Difference) {
+        heatmap.map = widgets::Colormap::Diverging;
+        heatmap.range = widgets::HeatmapRange::Fixed;
+        float r = diff_range > 0 ? diff_range : 1e-30f;
+        heatmap.fixed_lo = -r, heatmap.fixed_hi = r;
+        heatmap.value_name = "ours - ref";
+    } else {
+        heatmap.map = widgets::Colormap::Sequential;
+        heatmap.range = widgets::HeatmapRange::Fixed;
+        heatmap.fixed_lo = 0, heatmap.fixed_hi = 1;
+        heatmap.value_name = "p";
+    }
+    heatmap.row_name = "query", heatmap.col_name = "key";
+    heatmap.set(m.data(), static_cast<int>(rows), static_cast<int>(cols), ++version_);
+    *source = ours, *ref_source = ref, *built_view = v, *built_range = diff_range;
+    return true;
+}
+
+void AttentionPanel::draw(DebugContext& ctx) {
+    shown = {};
+    if (!open) return;
+    if (!ImGui::Begin("Attention", &open)) {
+        ImGui::End();
+        return;
+    }
+    const SessionSnapshot* snap = ctx.snap.get();
+    const int64_t focus = ctx.cursor >= 0 ? ctx.cursor : (snap ? snap->cursor : -1);
+    const EventInfo* at = ctx.event(focus);
+    if (!snap || !snap->events || !at) {
+        ImGui::TextDisabled("No run yet: attention maps (softmax of q k^T per layer and head) appear here.");
+        ImGui::End();
+        return;
+    }
+
+    // kq_soft_max-L of the cursor's decode call and micro-batch, by layer.
+    std::vector<const EventInfo*> layers;
+    for (const EventInfo& e : *snap->events)
+        if (e.decode == at->decode && e.ubatch == at->ubatch && e.layer >= 0 &&
+            e.base_name == "kq_soft_max-" + std::to_string(e.layer))
+            layers.push_back(&e);
+    std::sort(layers.begin(), layers.end(), [](const EventInfo* a, const EventInfo* b) { return a->layer < b->layer; });
+    shown.decode = at->decode, shown.ubatch = at->ubatch;
+    if (layers.empty()) {
+        ImGui::TextDisabled("This decode call has no kq_soft_max events: flash attention keeps no probabilities.");
+        ImGui::End();
+        return;
+    }
+    int n_head = 0;
+    for (const EventInfo* e : layers) n_head = std::max<int>(n_head, static_cast<int>(e->ne[2]));
+    shown.layers = static_cast<int>(layers.size()), shown.heads = n_head;
+
+    // Largest |ours - reference| over the whole grid: one diverging scale for every thumbnail.
+    float diff_range = 0;
+    std::string note;
+    int reconstructed = 0, missing = 0;
+    for (const EventInfo* e : layers) {
+        const EventRecord* rec = ctx.record(e->index);
+        if (!rec || !rec->attention) continue;
+        if (rec->ref_attention && rec->ref_attention->reconstructed) ++reconstructed;
+        if (!rec->ref_attention) {
+            ++missing;
+            if (note.empty()) note = rec->ref_attention_note;
+        }
+        if (view == View::Difference && same_shape(rec->attention.get(), rec->ref_attention.get())) {
+            const auto& a = *rec->attention->probs;
+            const auto& b = *rec->ref_attention->probs;
+            for (size_t i = 0; i < a.size(); ++i) diff_range = std::max(diff_range, std::abs(a[i] - b[i]));
+        }
+    }
+    shown.difference_range = diff_range;
+
+    ImGui::Text("decode call %d", at->decode);
+    ImGui::SameLine();
+    int v = static_cast<int>(view);
+    ImGui::RadioButton("ours", &v, 0);
+    ImGui::SameLine();
+    ImGui::RadioButton("reference", &v, 1);
+    ImGui::SameLine();
+    ImGui::RadioButton("difference", &v, 2);
+    view = static_cast<View>(v);
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(100);
+    ImGui::SliderFloat("size", &thumbnail_px, 24.0f, 160.0f, "%.0f px");
+
+    if (!ctx.reference) {
+        shown.reference_note = "no reference loaded";
+    } else if (reconstructed > 0) {
+        shown.reference_note = fmt::format(
+            "reference maps rebuilt from its roped Q and K ({} layers): it ran flash attention, so it kept no softmax",
+            reconstructed);
+    }
+    if (ctx.reference && missing > 0)
+        shown.reference_note += fmt::format("{}reference missing for {} layers: {}", shown.reference_note.empty() ? "" : "; ",
+                                            missing, note.empty() ? "no reason given" : note);
+    if (!shown.reference_note.empty()) {
+        if (missing > 0) ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(pal::kWarn), "%s", shown.reference_note.c_str());
+        else ImGui::TextDisabled("%s", shown.reference_note.c_str());
+    }
+    if (view == View::Difference)
+        ImGui::TextDisabled("blue: ours lower, red: ours higher; scale +-%.3g (the grid's largest |difference|)", diff_range);
+
+    const bool enlarge = selected_layer >= 0 && selected_head >= 0;
+    const float grid_h = enlarge ? std::max(120.0f, ImGui::GetContentRegionAvail().y * 0.42f) : 0.0f;
+    const ImGuiTableFlags flags = ImGuiTableFlags_ScrollX | ImGuiTableFlags_ScrollY | ImGuiTableFlags_BordersInnerV |
+                                  ImGuiTableFlags_SizingFixedFit;
+    if (ImGui::BeginTable("grid", n_head + 1, flags, ImVec2(0, grid_h))) {
+        ImGui::TableSetupScrollFreeze(1, 1);
+        ImGui::TableSetupColumn("layer");
+        for (int h = 0; h < n_head; ++h)
+            ImGui::TableSetupColumn(fmt::format("h{}", h).c_str(), ImGuiTableColumnFlags_WidthFixed, thumbnail_px);
+        ImGui::TableHeadersRow();
+        for (const EventInfo* e : layers) {
+            const EventRecord* rec = ctx.record(e->index);
+            ImGui::PushID(e->layer);
+            ImGui::TableNextRow();
+            ImGui::TableSetColumnIndex(0);
+            if (e->layer == at->layer) ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(pal::kMarker), "L%d", e->layer);
+            else ImGui::Text("L%d", e->layer);
+            if (ImGui::IsItemClicked()) ctx.select(e->index);
+            for (int h = 0; h < n_head; ++h) {
+                ImGui::TableSetColumnIndex(h + 1);
+                Cell& cell = cells_[{e->layer, h}];
+                if (!rec || !fill(*cell.map, *rec, h, view, diff_range, &cell.source, &cell.ref_source, &cell.view,
+                                  &cell.range)) {
+                    ImGui::Dummy(ImVec2(thumbnail_px, thumbnail_px));
+                    continue;
+                }
+                ++shown.thumbnails;
+                shown.n_query = cell.map->rows(), shown.n_key = cell.map->cols();
+                ImGui::PushID(h);
+                const bool selected = e->layer == selected_layer && h == selected_head;
+                if (cell.map->draw_thumbnail("thumb", ImVec2(thumbnail_px, thumbnail_px), selected))
+                    select_cell(e->layer, h);
+                ImGui::PopID();
+            }
+            ImGui::PopID();
+        }
+        ImGui::EndTable();
+    }
+    if (shown.thumbnails == 0) ImGui::TextDisabled("No %s maps in this decode call yet.", view_name(view));
+
+    if (!enlarge) {
+        if (shown.thumbnails > 0) ImGui::TextDisabled("Click a thumbnail to enlarge it with token labels.");
+        ImGui::End();
+        return;
+    }
+    const EventRecord* rec = nullptr;
+    for (const EventInfo* e : layers)
+        if (e->layer == selected_layer) rec = ctx.record(e->index);
+    ImGui::Text("layer %d, head %d: %s", selected_layer, selected_head, view_name(view));
+    ImGui::SameLine();
+    if (ImGui::SmallButton("close")) selected_layer = selected_head = -1;
+    if (!rec || !fill(*enlarged_.map, *rec, selected_head, view, diff_range, &enlarged_.source, &enlarged_.ref_source,
+                      &enlarged_.view, &enlarged_.range)) {
+        ImGui::TextDisabled("No %s map for this layer and head in decode call %d.", view_name(view), at->decode);
+        ImGui::End();
+        return;
+    }
+    shown.enlarged = true;
+    // How peaked the rows are: a normalized entropy near 1 is uniform attention (a KV position
+    // stuck at 0), a row max near 1 everywhere is a saturated softmax (scores far too large).
+    const AttentionProbs* probs = view == View::Reference ? rec->ref_attention.get() : rec->attention.get();
+    if (probs && view != View::Difference) {
+        double entropy_sum = 0, max_sum = 0;
+        int rows = 0;
+        for (int64_t q = 0; q < probs->n_query; ++q) {
+            double h = 0, mx = 0;
+            int valid = 0;
+            for (int64_t k = 0; k < probs->n_key; ++k) {
+                double p = probs->at(selected_head, q, k);
+                if (p > 0) h -= p * std::log(p), ++valid;
+                mx = std::max(mx, p);
+            }
+            if (valid > 1) entropy_sum += h / std::log(static_cast<double>(valid)), max_sum += mx, ++rows;
+        }
+        if (rows > 0)
+            ImGui::TextDisabled("entropy / uniform %.2f (1 = uniform), mean row max %.2f (1 = saturated)",
+                                entropy_sum / rows, max_sum / rows);
+    }
+    const int64_t first_query = probs ? probs->first_query_pos : 0;
+    const Tokenizer* tokenizer = ctx.model ? ctx.model->tokenizer() : nullptr;
+    std::shared_ptr<const SessionSnapshot> keep = ctx.snap;  // the labels outlive this frame's locals
+    enlarged_.map->row_label = [keep, tokenizer, first_query](int row) { return piece_at(*keep, tokenizer, first_query + row); };
+    enlarged_.map->col_label = [keep, tokenizer](int col) { return piece_at(*keep, tokenizer, col); };
+    enlarged_.map->draw("enlarged", ImVec2(0, std::max(160.0f, ImGui::GetContentRegionAvail().y)));
+    ImGui::End();
+}
+
+}  // namespace ls::views

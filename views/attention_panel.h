@@ -1,0 +1,56 @@
+// Attention heatmaps: a layer x head grid of query x key thumbnails for the cursor's decode call,
+// one enlarged with token labels; ours, the reference's, or their difference.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "debug_context.h"
+#include "widgets/heatmap.h"
+
+namespace ls::views {
+
+struct AttentionPanel {
+    enum class View { Ours, Reference, Difference };
+
+    bool open = true;
+    View view = View::Ours;
+    float thumbnail_px = 56.0f;
+    int selected_layer = -1, selected_head = -1;  // the enlarged map; -1: none
+
+    void select_cell(int layer, int head) { selected_layer = layer, selected_head = head; }
+
+    struct Shown {
+        int decode = -1, ubatch = -1;
+        int layers = 0, heads = 0;   // grid size
+        int thumbnails = 0;          // cells with a map in the current view
+        int64_t n_query = 0, n_key = 0;
+        bool enlarged = false;
+        float difference_range = 0;  // max |ours - reference| over the grid
+        std::string reference_note;  // reconstructed / missing, as shown
+    };
+    Shown shown;
+
+    void draw(DebugContext& ctx);
+
+private:
+    struct Cell {
+        std::unique_ptr<widgets::Heatmap> map = std::make_unique<widgets::Heatmap>();
+        const void* source = nullptr;  // the AttentionProbs (ours) it was built from
+        const void* ref_source = nullptr;
+        View view = View::Ours;
+        float range = 0;
+    };
+    // Fills `heatmap` with one head's map in `view`; false when the view has no data.
+    bool fill(widgets::Heatmap& heatmap, const EventRecord& rec, int head, View view, float diff_range,
+              const void** source, const void** ref_source, View* built_view, float* built_range);
+
+    std::map<std::pair<int, int>, Cell> cells_;  // by (layer, head)
+    Cell enlarged_;
+    uint64_t version_ = 0;
+};
+
+}  // namespace ls::views

@@ -1,0 +1,43 @@
+// What every debugger panel reads and how it talks back: the latest session snapshot (immutable),
+// the one cursor all panels follow, and the session to send commands to.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "session/session.h"
+
+namespace ls::views {
+
+struct DebugContext {
+    // Never null while a model or a capture is open; an empty snapshot otherwise.
+    std::shared_ptr<const SessionSnapshot> snap;
+    // The live session, or nullptr when a capture (a dump) is opened without its model: panels
+    // then show what the capture holds and offer no commands.
+    Session* session = nullptr;
+    const Model* model = nullptr;              // nullptr without a model
+    const ReferenceDump* reference = nullptr;  // the loaded reference, if any
+    std::string reference_path;
+
+    // The selected event: the one cursor every panel follows. Panels change it with select();
+    // the main view applies the request after the frame.
+    int64_t cursor = -1;
+    int64_t requested_cursor = -2;
+    void select(int64_t index) { requested_cursor = index; }
+
+    // One line for the app's state log (tests read it) and the status bar.
+    std::function<void(const std::string&)> log = [](const std::string&) {};
+
+    const EventInfo* event(int64_t index) const {
+        if (!snap || !snap->events || index < 0 || index >= static_cast<int64_t>(snap->events->size())) return nullptr;
+        return &(*snap->events)[static_cast<size_t>(index)];
+    }
+    const EventRecord* record(int64_t index) const { return snap ? snap->record(index) : nullptr; }
+    std::shared_ptr<const CapturedTensor> capture(int64_t index) const {
+        return snap ? snap->capture(index) : nullptr;
+    }
+};
+
+}  // namespace ls::views

@@ -1,0 +1,164 @@
+// Prompt panel (see prompt_panel.h).
+#include "prompt_panel.h"
+
+#include <fmt/format.h>
+#include <imgui.h>
+#include <imgui_stdlib.h>
+
+#include "forward/model.h"
+#include "tokenizer/chat_template.h"
+
+namespace ls::views {
+
+namespace {
+
+// Pieces shown so that whitespace and control bytes are visible: a piece of "\n" and one of " "
+// must not look alike.
+std::string escaped(const std::string& s) {
+    std::string out;
+    for (unsigned char c : s) {
+        if (c == '\n') out += "\\n";
+        else if (c == '\t') out += "\\t";
+        else if (c == '\r') out += "\\r";
+        else if (c == '\\') out += "\\\\";
+        else if (c < 0x20 || c == 0x7f) out += fmt::format("\\x{:02x}", c);
+        else out += static_cast<char>(c);
+    }
+    return out;
+}
+
+std::string piece_of(const DebugContext& ctx, int32_t id) {
+    const Tokenizer* tok = ctx.model ? ctx.model->tokenizer() : nullptr;
+    return tok && tok->valid(id) ? tok->token_to_piece(id, true) : std::string();
+}
+
+}  // namespace
+
+Result<std::string> PromptPanel::final_prompt(const DebugContext& ctx) const {
+    if (!use_chat_template) return prompt;
+    Result<ChatTemplateFamily> family = make_error(ErrorCode::kUsage, "no model");
+    if (template_choice == 0) {
+        if (!ctx.model) return make_error(ErrorCode::kUsage, "no model open: its chat template is unknown");
+        family = chat_template_from_gguf(ctx.model->file());
+    } else {
+        const std::vector<std::string> names = chat_template_family_names();
+        if (template_choice - 1 >= static_cast<int>(names.size())) return make_error(ErrorCode::kUsage, "no such template");
+        family = chat_template_family_from_name(names[template_choice - 1]);
+    }
+    if (!family) return family.error();
+    return apply_chat_template(family.value(), {{"user", prompt}}, true);
+}
+
+bool PromptPanel::run(DebugContext& ctx) {
+    if (!ctx.session) return false;
+    auto text = final_prompt(ctx);
+    if (!text) {
+        status_ = text.error().message;
+        return false;
+    }
+    status_.clear();
+    ctx.session->set_prompt(text.value(), add_special, parse_special);
+    ctx.session->generate(n_generate);
+    ctx.log(fmt::format("prompt run: {} bytes, generate {}", text.value().size(), n_generate));
+    return true;
+}
+
+void PromptPanel::draw(DebugContext& ctx) {
+    if (!open) return;
+    if (!ImGui::Begin("Prompt", &open)) {
+        ImGui::End();
+        return;
+    }
+    if (family_names_.empty()) family_names_ = chat_template_family_names();
+
+    ImGui::InputTextMultiline("##prompt", &prompt, ImVec2(-1, ImGui::GetTextLineHeight() * 5));
+    ImGui::Checkbox("chat template", &use_chat_template);
+    ImGui::SameLine();
+    ImGui::BeginDisabled(!use_chat_template);
+    const std::string current = template_choice == 0 ? std::string("model's own")
+                                                     : family_names_[static_cast<size_t>(template_choice - 1)];
+    ImGui::SetNextItemWidth(160);
+    if (ImGui::BeginCombo("##family", current.c_str())) {
+        if (ImGui::Selectable("model's own", template_choice == 0)) template_choice = 0;
+        for (size_t i = 0; i < family_names_.size(); ++i) {
+            ImGui::PushID(static_cast<int>(i));
+            if (ImGui::Selectable(family_names_[i].c_str(), template_choice == static_cast<int>(i) + 1))
+                template_choice = static_cast<int>(i) + 1;
+            ImGui::PopID();
+        }
+        ImGui::EndCombo();
+    }
+    ImGui::EndDisabled();
+    ImGui::SameLine();
+    ImGui::Checkbox("add special", &add_special);
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("BOS/EOS as the vocabulary asks (tokenizer.ggml.add_bos_token)");
+    ImGui::SameLine();
+    ImGui::Checkbox("parse special", &parse_special);
+
+    ImGui::SetNextItemWidth(100);
+    ImGui::InputInt("tokens to generate", &n_generate);
+    if (n_generate < 0) n_generate = 0;
+    ImGui::SameLine();
+    ImGui::BeginDisabled(!ctx.session);
+    if (ImGui::Button("Run")) run(ctx);
+    ImGui::EndDisabled();
+    if (!ctx.session) {
+        ImGui::SameLine();
+        ImGui::TextDisabled("(no live session: a capture opened alone)");
+    }
+    if (!status_.empty()) ImGui::TextColored({1.0f, 0.4f, 0.4f, 1.0f}, "%s", status_.c_str());
+    if (use_chat_template && ImGui::TreeNode("templated text")) {
+        auto text = final_prompt(ctx);
+        ImGui::TextWrapped("%s", text ? escaped(text.value()).c_str() : text.error().message.c_str());
+        ImGui::TreePop();
+    }
+    ImGui::Separator();
+    draw_tokens(ctx);
+    ImGui::End();
+}
+
+void PromptPanel::draw_tokens(const DebugContext& ctx) {
+    const SessionSnapshot* s = ctx.snap.get();
+    if (!s || s->tokens.empty()) {
+        ImGui::TextDisabled("No tokens yet: write a prompt and press Run.");
+        return;
+    }
+    const size_t n_prompt = s->tokens.size();
+    // Decode call d >= 1 consumes decode_inputs[d]; the last generated token is not evaluated yet.
+    const size_t n_generated = s->generated.size();
+    ImGui::Text("%zu prompt tokens, %zu generated", n_prompt, n_generated);
+    if (!ImGui::BeginTable("tokens", 4, ImGuiTableFlags_RowBg | ImGuiTableFlags_Borders | ImGuiTableFlags_ScrollY |
+                                            ImGuiTableFlags_Resizable))
+        return;
+    ImGui::TableSetupScrollFreeze(0, 1);
+    ImGui::TableSetupColumn("#", ImGuiTableColumnFlags_WidthFixed);
+    ImGui::TableSetupColumn("id", ImGuiTableColumnFlags_WidthFixed);
+    ImGui::TableSetupColumn("piece", ImGuiTableColumnFlags_WidthStretch);
+    ImGui::TableSetupColumn("from", ImGuiTableColumnFlags_WidthFixed);
+    ImGui::TableHeadersRow();
+    ImGuiListClipper clipper;
+    clipper.Begin(static_cast<int>(n_prompt + n_generated));
+    while (clipper.Step()) {
+        for (int row = clipper.DisplayStart; row < clipper.DisplayEnd; ++row) {
+            const bool is_prompt = static_cast<size_t>(row) < n_prompt;
+            const size_t g = static_cast<size_t>(row) - n_prompt;
+            const int32_t id = is_prompt ? s->tokens[row] : s->generated[g];
+            const std::string piece = is_prompt && static_cast<size_t>(row) < s->pieces.size() && !s->pieces[row].empty()
+                                          ? s->pieces[row]
+                                          : piece_of(ctx, id);
+            ImGui::TableNextRow();
+            ImGui::TableNextColumn();
+            ImGui::Text("%d", row);
+            ImGui::TableNextColumn();
+            ImGui::Text("%d", id);
+            ImGui::TableNextColumn();
+            ImGui::TextUnformatted(fmt::format("'{}'", escaped(piece)).c_str());
+            ImGui::TableNextColumn();
+            if (is_prompt) ImGui::TextUnformatted("prompt");
+            else ImGui::TextColored({0.55f, 0.85f, 0.55f, 1.0f}, "decode %zu", g);
+        }
+    }
+    ImGui::EndTable();
+}
+
+}  // namespace ls::views

@@ -1,0 +1,35 @@
+// Prompt panel: the prompt text, chat template and special-token choices, "Run", and the table of
+// token ids and pieces that actually enter the model, then the generated ones.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "debug_context.h"
+
+namespace ls::views {
+
+struct PromptPanel {
+    bool open = true;
+    std::string prompt = "Once upon a time";
+    bool use_chat_template = false;
+    int template_choice = 0;     // 0: the model's tokenizer.chat_template; k: family_names[k - 1]
+    bool add_special = true;     // BOS/EOS as the vocabulary asks
+    bool parse_special = true;   // "<|im_start|>" written in the prompt is one token
+    int n_generate = 8;          // greedy decode calls after the prompt
+
+    // Usage (main view): `PromptPanel prompt; ... prompt.draw(ctx);` every frame. "Run" sends
+    // set_prompt and generate(n_generate) to ctx.session; without a session it only shows tokens.
+    void draw(DebugContext& ctx);
+    // What "Run" does: the prompt after the chat template (or an error saying why not).
+    Result<std::string> final_prompt(const DebugContext& ctx) const;
+    bool run(DebugContext& ctx);
+
+private:
+    void draw_tokens(const DebugContext& ctx);
+
+    std::vector<std::string> family_names_;  // filled once
+    std::string status_;                     // the last "Run" error, shown under the button
+};
+
+}  // namespace ls::views
