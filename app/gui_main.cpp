@@ -46,6 +46,14 @@ bool save_framebuffer_png(GLFWwindow* window, const std::string& path) {
 void glfw_error(int code, const char* description) { std::fprintf(stderr, "GLFW error %d: %s\n", code, description); }
 
 std::vector<std::string> g_dropped;  // paths dropped on the window, taken by the loop
+std::vector<KeyPress> g_keys;        // key presses since the last frame, taken by the loop
+
+// ImGui 1.86 sees a key only if it is still down at the next frame, so a quick tap during a slow
+// frame would be lost: presses are queued here, then passed on to ImGui.
+void on_key(GLFWwindow* window, int key, int scancode, int action, int mods) {
+    if (action == GLFW_PRESS) g_keys.push_back({key, mods});
+    ImGui_ImplGlfw_KeyCallback(window, key, scancode, action, mods);
+}
 void on_drop(GLFWwindow*, int count, const char** paths) {
     for (int i = 0; i < count; ++i) g_dropped.emplace_back(paths[i]);
 }
@@ -108,6 +116,7 @@ int run_gui(const GuiOptions& options) {
     ImGui::StyleColorsDark();
     ImGui::GetStyle().ScaleAllSizes(scale);
     ImGui_ImplGlfw_InitForOpenGL(window, true);
+    glfwSetKeyCallback(window, on_key);
     ImGui_ImplOpenGL3_Init("#version 330 core");
 
     int exit_code = kExitOk;
@@ -139,6 +148,8 @@ int run_gui(const GuiOptions& options) {
         glfwPollEvents();
         for (const std::string& path : g_dropped) view->open(path);
         g_dropped.clear();
+        view->keys = std::move(g_keys);
+        g_keys.clear();
         std::string script_shot;
         if (script) {
             auto r = script->step(*view);

@@ -67,6 +67,8 @@ Result<std::string> GuiScript::step(MainView& view) {
             std::string name, state;
             a >> name >> state;
             if (!view.set_panel(name, state != "off")) return bad("unknown panel");
+        } else if (cmd == "zoom") {
+            view.zoom_panel(arg == "off" ? "" : arg);
         } else if (cmd == "panels" && arg == "all") {
             view.open_all_panels();
         } else if (cmd == "select") {

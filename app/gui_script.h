@@ -3,6 +3,7 @@
 //   open PATH | reference PATH | demo | fault NAME
 //   key F10 | key F11 | key Shift+F11 | key F5        step op / layer / token, continue
 //   panel NAME on|off | panels all                  show a panel (and bring it to the front)
+//   zoom NAME | zoom off                            one panel alone over the whole window
 //   select DUMP_NAME                                move the cursor
 //   wait                                            until the session stops running
 //   frames N                                        render N frames

@@ -6,6 +6,7 @@
 #include <imgui.h>
 
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -173,6 +174,18 @@ bool MainView::set_panel(const std::string& name, bool open) {
     return false;
 }
 
+void MainView::zoom_panel(const std::string& name) {
+    if (name.empty() || name == zoom_) {
+        if (!zoom_.empty()) zoom_restore_ = zoom_;
+        zoom_.clear();
+        log("zoom off");
+        return;
+    }
+    set_panel(name, true);
+    zoom_ = name;
+    log("zoom " + name);
+}
+
 void MainView::open_all_panels() {
     for (PanelEntry& e : panels_) *e.open = true;
     log("panels all on");
@@ -195,27 +208,28 @@ views::DebugContext MainView::make_context() {
 }
 
 void MainView::handle_keys() {
-    ImGuiIO& io = ImGui::GetIO();
-    if (io.WantTextInput) return;  // typing in a text field
-    auto pressed = [](int key) { return ImGui::IsKeyPressed(key, false); };
-    if (io.KeyCtrl && pressed(GLFW_KEY_O)) p_->open_dialog.show(""), reference_dialog_ = false;
-    if (io.KeyCtrl && pressed(GLFW_KEY_R)) p_->open_dialog.show(""), reference_dialog_ = true;
-    if (io.KeyCtrl && pressed(GLFW_KEY_Q)) quit = true;
-    if (io.KeyCtrl && pressed(GLFW_KEY_E)) set_panel("export", true);
-    if (io.KeyCtrl)
-        for (int k = 0; k <= 9; ++k)
-            if (pressed(GLFW_KEY_0 + k)) {
-                const size_t index = k == 0 ? 9 : static_cast<size_t>(k - 1);
-                if (index < panels_.size()) set_panel(panels_[index].name, !*panels_[index].open || focus_request_.empty());
-            }
-    if (pressed(GLFW_KEY_F10)) step_op();
-    if (pressed(GLFW_KEY_F11) && !io.KeyShift) step_layer();
-    if (pressed(GLFW_KEY_F11) && io.KeyShift) step_token();
-    if (pressed(GLFW_KEY_F5)) continue_run();
-    if (pressed(GLFW_KEY_F12)) {
-        std::string dir = screenshot_dir.empty() ? "." : screenshot_dir;
-        pending_screenshot = fmt::format("{}/layerscope-{:03d}.png", dir, ++screenshot_count_);
-        log("screenshot " + pending_screenshot);
+    std::vector<KeyPress> presses = std::move(keys);
+    keys.clear();
+    if (ImGui::GetIO().WantTextInput) return;  // typing in a text field
+    for (const KeyPress& k : presses) {
+        const bool ctrl = k.mods & GLFW_MOD_CONTROL, shift = k.mods & GLFW_MOD_SHIFT;
+        if (ctrl && k.key == GLFW_KEY_O) p_->open_dialog.show(""), reference_dialog_ = false;
+        else if (ctrl && k.key == GLFW_KEY_R) p_->open_dialog.show(""), reference_dialog_ = true;
+        else if (ctrl && k.key == GLFW_KEY_Q) quit = true;
+        else if (ctrl && k.key == GLFW_KEY_E) set_panel("export", true);
+        else if (ctrl && k.key >= GLFW_KEY_0 && k.key <= GLFW_KEY_9) {
+            const size_t index = k.key == GLFW_KEY_0 ? 9 : static_cast<size_t>(k.key - GLFW_KEY_1);
+            if (index < panels_.size()) zoom_panel(panels_[index].name);
+        } else if (k.key == GLFW_KEY_ESCAPE && !zoom_.empty()) zoom_panel("");
+        else if (k.key == GLFW_KEY_F10) step_op();
+        else if (k.key == GLFW_KEY_F11 && !shift) step_layer();
+        else if (k.key == GLFW_KEY_F11 && shift) step_token();
+        else if (k.key == GLFW_KEY_F5) continue_run();
+        else if (k.key == GLFW_KEY_F12) {
+            std::string dir = screenshot_dir.empty() ? "." : screenshot_dir;
+            pending_screenshot = fmt::format("{}/layerscope-{:03d}.png", dir, ++screenshot_count_);
+            log("screenshot " + pending_screenshot);
+        }
     }
 }
 
@@ -254,45 +268,55 @@ void MainView::draw() {
     else p_->status.doctor.clear();
     p_->status.title = doc_.title();
 
-    auto first_use = [](float x, float y, float w, float h) {
-        const ImGuiViewport* vp = ImGui::GetMainViewport();
-        const float top = ImGui::GetFrameHeight();
-        const float bottom = 2 * ImGui::GetTextLineHeightWithSpacing() + 2 * ImGui::GetStyle().WindowPadding.y;
-        const float area = vp->Size.y - top - bottom;
-        ImGui::SetNextWindowPos(ImVec2(vp->Pos.x + x * vp->Size.x, vp->Pos.y + top + y * area), ImGuiCond_FirstUseEver);
-        ImGui::SetNextWindowSize(ImVec2(w * vp->Size.x, h * area), ImGuiCond_FirstUseEver);
-    };
-    // Left column: stepping over the event browser; middle: inspector over attention; right:
-    // divergence over logits. Secondary panels open on top where there is room.
-    first_use(0.0f, 0.0f, 0.27f, 0.30f);
-    p_->stepping.draw(ctx);
-    first_use(0.0f, 0.30f, 0.27f, 0.70f);
-    p_->events.draw(ctx);
-    first_use(0.27f, 0.0f, 0.40f, 0.50f);
-    p_->inspector.draw(ctx);
-    first_use(0.27f, 0.50f, 0.40f, 0.50f);
-    p_->attention.draw(ctx);
-    first_use(0.67f, 0.0f, 0.33f, 0.50f);
-    p_->divergence.draw(ctx);
-    first_use(0.67f, 0.50f, 0.33f, 0.50f);
-    p_->logits.draw(ctx);
-    first_use(0.27f, 0.0f, 0.40f, 1.0f);
-    p_->histograms.draw(ctx);
-    first_use(0.27f, 0.50f, 0.40f, 0.50f);
-    p_->qk.draw(ctx);
-    first_use(0.0f, 0.30f, 0.27f, 0.70f);
-    p_->prompt.draw(ctx);
-    first_use(0.67f, 0.0f, 0.33f, 0.60f);
-    p_->faults.draw(ctx);
-    first_use(0.67f, 0.50f, 0.33f, 0.50f);
-    p_->export_panel.draw(ctx);
+    // Layout of 1280x800 at first use: left column stepping over the event browser; middle the
+    // inspector over attention; right divergence over logits; secondary panels on top where there
+    // is room. A zoomed panel (Ctrl+1..0) fills the whole area alone until Escape.
     const views::ModelDocument* model_doc = doc_.model_document().get();
-    first_use(0.0f, 0.0f, 0.55f, 1.0f);
-    if (p_->model.open && p_->model.draw(model_doc)) p_->weights.select(model_doc, p_->model.selected_tensor);
-    first_use(0.55f, 0.0f, 0.45f, 0.55f);
-    if (p_->weights.open) p_->weights.draw();
-    first_use(0.55f, 0.55f, 0.45f, 0.45f);
-    if (p_->lints.open) p_->lints.draw(model_doc);
+    struct Slot {
+        const char* name;
+        float x, y, w, h;
+        std::function<void()> draw;
+    };
+    const Slot slots[] = {
+        {"stepping", 0.0f, 0.0f, 0.27f, 0.30f, [&] { p_->stepping.draw(ctx); }},
+        {"events", 0.0f, 0.30f, 0.27f, 0.70f, [&] { p_->events.draw(ctx); }},
+        {"tensor", 0.27f, 0.0f, 0.40f, 0.50f, [&] { p_->inspector.draw(ctx); }},
+        {"attention", 0.27f, 0.50f, 0.40f, 0.50f, [&] { p_->attention.draw(ctx); }},
+        {"divergence", 0.67f, 0.0f, 0.33f, 0.50f, [&] { p_->divergence.draw(ctx); }},
+        {"logits", 0.67f, 0.50f, 0.33f, 0.50f, [&] { p_->logits.draw(ctx); }},
+        {"histograms", 0.27f, 0.0f, 0.40f, 1.0f, [&] { p_->histograms.draw(ctx); }},
+        {"qk", 0.27f, 0.50f, 0.40f, 0.50f, [&] { p_->qk.draw(ctx); }},
+        {"prompt", 0.0f, 0.30f, 0.27f, 0.70f, [&] { p_->prompt.draw(ctx); }},
+        {"faults", 0.67f, 0.0f, 0.33f, 0.60f, [&] { p_->faults.draw(ctx); }},
+        {"export", 0.67f, 0.50f, 0.33f, 0.50f, [&] { p_->export_panel.draw(ctx); }},
+        {"model", 0.0f, 0.0f, 0.55f, 1.0f,
+         [&] {
+             if (p_->model.open && p_->model.draw(model_doc)) p_->weights.select(model_doc, p_->model.selected_tensor);
+         }},
+        {"weights", 0.55f, 0.0f, 0.45f, 0.55f, [&] { if (p_->weights.open) p_->weights.draw(); }},
+        {"lints", 0.55f, 0.55f, 0.45f, 0.45f, [&] { if (p_->lints.open) p_->lints.draw(model_doc); }},
+    };
+    const ImGuiViewport* vp = ImGui::GetMainViewport();
+    const float top = ImGui::GetFrameHeight();
+    const float bottom = 2 * ImGui::GetTextLineHeightWithSpacing() + 2 * ImGui::GetStyle().WindowPadding.y;
+    const float area = vp->Size.y - top - bottom;
+    for (const Slot& slot : slots) {
+        if (!zoom_.empty() && zoom_ != slot.name) continue;
+        if (zoom_ == slot.name) {
+            ImGui::SetNextWindowPos(ImVec2(vp->Pos.x, vp->Pos.y + top), ImGuiCond_Always);
+            ImGui::SetNextWindowSize(ImVec2(vp->Size.x, area), ImGuiCond_Always);
+        } else if (!zoom_restore_.empty()) {
+            // Back from a zoom: every panel returns to its place.
+            ImGui::SetNextWindowPos(ImVec2(vp->Pos.x + slot.x * vp->Size.x, vp->Pos.y + top + slot.y * area), ImGuiCond_Always);
+            ImGui::SetNextWindowSize(ImVec2(slot.w * vp->Size.x, slot.h * area), ImGuiCond_Always);
+        } else {
+            ImGui::SetNextWindowPos(ImVec2(vp->Pos.x + slot.x * vp->Size.x, vp->Pos.y + top + slot.y * area),
+                                    ImGuiCond_FirstUseEver);
+            ImGui::SetNextWindowSize(ImVec2(slot.w * vp->Size.x, slot.h * area), ImGuiCond_FirstUseEver);
+        }
+        slot.draw();
+    }
+    zoom_restore_.clear();
 
     if (!focus_request_.empty()) {
         ImGui::SetWindowFocus(focus_request_.c_str());

@@ -12,6 +12,11 @@
 
 namespace ls::app {
 
+struct KeyPress {
+    int key;   // GLFW_KEY_*
+    int mods;  // GLFW_MOD_*
+};
+
 struct PanelEntry {
     const char* name;      // script / settings name: "events", "attention", ...
     const char* title;     // View menu label
@@ -36,11 +41,14 @@ public:
     bool select_event(const std::string& dump_name);
     bool set_panel(const std::string& name, bool open);  // also brings it to the front
     void open_all_panels();
+    // Shows one panel alone over the whole area (Ctrl+1..0); the same name or "" restores.
+    void zoom_panel(const std::string& name);
     // True while the session evaluates.
     bool busy();
     uint64_t snapshot_version() { return doc_.snapshot()->version; }
 
     void draw();  // one frame of UI
+    std::vector<KeyPress> keys;  // presses since the last frame (the loop fills it)
     bool quit = false;
 
     // The state log: one line per action and per change of cursor or state, for tests.
@@ -71,6 +79,8 @@ private:
     int screenshot_count_ = 0;
     std::FILE* state_log_ = nullptr;
     std::string focus_request_;  // a panel to bring to the front next frame
+    std::string zoom_;           // the panel shown alone, "" for the normal layout
+    std::string zoom_restore_;   // set for one frame after a zoom ends
     bool reference_dialog_ = false;
 };
 
