@@ -49,6 +49,19 @@ TEST(RunCli, GreedyTextMatchesLlamaCompletion) {
     }
 }
 
+// llama.cpp (commit de3ff81, the fixtures' version; greedy, 32 tokens after "Once upon a time")
+// generates this continuation on stories260K; no fixture file records it, so it is written here.
+TEST(RunCli, Stories260KOnceUponATime32Tokens) {
+    LS_REQUIRE_FIXTURES();
+    auto r = test::run_layerscope("run -m '" + test::fixture_path("models/stories260K.gguf") + "' -p 'Once upon a time' -n 32");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_EQ(line_after(r.out, "text:    "),
+              " Once upon a time, there was a little girl named Lily. She loved to play outside in the park. One day, she saw");
+    EXPECT_EQ(line_after(r.out, "generated: "),
+              "32 tokens: 432 383 286 261 376 298 315 421 395 317 426 338 401 396 267 337 410 408 419 292 411 322 265 282 295 "
+              "433 426 385 328 432 358 394");
+}
+
 TEST(RunCli, DumpLinesUpWithLlamaCppsDump) {
     LS_REQUIRE_FIXTURES();
     std::string dir = test::make_temp_dir();
