@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "token_list.h"
 #include "compare/compare_run.h"
 #include "compare/doctor.h"
 #include "tokenizer/chat_template.h"
@@ -20,22 +21,7 @@ int fail(const Error& e) {
 }
 
 Result<std::vector<int32_t>> prompt_tokens(const CompareOptions& o, const Model& model) {
-    if (!o.tokens.empty()) {
-        std::vector<int32_t> ids;
-        size_t at = 0;
-        while (at <= o.tokens.size()) {
-            size_t comma = o.tokens.find(',', at);
-            std::string item = o.tokens.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
-            char* end = nullptr;
-            long v = std::strtol(item.c_str(), &end, 10);
-            if (item.empty() || *end != '\0' || v < 0)
-                return make_error(ErrorCode::kUsage, fmt::format("--tokens: \"{}\" is not a token id", item));
-            ids.push_back(static_cast<int32_t>(v));
-            if (comma == std::string::npos) break;
-            at = comma + 1;
-        }
-        return ids;
-    }
+    if (!o.tokens.empty()) return parse_token_list(o.tokens);
     if (o.prompt.empty()) return std::vector<int32_t>{};  // the reference's own prompt tokens
     if (!model.tokenizer()) return make_error(ErrorCode::kBadInput, o.model_path + " has no tokenizer; use --tokens");
     return model.tokenizer()->encode(o.prompt, true, true);

@@ -8,6 +8,7 @@
 
 #include "capture/export.h"
 #include "commands.h"
+#include "token_list.h"
 #include "compare/reference_formats.h"
 #include "forward/generate.h"
 #include "tokenizer/chat_template.h"
@@ -24,25 +25,6 @@ int fail(const Error& e) {
     }
 }
 
-Result<std::vector<int32_t>> parse_tokens(const std::string& text) {
-    std::vector<int32_t> ids;
-    std::stringstream in(text);
-    std::string item;
-    while (std::getline(in, item, ',')) {
-        size_t used = 0;
-        long long v = -1;
-        try {
-            v = std::stoll(item, &used);
-        } catch (...) {
-            used = 0;
-        }
-        if (used == 0 || used != item.size() || v < 0 || v > INT32_MAX)
-            return make_error(ErrorCode::kUsage, fmt::format("--tokens: \"{}\" is not a token id; expected e.g. --tokens 1,403,407", item));
-        ids.push_back(static_cast<int32_t>(v));
-    }
-    if (ids.empty()) return make_error(ErrorCode::kUsage, "--tokens is empty; expected e.g. --tokens 1,403,407");
-    return ids;
-}
 
 // A model run whose selected events become the export set.
 Result<ExportSet> run_model(const ExportCmdOptions& o, const std::vector<std::string>& globs) {
@@ -57,7 +39,7 @@ Result<ExportSet> run_model(const ExportCmdOptions& o, const std::vector<std::st
     std::string prompt = o.prompt;
     std::vector<int32_t> tokens;
     if (!o.tokens.empty()) {
-        auto ids = parse_tokens(o.tokens);
+        auto ids = parse_token_list(o.tokens);
         if (!ids) return ids.error();
         tokens = ids.value();
     } else {

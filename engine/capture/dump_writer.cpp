@@ -40,7 +40,7 @@ void DumpWriter::add_logits(int decode, const std::vector<float>& logits, int64_
     tensors_.push_back(std::move(c));
 }
 
-Status DumpWriter::write(const std::string& path, const DumpInfo& info) const {
+std::vector<GgufKV> dump_run_metadata(const DumpInfo& info) {
     auto i32s = [](const std::vector<int32_t>& v) {
         std::vector<GgufValue> items;
         for (int32_t x : v) items.push_back(GgufValue::make_i32(x));
@@ -58,7 +58,7 @@ Status DumpWriter::write(const std::string& path, const DumpInfo& info) const {
         {"dump.prompt_token_pieces", GgufValue::make_string_array(info.prompt_token_pieces)},
         {"dump.n_predict", GgufValue::make_i32(info.n_predict)},
     };
-    if (info.n_predict > 0) {
+    if (info.n_predict > 0 || !info.generated_tokens.empty()) {
         kv.push_back({"dump.generated_tokens", i32s(info.generated_tokens)});
         kv.push_back({"dump.generated_text", GgufValue::make_string(info.generated_text)});
     }
@@ -72,6 +72,11 @@ Status DumpWriter::write(const std::string& path, const DumpInfo& info) const {
     kv.push_back({"dump.naming", GgufValue::make_string(
                                      "tensor = llama.cpp name; '#k' = k-th occurrence of that name within one graph eval; "
                                      "'@d' = decode call d >= 1; '@d.u' = ubatch u >= 1 of decode call d")});
+    return kv;
+}
+
+Status DumpWriter::write(const std::string& path, const DumpInfo& info) const {
+    std::vector<GgufKV> kv = dump_run_metadata(info);
 
     std::vector<std::string> orig, op, src, type;
     std::vector<GgufValue> decode, ubatch, node, kind;

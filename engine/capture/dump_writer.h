@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "forward/event.h"
+#include "gguf/gguf.h"
 #include "util/result.h"
 
 namespace ls {
@@ -27,6 +28,9 @@ struct DumpInfo {
     bool flash_attn = false, all_logits = false;
     std::string system_info;  // backend and math mode
 };
+
+// The run-level dump.* keys for `info` (the per-tensor dump.tensor.* arrays are not included).
+std::vector<GgufKV> dump_run_metadata(const DumpInfo& info);
 
 // Collects host copies of every event (an EventSink) and the logits of each decode call, then
 // writes them atomically.

@@ -111,37 +111,7 @@ bool wants_cancel(const ExportOptions& o, size_t done, size_t total) {
 }
 
 std::vector<GgufKV> dump_metadata(const ExportSet& set) {
-    if (!set.source_metadata.empty()) return set.source_metadata;
-    const DumpInfo& info = set.info;
-    auto i32s = [](const std::vector<int32_t>& v) {
-        std::vector<GgufValue> items;
-        for (int32_t x : v) items.push_back(GgufValue::make_i32(x));
-        return GgufValue::make_array(GgufValueType::INT32, std::move(items));
-    };
-    std::vector<GgufKV> kv = {
-        {"dump.format_version", GgufValue::make_u32(1)},
-        {"dump.tool", GgufValue::make_string(info.tool)},
-        {"dump.model_path", GgufValue::make_string(info.model_path)},
-        {"dump.model_desc", GgufValue::make_string(info.model_desc)},
-        {"dump.prompt", GgufValue::make_string(info.prompt)},
-        {"dump.add_special", GgufValue::make_bool(info.add_special)},
-        {"dump.add_bos", GgufValue::make_bool(info.add_bos)},
-        {"dump.prompt_tokens", i32s(info.prompt_tokens)},
-        {"dump.prompt_token_pieces", GgufValue::make_string_array(info.prompt_token_pieces)},
-        {"dump.n_predict", GgufValue::make_i32(info.n_predict)},
-        {"dump.generated_tokens", i32s(info.generated_tokens)},
-        {"dump.generated_text", GgufValue::make_string(info.generated_text)},
-        {"dump.decode_n_tokens", i32s(info.decode_n_tokens)},
-        {"dump.n_ctx", GgufValue::make_u32(info.n_ctx)},
-        {"dump.n_ubatch", GgufValue::make_u32(info.n_ubatch)},
-        {"dump.n_threads", GgufValue::make_i32(info.n_threads)},
-        {"dump.flash_attn", GgufValue::make_string(info.flash_attn ? "on" : "off")},
-        {"dump.all_logits", GgufValue::make_bool(info.all_logits)},
-        {"dump.system_info", GgufValue::make_string(info.system_info)},
-        {"dump.naming", GgufValue::make_string("tensor = llama.cpp name; '#k' = k-th occurrence of that name within one "
-                                               "graph eval; '@d' = decode call d >= 1; '@d.u' = ubatch u >= 1 of decode call d")},
-    };
-    return kv;
+    return set.source_metadata.empty() ? dump_run_metadata(set.info) : set.source_metadata;
 }
 
 Result<ExportSummary> write_gguf(const ExportSet& set, const ExportOptions& o, const std::string& path) {
