@@ -83,7 +83,7 @@ inline GgufBuilder make_small_gguf() {
     b.mark("kv3.count");
     b.put<uint64_t>(2);
     for (int i = 0; i < 2; ++i) {
-        b.mark("kv3.inner" + std::to_string(i));
+        b.mark(std::string("kv3.inner").append(std::to_string(i)));
         b.put<uint32_t>(5);  // i32
         b.put<uint64_t>(2);
         b.put<int32_t>(10 * i);
@@ -94,7 +94,7 @@ inline GgufBuilder make_small_gguf() {
     const int64_t ne[3][2] = {{8, 1}, {16, 1}, {4, 2}};
     const uint64_t offsets[3] = {0, 32, 96};
     for (int i = 0; i < 3; ++i) {
-        std::string t = "t" + std::to_string(i);
+        std::string t = std::string("t").append(std::to_string(i));
         b.mark(t + ".name");
         b.str(names[i]);
         b.mark(t + ".n_dims");
@@ -112,7 +112,7 @@ inline GgufBuilder make_small_gguf() {
     b.mark("data");
     for (int i = 0; i < 3; ++i) {
         while (b.size() - b.at["data"] < offsets[i]) b.bytes.push_back(0);
-        b.mark("t" + std::to_string(i) + ".data");
+        b.mark(std::string("t").append(std::to_string(i)).append(".data"));
         for (int64_t k = 0; k < ne[i][0] * ne[i][1]; ++k) b.put<float>(static_cast<float>(i * 100 + k));
     }
     return b;

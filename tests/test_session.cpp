@@ -459,8 +459,11 @@ TEST(SessionCaptures, MemoryBudgetEvictsOldestUnpinnedAndHoldsTheBudget) {
         }
     }
     ASSERT_GE(oldest_kept, 0);
-    for (const EventInfo& e : *snap->events)
-        if (!is_pinned_capture(e) && e.index > oldest_kept) EXPECT_TRUE(snap->capture(e.index)) << e.name;
+    for (const EventInfo& e : *snap->events) {
+        if (!is_pinned_capture(e) && e.index > oldest_kept) {
+            EXPECT_TRUE(snap->capture(e.index)) << e.name;
+        }
+    }
     EXPECT_TRUE(snap->capture(find_event(*snap, "result_norm")));
 }
 

@@ -113,7 +113,6 @@ EventComparison Comparator::compare(int64_t event_index, const HostTensor& ours)
     const RefTensor& r = *it->second.front();
     for (const RefTensor* t : it->second) used_[t->name] = true;
     c.ref_name = r.name;
-    const int64_t n = ours.ne[0] * ours.ne[1] * ours.ne[2] * ours.ne[3];
 
     if (!r.complete()) {
         // A text log: the printed values at their positions, and the sum.
