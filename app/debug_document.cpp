@@ -17,6 +17,7 @@ bool is_dump(const std::string& path) {
 }  // namespace
 
 Status DebugDocument::open(const std::string& path, const std::string& prompt) {
+    path_ = path;
     if (is_dump(path)) {
         // A capture without its model: every panel works from the dump's tensors.
         auto dump = ReferenceDump::open(path);

@@ -23,6 +23,15 @@ public:
     // The built-in demo: generated model, clean reference, one fault; runs to the first divergence.
     Status open_demo();
 
+    // Opening `path` keeps this reference (set before open()).
+    void use_reference(std::shared_ptr<const ReferenceDump> reference, std::string path) {
+        reference_ = std::move(reference);
+        reference_path_ = std::move(path);
+    }
+    void use_fault(Fault fault) { fault_ = fault; }
+    const std::string& path() const { return path_; }
+    std::shared_ptr<const ReferenceDump> reference_ptr() const { return reference_; }
+
     bool has_model() const { return session_ != nullptr; }
     bool has_anything() const { return session_ || capture_snapshot_; }
     Session* session() { return session_.get(); }
@@ -55,6 +64,7 @@ private:
     int n_generate_ = 0;
     bool demo_ = false;
     std::string title_;
+    std::string path_;  // the model or capture opened
     // Doctor cache: the verdict for (snapshot version of the divergence, event).
     int64_t doctor_event_ = -2;
     std::string doctor_verdict_;

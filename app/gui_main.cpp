@@ -124,6 +124,8 @@ int run_gui(const GuiOptions& options) {
     if (!settings_path.empty()) view->load_settings(settings_path);
     if (!options.state_log_path.empty()) view->set_state_log(options.state_log_path);
     view->screenshot_dir = options.screenshot_dir;
+    // Screenshots and measurements need the loaded state in their first frames.
+    view->load_in_background = options.screenshot_path.empty() && options.measure_frames == 0;
     std::optional<GuiScript> script;
     if (!options.script_path.empty()) {
         auto loaded = GuiScript::load(options.script_path);

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <imgui.h>
 
+#include <chrono>
 #include <filesystem>
 #include <functional>
 #include <fstream>
@@ -94,28 +95,70 @@ void MainView::report(const Status& status, const std::string& what) {
     log(status ? "ok " + what : "error " + status.error().message);
 }
 
-bool MainView::open(const std::string& path) {
-    Status s = doc_.open(path);
-    report(s, "opened " + path);
-    if (s) {
-        p_->faults.active = doc_.fault();
-        cursor_ = -1;
+bool MainView::start_loading(const std::string& what, DocumentJob job) {
+    if (loading_.valid()) {
+        report(make_error(ErrorCode::kUsage, "still loading " + loading_what_ + "; try again when it is done"), "");
+        return false;
     }
-    return s.ok();
+    loading_what_ = what;
+    log("loading " + what);
+    auto run = [job = std::move(job)]() {
+        Loaded l;
+        l.doc = std::make_unique<DebugDocument>();
+        l.status = job(*l.doc);
+        return l;
+    };
+    if (load_in_background) {
+        loading_ = std::async(std::launch::async, std::move(run));
+        return true;
+    }
+    std::promise<Loaded> done;
+    done.set_value(run());
+    loading_ = done.get_future();
+    return finish_loading(true);
+}
+
+bool MainView::finish_loading(bool block) {
+    if (!loading_.valid()) return false;
+    if (!block && loading_.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return false;
+    Loaded l = loading_.get();
+    report(l.status, loading_what_);
+    if (!l.status) return false;
+    doc_ = std::move(l.doc);
+    p_->faults.active = doc_->fault();
+    cursor_ = -1;
+    return true;
+}
+
+bool MainView::open(const std::string& path) {
+    // A new document keeps the reference and the fault of the current one.
+    auto reference = doc_->reference_ptr();
+    std::string reference_path = doc_->reference_path();
+    Fault fault = doc_->fault();
+    return start_loading("opened " + path, [=](DebugDocument& d) {
+        d.use_reference(reference, reference_path);
+        d.use_fault(fault);
+        return d.open(path);
+    });
 }
 
 bool MainView::load_reference(const std::string& path) {
-    Status s = doc_.load_reference(path);
-    report(s, "reference " + path);
-    return s.ok();
+    if (!doc_->has_anything()) {
+        report(make_error(ErrorCode::kUsage, "open a model or a dump first (Ctrl+O), then its reference"), "");
+        return false;
+    }
+    std::string current = doc_->path();
+    Fault fault = doc_->fault();
+    return start_loading("reference " + path, [=](DebugDocument& d) {
+        d.use_fault(fault);
+        if (Status s = d.open(current); !s) return s;
+        return d.load_reference(path);
+    });
 }
 
 bool MainView::open_demo() {
-    Status s = doc_.open_demo();
-    report(s, "demo opened: the fault '" + std::string(fault_info(doc_.fault()).name) +
-                  "' is injected; the reference is the clean engine's run");
-    if (s) p_->faults.active = doc_.fault();
-    return s.ok();
+    return start_loading("demo opened: a fault is injected; the reference is the clean engine's run",
+                         [](DebugDocument& d) { return d.open_demo(); });
 }
 
 bool MainView::set_fault(const std::string& name) {
@@ -124,7 +167,7 @@ bool MainView::set_fault(const std::string& name) {
         report(make_error(ErrorCode::kUsage, "unknown fault " + name + "; known: " + fault_names()), "");
         return false;
     }
-    Status s = doc_.set_fault(f);
+    Status s = doc_->set_fault(f);
     report(s, "fault " + name);
     if (s) p_->faults.active = f;
     return s.ok();
@@ -152,7 +195,7 @@ bool MainView::continue_run() {
 }
 
 bool MainView::select_event(const std::string& dump_name) {
-    auto snap = doc_.snapshot();
+    auto snap = doc_->snapshot();
     if (!snap->events) return false;
     for (const EventInfo& e : *snap->events)
         if (e.name == dump_name) {
@@ -192,16 +235,16 @@ void MainView::open_all_panels() {
 }
 
 bool MainView::busy() {
-    return doc_.session() && doc_.snapshot()->state == SessionState::kRunning;
+    return loading_.valid() || (doc_->session() && doc_->snapshot()->state == SessionState::kRunning);
 }
 
 views::DebugContext MainView::make_context() {
     views::DebugContext ctx;
-    ctx.snap = doc_.snapshot();
-    ctx.session = doc_.session();
-    ctx.model = doc_.model();
-    ctx.reference = doc_.reference();
-    ctx.reference_path = doc_.reference_path();
+    ctx.snap = doc_->snapshot();
+    ctx.session = doc_->session();
+    ctx.model = doc_->model();
+    ctx.reference = doc_->reference();
+    ctx.reference_path = doc_->reference_path();
     ctx.cursor = cursor_;
     ctx.log = [this](const std::string& line) { log(line); };
     return ctx;
@@ -261,17 +304,19 @@ void MainView::draw_menu() {
 }
 
 void MainView::draw() {
+    finish_loading(false);
     handle_keys();
     draw_menu();
     views::DebugContext ctx = make_context();
-    if (ctx.snap->first_divergent >= 0) p_->status.doctor = doc_.doctor_verdict(*ctx.snap);
+    if (ctx.snap->first_divergent >= 0) p_->status.doctor = doc_->doctor_verdict(*ctx.snap);
     else p_->status.doctor.clear();
-    p_->status.title = doc_.title();
+    p_->status.title = doc_->title();
+    p_->status.loading = loading_.valid() ? loading_what_ : "";
 
     // Layout of 1280x800 at first use: left column stepping over the event browser; middle the
     // inspector over attention; right divergence over logits; secondary panels on top where there
     // is room. A zoomed panel (Ctrl+1..0) fills the whole area alone until Escape.
-    const views::ModelDocument* model_doc = doc_.model_document().get();
+    const views::ModelDocument* model_doc = doc_->model_document().get();
     struct Slot {
         const char* name;
         float x, y, w, h;

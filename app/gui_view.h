@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdio>
+#include <functional>
+#include <future>
 #include <memory>
 #include <string>
 #include <vector>
@@ -43,9 +45,12 @@ public:
     void open_all_panels();
     // Shows one panel alone over the whole area (Ctrl+1..0); the same name or "" restores.
     void zoom_panel(const std::string& name);
-    // True while the session evaluates.
+    // True while a model, dump or reference loads, or the session evaluates.
     bool busy();
-    uint64_t snapshot_version() { return doc_.snapshot()->version; }
+    uint64_t snapshot_version() { return doc_->snapshot()->version; }
+    // Loading happens on a background thread so the window stays responsive; screenshot and
+    // measurement runs load in place so their first frames show the loaded state.
+    bool load_in_background = true;
 
     void draw();  // one frame of UI
     std::vector<KeyPress> keys;  // presses since the last frame (the loop fills it)
@@ -69,7 +74,19 @@ private:
     void report(const Status& status, const std::string& what);
     views::DebugContext make_context();
 
-    DebugDocument doc_;
+    // Builds a new document off the UI thread (or in place) and swaps it in when ready.
+    using DocumentJob = std::function<Status(DebugDocument&)>;
+    bool start_loading(const std::string& what, DocumentJob job);
+    // Swaps the loaded document in when ready (or waits for it); true when one was swapped in.
+    bool finish_loading(bool block);
+    struct Loaded {
+        Status status;
+        std::unique_ptr<DebugDocument> doc;
+    };
+
+    std::unique_ptr<DebugDocument> doc_ = std::make_unique<DebugDocument>();
+    std::future<Loaded> loading_;
+    std::string loading_what_;
     std::unique_ptr<Panels> p_;
     std::vector<PanelEntry> panels_;
     int64_t cursor_ = -1;

@@ -29,6 +29,14 @@ void StatusBar::draw(const ModelDocument* doc, const DebugContext& ctx) {
         ImGui::SameLine();
         ImGui::TextDisabled("|");
         ImGui::SameLine();
+        if (!loading.empty()) {
+            // Indeterminate progress: loading has no fraction to report.
+            const float t = static_cast<float>(ImGui::GetTime());
+            ImGui::ProgressBar(-1.0f * t, ImVec2(120, 0), "loading");
+            ImGui::SameLine();
+            ImGui::TextDisabled("%s", loading.c_str());
+            ImGui::SameLine();
+        }
         if (!title.empty()) ImGui::TextUnformatted(title.c_str());
         else if (doc) ImGui::TextUnformatted(doc->file->path().c_str());
         else ImGui::TextDisabled("nothing open: Ctrl+O opens a model or a dump");

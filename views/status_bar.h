@@ -16,6 +16,7 @@ struct StatusBar {
     std::string backend;  // "CPU (8 threads)", with why CUDA is not used
     std::string title;    // what is open
     std::string doctor;   // the doctor's verdict on the first divergence
+    std::string loading;  // what is loading in the background, "" when nothing
 
     void draw(const ModelDocument* doc, const DebugContext& ctx);
 };
