@@ -140,10 +140,8 @@ void DivergencePanel::draw(DebugContext& ctx) {
     widgets::WaterfallOptions fall;
     fall.size = ImVec2(0, 180);
     fall.floor = kFloor;
-    // The session's thresholds are not in the snapshot; these are CompareThresholds' defaults.
-    const CompareThresholds defaults;
-    fall.warn_level = static_cast<float>(std::log10(defaults.warn_nmse));
-    fall.diverged_level = static_cast<float>(std::log10(defaults.diverged_nmse));
+    fall.warn_level = static_cast<float>(std::log10(s.thresholds.warn_nmse));
+    fall.diverged_level = static_cast<float>(std::log10(s.thresholds.diverged_nmse));
     fall.first_divergent = static_cast<int>(s.first_divergent);
     fall.selected = static_cast<int>(ctx.cursor);
     fall.event_label = [&ctx](int i) {

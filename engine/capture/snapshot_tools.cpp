@@ -76,6 +76,7 @@ std::shared_ptr<const SessionSnapshot> snapshot_from_dump(const ReferenceDump& d
     snap->cursor = static_cast<int64_t>(events->size()) - 1;
     snap->state = SessionState::kFinished;
     snap->has_reference = reference != nullptr;
+    snap->thresholds = thresholds;
     snap->version = 1;
     snap->message = "capture " + dump.source();
     return snap;

@@ -173,6 +173,7 @@ void SessionWorker::publish() {
     s->captures_evicted = store_.evicted();
     s->hit = hit_;
     s->has_reference = reference_ != nullptr;
+    s->thresholds = thresholds_;
     s->first_divergent = first_divergent_;
     {
         // Breakpoints are read under the snapshot lock, so the newest snapshot always has the

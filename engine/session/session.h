@@ -81,6 +81,7 @@ struct SessionSnapshot {
     std::optional<BreakpointHit> hit;     // the breakpoint that stopped the session at the cursor
 
     bool has_reference = false;
+    CompareThresholds thresholds;         // the statuses' thresholds (with a reference)
     int64_t first_divergent = -1;         // event index, -1 when none so far
 
     const EventRecord* record(int64_t index) const {
