@@ -6,7 +6,6 @@
 #include <backends/imgui_impl_opengl3.h>
 #include <fmt/format.h>
 #include <imgui.h>
-#include <stb/stb_image_write.h>
 #include <time.h>
 
 #include <algorithm>
@@ -20,28 +19,21 @@
 #include "commands.h"
 #include "gui_script.h"
 #include "gui_view.h"
+#include "screenshot.h"
 
 namespace ls::app {
 
 namespace {
 
-constexpr const char* kFontPath = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
-constexpr float kFontPixels = 15.0f;
-
 bool save_framebuffer_png(GLFWwindow* window, const std::string& path) {
     int width = 0, height = 0;
     glfwGetFramebufferSize(window, &width, &height);
-    std::vector<unsigned char> pixels(static_cast<size_t>(width) * height * 4);
-    glPixelStorei(GL_PACK_ALIGNMENT, 1);
-    glReadBuffer(GL_BACK);
-    glReadPixels(0, 0, width, height, GL_RGBA, GL_UNSIGNED_BYTE, pixels.data());
-    // OpenGL rows start at the bottom; PNG rows at the top.
-    std::vector<unsigned char> flipped(pixels.size());
-    size_t row_bytes = static_cast<size_t>(width) * 4;
-    for (int y = 0; y < height; ++y)
-        std::copy_n(&pixels[static_cast<size_t>(height - 1 - y) * row_bytes], row_bytes, &flipped[y * row_bytes]);
-    return stbi_write_png(path.c_str(), width, height, 4, flipped.data(), static_cast<int>(row_bytes)) != 0;
+    return views::save_png(views::read_back_buffer(width, height), path);
 }
+
+constexpr const char* kFontPath = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
+constexpr float kFontPixels = 15.0f;
+
 
 void glfw_error(int code, const char* description) { std::fprintf(stderr, "GLFW error %d: %s\n", code, description); }
 

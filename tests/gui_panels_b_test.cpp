@@ -4,7 +4,6 @@
 #include <backends/imgui_impl_glfw.h>
 #include <backends/imgui_impl_opengl3.h>
 #include <imgui.h>
-#include <stb/stb_image_write.h>
 
 #include <algorithm>
 #include <chrono>
@@ -17,6 +16,7 @@
 
 #include "attention_panel.h"
 #include "debug_context.h"
+#include "screenshot.h"
 #include "layer_histograms.h"
 #include "logits_panel.h"
 #include "qk_panel.h"
@@ -27,6 +27,12 @@ namespace v = ls::views;
 
 namespace {
 
+bool save_screenshot(GLFWwindow* window, const std::string& path) {
+    int width = 0, height = 0;
+    glfwGetFramebufferSize(window, &width, &height);
+    return ls::views::save_png(ls::views::read_back_buffer(width, height), path);
+}
+
 int failures = 0;
 
 void check(bool ok, const std::string& what) {
@@ -34,18 +40,6 @@ void check(bool ok, const std::string& what) {
     if (!ok) ++failures;
 }
 
-bool save_screenshot(GLFWwindow* window, const std::string& path) {
-    int width = 0, height = 0;
-    glfwGetFramebufferSize(window, &width, &height);
-    std::vector<unsigned char> rgba(static_cast<size_t>(width) * height * 4), flipped(rgba.size());
-    glPixelStorei(GL_PACK_ALIGNMENT, 1);
-    glReadBuffer(GL_BACK);
-    glReadPixels(0, 0, width, height, GL_RGBA, GL_UNSIGNED_BYTE, rgba.data());
-    const size_t row_bytes = static_cast<size_t>(width) * 4;
-    for (int y = 0; y < height; ++y)
-        std::copy_n(&rgba[static_cast<size_t>(height - 1 - y) * row_bytes], row_bytes, &flipped[y * row_bytes]);
-    return stbi_write_png(path.c_str(), width, height, 4, flipped.data(), static_cast<int>(row_bytes)) != 0;
-}
 
 std::string fmt_g(float v) {
     char buf[32];

@@ -5,7 +5,6 @@
 #include <backends/imgui_impl_opengl3.h>
 #include <imgui.h>
 #include <imgui_internal.h>
-#include <stb/stb_image_write.h>
 
 #include <algorithm>
 #include <cfloat>
@@ -19,6 +18,7 @@
 
 #include "compare/reference.h"
 #include "debug_context.h"
+#include "screenshot.h"
 #include "divergence_panel.h"
 #include "event_browser.h"
 #include "session/session.h"
@@ -29,6 +29,12 @@ namespace v = ls::views;
 using namespace std::chrono_literals;
 
 namespace {
+
+bool save_screenshot(GLFWwindow* window, const std::string& path) {
+    int width = 0, height = 0;
+    glfwGetFramebufferSize(window, &width, &height);
+    return ls::views::save_png(ls::views::read_back_buffer(width, height), path);
+}
 
 int failures = 0;
 std::string screenshot_path;  // when set, the next frame is saved before it is swapped
@@ -102,18 +108,6 @@ void frame(GLFWwindow* window, Panels& p, v::DebugContext& ctx, const std::funct
     }
 }
 
-bool save_screenshot(GLFWwindow* window, const std::string& path) {
-    int w = 0, h = 0;
-    glfwGetFramebufferSize(window, &w, &h);
-    std::vector<unsigned char> rgba(static_cast<size_t>(w) * h * 4), flipped(rgba.size());
-    glPixelStorei(GL_PACK_ALIGNMENT, 1);
-    glReadBuffer(GL_BACK);  // before the swap: the front buffer is undefined after it
-    glReadPixels(0, 0, w, h, GL_RGBA, GL_UNSIGNED_BYTE, rgba.data());
-    const size_t row_bytes = static_cast<size_t>(w) * 4;
-    for (int y = 0; y < h; ++y)
-        std::copy_n(&rgba[static_cast<size_t>(h - 1 - y) * row_bytes], row_bytes, &flipped[y * row_bytes]);
-    return stbi_write_png(path.c_str(), w, h, 4, flipped.data(), static_cast<int>(row_bytes)) != 0;
-}
 
 }  // namespace
 

@@ -4,7 +4,6 @@
 #include <backends/imgui_impl_glfw.h>
 #include <backends/imgui_impl_opengl3.h>
 #include <imgui.h>
-#include <stb/stb_image_write.h>
 
 #include <algorithm>
 #include <cmath>
@@ -16,6 +15,7 @@
 #include <vector>
 
 #include "backend.h"
+#include "screenshot.h"
 #include "widgets/axis.h"
 #include "widgets/colormap.h"
 #include "widgets/heatmap.h"
@@ -190,41 +190,28 @@ struct Scene {
     }
 };
 
-struct Pixels {
-    int width = 0, height = 0;
-    std::vector<unsigned char> rgba;  // (height, width, 4), bottom row first as GL gives it
-    ImU32 at(float x, float y) const {
-        int px = std::clamp(static_cast<int>(x), 0, width - 1);
-        int py = std::clamp(height - 1 - static_cast<int>(y), 0, height - 1);
-        const unsigned char* p = &rgba[(static_cast<size_t>(py) * width + px) * 4];
-        return IM_COL32(p[0], p[1], p[2], 255);
-    }
-};
+using ls::views::Pixels;
 
-Pixels read_back(GLFWwindow* window) {
-    Pixels p;
-    glfwGetFramebufferSize(window, &p.width, &p.height);
-    p.rgba.resize(static_cast<size_t>(p.width) * p.height * 4);
-    glPixelStorei(GL_PACK_ALIGNMENT, 1);
-    glReadBuffer(GL_BACK);
-    glReadPixels(0, 0, p.width, p.height, GL_RGBA, GL_UNSIGNED_BYTE, p.rgba.data());
-    return p;
+// The colour at window coordinates (x right, y down) of a bottom-up read-back.
+ImU32 pixel_at(const Pixels& p, float x, float y) {
+    int px = std::clamp(static_cast<int>(x), 0, p.width - 1);
+    int py = std::clamp(p.height - 1 - static_cast<int>(y), 0, p.height - 1);
+    const unsigned char* c = &p.rgba[(static_cast<size_t>(py) * p.width + px) * 4];
+    return IM_COL32(c[0], c[1], c[2], 255);
 }
 
-bool save_png(const Pixels& p, const std::string& path) {
-    std::vector<unsigned char> flipped(p.rgba.size());
-    size_t row_bytes = static_cast<size_t>(p.width) * 4;
-    for (int y = 0; y < p.height; ++y)
-        std::copy_n(&p.rgba[static_cast<size_t>(p.height - 1 - y) * row_bytes], row_bytes, &flipped[y * row_bytes]);
-    return stbi_write_png(path.c_str(), p.width, p.height, 4, flipped.data(), static_cast<int>(row_bytes)) != 0;
+Pixels read_back(GLFWwindow* window) {
+    int width = 0, height = 0;
+    glfwGetFramebufferSize(window, &width, &height);
+    return ls::views::read_back_buffer(width, height);
 }
 
 void check_pixels(const Scene& scene, const Pixels& px) {
     const w::Heatmap& h = scene.gradient;
     ImVec2 a = h.image_min(), b = h.image_max();
     float inset = 3;
-    ImU32 top_left = px.at(a.x + inset, a.y + inset), bottom_right = px.at(b.x - inset, b.y - inset);
-    ImU32 top_right = px.at(b.x - inset, a.y + inset);
+    ImU32 top_left = pixel_at(px, a.x + inset, a.y + inset), bottom_right = pixel_at(px, b.x - inset, b.y - inset);
+    ImU32 top_right = pixel_at(px, b.x - inset, a.y + inset);
     check(close_color(top_left, w::sequential_color(0), 2),
           "heatmap top-left is the map's low end " + rgb(top_left) + " vs " + rgb(w::sequential_color(0)));
     check(close_color(bottom_right, w::sequential_color(1), 2),
@@ -235,7 +222,7 @@ void check_pixels(const Scene& scene, const Pixels& px) {
     int colored = 0, total = 0;
     for (float y = scene.histogram_min.y; y < scene.histogram_max.y; y += 1)
         for (float x = scene.histogram_min.x; x < scene.histogram_max.x; x += 1) {
-            ImU32 c = px.at(x, y);
+            ImU32 c = pixel_at(px, x, y);
             int r = channel(c, IM_COL32_R_SHIFT), g = channel(c, IM_COL32_G_SHIFT), bl = channel(c, IM_COL32_B_SHIFT);
             ++total;
             // Bars are saturated (blue or orange); background, grid and text are near-gray.
@@ -294,7 +281,7 @@ int main(int argc, char** argv) {
             if (frame == kFrames) {
                 Pixels px = read_back(window);
                 check_pixels(scene, px);
-                check(save_png(px, png), "screenshot saved to " + png);
+                check(ls::views::save_png(px, png), "screenshot saved to " + png);
             }
             glfwSwapBuffers(window);
         }

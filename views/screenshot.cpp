@@ -1,0 +1,31 @@
+// Framebuffer read-back and PNG writing (stb_image_write, compiled into Debian's libstb).
+#include "screenshot.h"
+
+#include <stb/stb_image_write.h>
+
+#include <algorithm>
+
+#define GL_GLEXT_PROTOTYPES
+#include <GL/gl.h>
+
+namespace ls::views {
+
+Pixels read_back_buffer(int width, int height) {
+    Pixels p;
+    p.width = width, p.height = height;
+    p.rgba.resize(static_cast<size_t>(width) * height * 4);
+    glPixelStorei(GL_PACK_ALIGNMENT, 1);
+    glReadBuffer(GL_BACK);  // before the swap: the back buffer is undefined after it
+    glReadPixels(0, 0, width, height, GL_RGBA, GL_UNSIGNED_BYTE, p.rgba.data());
+    return p;
+}
+
+bool save_png(const Pixels& p, const std::string& path) {
+    const size_t row_bytes = static_cast<size_t>(p.width) * 4;
+    std::vector<unsigned char> flipped(p.rgba.size());
+    for (int y = 0; y < p.height; ++y)
+        std::copy_n(&p.rgba[static_cast<size_t>(p.height - 1 - y) * row_bytes], row_bytes, &flipped[y * row_bytes]);
+    return stbi_write_png(path.c_str(), p.width, p.height, 4, flipped.data(), static_cast<int>(row_bytes)) != 0;
+}
+
+}  // namespace ls::views
