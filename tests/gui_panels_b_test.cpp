@@ -131,7 +131,7 @@ int main(int argc, char** argv) {
                 ImGui_ImplOpenGL3_NewFrame();
                 ImGui_ImplGlfw_NewFrame();
                 ImGui::NewFrame();
-                // Four quadrants, the way the lead's layout places them.
+                // Four quadrants, like the app's own layout.
                 ImGui::SetNextWindowPos(ImVec2(0, 0), ImGuiCond_Always);
                 ImGui::SetNextWindowSize(ImVec2(800, 500), ImGuiCond_Always);
                 histograms.draw(ctx);

@@ -73,7 +73,7 @@ void frame(GLFWwindow* window, Panels& p, v::DebugContext& ctx, const std::funct
     ImGui_ImplGlfw_NewFrame();
     if (mouse) mouse(ImGui::GetIO());
     ImGui::NewFrame();
-    // A fixed layout for the screenshot (the app's own layout is the lead's).
+    // A fixed layout for the screenshot (the app places the panels its own way).
     ImGui::SetWindowPos("Stepping", ImVec2(0, 0));
     ImGui::SetWindowSize("Stepping", ImVec2(1000, 250));
     ImGui::SetWindowPos("Event browser", ImVec2(0, 250));
