@@ -18,6 +18,7 @@
 
 #include "compare/reference.h"
 #include "debug_context.h"
+#include "gui_test_window.h"
 #include "screenshot.h"
 #include "divergence_panel.h"
 #include "event_browser.h"
@@ -144,26 +145,10 @@ int main(int argc, char** argv) {
     check(snap && snap->hit, "the divergence breakpoint stops the run");
     if (!snap || !snap->hit) return 1;
 
-    glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
-    glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 3);
-    glfwWindowHint(GLFW_OPENGL_PROFILE, GLFW_OPENGL_CORE_PROFILE);
-    glfwWindowHint(GLFW_OPENGL_FORWARD_COMPAT, GLFW_TRUE);
-    GLFWwindow* window = glfwCreateWindow(1600, 1000, "panels", nullptr, nullptr);
-    if (!window) {
-        std::puts("FAIL  cannot create an OpenGL 3.3 core window");
-        return 1;
-    }
-    glfwMakeContextCurrent(window);
-    ImGui::CreateContext();
-    ImGuiIO& io = ImGui::GetIO();
-    io.IniFilename = nullptr;
     // Latin, general punctuation (the em dash of unprinted reference values).
     static const ImWchar kRanges[] = {0x0020, 0x024F, 0x2000, 0x206F, 0x2500, 0x259F, 0};
-    const char* font = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
-    if (std::filesystem::exists(font)) io.Fonts->AddFontFromFileTTF(font, 14.0f, nullptr, kRanges);
-    ImGui::StyleColorsDark();
-    ImGui_ImplGlfw_InitForOpenGL(window, true);
-    ImGui_ImplOpenGL3_Init("#version 330 core");
+    GLFWwindow* window = ls::test::open_gui_test_window(1600, 1000, "panels", 14.0f, kRanges);
+    if (!window) return 1;
 
     std::vector<std::string> log;
     {
@@ -225,11 +210,7 @@ int main(int argc, char** argv) {
     }
     for (const std::string& line : log) std::printf("log: %s\n", line.c_str());
 
-    ImGui_ImplOpenGL3_Shutdown();
-    ImGui_ImplGlfw_Shutdown();
-    ImGui::DestroyContext();
-    glfwDestroyWindow(window);
-    glfwTerminate();
+    ls::test::close_gui_test_window(window);
     std::printf("%d failure(s)\n", failures);
     return failures ? 1 : 0;
 }

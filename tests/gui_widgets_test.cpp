@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backend.h"
+#include "gui_test_window.h"
 #include "screenshot.h"
 #include "widgets/axis.h"
 #include "widgets/colormap.h"
@@ -241,24 +242,8 @@ int main(int argc, char** argv) {
         std::puts("SKIP  no display (run under xvfb-run)");
         return 77;
     }
-    glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
-    glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 3);
-    glfwWindowHint(GLFW_OPENGL_PROFILE, GLFW_OPENGL_CORE_PROFILE);
-    glfwWindowHint(GLFW_OPENGL_FORWARD_COMPAT, GLFW_TRUE);
-    GLFWwindow* window = glfwCreateWindow(1280, 800, "widgets", nullptr, nullptr);
-    if (!window) {
-        std::puts("FAIL  cannot create an OpenGL 3.3 core window");
-        return 1;
-    }
-    glfwMakeContextCurrent(window);
-    ImGui::CreateContext();
-    ImGuiIO& io = ImGui::GetIO();
-    io.IniFilename = nullptr;
-    const char* font = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
-    if (std::filesystem::exists(font)) io.Fonts->AddFontFromFileTTF(font, 15.0f);
-    ImGui::StyleColorsDark();
-    ImGui_ImplGlfw_InitForOpenGL(window, true);
-    ImGui_ImplOpenGL3_Init("#version 330 core");
+    GLFWwindow* window = ls::test::open_gui_test_window(1280, 800, "widgets", 15.0f);
+    if (!window) return 1;
 
     {
         Scene scene;
@@ -288,11 +273,7 @@ int main(int argc, char** argv) {
         check(glGetError() == GL_NO_ERROR, "no OpenGL error");
     }  // the heatmaps free their textures while the context is alive
 
-    ImGui_ImplOpenGL3_Shutdown();
-    ImGui_ImplGlfw_Shutdown();
-    ImGui::DestroyContext();
-    glfwDestroyWindow(window);
-    glfwTerminate();
+    ls::test::close_gui_test_window(window);
     std::printf("%d failure(s)\n", failures);
     return failures ? 1 : 0;
 }
