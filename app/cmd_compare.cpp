@@ -6,11 +6,11 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "commands.h"
-#include "token_list.h"
-#include "compare/compare_run.h"
-#include "compare/doctor.h"
-#include "tokenizer/chat_template.h"
+#include "app/commands.h"
+#include "app/token_list.h"
+#include "engine/compare/compare_run.h"
+#include "engine/compare/doctor.h"
+#include "engine/tokenizer/chat_template.h"
 
 namespace ls::app {
 namespace {

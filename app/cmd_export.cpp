@@ -6,12 +6,12 @@
 #include <filesystem>
 #include <sstream>
 
-#include "capture/export.h"
-#include "commands.h"
-#include "token_list.h"
-#include "compare/reference_formats.h"
-#include "forward/generate.h"
-#include "tokenizer/chat_template.h"
+#include "engine/capture/export.h"
+#include "app/commands.h"
+#include "app/token_list.h"
+#include "engine/compare/reference_formats.h"
+#include "engine/forward/generate.h"
+#include "engine/tokenizer/chat_template.h"
 
 namespace ls::app {
 namespace {

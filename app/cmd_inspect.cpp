@@ -4,11 +4,11 @@
 
 #include <cstdio>
 
-#include "gguf/gguf.h"
-#include "inspect_output.h"
-#include "model/lint.h"
-#include "model/model_config.h"
-#include "model/model_summary.h"
+#include "engine/gguf/gguf.h"
+#include "app/inspect_output.h"
+#include "engine/model/lint.h"
+#include "engine/model/model_config.h"
+#include "engine/model/model_summary.h"
 
 namespace ls::app {
 

@@ -4,8 +4,8 @@
 
 #include <cstdio>
 
-#include "commands.h"
-#include "model/make_model.h"
+#include "app/commands.h"
+#include "engine/model/make_model.h"
 
 namespace ls::app {
 

@@ -6,12 +6,12 @@
 #include <cstdio>
 #include <sstream>
 
-#include "capture/dump_writer.h"
-#include "commands.h"
-#include "token_list.h"
-#include "cuda/loader.h"
-#include "forward/generate.h"
-#include "tokenizer/chat_template.h"
+#include "engine/capture/dump_writer.h"
+#include "app/commands.h"
+#include "app/token_list.h"
+#include "kernels/cuda/loader.h"
+#include "engine/forward/generate.h"
+#include "engine/tokenizer/chat_template.h"
 
 namespace ls::app {
 namespace {

@@ -1,10 +1,10 @@
 // Opening models, captures, references and the demo for the GUI.
-#include "debug_document.h"
+#include "app/debug_document.h"
 
 #include <fmt/format.h>
 
-#include "capture/snapshot_tools.h"
-#include "demo.h"
+#include "engine/capture/snapshot_tools.h"
+#include "app/demo.h"
 
 namespace ls::app {
 namespace {

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "compare/doctor.h"
-#include "debug_context.h"
-#include "model_document.h"
+#include "engine/compare/doctor.h"
+#include "views/debug_context.h"
+#include "views/model_document.h"
 
 namespace ls::app {
 

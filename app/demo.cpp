@@ -1,12 +1,12 @@
 // Generates the demo model and its clean reference dump.
-#include "demo.h"
+#include "app/demo.h"
 
 #include <cstdlib>
 #include <filesystem>
 
-#include "capture/dump_writer.h"
-#include "forward/generate.h"
-#include "model/make_model.h"
+#include "engine/capture/dump_writer.h"
+#include "engine/forward/generate.h"
+#include "engine/model/make_model.h"
 
 namespace ls::app {
 

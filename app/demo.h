@@ -5,8 +5,8 @@
 
 #include <string>
 
-#include "forward/faults.h"
-#include "util/result.h"
+#include "engine/forward/faults.h"
+#include "engine/util/result.h"
 
 namespace ls::app {
 

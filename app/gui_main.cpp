@@ -16,10 +16,10 @@
 #include <optional>
 #include <vector>
 
-#include "commands.h"
-#include "gui_script.h"
-#include "gui_view.h"
-#include "screenshot.h"
+#include "app/commands.h"
+#include "app/gui_script.h"
+#include "app/gui_view.h"
+#include "views/screenshot.h"
 
 namespace ls::app {
 

@@ -1,12 +1,12 @@
 // GUI scripts (see gui_script.h).
-#include "gui_script.h"
+#include "app/gui_script.h"
 
 #include <fmt/format.h>
 
 #include <fstream>
 #include <sstream>
 
-#include "gui_view.h"
+#include "app/gui_view.h"
 
 namespace ls::app {
 

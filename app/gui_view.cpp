@@ -1,5 +1,5 @@
 // The main view (see gui_view.h).
-#include "gui_view.h"
+#include "app/gui_view.h"
 
 #include <GLFW/glfw3.h>
 #include <fmt/format.h>
@@ -11,23 +11,23 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "attention_panel.h"
-#include "cuda/loader.h"
-#include "divergence_panel.h"
-#include "event_browser.h"
-#include "export_panel.h"
-#include "faults_panel.h"
-#include "layer_histograms.h"
-#include "lint_panel.h"
-#include "logits_panel.h"
-#include "model_panel.h"
-#include "open_dialog.h"
-#include "prompt_panel.h"
-#include "qk_panel.h"
-#include "status_bar.h"
-#include "stepping_toolbar.h"
-#include "tensor_inspector.h"
-#include "tensor_panel.h"
+#include "views/attention_panel.h"
+#include "kernels/cuda/loader.h"
+#include "views/divergence_panel.h"
+#include "views/event_browser.h"
+#include "views/export_panel.h"
+#include "views/faults_panel.h"
+#include "views/layer_histograms.h"
+#include "views/lint_panel.h"
+#include "views/logits_panel.h"
+#include "views/model_panel.h"
+#include "views/open_dialog.h"
+#include "views/prompt_panel.h"
+#include "views/qk_panel.h"
+#include "views/status_bar.h"
+#include "views/stepping_toolbar.h"
+#include "views/tensor_inspector.h"
+#include "views/tensor_panel.h"
 
 namespace ls::app {
 

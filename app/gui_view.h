@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "debug_document.h"
+#include "app/debug_document.h"
 
 namespace ls::app {
 

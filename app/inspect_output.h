@@ -1,7 +1,7 @@
 // The two renderings of `layerscope inspect`: human-readable text and one JSON object.
 #pragma once
 
-#include "commands.h"
+#include "app/commands.h"
 
 namespace ls {
 class GgufFile;

@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "commands.h"
+#include "app/commands.h"
 
 namespace {
 

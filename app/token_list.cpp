@@ -1,5 +1,5 @@
 // Parsing of --tokens.
-#include "token_list.h"
+#include "app/token_list.h"
 
 #include <fmt/format.h>
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "util/result.h"
+#include "engine/util/result.h"
 
 namespace ls::app {
 

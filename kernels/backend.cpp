@@ -1,5 +1,5 @@
 // Backend-independent helpers: math mode names and the histogram scale.
-#include "backend.h"
+#include "kernels/backend.h"
 
 #include <algorithm>
 #include <cmath>

@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "tensor.h"
+#include "kernels/tensor.h"
 
 namespace ls {
 

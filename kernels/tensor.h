@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "common/ggml_type.h"
+#include "kernels/common/ggml_type.h"
 
 namespace ls {
 

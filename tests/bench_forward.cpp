@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "forward/forward.h"
-#include "test_support.h"
+#include "engine/forward/forward.h"
+#include "tests/test_support.h"
 
 using namespace ls;
 

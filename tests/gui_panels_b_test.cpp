@@ -14,15 +14,15 @@
 #include <string>
 #include <vector>
 
-#include "attention_panel.h"
-#include "debug_context.h"
-#include "gui_test_window.h"
-#include "screenshot.h"
-#include "layer_histograms.h"
-#include "logits_panel.h"
-#include "qk_panel.h"
-#include "session/session.h"
-#include "tokenizer/tokenizer.h"
+#include "views/attention_panel.h"
+#include "views/debug_context.h"
+#include "tests/gui_test_window.h"
+#include "views/screenshot.h"
+#include "views/layer_histograms.h"
+#include "views/logits_panel.h"
+#include "views/qk_panel.h"
+#include "engine/session/session.h"
+#include "engine/tokenizer/tokenizer.h"
 
 namespace v = ls::views;
 

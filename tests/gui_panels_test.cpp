@@ -16,15 +16,15 @@
 #include <thread>
 #include <vector>
 
-#include "compare/reference.h"
-#include "debug_context.h"
-#include "gui_test_window.h"
-#include "screenshot.h"
-#include "divergence_panel.h"
-#include "event_browser.h"
-#include "session/session.h"
-#include "stepping_toolbar.h"
-#include "tensor_inspector.h"
+#include "engine/compare/reference.h"
+#include "views/debug_context.h"
+#include "tests/gui_test_window.h"
+#include "views/screenshot.h"
+#include "views/divergence_panel.h"
+#include "views/event_browser.h"
+#include "engine/session/session.h"
+#include "views/stepping_toolbar.h"
+#include "views/tensor_inspector.h"
 
 namespace v = ls::views;
 using namespace std::chrono_literals;

@@ -14,13 +14,13 @@
 #include <string>
 #include <vector>
 
-#include "backend.h"
-#include "gui_test_window.h"
-#include "screenshot.h"
-#include "widgets/axis.h"
-#include "widgets/colormap.h"
-#include "widgets/heatmap.h"
-#include "widgets/plots.h"
+#include "kernels/backend.h"
+#include "tests/gui_test_window.h"
+#include "views/screenshot.h"
+#include "views/widgets/axis.h"
+#include "views/widgets/colormap.h"
+#include "views/widgets/heatmap.h"
+#include "views/widgets/plots.h"
 
 namespace w = ls::views::widgets;
 

@@ -1,5 +1,5 @@
 // Parity runs against reference dumps.
-#include "parity_support.h"
+#include "tests/parity_support.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>

@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "backend.h"
-#include "compare/metrics.h"
-#include "compare/reference.h"
-#include "forward/forward.h"
+#include "kernels/backend.h"
+#include "engine/compare/metrics.h"
+#include "engine/compare/reference.h"
+#include "engine/forward/forward.h"
 
 namespace ls::test {
 

@@ -5,10 +5,10 @@
 #include <string>
 #include <vector>
 
-#include "gguf/gguf.h"
-#include "test_support.h"
-#include "tokenizer/chat_template.h"
-#include "tokenizer/tokenizer.h"
+#include "engine/gguf/gguf.h"
+#include "tests/test_support.h"
+#include "engine/tokenizer/chat_template.h"
+#include "engine/tokenizer/tokenizer.h"
 
 namespace ls {
 namespace {

@@ -7,7 +7,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "test_support.h"
+#include "tests/test_support.h"
 
 namespace {
 

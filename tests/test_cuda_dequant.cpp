@@ -1,9 +1,9 @@
 // The CUDA dequantization and tensor-stats kernels, run on the CPU through the SIMT emulator, against
 // the CPU backend at real model sizes, under the forward and random schedules.
-#include "cpu/dequant.h"
-#include "cpu/quantize.h"
-#include "cuda/dequant.h"
-#include "cuda/stats.h"
+#include "kernels/cpu/dequant.h"
+#include "kernels/cpu/quantize.h"
+#include "kernels/cuda/dequant.h"
+#include "kernels/cuda/stats.h"
 
 #include <gtest/gtest.h>
 

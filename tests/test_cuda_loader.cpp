@@ -1,5 +1,5 @@
 // Finding the CUDA backend at run time: the probe never crashes and says why the CPU is used.
-#include "cuda/loader.h"
+#include "kernels/cuda/loader.h"
 
 #include <gtest/gtest.h>
 

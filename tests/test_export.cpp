@@ -8,9 +8,9 @@
 #include <fstream>
 #include <limits>
 
-#include "capture/export.h"
-#include "compare/reference_formats.h"
-#include "test_support.h"
+#include "engine/capture/export.h"
+#include "engine/compare/reference_formats.h"
+#include "tests/test_support.h"
 
 namespace ls {
 namespace {

@@ -4,10 +4,10 @@
 
 #include <filesystem>
 
-#include "compare/compare_run.h"
-#include "compare/doctor.h"
-#include "gguf/gguf.h"
-#include "test_support.h"
+#include "engine/compare/compare_run.h"
+#include "engine/compare/doctor.h"
+#include "engine/gguf/gguf.h"
+#include "tests/test_support.h"
 
 namespace ls {
 namespace {

@@ -4,8 +4,8 @@
 
 #include <cmath>
 
-#include "common/fp16.h"
-#include "cpu/ggml_order.h"
+#include "kernels/common/fp16.h"
+#include "kernels/cpu/ggml_order.h"
 
 namespace ls {
 namespace {

@@ -6,9 +6,9 @@
 #include <fstream>
 #include <iterator>
 
-#include "gguf/gguf.h"
-#include "gguf_builder.h"
-#include "test_support.h"
+#include "engine/gguf/gguf.h"
+#include "tests/gguf_builder.h"
+#include "tests/test_support.h"
 
 namespace ls {
 namespace {

@@ -5,8 +5,8 @@
 
 #include <random>
 
-#include "gguf/gguf.h"
-#include "gguf_builder.h"
+#include "engine/gguf/gguf.h"
+#include "tests/gguf_builder.h"
 
 namespace ls {
 namespace {

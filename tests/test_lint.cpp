@@ -9,10 +9,10 @@
 #include <filesystem>
 #include <functional>
 
-#include "gguf/gguf.h"
-#include "model/lint.h"
-#include "model/model_config.h"
-#include "test_support.h"
+#include "engine/gguf/gguf.h"
+#include "engine/model/lint.h"
+#include "engine/model/model_config.h"
+#include "tests/test_support.h"
 
 namespace {
 

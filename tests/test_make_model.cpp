@@ -9,14 +9,14 @@
 #include <iterator>
 #include <nlohmann/json.hpp>
 
-#include "backend.h"
-#include "cpu/dequant.h"
-#include "forward/forward.h"
-#include "forward/generate.h"
-#include "gguf/gguf.h"
-#include "model/lint.h"
-#include "model/make_model.h"
-#include "test_support.h"
+#include "kernels/backend.h"
+#include "kernels/cpu/dequant.h"
+#include "engine/forward/forward.h"
+#include "engine/forward/generate.h"
+#include "engine/gguf/gguf.h"
+#include "engine/model/lint.h"
+#include "engine/model/make_model.h"
+#include "tests/test_support.h"
 
 namespace ls {
 namespace {

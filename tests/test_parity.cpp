@@ -2,8 +2,8 @@
 // greedy tokens and top-5 logits, in llama mode (and exact mode's agreement, for information).
 #include <gtest/gtest.h>
 
-#include "parity_support.h"
-#include "test_support.h"
+#include "tests/parity_support.h"
+#include "tests/test_support.h"
 
 namespace ls {
 namespace {

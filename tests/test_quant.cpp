@@ -9,12 +9,12 @@
 #include <string>
 #include <vector>
 
-#include "common/fp16.h"
-#include "common/quant_blocks.h"
-#include "cpu/dequant.h"
-#include "cpu/quantize.h"
-#include "gguf/gguf.h"
-#include "test_support.h"
+#include "kernels/common/fp16.h"
+#include "kernels/common/quant_blocks.h"
+#include "kernels/cpu/dequant.h"
+#include "kernels/cpu/quantize.h"
+#include "engine/gguf/gguf.h"
+#include "tests/test_support.h"
 
 namespace ls {
 namespace {

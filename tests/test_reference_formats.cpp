@@ -8,10 +8,10 @@
 #include <filesystem>
 #include <fstream>
 
-#include "compare/metrics.h"
-#include "compare/reference.h"
-#include "compare/reference_formats.h"
-#include "test_support.h"
+#include "engine/compare/metrics.h"
+#include "engine/compare/reference.h"
+#include "engine/compare/reference_formats.h"
+#include "tests/test_support.h"
 
 namespace ls {
 namespace {

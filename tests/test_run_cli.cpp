@@ -6,9 +6,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "compare/metrics.h"
-#include "compare/reference.h"
-#include "test_support.h"
+#include "engine/compare/metrics.h"
+#include "engine/compare/reference.h"
+#include "tests/test_support.h"
 
 namespace ls {
 namespace {

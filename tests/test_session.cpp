@@ -7,9 +7,9 @@
 #include <cmath>
 #include <cstring>
 
-#include "compare/reference.h"
-#include "session/session.h"
-#include "test_support.h"
+#include "engine/compare/reference.h"
+#include "engine/session/session.h"
+#include "tests/test_support.h"
 
 namespace ls {
 namespace {

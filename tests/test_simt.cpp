@@ -1,6 +1,6 @@
 // Self-tests of the SIMT emulator: results under several schedules, PTX shuffle rules, and that
 // races, divergent barriers, deadlocks and shared-memory overflows are reported, not hidden.
-#include "simt/simt.h"
+#include "kernels/simt/simt.h"
 
 #include <gtest/gtest.h>
 

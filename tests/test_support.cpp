@@ -1,5 +1,5 @@
 // Fixture location and temporary directories for tests.
-#include "test_support.h"
+#include "tests/test_support.h"
 
 #include <sys/wait.h>
 

@@ -11,11 +11,11 @@
 #include <random>
 #include <sstream>
 
-#include "gguf/gguf.h"
-#include "test_support.h"
-#include "tokenizer/pretokenize.h"
-#include "tokenizer/tokenizer.h"
-#include "tokenizer/unicode_text.h"
+#include "engine/gguf/gguf.h"
+#include "tests/test_support.h"
+#include "engine/tokenizer/pretokenize.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "engine/tokenizer/unicode_text.h"
 
 namespace ls {
 namespace {

@@ -10,13 +10,13 @@
 #include <string>
 #include <vector>
 
-#include "common/quant_blocks.h"
-#include "cpu/dequant.h"
-#include "cpu/quantize.h"
-#include "cpu/vec_dot.h"
-#include "cpu/vec_dot_x86.h"
-#include "gguf/gguf.h"
-#include "test_support.h"
+#include "kernels/common/quant_blocks.h"
+#include "kernels/cpu/dequant.h"
+#include "kernels/cpu/quantize.h"
+#include "kernels/cpu/vec_dot.h"
+#include "kernels/cpu/vec_dot_x86.h"
+#include "engine/gguf/gguf.h"
+#include "tests/test_support.h"
 
 namespace ls {
 namespace {

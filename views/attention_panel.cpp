@@ -1,6 +1,6 @@
 // Attention heatmaps (see attention_panel.h): thumbnails per (layer, head) from the records'
 // AttentionProbs, rebuilt only when the probabilities or the view change.
-#include "attention_panel.h"
+#include "views/attention_panel.h"
 
 #include <fmt/format.h>
 #include <imgui.h>
@@ -9,9 +9,9 @@
 #include <cmath>
 #include <vector>
 
-#include "logits_panel.h"
-#include "tokenizer/tokenizer.h"
-#include "widgets/axis.h"
+#include "views/logits_panel.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "views/widgets/axis.h"
 
 namespace ls::views {
 

@@ -8,8 +8,8 @@
 #include <string>
 #include <utility>
 
-#include "debug_context.h"
-#include "widgets/heatmap.h"
+#include "views/debug_context.h"
+#include "views/widgets/heatmap.h"
 
 namespace ls::views {
 

@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "session/session.h"
+#include "engine/session/session.h"
 
 namespace ls::views {
 

@@ -1,11 +1,11 @@
 // Divergence panel (see divergence_panel.h).
-#include "divergence_panel.h"
+#include "views/divergence_panel.h"
 
 #include <fmt/format.h>
 
 #include <cmath>
 
-#include "event_browser.h"
+#include "views/event_browser.h"
 
 namespace ls::views {
 

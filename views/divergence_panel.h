@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "debug_context.h"
-#include "widgets/plots.h"
+#include "views/debug_context.h"
+#include "views/widgets/plots.h"
 
 namespace ls::views {
 

@@ -1,6 +1,6 @@
 // Event browser (see event_browser.h): groups are built once per plan, shades once per snapshot,
 // and only the visible rows are drawn (ImGuiListClipper), so long runs stay cheap per frame.
-#include "event_browser.h"
+#include "views/event_browser.h"
 
 #include <fmt/format.h>
 

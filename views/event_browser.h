@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "debug_context.h"
+#include "views/debug_context.h"
 
 namespace ls::views {
 

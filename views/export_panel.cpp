@@ -1,11 +1,11 @@
 // Export panel (see export_panel.h).
-#include "export_panel.h"
+#include "views/export_panel.h"
 
 #include <fmt/format.h>
 #include <imgui.h>
 #include <imgui_stdlib.h>
 
-#include "forward/model.h"
+#include "engine/forward/model.h"
 
 namespace ls::views {
 

@@ -8,8 +8,8 @@
 #include <thread>
 #include <vector>
 
-#include "capture/export.h"
-#include "debug_context.h"
+#include "engine/capture/export.h"
+#include "views/debug_context.h"
 
 namespace ls::views {
 

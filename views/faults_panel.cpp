@@ -1,10 +1,10 @@
 // Faults panel (see faults_panel.h).
-#include "faults_panel.h"
+#include "views/faults_panel.h"
 
 #include <fmt/format.h>
 #include <imgui.h>
 
-#include "forward/model.h"
+#include "engine/forward/model.h"
 
 namespace ls::views {
 

@@ -5,9 +5,9 @@
 #include <optional>
 #include <vector>
 
-#include "debug_context.h"
-#include "forward/faults.h"
-#include "model/lint.h"
+#include "views/debug_context.h"
+#include "engine/forward/faults.h"
+#include "engine/model/lint.h"
 
 namespace ls::views {
 

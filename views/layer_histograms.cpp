@@ -1,6 +1,6 @@
 // Per-layer histograms (see layer_histograms.h): one table row per layer of the cursor's decode
 // call, our l_out histogram over the reference's, with NaN/Inf/outlier counts and the NMSE.
-#include "layer_histograms.h"
+#include "views/layer_histograms.h"
 
 #include <fmt/format.h>
 #include <imgui.h>
@@ -9,8 +9,8 @@
 #include <cmath>
 #include <vector>
 
-#include "widgets/axis.h"
-#include "widgets/plots.h"
+#include "views/widgets/axis.h"
+#include "views/widgets/plots.h"
 
 namespace ls::views {
 

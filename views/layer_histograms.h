@@ -7,8 +7,8 @@
 #include <optional>
 #include <string>
 
-#include "backend.h"
-#include "debug_context.h"
+#include "kernels/backend.h"
+#include "views/debug_context.h"
 
 namespace ls::views {
 

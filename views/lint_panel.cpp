@@ -1,5 +1,5 @@
 // Lints panel (see lint_panel.h).
-#include "lint_panel.h"
+#include "views/lint_panel.h"
 
 #include <imgui.h>
 

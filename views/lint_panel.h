@@ -1,7 +1,7 @@
 // Lints panel: where the model's metadata and tensors disagree, errors first, colour-coded.
 #pragma once
 
-#include "model_document.h"
+#include "views/model_document.h"
 
 namespace ls::views {
 

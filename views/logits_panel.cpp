@@ -1,6 +1,6 @@
 // Top-k logits (see logits_panel.h): the session's TopLogits table, a lookup computed from the
 // captured result_output row, and the reference's row from its dump.
-#include "logits_panel.h"
+#include "views/logits_panel.h"
 
 #include <fmt/format.h>
 #include <imgui.h>
@@ -9,8 +9,8 @@
 #include <cctype>
 #include <cmath>
 
-#include "tokenizer/tokenizer.h"
-#include "widgets/axis.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "views/widgets/axis.h"
 
 namespace ls::views {
 

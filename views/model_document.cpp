@@ -1,5 +1,5 @@
 // Loads a ModelDocument: opens the GGUF file and runs the engine's summaries once.
-#include "model_document.h"
+#include "views/model_document.h"
 
 namespace ls::views {
 

@@ -7,11 +7,11 @@
 #include <string>
 #include <vector>
 
-#include "gguf/gguf.h"
-#include "model/lint.h"
-#include "model/model_config.h"
-#include "model/model_summary.h"
-#include "util/result.h"
+#include "engine/gguf/gguf.h"
+#include "engine/model/lint.h"
+#include "engine/model/model_config.h"
+#include "engine/model/model_summary.h"
+#include "engine/util/result.h"
 
 namespace ls::views {
 

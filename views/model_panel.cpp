@@ -1,5 +1,5 @@
 // Model panel: overview, metadata and tensor tables (clipped, frozen header row, tooltips).
-#include "model_panel.h"
+#include "views/model_panel.h"
 
 #include <fmt/format.h>
 

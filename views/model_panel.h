@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "model_document.h"
+#include "views/model_document.h"
 
 namespace ls::views {
 

@@ -1,5 +1,5 @@
 // Open-model dialog (see open_dialog.h).
-#include "open_dialog.h"
+#include "views/open_dialog.h"
 
 #include <imgui.h>
 

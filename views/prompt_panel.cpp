@@ -1,12 +1,12 @@
 // Prompt panel (see prompt_panel.h).
-#include "prompt_panel.h"
+#include "views/prompt_panel.h"
 
 #include <fmt/format.h>
 #include <imgui.h>
 #include <imgui_stdlib.h>
 
-#include "forward/model.h"
-#include "tokenizer/chat_template.h"
+#include "engine/forward/model.h"
+#include "engine/tokenizer/chat_template.h"
 
 namespace ls::views {
 

@@ -1,6 +1,6 @@
 // Q/K magnitudes (see qk_panel.h): line plots of the records' HeadNorms for one layer, a per-layer
 // summary of the cursor's decode call, and the points above the warning threshold.
-#include "qk_panel.h"
+#include "views/qk_panel.h"
 
 #include <fmt/format.h>
 #include <imgui.h>
@@ -8,8 +8,8 @@
 #include <algorithm>
 #include <span>
 
-#include "widgets/axis.h"
-#include "widgets/plots.h"
+#include "views/widgets/axis.h"
+#include "views/widgets/plots.h"
 
 namespace ls::views {
 

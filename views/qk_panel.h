@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "debug_context.h"
+#include "views/debug_context.h"
 
 namespace ls::views {
 

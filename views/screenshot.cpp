@@ -1,5 +1,5 @@
 // Framebuffer read-back and PNG writing (stb_image_write, compiled into Debian's libstb).
-#include "screenshot.h"
+#include "views/screenshot.h"
 
 #include <stb/stb_image_write.h>
 

@@ -1,5 +1,5 @@
 // Status bar (see status_bar.h): a borderless window pinned to the bottom of the viewport.
-#include "status_bar.h"
+#include "views/status_bar.h"
 
 #include <fmt/format.h>
 #include <imgui.h>

@@ -5,8 +5,8 @@
 
 #include <string>
 
-#include "debug_context.h"
-#include "model_document.h"
+#include "views/debug_context.h"
+#include "views/model_document.h"
 
 namespace ls::views {
 

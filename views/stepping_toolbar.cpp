@@ -1,13 +1,13 @@
 // Stepping toolbar (see stepping_toolbar.h). Commands are queued on the session and never wait:
 // the next snapshot shows their effect.
-#include "stepping_toolbar.h"
+#include "views/stepping_toolbar.h"
 
 #include <fmt/format.h>
 #include <imgui.h>
 
 #include <cmath>
 
-#include "event_browser.h"
+#include "views/event_browser.h"
 
 namespace ls::views {
 

@@ -2,7 +2,7 @@
 // run to cursor, generate), where the session stands, and its breakpoints with the last hit.
 #pragma once
 
-#include "debug_context.h"
+#include "views/debug_context.h"
 
 namespace ls::views {
 

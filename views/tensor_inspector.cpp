@@ -1,6 +1,6 @@
 // Tensor inspector (see tensor_inspector.h). The reference's values and stats are fetched once per
 // cursor move; a frame draws only the visible grid rows.
-#include "tensor_inspector.h"
+#include "views/tensor_inspector.h"
 
 #include <fmt/format.h>
 #include <imgui.h>
@@ -8,9 +8,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include "compare/metrics.h"
-#include "event_browser.h"
-#include "widgets/plots.h"
+#include "engine/compare/metrics.h"
+#include "views/event_browser.h"
+#include "views/widgets/plots.h"
 
 namespace ls::views {
 

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "debug_context.h"
+#include "views/debug_context.h"
 
 namespace ls::views {
 

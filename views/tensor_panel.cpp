@@ -1,5 +1,5 @@
 // Tensor inspector (see tensor_panel.h): stats line, a histogram of values and a value table.
-#include "tensor_panel.h"
+#include "views/tensor_panel.h"
 
 #include <fmt/format.h>
 #include <imgui.h>

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "model_document.h"
+#include "views/model_document.h"
 
 namespace ls::views {
 

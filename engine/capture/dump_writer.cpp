@@ -1,8 +1,8 @@
 // Tensor dumps in the reference dumper's GGUF layout.
-#include "capture/dump_writer.h"
+#include "engine/capture/dump_writer.h"
 
-#include "backend.h"
-#include "gguf/gguf.h"
+#include "kernels/backend.h"
+#include "engine/gguf/gguf.h"
 
 namespace ls {
 

@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "forward/event.h"
-#include "gguf/gguf.h"
-#include "util/result.h"
+#include "engine/forward/event.h"
+#include "engine/gguf/gguf.h"
+#include "engine/util/result.h"
 
 namespace ls {
 

@@ -1,6 +1,6 @@
 // Export of captured tensors (see export.h): selection, the GGUF dump and the .npy folder writers,
 // and the temp-then-rename dance that keeps half-written exports out of sight.
-#include "capture/export.h"
+#include "engine/capture/export.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -14,10 +14,10 @@
 #include <set>
 #include <sstream>
 
-#include "backend.h"
-#include "compare/reference_formats.h"
-#include "gguf/gguf.h"
-#include "session/breakpoint.h"
+#include "kernels/backend.h"
+#include "engine/compare/reference_formats.h"
+#include "engine/gguf/gguf.h"
+#include "engine/session/breakpoint.h"
 
 namespace ls {
 namespace {

@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "capture/dump_writer.h"
-#include "compare/reference.h"
-#include "forward/event.h"
-#include "session/capture_store.h"
+#include "engine/capture/dump_writer.h"
+#include "engine/compare/reference.h"
+#include "engine/forward/event.h"
+#include "engine/session/capture_store.h"
 
 namespace ls {
 

@@ -1,8 +1,8 @@
 // Snapshot <-> dump and snapshot -> doctor input.
-#include "capture/snapshot_tools.h"
+#include "engine/capture/snapshot_tools.h"
 
-#include "backend.h"
-#include "forward/event.h"
+#include "kernels/backend.h"
+#include "engine/forward/event.h"
 
 namespace ls {
 

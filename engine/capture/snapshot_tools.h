@@ -5,8 +5,8 @@
 
 #include <memory>
 
-#include "compare/compare_run.h"
-#include "session/session.h"
+#include "engine/compare/compare_run.h"
+#include "engine/session/session.h"
 
 namespace ls {
 

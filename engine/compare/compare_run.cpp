@@ -1,5 +1,5 @@
 // Model-vs-reference and dump-vs-dump comparison runs.
-#include "compare/compare_run.h"
+#include "engine/compare/compare_run.h"
 
 #include <fmt/format.h>
 

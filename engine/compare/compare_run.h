@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "compare/comparison.h"
-#include "forward/forward.h"
+#include "engine/compare/comparison.h"
+#include "engine/forward/forward.h"
 
 namespace ls {
 

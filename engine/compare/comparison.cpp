@@ -1,5 +1,5 @@
 // Event-by-event comparison with a reference dump.
-#include "compare/comparison.h"
+#include "engine/compare/comparison.h"
 
 #include <fmt/format.h>
 
@@ -7,7 +7,7 @@
 #include <cmath>
 #include <numeric>
 
-#include "forward/event.h"
+#include "engine/forward/event.h"
 
 namespace ls {
 namespace {

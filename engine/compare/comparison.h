@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "compare/metrics.h"
-#include "compare/reference.h"
+#include "engine/compare/metrics.h"
+#include "engine/compare/reference.h"
 
 namespace ls {
 

@@ -1,16 +1,16 @@
 // Doctor transforms: each recomputes our side of a diverged event with one known bug undone (or
 // done), on the host, and checks the reference.
-#include "compare/doctor.h"
+#include "engine/compare/doctor.h"
 
 #include <fmt/format.h>
 
 #include <cmath>
 #include <functional>
 
-#include "common/fp16.h"
-#include "cpu/dequant.h"
-#include "forward/faults.h"
-#include "forward/forward.h"
+#include "kernels/common/fp16.h"
+#include "kernels/cpu/dequant.h"
+#include "engine/forward/faults.h"
+#include "engine/forward/forward.h"
 
 namespace ls {
 namespace {

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "compare/compare_run.h"
-#include "forward/model.h"
+#include "engine/compare/compare_run.h"
+#include "engine/forward/model.h"
 
 namespace ls {
 

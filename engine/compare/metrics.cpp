@@ -1,5 +1,5 @@
 // Metrics and shape alignment for comparisons with reference dumps.
-#include "compare/metrics.h"
+#include "engine/compare/metrics.h"
 
 #include <fmt/format.h>
 

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "compare/reference.h"
-#include "tensor.h"
+#include "engine/compare/reference.h"
+#include "kernels/tensor.h"
 
 namespace ls {
 

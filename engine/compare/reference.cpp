@@ -1,5 +1,5 @@
 // Loading reference dumps: tensor provenance from the parallel dump.tensor.* arrays.
-#include "compare/reference.h"
+#include "engine/compare/reference.h"
 
 #include <fmt/format.h>
 
@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "compare/reference_formats.h"
+#include "engine/compare/reference_formats.h"
 
 namespace ls {
 namespace {

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "gguf/gguf.h"
+#include "engine/gguf/gguf.h"
 
 namespace ls {
 

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "compare/reference.h"
-#include "util/result.h"
+#include "engine/compare/reference.h"
+#include "engine/util/result.h"
 
 namespace ls {
 

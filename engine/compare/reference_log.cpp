@@ -39,8 +39,8 @@
 #include <map>
 #include <sstream>
 
-#include "compare/reference_formats.h"
-#include "forward/event.h"
+#include "engine/compare/reference_formats.h"
+#include "engine/forward/event.h"
 
 namespace ls {
 namespace {

@@ -48,10 +48,10 @@
 #include <fstream>
 #include <limits>
 
-#include "common/fp16.h"
-#include "compare/reference_formats.h"
-#include "forward/event.h"
-#include "gguf/mapped_file.h"
+#include "kernels/common/fp16.h"
+#include "engine/compare/reference_formats.h"
+#include "engine/forward/event.h"
+#include "engine/gguf/mapped_file.h"
 
 namespace ls {
 namespace {

@@ -1,5 +1,5 @@
 // Event naming in the dump format.
-#include "forward/event.h"
+#include "engine/forward/event.h"
 
 namespace ls {
 

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "tensor.h"
+#include "kernels/tensor.h"
 
 namespace ls {
 

@@ -1,7 +1,7 @@
 // The fault catalogue's names and descriptions.
-#include "forward/faults.h"
+#include "engine/forward/faults.h"
 
-#include "common/quant_blocks.h"
+#include "kernels/common/quant_blocks.h"
 
 namespace ls {
 

@@ -6,10 +6,10 @@
 #include <memory>
 #include <vector>
 
-#include "backend.h"
-#include "forward/event.h"
-#include "forward/faults.h"
-#include "forward/model.h"
+#include "kernels/backend.h"
+#include "engine/forward/event.h"
+#include "engine/forward/faults.h"
+#include "engine/forward/model.h"
 
 namespace ls {
 

@@ -1,5 +1,5 @@
 // Greedy decoding loop.
-#include "forward/generate.h"
+#include "engine/forward/generate.h"
 
 #include <chrono>
 

@@ -7,9 +7,9 @@
 #include <cmath>
 #include <map>
 
-#include "common/quant_blocks.h"
-#include "cpu/dequant.h"
-#include "forward/forward.h"
+#include "kernels/common/quant_blocks.h"
+#include "kernels/cpu/dequant.h"
+#include "engine/forward/forward.h"
 
 namespace ls {
 namespace {

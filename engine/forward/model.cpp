@@ -1,5 +1,5 @@
 // Model opening: GGUF + config + tokenizer, and shape-checked weight lookups.
-#include "forward/model.h"
+#include "engine/forward/model.h"
 
 #include <fmt/format.h>
 

@@ -6,9 +6,9 @@
 #include <optional>
 #include <string>
 
-#include "gguf/gguf.h"
-#include "model/model_config.h"
-#include "tokenizer/tokenizer.h"
+#include "engine/gguf/gguf.h"
+#include "engine/model/model_config.h"
+#include "engine/tokenizer/tokenizer.h"
 
 namespace ls {
 

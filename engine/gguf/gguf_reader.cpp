@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "gguf/gguf.h"
-#include "gguf/mapped_file.h"
+#include "engine/gguf/gguf.h"
+#include "engine/gguf/mapped_file.h"
 
 namespace ls {
 namespace {

@@ -1,5 +1,5 @@
 // GgufValue: typed access, construction helpers and text rendering of metadata values.
-#include "gguf/gguf.h"
+#include "engine/gguf/gguf.h"
 
 #include <fmt/format.h>
 

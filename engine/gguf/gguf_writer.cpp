@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <set>
 
-#include "gguf/gguf.h"
+#include "engine/gguf/gguf.h"
 
 namespace ls {
 namespace {

@@ -1,5 +1,5 @@
 // mmap of a whole file, read-only.
-#include "gguf/mapped_file.h"
+#include "engine/gguf/mapped_file.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

@@ -5,7 +5,7 @@
 #include <memory>
 #include <string>
 
-#include "util/result.h"
+#include "engine/util/result.h"
 
 namespace ls {
 

@@ -1,14 +1,14 @@
 // Model lints: builds the tensor list each architecture needs from the config (names and ne as
 // llama.cpp's loader creates them) and compares it, and the vocabulary, with what the file holds.
-#include "model/lint.h"
+#include "engine/model/lint.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include <set>
 
-#include "gguf/gguf.h"
-#include "model/model_config.h"
+#include "engine/gguf/gguf.h"
+#include "engine/model/model_config.h"
 
 namespace ls {
 

@@ -1,6 +1,6 @@
 // Synthetic model generator: per-tensor integer PRNG streams, a generated SentencePiece vocabulary,
 // weights converted with our own ggml-identical quantizers, written with gguf_write.
-#include "model/make_model.h"
+#include "engine/model/make_model.h"
 
 #include <fmt/format.h>
 
@@ -9,8 +9,8 @@
 #include <cstring>
 #include <unordered_set>
 
-#include "cpu/quantize.h"
-#include "gguf/gguf.h"
+#include "kernels/cpu/quantize.h"
+#include "engine/gguf/gguf.h"
 
 namespace ls {
 namespace {

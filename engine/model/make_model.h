@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "common/ggml_type.h"
-#include "util/result.h"
+#include "kernels/common/ggml_type.h"
+#include "engine/util/result.h"
 
 namespace ls {
 

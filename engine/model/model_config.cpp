@@ -1,12 +1,12 @@
 // Reads ModelConfig from GGUF metadata following llama.cpp's key names, defaults and the checks
 // its loader makes (so a file we accept is one llama.cpp would accept, and vice versa).
-#include "model/model_config.h"
+#include "engine/model/model_config.h"
 
 #include <fmt/format.h>
 
 #include <cmath>
 
-#include "gguf/gguf.h"
+#include "engine/gguf/gguf.h"
 
 namespace ls {
 

@@ -1,5 +1,5 @@
 // Tokenizer summary, per-type totals and tensor statistics (see model_summary.h).
-#include "model/model_summary.h"
+#include "engine/model/model_summary.h"
 
 #include <fmt/format.h>
 
@@ -7,8 +7,8 @@
 #include <cmath>
 #include <map>
 
-#include "cpu/dequant.h"
-#include "gguf/gguf.h"
+#include "kernels/cpu/dequant.h"
+#include "engine/gguf/gguf.h"
 
 namespace ls {
 

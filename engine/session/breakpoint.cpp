@@ -1,5 +1,5 @@
 // Breakpoint conditions.
-#include "session/breakpoint.h"
+#include "engine/session/breakpoint.h"
 
 #include <fmt/format.h>
 

@@ -6,9 +6,9 @@
 #include <optional>
 #include <string>
 
-#include "backend.h"
-#include "compare/comparison.h"
-#include "session/event_plan.h"
+#include "kernels/backend.h"
+#include "engine/compare/comparison.h"
+#include "engine/session/event_plan.h"
 
 namespace ls {
 

@@ -1,7 +1,7 @@
 // The capture store and its eviction rule.
-#include "session/capture_store.h"
+#include "engine/session/capture_store.h"
 
-#include "session/breakpoint.h"
+#include "engine/session/breakpoint.h"
 
 namespace ls {
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "session/event_plan.h"
+#include "engine/session/event_plan.h"
 
 namespace ls {
 

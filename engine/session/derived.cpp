@@ -1,5 +1,5 @@
 // Attention maps, Q/K head norms and top-k logits computed from captured events.
-#include "session/derived.h"
+#include "engine/session/derived.h"
 
 #include <fmt/format.h>
 
@@ -7,7 +7,7 @@
 #include <cmath>
 #include <numeric>
 
-#include "tokenizer/tokenizer.h"
+#include "engine/tokenizer/tokenizer.h"
 
 namespace ls {
 

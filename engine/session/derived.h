@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "compare/reference.h"
-#include "session/event_plan.h"
+#include "engine/compare/reference.h"
+#include "engine/session/event_plan.h"
 
 namespace ls {
 

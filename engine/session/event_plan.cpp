@@ -1,7 +1,7 @@
 // Dry run of a forward pass on the null backend.
-#include "session/event_plan.h"
+#include "engine/session/event_plan.h"
 
-#include "session/null_backend.h"
+#include "engine/session/null_backend.h"
 
 namespace ls {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "forward/forward.h"
+#include "engine/forward/forward.h"
 
 namespace ls {
 

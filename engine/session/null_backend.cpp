@@ -1,5 +1,5 @@
 // The no-op backend of the dry run: shapes without arithmetic.
-#include "session/null_backend.h"
+#include "engine/session/null_backend.h"
 
 #include <cstdlib>
 

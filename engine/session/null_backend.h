@@ -4,7 +4,7 @@
 
 #include <memory>
 
-#include "backend.h"
+#include "kernels/backend.h"
 
 namespace ls {
 

@@ -1,9 +1,9 @@
 // The session's public API, its command queue and snapshot publication.
-#include "session/session.h"
+#include "engine/session/session.h"
 
 #include <fmt/format.h>
 
-#include "session/session_worker.h"
+#include "engine/session/session_worker.h"
 
 namespace ls {
 

@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "compare/comparison.h"
-#include "session/breakpoint.h"
-#include "session/capture_store.h"
-#include "session/derived.h"
-#include "session/event_plan.h"
+#include "engine/compare/comparison.h"
+#include "engine/session/breakpoint.h"
+#include "engine/session/capture_store.h"
+#include "engine/session/derived.h"
+#include "engine/session/event_plan.h"
 
 namespace ls {
 

@@ -8,8 +8,8 @@
 // of a decode call lets the call finish first, so "step token" ends with the call complete.
 #include <fmt/format.h>
 
-#include "forward/generate.h"
-#include "session/session_worker.h"
+#include "engine/forward/generate.h"
+#include "engine/session/session_worker.h"
 
 namespace ls {
 

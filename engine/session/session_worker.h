@@ -11,7 +11,7 @@
 #include <optional>
 #include <thread>
 
-#include "session/session.h"
+#include "engine/session/session.h"
 
 namespace ls {
 

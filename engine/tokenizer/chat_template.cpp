@@ -1,10 +1,10 @@
 // llama.cpp's built-in chat formatting, family by family, so a chat prompt we build is byte for
 // byte the prompt llama.cpp (without --jinja) would build from the same messages.
-#include "tokenizer/chat_template.h"
+#include "engine/tokenizer/chat_template.h"
 
 #include <algorithm>
 
-#include "gguf/gguf.h"
+#include "engine/gguf/gguf.h"
 
 namespace ls {
 namespace {

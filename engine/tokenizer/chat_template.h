@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-#include "util/result.h"
+#include "engine/util/result.h"
 
 namespace ls {
 

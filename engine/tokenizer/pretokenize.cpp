@@ -2,14 +2,14 @@
 // start position, returns the length the regex (leftmost alternative first, as ECMAScript and
 // the Rust/Python engines behind tokenizer.json do) would match there; a driver cuts every
 // current piece into matches and the gaps between them, pattern after pattern.
-#include "tokenizer/pretokenize.h"
+#include "engine/tokenizer/pretokenize.h"
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <utility>
 
-#include "tokenizer/unicode_text.h"
+#include "engine/tokenizer/unicode_text.h"
 
 namespace ls {
 

@@ -1,11 +1,11 @@
 // Encoding (special-token partition, then SPM or BPE per text fragment, plus BOS/EOS) and
 // decoding, following llama_tokenize / llama_token_to_piece / llama_detokenize.
-#include "tokenizer/tokenizer.h"
+#include "engine/tokenizer/tokenizer.h"
 
 #include <algorithm>
 #include <cctype>
 
-#include "tokenizer/unicode_text.h"
+#include "engine/tokenizer/unicode_text.h"
 
 namespace ls {
 

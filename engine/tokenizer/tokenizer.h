@@ -10,8 +10,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "tokenizer/pretokenize.h"
-#include "util/result.h"
+#include "engine/tokenizer/pretokenize.h"
+#include "engine/util/result.h"
 
 namespace ls {
 

@@ -4,8 +4,8 @@
 #include <cctype>
 #include <string>
 
-#include "gguf/gguf.h"
-#include "tokenizer/tokenizer.h"
+#include "engine/gguf/gguf.h"
+#include "engine/tokenizer/tokenizer.h"
 
 namespace ls {
 

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "tokenizer/tokenizer.h"
-#include "tokenizer/unicode_text.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "engine/tokenizer/unicode_text.h"
 
 namespace ls {
 

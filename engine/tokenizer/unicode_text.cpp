@@ -1,5 +1,5 @@
 // UTF-8 helpers, ICU-backed character classes and GPT-2's byte-level alphabet.
-#include "tokenizer/unicode_text.h"
+#include "engine/tokenizer/unicode_text.h"
 
 #include <unicode/uchar.h>
 

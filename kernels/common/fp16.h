@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "common/hd.h"
+#include "kernels/common/hd.h"
 
 namespace ls {
 

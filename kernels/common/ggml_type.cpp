@@ -1,5 +1,5 @@
 // Table of ggml type geometry, indexed by GGUF type id.
-#include "ggml_type.h"
+#include "kernels/common/ggml_type.h"
 
 #include <cctype>
 #include <cstring>

@@ -4,8 +4,8 @@
 
 #include <cstdint>
 
-#include "common/fp16.h"
-#include "common/hd.h"
+#include "kernels/common/fp16.h"
+#include "kernels/common/hd.h"
 
 namespace ls {
 

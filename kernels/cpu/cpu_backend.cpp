@@ -7,14 +7,14 @@
 #include <stdexcept>
 #include <vector>
 
-#include "backend.h"
-#include "common/fp16.h"
-#include "cpu/dequant.h"
-#include "cpu/ggml_order.h"
-#include "cpu/quantize.h"
-#include "cpu/thread_pool.h"
-#include "cpu/vec_dot.h"
-#include "cpu/vec_dot_x86.h"
+#include "kernels/backend.h"
+#include "kernels/common/fp16.h"
+#include "kernels/cpu/dequant.h"
+#include "kernels/cpu/ggml_order.h"
+#include "kernels/cpu/quantize.h"
+#include "kernels/cpu/thread_pool.h"
+#include "kernels/cpu/vec_dot.h"
+#include "kernels/cpu/vec_dot_x86.h"
 
 namespace ls {
 namespace {

@@ -1,7 +1,7 @@
 // Row decoding on the CPU: loops the shared per-block decoders of common/quant_blocks.h over a row.
-#include "cpu/dequant.h"
+#include "kernels/cpu/dequant.h"
 
-#include "common/quant_blocks.h"
+#include "kernels/common/quant_blocks.h"
 
 namespace ls {
 

@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "common/fp16.h"
+#include "kernels/common/fp16.h"
 
 namespace ls::ggml_order {
 // The CPU backend is compiled with and without FMA instructions: each copy gets its own inline

@@ -1,7 +1,7 @@
 // Quantizers that reproduce ggml's reference C code byte for byte. Compiled with -ffp-contract=off:
 // ggml's own build of these functions has no FMA, and every float expression below keeps ggml's
 // operand order, because any regrouping changes which blocks round differently.
-#include "cpu/quantize.h"
+#include "kernels/cpu/quantize.h"
 
 #include <algorithm>
 #include <cmath>

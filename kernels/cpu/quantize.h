@@ -4,8 +4,8 @@
 
 #include <cstdint>
 
-#include "common/ggml_type.h"
-#include "common/quant_blocks.h"
+#include "kernels/common/ggml_type.h"
+#include "kernels/common/quant_blocks.h"
 
 namespace ls {
 

@@ -1,6 +1,6 @@
 // Fixed-size thread pool: workers wait on a generation counter; each job is split into as many
 // chunks as threads.
-#include "cpu/thread_pool.h"
+#include "kernels/cpu/thread_pool.h"
 
 #include <algorithm>
 

@@ -2,11 +2,11 @@
 // the fused multiply-adds GCC forms in ggml's build are written out as std::fma, and nothing else
 // may be fused. Each K-quant kernel first unpacks a super-block to int8, then runs one shared
 // integer accumulation, which is the part to vectorize later.
-#include "cpu/vec_dot.h"
+#include "kernels/cpu/vec_dot.h"
 
 #include <cmath>
 
-#include "cpu/quantize.h"
+#include "kernels/cpu/quantize.h"
 
 namespace ls {
 

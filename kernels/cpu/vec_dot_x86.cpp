@@ -1,11 +1,11 @@
 // Scalar emulation of ggml's x86 AVX2 / AVX-512 quantized dot products. Compiled with
 // -ffp-contract=off: every vfmadd of the SIMD code is an explicit std::fma, nothing else fuses.
-#include "cpu/vec_dot_x86.h"
+#include "kernels/cpu/vec_dot_x86.h"
 
 #include <cmath>
 
-#include "common/fp16.h"
-#include "common/quant_blocks.h"
+#include "kernels/common/fp16.h"
+#include "kernels/common/quant_blocks.h"
 
 namespace ls {
 

@@ -1,9 +1,9 @@
 // CUDA backend: weight rows of any supported type to f32. Each thread decodes one quant block with
 // the decoders shared with the CPU backend (so results are bit-identical), then the CUDA block
 // writes its staged output to global memory coalesced.
-#include "cuda/dequant.h"
+#include "kernels/cuda/dequant.h"
 
-#include "common/quant_blocks.h"
+#include "kernels/common/quant_blocks.h"
 
 namespace ls::cuda {
 namespace {

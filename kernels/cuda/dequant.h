@@ -5,8 +5,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "common/ggml_type.h"
-#include "simt/simt.h"
+#include "kernels/common/ggml_type.h"
+#include "kernels/simt/simt.h"
 
 namespace ls::cuda {
 

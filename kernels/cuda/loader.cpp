@@ -1,6 +1,6 @@
 // Finding the CUDA backend at run time (see loader.h): every failure becomes a "CPU: <reason>"
 // description instead of a crash or a missing-library error at start-up.
-#include "cuda/loader.h"
+#include "kernels/cuda/loader.h"
 
 #include <dlfcn.h>
 #include <unistd.h>

@@ -2,7 +2,7 @@
 // never links libcudart itself, so it starts on machines without CUDA.
 #include <cstdio>
 
-#include "simt/simt.h"
+#include "kernels/simt/simt.h"
 
 #define LS_CUDA_EXPORT extern "C" __attribute__((visibility("default")))
 

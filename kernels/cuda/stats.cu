@@ -1,7 +1,7 @@
 // CUDA backend: tensor statistics in two launches, each a block reduction (per-thread partials,
 // warp shuffles, shared memory across warps): first one partial per block, then one over those.
 // Fixed reduction order, no float atomics: the same tensor always gives the same sums.
-#include "cuda/stats.h"
+#include "kernels/cuda/stats.h"
 
 #include <cmath>
 

@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "simt/simt.h"
+#include "kernels/simt/simt.h"
 
 namespace ls::cuda {
 

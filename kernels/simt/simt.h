@@ -2,7 +2,7 @@
 // under a plain C++ compiler it maps the CUDA language onto the CPU SIMT emulator.
 #pragma once
 
-#include "common/hd.h"
+#include "kernels/common/hd.h"
 
 #if defined(__CUDACC__)
 
@@ -25,7 +25,7 @@
 #else  // the CPU emulator
 
 #define LS_SIMT_EMULATED 1
-#include "simt/simt_emulator.h"
+#include "kernels/simt/simt_emulator.h"
 
 #define LAUNCH(kernel, grid, block, smem, ...)                                                 \
     ::ls::simt::launch(kernel, ::ls::simt::LaunchSite{#kernel, __FILE__, __LINE__}, (grid), \

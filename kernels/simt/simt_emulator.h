@@ -21,7 +21,7 @@
 // declarations by the compiler.
 #include <cuda_runtime.h>
 #else
-#include "simt/simt_cudart_fallback.h"
+#include "kernels/simt/simt_cudart_fallback.h"
 #endif
 
 #include <atomic>

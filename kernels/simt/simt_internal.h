@@ -1,7 +1,7 @@
 // Declarations shared by the emulator's scheduler and its runtime stand-in; not for kernels.
 #pragma once
 
-#include "simt/simt.h"
+#include "kernels/simt/simt.h"
 
 #include <string>
 

@@ -1,6 +1,6 @@
 // The emulator's stand-in for the CUDA runtime: one emulated device whose memory is host memory,
 // launch checks, synchronous streams and per-host-thread errors with messages.
-#include "simt/simt_internal.h"
+#include "kernels/simt/simt_internal.h"
 
 #include <algorithm>
 #include <cstdio>

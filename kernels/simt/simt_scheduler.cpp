@@ -1,6 +1,6 @@
 // Runs CUDA blocks on the CPU: each CUDA thread is a fiber that switches only at __syncthreads and
 // warp collectives; blocks are spread over OS worker threads.
-#include "simt/simt_internal.h"
+#include "kernels/simt/simt_internal.h"
 
 #include <boost/context/fiber.hpp>
 #include <boost/context/stack_context.hpp>

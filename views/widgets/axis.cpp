@@ -1,5 +1,5 @@
 // Axis helpers (see axis.h): tick choice, tick labels and the common plot frame.
-#include "axis.h"
+#include "views/widgets/axis.h"
 
 #include <algorithm>
 #include <cmath>

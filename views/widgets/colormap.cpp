@@ -1,12 +1,12 @@
 // Colormaps and the colorbar legend (see colormap.h). Control points were picked by hand for a
 // steady rise in lightness and interpolated linearly in sRGB; the test checks the lightness.
-#include "colormap.h"
+#include "views/widgets/colormap.h"
 
 #include <algorithm>
 #include <cmath>
 #include <string>
 
-#include "axis.h"
+#include "views/widgets/axis.h"
 
 namespace ls::views::widgets {
 

@@ -1,6 +1,6 @@
 // Heatmap (see heatmap.h): host copy for exact tooltips, a GL_RGBA8 texture colored on the CPU
 // and re-uploaded only when data, range or colormap change.
-#include "heatmap.h"
+#include "views/widgets/heatmap.h"
 
 #include <GL/gl.h>
 
@@ -8,7 +8,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "axis.h"
+#include "views/widgets/axis.h"
 
 namespace ls::views::widgets {
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "colormap.h"
+#include "views/widgets/colormap.h"
 
 namespace ls::views::widgets {
 

@@ -1,13 +1,13 @@
 // Line plot, tensor-stats histogram and divergence waterfall (see plots.h), on the shared frame
 // from axis.h so that ticks, titles and legends look the same in every panel.
-#include "plots.h"
+#include "views/widgets/plots.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <vector>
 
-#include "axis.h"
+#include "views/widgets/axis.h"
 
 namespace ls::views::widgets {
 

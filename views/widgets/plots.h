@@ -9,7 +9,7 @@
 #include <span>
 #include <string>
 
-#include "backend.h"
+#include "kernels/backend.h"
 
 namespace ls::views::widgets {
 
