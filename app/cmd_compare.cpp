@@ -17,7 +17,7 @@ namespace {
 
 int fail(const Error& e) {
     std::fprintf(stderr, "layerscope compare: %s\n", e.message.c_str());
-    return e.code == ErrorCode::kUsage ? kExitUsage : kExitBadInput;
+    return e.code == ErrorCode::kUsage || e.code == ErrorCode::kUnsupported ? kExitUsage : kExitBadInput;
 }
 
 Result<std::vector<int32_t>> prompt_tokens(const CompareOptions& o, const Model& model) {
@@ -166,8 +166,9 @@ int run_compare(const CompareOptions& o) {
     options.forward.n_ubatch = reference.value()->n_ubatch();
     options.forward.flash_attn = reference.value()->flash_attention();
     options.forward.all_logits = reference.value()->all_logits();
-    auto backend = make_cpu_backend(o.threads);
-    auto run = compare_with_reference(*model.value(), *backend, *reference.value(), options);
+    auto chosen = open_backend_for(*model.value(), o.backend, o.threads, options.forward);
+    if (!chosen) return fail(chosen.error());
+    auto run = compare_with_reference(*model.value(), *chosen.value().backend, *reference.value(), options);
     if (!run) return fail(run.error());
     std::string header = fmt::format("model:     {} ({}), mode {}{}\nreference: {} ({} tensors)\n", o.model_path,
                                      model.value()->config().arch_name, math_mode_name(mode),

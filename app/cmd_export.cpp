@@ -19,7 +19,7 @@ namespace {
 int fail(const Error& e) {
     std::fprintf(stderr, "layerscope export: %s\n", e.message.c_str());
     switch (e.code) {
-        case ErrorCode::kUsage: return kExitUsage;
+        case ErrorCode::kUsage: case ErrorCode::kUnsupported: return kExitUsage;
         case ErrorCode::kIo: return kExitWriteError;
         default: return kExitBadInput;
     }
@@ -55,11 +55,12 @@ Result<ExportSet> run_model(const ExportCmdOptions& o, const std::vector<std::st
         tokens = tok->encode(prompt, true, true);
     }
 
-    auto backend = make_cpu_backend(o.threads);
     ForwardOptions fo;
     fo.mode = mode;
     fo.n_ctx = std::max<int64_t>(256, (static_cast<int64_t>(tokens.size()) + o.n_predict + 255) / 256 * 256);
-    auto forward = make_forward(*model.value(), *backend, fo);
+    auto chosen = open_backend_for(*model.value(), o.backend, o.threads, fo);
+    if (!chosen) return chosen.error();
+    auto forward = make_forward(*model.value(), *chosen.value().backend, fo);
     if (!forward) return forward.error();
 
     ExportCollector collector(globs);
@@ -86,7 +87,7 @@ Result<ExportSet> run_model(const ExportCmdOptions& o, const std::vector<std::st
     info.n_ctx = static_cast<uint32_t>(fo.n_ctx);
     info.n_ubatch = static_cast<uint32_t>(fo.n_ubatch);
     info.n_threads = o.threads;
-    info.system_info = backend->name() + ", math mode " + math_mode_name(mode);
+    info.system_info = chosen.value().backend->name() + ", math mode " + math_mode_name(mode);
     return set;
 }
 

@@ -9,7 +9,6 @@
 #include "engine/capture/dump_writer.h"
 #include "app/commands.h"
 #include "app/token_list.h"
-#include "kernels/cuda/loader.h"
 #include "engine/forward/generate.h"
 #include "engine/tokenizer/chat_template.h"
 
@@ -29,7 +28,7 @@ std::string printable(const std::string& s) {
 
 int fail(const Error& e) {
     std::fprintf(stderr, "layerscope run: %s\n", e.message.c_str());
-    return e.code == ErrorCode::kUsage ? kExitUsage : kExitBadInput;
+    return e.code == ErrorCode::kUsage || e.code == ErrorCode::kUnsupported ? kExitUsage : kExitBadInput;
 }
 
 }  // namespace
@@ -64,22 +63,23 @@ int run_run(const RunOptions& o) {
         tokens = tok->encode(prompt, true, true);
     }
 
-    const BackendProbe probe = probe_cuda_backend();
-    auto backend = make_cpu_backend(o.threads);
     ForwardOptions fo;
     fo.mode = mode;
     fo.n_ubatch = o.ubatch;
     fo.flash_attn = o.flash_attn;
     fo.all_logits = o.all_logits;
     fo.n_ctx = o.ctx > 0 ? o.ctx : std::max<int64_t>(256, (static_cast<int64_t>(tokens.size()) + o.n_predict + 255) / 256 * 256);
+    auto chosen = open_backend_for(*model.value(), o.backend, o.threads, fo);
+    if (!chosen) return fail(chosen.error());
+    Backend* backend = chosen.value().backend.get();
     auto forward = make_forward(*model.value(), *backend, fo);
     if (!forward) return fail(forward.error());
 
     const ModelConfig& c = model.value()->config();
     std::printf("model:   %s (%s, %lld layers, n_embd %lld)\n", o.model_path.c_str(), c.arch_name.c_str(),
                 static_cast<long long>(c.n_layer), static_cast<long long>(c.n_embd));
-    std::printf("backend: %s (%s), mode %s%s\n", backend->name().c_str(),
-                probe.cuda_available ? "a CUDA device is present, but models run on the CPU backend" : probe.description.c_str(),
+    const std::string& why = chosen.value().note;
+    std::printf("backend: %s%s, mode %s%s\n", backend->name().c_str(), why.empty() ? "" : (" (" + why + ")").c_str(),
                 math_mode_name(mode), fo.flash_attn ? ", flash attention" : "");
     auto piece = [&](int32_t id, bool render_special) {
         return tok && tok->valid(id) ? tok->token_to_piece(id, render_special) : std::string("?");

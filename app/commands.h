@@ -38,6 +38,7 @@ struct RunOptions {
     bool show_tokens = false;
     bool chat = false;          // wrap the prompt as one user message in the model's chat template
     std::string chat_template;  // a template family name instead of the model's (implies chat)
+    std::string backend = "auto";  // cpu, cuda, cuda-emulated, auto
 };
 
 int run_run(const RunOptions& options);
@@ -53,6 +54,7 @@ struct CompareOptions {
     int threads = 0;
     bool json = false;
     bool all = false;                // every event and every unmatched reference tensor
+    std::string backend = "auto";
 };
 
 int run_compare(const CompareOptions& options);
@@ -81,6 +83,7 @@ struct ExportCmdOptions {
     int threads = 0;
     bool chat = false;
     std::string chat_template;
+    std::string backend = "auto";
 };
 
 // Exports a run's events or converts a dump (0 ok, 2 bad usage or nothing selected, 3 unreadable
@@ -98,6 +101,7 @@ struct GuiOptions {
     int measure_frames = 0;       // print the UI's CPU time per frame over this many frames, exit
     bool all_panels = false;      // open every panel at start
     bool keep_open = false;       // stay open after the script ends
+    std::string backend = "auto"; // where the session runs models
 };
 
 // Opens the window; only built with the GUI (LAYERSCOPE_HAVE_GUI).

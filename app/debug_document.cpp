@@ -48,6 +48,7 @@ Status DebugDocument::open(const std::string& path, const std::string& prompt) {
 
 Status DebugDocument::start_session(std::vector<int32_t> tokens, int n_generate) {
     SessionOptions options;
+    options.backend = backend_;
     options.forward.fault = fault_;
     if (reference_) {
         options.forward.n_ubatch = reference_->n_ubatch();

@@ -29,6 +29,7 @@ public:
         reference_path_ = std::move(path);
     }
     void use_fault(Fault fault) { fault_ = fault; }
+    void use_backend(std::string backend) { backend_ = std::move(backend); }
     const std::string& path() const { return path_; }
     std::shared_ptr<const ReferenceDump> reference_ptr() const { return reference_; }
 
@@ -53,6 +54,7 @@ private:
 
     std::shared_ptr<const Model> model_;
     std::unique_ptr<Session> session_;
+    std::string backend_ = "auto";
     std::shared_ptr<const views::ModelDocument> model_doc_;
     std::shared_ptr<const ReferenceDump> reference_;
     std::string reference_path_;

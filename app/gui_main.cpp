@@ -116,6 +116,7 @@ int run_gui(const GuiOptions& options) {
     if (!settings_path.empty()) view->load_settings(settings_path);
     if (!options.state_log_path.empty()) view->set_state_log(options.state_log_path);
     view->screenshot_dir = options.screenshot_dir;
+    view->backend = options.backend;
     // Screenshots and measurements need the loaded state in their first frames.
     view->load_in_background = options.screenshot_path.empty() && options.measure_frames == 0;
     std::optional<GuiScript> script;

@@ -102,9 +102,10 @@ bool MainView::start_loading(const std::string& what, DocumentJob job) {
     }
     loading_what_ = what;
     log("loading " + what);
-    auto run = [job = std::move(job)]() {
+    auto run = [job = std::move(job), backend = backend]() {
         Loaded l;
         l.doc = std::make_unique<DebugDocument>();
+        l.doc->use_backend(backend);
         l.status = job(*l.doc);
         return l;
     };
@@ -242,6 +243,7 @@ views::DebugContext MainView::make_context() {
     views::DebugContext ctx;
     ctx.snap = doc_->snapshot();
     ctx.session = doc_->session();
+    if (ctx.session) p_->status.backend = ctx.session->backend_description();
     ctx.model = doc_->model();
     ctx.reference = doc_->reference();
     ctx.reference_path = doc_->reference_path();

@@ -51,6 +51,7 @@ public:
     // Loading happens on a background thread so the window stays responsive; screenshot and
     // measurement runs load in place so their first frames show the loaded state.
     bool load_in_background = true;
+    std::string backend = "auto";  // where sessions run models (--backend)
 
     void draw();  // one frame of UI
     std::vector<KeyPress> keys;  // presses since the last frame (the loop fills it)

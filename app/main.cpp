@@ -35,6 +35,8 @@ void add_run_command(CLI::App& app, ls::app::RunOptions& o) {
     run->add_option("--ubatch", o.ubatch, "Tokens per graph evaluation (default 512)")->check(CLI::Range(1, 1 << 16));
     run->add_flag("--flash-attn", o.flash_attn, "Attention as llama.cpp's flash-attention CPU kernel computes it");
     run->add_flag("--all-logits", o.all_logits, "Keep every prompt row to the logits (llama.cpp --all-logits)");
+    run->add_option("--backend", o.backend, "cpu, cuda, cuda-emulated (the CUDA kernels on the CPU) or auto (default: CUDA "
+                                            "when a device is usable)")->check(CLI::IsMember({"cpu", "cuda", "cuda-emulated", "auto"}));
     run->add_flag("--show-tokens", o.show_tokens, "Print the token ids and pieces that enter the model");
     run->add_flag("--chat", o.chat, "Apply the model's chat template (tokenizer.chat_template) to the prompt");
     run->add_option("--chat-template", o.chat_template, "Use this template family (chatml, llama2, llama3, zephyr, deepseek2, ...)");
@@ -59,6 +61,7 @@ void add_compare_command(CLI::App& app, ls::app::CompareOptions& o) {
     cmp->add_option("--diverged", o.diverged_nmse, "NMSE above which an event is 'diverged' (default 1e-4)")
         ->check(CLI::PositiveNumber);
     cmp->add_option("--threads,-t", o.threads, "CPU threads (default: all cores)")->check(CLI::Range(0, 1024));
+    cmp->add_option("--backend", o.backend, "cpu, cuda, cuda-emulated or auto (default)")->check(CLI::IsMember({"cpu", "cuda", "cuda-emulated", "auto"}));
     cmp->add_flag("--json", o.json, "Print one JSON object");
     cmp->add_flag("--all", o.all, "Show every event and every unmatched reference tensor");
 }
@@ -98,6 +101,7 @@ void add_export_command(CLI::App& app, ls::app::ExportCmdOptions& o) {
     ex->add_flag("--force", o.force, "Replace an existing output file, or a folder holding an earlier export");
     ex->add_option("--mode", o.mode, "exact or llama (default)")->check(CLI::IsMember({"exact", "llama"}));
     ex->add_option("--threads,-t", o.threads, "CPU threads (default: all cores)")->check(CLI::Range(0, 1024));
+    ex->add_option("--backend", o.backend, "cpu, cuda, cuda-emulated or auto (default)")->check(CLI::IsMember({"cpu", "cuda", "cuda-emulated", "auto"}));
     ex->add_flag("--chat", o.chat, "Apply the model's chat template to the prompt");
     ex->add_option("--chat-template", o.chat_template, "Use this template family (chatml, llama2, llama3, ...)");
 }
@@ -124,8 +128,8 @@ int main(int argc, char** argv) {
         ->check(CLI::Range(1, 100000));
     app.add_flag("--all-panels", gui.all_panels, "Open every panel at start");
     app.add_flag("--keep-open", gui.keep_open, "Stay open after --script ends");
-    // Backends (--backend cpu|cuda) will be chosen here once the engine runs models; the CUDA
-    // module is loaded at run time, so this binary never links the CUDA libraries.
+    // The CUDA module is loaded at run time, so this binary never links the CUDA libraries.
+    app.add_option("--backend", gui.backend, "Where the session runs models: cpu, cuda, cuda-emulated or auto (default)")->check(CLI::IsMember({"cpu", "cuda", "cuda-emulated", "auto"}));
 
     ls::app::InspectOptions inspect;
     add_inspect_command(app, inspect);

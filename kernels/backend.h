@@ -1,12 +1,14 @@
 // The backend interface: memory and the ops of a transformer forward pass. The CPU backend is the
-// reference; the CUDA backend implements the same ops. A backend says what it supports instead of
-// crashing.
+// reference; the CUDA backend implements the same ops. A backend says what it supports
+// (supports(op, mode, type)) instead of crashing, and one factory makes every kind.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string>
 
+#include "kernels/common/histogram.h"
+#include "kernels/ops.h"
 #include "kernels/tensor.h"
 
 namespace ls {
@@ -33,7 +35,7 @@ struct RopeParams {
 };
 
 // Summary statistics of a tensor, computed where the data lives.
-inline constexpr int kHistogramBins = 64;
+inline constexpr int kHistogramBins = kHistogramBinCount;
 struct TensorStats {
     int64_t count = 0;
     int64_t nan_count = 0;
@@ -54,22 +56,35 @@ float histogram_bin_edge(const TensorStats& s, int k);
 // Bin of value v for the stats' histogram range, clamped to [0, kHistogramBins).
 int histogram_bin(const TensorStats& s, float v);
 
+// Which implementation runs the ops. cuda-emulated runs the CUDA kernels' sources on the CPU
+// through the SIMT emulator (every build has it); auto is CUDA when a device is usable, else CPU.
+enum class BackendKind { kCpu, kCuda, kCudaEmulated, kAuto };
+const char* backend_kind_name(BackendKind kind);  // "cpu", "cuda", "cuda-emulated", "auto"
+bool backend_kind_from_name(const std::string& name, BackendKind* out);
+
 class Backend {
 public:
     virtual ~Backend() = default;
     virtual std::string name() const = 0;      // "CPU (8 threads)", "CUDA: NVIDIA H100"
-    virtual bool supports_weight(GgmlType type, MathMode mode) const = 0;
+    virtual BackendKind kind() const = 0;
+    // Whether `op` runs here in `mode`. `type` is the weight type for the ops that read weights
+    // (GET_ROWS on a table, MUL_MAT on a weight matrix; F16 for attention's products with the KV
+    // cache) and F32 otherwise.
+    virtual bool supports(Op op, MathMode mode, GgmlType type = GgmlType::F32) const = 0;
 
     // Device memory. alloc'ed memory is zeroed.
     virtual void* alloc(size_t bytes) = 0;
     virtual void release(void* ptr) = 0;
     virtual void upload(void* dst, const void* host_src, size_t bytes) = 0;
     virtual void download(void* host_dst, const void* src, size_t bytes) = 0;
+    // dst = src element by element (same ne, any byte strides on either side; f32 or i32): the
+    // device-to-device copy, and the way a view is made contiguous (ggml's CPY / CONT).
+    virtual void copy(const Tensor& src, Tensor& dst) = 0;
     // A weight from host bytes (the mapped file); the CPU backend uses them in place.
     virtual Tensor weight(GgmlType type, const int64_t ne[4], const void* host_data) = 0;
 
-    // y[:, t] = table row ids[t], dequantized to f32. ids are on the host.
-    virtual void get_rows(const Tensor& table, const int32_t* ids, int64_t n, Tensor& y) = 0;
+    // y[:, t] = table row ids[t], dequantized to f32. ids: I32 {n} on the device.
+    virtual void get_rows(const Tensor& table, const Tensor& ids, Tensor& y) = 0;
     // y[:, t] = x[:, t] / sqrt(mean(x[:, t]^2) + eps)
     virtual void rms_norm(const Tensor& x, float eps, Tensor& y) = 0;
     // y = x * w, w (one row) broadcast over the rows of x.
@@ -78,8 +93,8 @@ public:
     virtual void add(const Tensor& a, const Tensor& b, Tensor& y) = 0;
     // y[r, t] = dot(w row r, x[:, t]): w {K, N} (any weight type), x {K, T} f32, y {N, T} f32.
     virtual void matmul(const Tensor& w, const Tensor& x, Tensor& y, MathMode mode) = 0;
-    // Rotates the first n_rot dims of every head in place: x {head_dim, n_head, T}, pos[t] host.
-    virtual void rope(Tensor& x, const int32_t* pos, const RopeParams& p, MathMode mode) = 0;
+    // Rotates the first n_rot dims of every head in place: x {head_dim, n_head, T}; pos: I32 {T}.
+    virtual void rope(Tensor& x, const Tensor& pos, const RopeParams& p, MathMode mode) = 0;
     // y = silu(gate) * up
     virtual void swiglu(const Tensor& gate, const Tensor& up, Tensor& y, MathMode mode) = 0;
 
@@ -92,22 +107,38 @@ public:
     // kq {n_kv, T, n_head} = K^T q per head (GQA: head h reads kv head h / (n_head / n_head_kv)).
     virtual void attn_scores(const Tensor& q, const Tensor& cache_k, int64_t n_kv, Tensor& kq, MathMode mode) = 0;
     // p = softmax(kq * scale + mask) over ne0, with the causal mask: cell j is visible to token t
-    // when j <= pos[t] (pos on the host); `causal` false disables the mask.
-    virtual void softmax_masked(const Tensor& kq, float scale, const int32_t* pos, bool causal, Tensor& p,
+    // when j <= pos[t] (pos: I32 {T}); `causal` false disables the mask.
+    virtual void softmax_masked(const Tensor& kq, float scale, const Tensor& pos, bool causal, Tensor& p,
                                 MathMode mode) = 0;
     // kqv {head_dim_v, T, n_head} = V p per head.
     virtual void attn_values(const Tensor& p, const Tensor& cache_v, int64_t n_kv, Tensor& kqv, MathMode mode) = 0;
     // Flash attention as ggml's CPU kernel computes it (llama mode: f16 Q, online softmax in f32,
     // V accumulated in f16): out {head_dim_v, n_head, T} = softmax(q K^T * scale + mask) V.
     virtual void attn_flash(const Tensor& q, const Tensor& cache_k, const Tensor& cache_v, int64_t n_kv, float scale,
-                            const int32_t* pos, bool causal, Tensor& out) = 0;
+                            const Tensor& pos, bool causal, Tensor& out) = 0;
     // y {head_dim * n_head, T} from x {head_dim, T, n_head} (ggml: permute(0, 2, 1, 3) + cont).
     virtual void merge_heads(const Tensor& x, Tensor& y) = 0;
 
+    // Statistics and the histogram of an f32 tensor, computed where it lives.
     virtual void stats(const Tensor& x, TensorStats* out) = 0;
 };
 
+struct BackendOptions {
+    int n_threads = 0;  // CPU threads (0 = all cores); the emulator's worker threads too
+};
+
+// A backend of `kind`, or none with the reason (`note`). For kAuto, `note` says why the CPU was
+// chosen when it was ("CPU: cudaGetDeviceCount failed: ...").
+struct MadeBackend {
+    std::unique_ptr<Backend> backend;
+    std::string note;
+};
+MadeBackend make_backend(BackendKind kind, const BackendOptions& options = {});
+
 // The CPU backend with `n_threads` worker threads (0 = all cores).
 std::unique_ptr<Backend> make_cpu_backend(int n_threads = 0);
+
+// "MUL_MAT (q4_K, f16), RMS_NORM, ..." : the ops and weight types this backend runs in `mode`.
+std::string describe_support(const Backend& backend, MathMode mode);
 
 }  // namespace ls

@@ -277,7 +277,7 @@ TEST(SessionReference, CleanRunAgreesAndDerivedDataIsThere) {
         }
     const EventRecord* q = snap->latest("Qcur-0");
     ASSERT_TRUE(q && q->head_norms && q->ref_head_norms);
-    EXPECT_EQ(q->info.op, "ROPE");
+    EXPECT_EQ(q->info.op, Op::kRope);
     EXPECT_NEAR(q->head_norms->at(0, 0), q->ref_head_norms->at(0, 0), 1e-3);
 
     const EventRecord* out = snap->latest("result_output");

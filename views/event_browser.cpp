@@ -262,7 +262,7 @@ void EventBrowser::draw_row(DebugContext& ctx, const Row& row, int64_t row_index
     }
     if (ImGui::IsItemHovered() && ctx.session) ImGui::SetTooltip("double-click: run the session to this event");
     ImGui::TableNextColumn();
-    ImGui::TextUnformatted(e.op.c_str());
+    ImGui::TextUnformatted(op_name(e.op));
     ImGui::TableNextColumn();
     ImGui::TextUnformatted(shape_text(e).c_str());
     ImGui::TableNextColumn();

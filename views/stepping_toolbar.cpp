@@ -135,7 +135,7 @@ void SteppingToolbar::draw_position(DebugContext& ctx) {
                 s.decode_calls_done, s.planned_decode_calls, static_cast<long long>(s.position));
     if (const EventInfo* e = ctx.event(s.cursor)) {
         ImGui::SameLine();
-        ImGui::TextColored(event_shade_color(event_shade(ctx, s.cursor)), "at %s (%s)", e->name.c_str(), e->op.c_str());
+        ImGui::TextColored(event_shade_color(event_shade(ctx, s.cursor)), "at %s (%s)", e->name.c_str(), op_name(e->op));
     }
     if (s.error) ImGui::TextColored(state_color(SessionState::kError), "%s", s.error->message.c_str());
     else if (!s.message.empty()) ImGui::TextDisabled("%s", s.message.c_str());

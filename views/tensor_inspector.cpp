@@ -96,7 +96,7 @@ void TensorInspector::draw_header(const DebugContext& ctx, const EventInfo& e, c
     ImVec4 color = event_shade_color(event_shade(ctx, e.index));
     ImGui::TextColored(color, "#%lld  %s", static_cast<long long>(e.index), e.name.c_str());
     ImGui::SameLine();
-    ImGui::TextDisabled("%s  ne %s  %s  layer %d", e.op.c_str(), ne_text(e.ne).c_str(), decode_label(ctx, e.decode).c_str(),
+    ImGui::TextDisabled("%s  ne %s  %s  layer %d", op_name(e.op), ne_text(e.ne).c_str(), decode_label(ctx, e.decode).c_str(),
                         e.layer);
     if (!r) return;
     const TensorStats& s = r->stats;

@@ -13,7 +13,7 @@ void DumpWriter::on_event(const Event& e) {
     Captured c;
     c.name = e.dump_name();
     c.orig_name = e.name;
-    c.op = e.op;
+    c.op = op_name(e.op);
     c.decode = e.decode;
     c.ubatch = e.ubatch;
     c.node_index = node_counter_++;

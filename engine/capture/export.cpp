@@ -77,7 +77,7 @@ ExportTensor from_capture(const std::shared_ptr<const CapturedTensor>& c) {
     t.occurrence = c->info.occurrence;
     t.decode = c->info.decode;
     t.ubatch = c->info.ubatch;
-    t.op = c->info.op;
+    t.op = op_name(c->info.op);
     t.kind = c->info.base_name == "llama_logits" ? RefKind::kLogits : RefKind::kNode;
     t.ne = ne_of(c->info.ne);
     t.data = c->values ? c->values->data() : nullptr;
@@ -370,7 +370,7 @@ void ExportCollector::on_event(const Event& e) {
     t.occurrence = e.occurrence;
     t.decode = e.decode;
     t.ubatch = e.ubatch;
-    t.op = e.op;
+    t.op = op_name(e.op);
     t.node_index = node_index;
     t.ne = ne_of(e.tensor.ne);
     auto values = std::make_shared<std::vector<float>>(static_cast<size_t>(e.tensor.n_elements()));

@@ -27,7 +27,7 @@ std::shared_ptr<const SessionSnapshot> snapshot_from_dump(const ReferenceDump& d
         if (logits && !events->empty() && events->back().name == info.name) continue;
         info.base_name = logits ? "result_output" : t.base_name;
         info.occurrence = logits ? 1 : t.occurrence;
-        info.op = t.op;
+        info.op = op_from_name(t.op);
         info.decode = t.decode;
         info.ubatch = t.ubatch;
         for (int d = 0; d < 4; ++d) info.ne[d] = t.ne()[d];

@@ -67,7 +67,7 @@ CompareRunResult compare_dumps(const ReferenceDump& ours, const ReferenceDump& r
         CapturedEvent c;
         c.name = t.kind == RefKind::kLogits ? event_dump_name("result_output", 1, t.decode, t.ubatch) : t.name;
         c.base_name = t.base_name;
-        c.op = t.op;
+        c.op = op_from_name(t.op);
         c.decode = t.decode, c.ubatch = t.ubatch, c.occurrence = t.occurrence;
         for (int d = 0; d < 4; ++d) c.ne[d] = t.ne()[d];
         c.data = ours.values(t);

@@ -14,7 +14,8 @@ namespace ls {
 
 // Host copies of our events by dump name, in execution order.
 struct CapturedEvent {
-    std::string name, base_name, op;
+    std::string name, base_name;
+    Op op = Op::kNone;
     int layer = -1, decode = 0, ubatch = 0, occurrence = 1;
     int64_t ne[4] = {1, 1, 1, 1};
     std::vector<float> data;

@@ -72,14 +72,14 @@ public:
         if (!ref_tensor_ || (ref_values_.empty() && !samples_)) return report_;
         const std::string& base = ours_.base_name;
         const int L = layer_of(base);
-        if (ours_.op == std::string("ROPE")) try_rope(L);
-        if (ours_.op == std::string("MUL_MAT") && (starts_with(base, "Qcur") || starts_with(base, "Kcur") ||
+        if (ours_.op == Op::kRope) try_rope(L);
+        if (ours_.op == Op::kMulMat && (starts_with(base, "Qcur") || starts_with(base, "Kcur") ||
                                                    starts_with(base, "Vcur") || starts_with(base, "attn_out") ||
                                                    starts_with(base, "ffn_")))
             try_transpose(base, L);
         if (starts_with(base, "Qcur") || starts_with(base, "Kcur") || starts_with(base, "Vcur")) try_bias(base, L);
         if (starts_with(base, "kq_soft_max")) try_softmax(L);
-        if (ours_.op == std::string("RMS_NORM")) try_epsilon();
+        if (ours_.op == Op::kRmsNorm) try_epsilon();
         if (starts_with(base, "attn_norm") || starts_with(base, "ffn_norm") || base == "result_norm") try_norm_weight(base, L);
         if (base == "result_output") try_vocab_crop();
         if (base == "embd") try_q4k_swap();
@@ -168,7 +168,8 @@ private:
         auto roped = [&](const RopeParams& p, const std::vector<int32_t>& pos) {
             std::vector<float> v = in->data;
             Tensor t = make_tensor(v.data(), ours_.ne[0], ours_.ne[1], ours_.ne[2]);
-            backend()->rope(t, pos.data(), p, MathMode::kLlama);
+            const Tensor pos_t = make_tensor(const_cast<int32_t*>(pos.data()), T, 1, 1, 1, GgmlType::I32);
+            backend()->rope(t, pos_t, p, MathMode::kLlama);
             return ours_aligned(v);
         };
         auto positions = [&](int64_t first) {
@@ -290,7 +291,8 @@ private:
             std::vector<float> p(kq->data.size());
             Tensor in = make_tensor(const_cast<float*>(kq->data.data()), kq->ne[0], kq->ne[1], kq->ne[2]);
             Tensor out = make_tensor(p.data(), kq->ne[0], kq->ne[1], kq->ne[2]);
-            backend()->softmax_masked(in, scale, pos.data(), causal, out, MathMode::kLlama);
+            const Tensor pos_t = make_tensor(pos.data(), T, 1, 1, 1, GgmlType::I32);
+            backend()->softmax_masked(in, scale, pos_t, causal, out, MathMode::kLlama);
             return ours_aligned(p);
         };
         const float s = static_cast<float>(1.0 / std::sqrt(hd));

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/ops.h"
 #include "kernels/tensor.h"
 
 namespace ls {
@@ -18,7 +19,7 @@ struct Event {
     int decode = 0;           // decode call: 0 = the prompt, then one per generated token
     int ubatch = 0;           // physical batch within the decode call
     int layer = -1;           // -1 for tensors outside the layers
-    const char* op = "";      // the ggml op that makes it: "MUL_MAT", "ROPE", ...
+    Op op = Op::kNone;        // the ggml op that makes it: MUL_MAT, ROPE, ...
     Tensor tensor;            // f32, on the backend's device; valid during the callback only
     Backend* backend = nullptr;
 

@@ -1,7 +1,13 @@
 // The fault catalogue's names and descriptions.
 #include "engine/forward/faults.h"
 
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+
 #include "kernels/common/quant_blocks.h"
+#include "kernels/cpu/dequant.h"
 
 namespace ls {
 
@@ -56,6 +62,68 @@ std::string fault_names() {
         out += f.name;
     }
     return out;
+}
+
+Result<FaultKnobs> fault_knobs(Fault fault, const FaultModelFacts& m) {
+    const ModelConfig& c = *m.config;
+    FaultKnobs k;
+    auto refuse = [&](const std::string& why) {
+        return make_error(ErrorCode::kUsage, fmt::format("fault {}: {}", fault_info(fault).name, why));
+    };
+    switch (fault) {
+        case Fault::kNone: break;
+        case Fault::kTransposedWeight:
+            if (c.n_head * c.head_dim_k != c.n_embd) return refuse("needs a square attn_q weight (n_head * head_dim == n_embd)");
+            break;
+        case Fault::kRopeWrongPairing: k.rope_swap_pairing = true; break;
+        case Fault::kRopeSkipped: k.rope_skipped = true; break;
+        case Fault::kRopePositionOffByOne: k.rope_position_offset = 1; break;
+        case Fault::kKvPositionStuck: k.position_stuck = true; break;
+        case Fault::kAttentionScale: k.scale_by_head_dim = true; break;
+        case Fault::kYarnMscale:
+            if (c.rope_scaling != RopeScaling::kYarn) return refuse("needs a model with YaRN rope scaling");
+            // The magnitude correction applied once more on top of ggml's own.
+            k.rope_attn_factor = 1.0f + 0.1f * std::log(static_cast<float>(c.rope_scaling_factor));
+            break;
+        case Fault::kNoCausalMask: k.causal_mask = false; break;
+        case Fault::kPaddedVocabArgmax: k.logits_rows = (m.n_vocab / 256 + 2) * 256; break;
+        case Fault::kQkvBiasDropped:
+            if (!m.has_qkv_bias) return refuse("needs a model with attention biases (qwen2)");
+            k.qkv_biases = false;
+            break;
+        case Fault::kRmsNormWeightTwice: k.norm_weight_twice = true; break;
+        case Fault::kRmsNormEpsilon: k.rms_eps_factor = 1000.0f; break;
+        case Fault::kQ4KScaleMinSwapped:
+            if (!m.has_q4_k) return refuse("needs a model with Q4_K weights");
+            break;
+    }
+    return k;
+}
+
+FaultWeight fault_weight(Fault fault, const std::string& name, GgmlType type, const int64_t ne[4], const uint8_t* data,
+                         uint64_t n_bytes) {
+    FaultWeight w;
+    if (fault == Fault::kQ4KScaleMinSwapped && type == GgmlType::Q4_K) {
+        w.rewrote = true;
+        w.type = type;
+        w.bytes.assign(data, data + n_bytes);
+        swap_q4k_scales_and_mins(w.bytes.data(), static_cast<int64_t>(n_bytes / sizeof(block_q4_K)));
+    }
+    const std::string suffix = "attn_q.weight";
+    const bool is_wq = name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+    if (fault == Fault::kTransposedWeight && is_wq && ne[0] == ne[1]) {
+        // attn_q as a column-major reader sees it: element (i, j) read at (j, i).
+        const int64_t n = ne[0];
+        std::vector<float> rows(static_cast<size_t>(n * n)), transposed(rows.size());
+        dequantize_rows(type, data, 0, rows.data(), n, n);
+        for (int64_t i = 0; i < n; ++i)
+            for (int64_t j = 0; j < n; ++j) transposed[j * n + i] = rows[i * n + j];
+        w.rewrote = true;
+        w.type = GgmlType::F32;
+        w.bytes.resize(transposed.size() * sizeof(float));
+        std::memcpy(w.bytes.data(), transposed.data(), w.bytes.size());
+    }
+    return w;
 }
 
 void swap_q4k_scales_and_mins(void* blocks, int64_t n_blocks) {

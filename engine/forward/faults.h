@@ -2,8 +2,13 @@
 // so that the comparison shows how each one looks and the doctor learns to name it.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
+
+#include "engine/model/model_config.h"
+#include "engine/util/result.h"
+#include "kernels/backend.h"
 
 namespace ls {
 
@@ -35,6 +40,43 @@ const std::vector<FaultInfo>& fault_catalogue();
 const FaultInfo& fault_info(Fault fault);
 bool fault_from_name(const std::string& name, Fault* out);
 std::string fault_names();  // "transposed-weight, rope-pairing, ..."
+
+// What a fault changes in a forward pass, as knobs the graph machinery applies (the architecture
+// files never see a fault). The defaults are the clean engine.
+struct FaultKnobs {
+    bool rope_swap_pairing = false;   // NORM <-> NEOX
+    bool rope_skipped = false;
+    int rope_position_offset = 0;     // rotate for position p + offset
+    float rope_attn_factor = 1.0f;    // multiplies RopeParams::attn_factor (cos/sin magnitude)
+    bool position_stuck = false;      // every decode call starts at position 0
+    bool scale_by_head_dim = false;   // kq scaled by 1/head_dim instead of the model's scale
+    bool causal_mask = true;
+    bool qkv_biases = true;
+    bool norm_weight_twice = false;
+    float rms_eps_factor = 1.0f;
+    int64_t logits_rows = 0;          // > n_vocab: the logits buffer is padded (garbage rows)
+};
+
+// The knobs of `fault` for a model, or a usage error when the model cannot have that bug
+// ("fault qkv-bias-dropped: needs a model with attention biases (qwen2)"). `has_tensor` answers
+// whether the model file holds a tensor; `has_type` whether any weight is of a type.
+struct FaultModelFacts {
+    const ModelConfig* config = nullptr;
+    int64_t n_vocab = 0;
+    bool has_qkv_bias = false;
+    bool has_q4_k = false;
+};
+Result<FaultKnobs> fault_knobs(Fault fault, const FaultModelFacts& facts);
+
+// A weight the fault rewrites (attn_q transposed, Q4_K scales and mins swapped): the bytes and
+// type our engine then reads instead of the file's. `rewrote` is false for weights it leaves alone.
+struct FaultWeight {
+    bool rewrote = false;
+    GgmlType type = GgmlType::F32;
+    std::vector<uint8_t> bytes;
+};
+FaultWeight fault_weight(Fault fault, const std::string& name, GgmlType type, const int64_t ne[4],
+                         const uint8_t* data, uint64_t n_bytes);
 
 // Rewrites Q4_K blocks so that ggml's unpacking reads each sub-block's scale as its min and the
 // min as its scale: the bytes a decoder with the two roles swapped would effectively use.

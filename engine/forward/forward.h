@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "kernels/backend.h"
@@ -42,6 +43,18 @@ public:
     virtual const std::vector<float>& last_logits() const = 0;
     virtual const ForwardOptions& options() const = 0;
 };
+
+// The backend named `name` (cpu, cuda, cuda-emulated, auto) with `n_threads` CPU threads, or a
+// usage error saying why that kind is unavailable here. `note`: why auto chose the CPU.
+struct ChosenBackend {
+    std::unique_ptr<Backend> backend;
+    std::string note;
+};
+Result<ChosenBackend> open_backend(const std::string& name, int n_threads);
+// The same, for running `model` with `options`: auto falls back to the CPU when the CUDA backend
+// does not support an op the model needs, and the note says which.
+Result<ChosenBackend> open_backend_for(const Model& model, const std::string& name, int n_threads,
+                                       const ForwardOptions& options);
 
 // RoPE parameters of a model as llama.cpp derives them (mode, rotated dims, base, scaling).
 RopeParams rope_params_for(const ModelConfig& config);

@@ -13,8 +13,8 @@ namespace ls {
 
 static bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
 
-bool is_roped_q(const EventInfo& info) { return info.op == "ROPE" && starts_with(info.base_name, "Qcur-"); }
-bool is_roped_k(const EventInfo& info) { return info.op == "ROPE" && starts_with(info.base_name, "Kcur-"); }
+bool is_roped_q(const EventInfo& info) { return info.op == Op::kRope && starts_with(info.base_name, "Qcur-"); }
+bool is_roped_k(const EventInfo& info) { return info.op == Op::kRope && starts_with(info.base_name, "Kcur-"); }
 
 std::shared_ptr<const AttentionProbs> attention_from_softmax(const EventInfo& info,
                                                              std::shared_ptr<const std::vector<float>> values) {

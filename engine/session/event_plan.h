@@ -16,7 +16,7 @@ struct EventInfo {
     std::string base_name;  // llama.cpp's name: "Qcur-0"
     int occurrence = 1;
     int layer = -1;
-    std::string op;         // "MUL_MAT", "ROPE", ...
+    Op op = Op::kNone;      // MUL_MAT, ROPE, ...
     int64_t ne[4] = {1, 1, 1, 1};
     int decode = 0;
     int ubatch = 0;

@@ -209,8 +209,10 @@ Session::~Session() = default;
 
 Result<std::unique_ptr<Session>> Session::create(std::shared_ptr<const Model> model, SessionOptions options) {
     if (!model) return make_error(ErrorCode::kUsage, "Session::create: no model");
-    std::unique_ptr<Backend> backend = make_cpu_backend(options.n_threads);
-    auto worker = std::make_unique<SessionWorker>(std::move(model), std::move(options), std::move(backend));
+    auto chosen = open_backend_for(*model, options.backend, options.n_threads, options.forward);
+    if (!chosen) return chosen.error();
+    auto worker = std::make_unique<SessionWorker>(std::move(model), std::move(options), std::move(chosen.value().backend));
+    worker->set_backend_note(chosen.value().note);
     if (Status s = worker->start(); !s) return s.error();
     return std::unique_ptr<Session>(new Session(std::move(worker)));
 }
@@ -222,6 +224,7 @@ Result<std::unique_ptr<Session>> Session::open(const std::string& model_path, Se
 }
 
 const Model& Session::model() const { return worker_->model(); }
+std::string Session::backend_description() const { return worker_->backend_description(); }
 
 static Command command(CommandKind kind) {
     Command c;

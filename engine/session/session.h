@@ -21,6 +21,7 @@ namespace ls {
 struct SessionOptions {
     ForwardOptions forward;
     CapturePolicy capture;    // default: a 256 MiB memory budget
+    std::string backend = "auto";  // cpu, cuda, cuda-emulated, auto (see open_backend_for)
     int n_threads = 0;        // CPU backend threads (0 = all cores)
     int top_k = 20;           // top-k logits shown for result_output
     // While running, a snapshot at most this often (every stop publishes at once).
@@ -144,6 +145,8 @@ public:
     std::shared_ptr<const SessionSnapshot> wait_for_ticket(CommandTicket ticket, std::chrono::milliseconds timeout) const;
 
     const Model& model() const;
+    // The backend the session runs on, and why auto chose it when it chose the CPU.
+    std::string backend_description() const;
 
 private:
     explicit Session(std::unique_ptr<SessionWorker> worker);

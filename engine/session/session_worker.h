@@ -56,6 +56,11 @@ public:
     std::shared_ptr<const SessionSnapshot> wait_until(const std::function<bool(const SessionSnapshot&)>& done,
                                                       std::chrono::milliseconds timeout) const;
     const Model& model() const { return *model_; }
+    void set_backend_note(std::string note) { backend_note_ = std::move(note); }
+    // "CPU (2 threads) (CPU: cudaGetDeviceCount failed: ...)": the backend, and why auto chose it.
+    std::string backend_description() const {
+        return backend_note_.empty() ? backend_->name() : backend_->name() + " (" + backend_note_ + ")";
+    }
 
     void on_event(const Event& event) override;
 
@@ -113,6 +118,7 @@ private:
     std::shared_ptr<const Model> model_;
     SessionOptions options_;
     std::unique_ptr<Backend> backend_;
+    std::string backend_note_;
     std::unique_ptr<ForwardPass> forward_;
     std::thread thread_;
 

@@ -42,11 +42,23 @@ public:
     explicit CpuBackend(int n_threads) : pool_(n_threads) {}
 
     std::string name() const override { return "CPU (" + std::to_string(pool_.size()) + " threads)"; }
+    BackendKind kind() const override { return BackendKind::kCpu; }
 
-    bool supports_weight(GgmlType type, MathMode mode) const override {
-        if (mode == MathMode::kExact) return can_dequantize(type);
-        GgmlType act;
-        return vec_dot_activation_type(type, &act);
+    bool supports(Op op, MathMode mode, GgmlType type) const override {
+        switch (op) {
+            case Op::kGetRows: return can_dequantize(type);
+            case Op::kMulMat: {
+                if (mode == MathMode::kExact) return can_dequantize(type);
+                GgmlType act;
+                return vec_dot_activation_type(type, &act);
+            }
+            case Op::kCpy: return type == GgmlType::F32 || type == GgmlType::I32;
+            case Op::kRmsNorm: case Op::kMul: case Op::kAdd: case Op::kRope: case Op::kSwiglu: case Op::kSoftMax:
+            case Op::kSetRows: case Op::kCont: return true;
+            // ggml's flash-attention kernel is reproduced for llama mode only.
+            case Op::kFlashAttnExt: return mode == MathMode::kLlama;
+            default: return false;
+        }
     }
 
     void* alloc(size_t bytes) override {
@@ -58,15 +70,31 @@ public:
     void release(void* ptr) override { std::free(ptr); }
     void upload(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
     void download(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+    void copy(const Tensor& src, Tensor& dst) override {
+        const char* s = static_cast<const char*>(src.data);
+        char* d = static_cast<char*>(dst.data);
+        for (int64_t i3 = 0; i3 < src.ne[3]; ++i3)
+            for (int64_t i2 = 0; i2 < src.ne[2]; ++i2)
+                for (int64_t i1 = 0; i1 < src.ne[1]; ++i1) {
+                    const char* sr = s + i1 * src.nb[1] + i2 * src.nb[2] + i3 * src.nb[3];
+                    char* dr = d + i1 * dst.nb[1] + i2 * dst.nb[2] + i3 * dst.nb[3];
+                    if (src.nb[0] == 4 && dst.nb[0] == 4) {
+                        std::memcpy(dr, sr, static_cast<size_t>(src.ne[0]) * 4);
+                        continue;
+                    }
+                    for (int64_t i0 = 0; i0 < src.ne[0]; ++i0) std::memcpy(dr + i0 * dst.nb[0], sr + i0 * src.nb[0], 4);
+                }
+    }
     Tensor weight(GgmlType type, const int64_t ne[4], const void* host_data) override {
         Tensor t = make_tensor(const_cast<void*>(host_data), ne[0], ne[1], ne[2], ne[3], type);
         return t;
     }
 
-    void get_rows(const Tensor& table, const int32_t* ids, int64_t n, Tensor& y) override {
-        const uint64_t row_bytes = table.row_bytes();
+    void get_rows(const Tensor& table, const Tensor& id_tensor, Tensor& y) override {
+        const uint64_t row_bytes = table.nb[1];
         const char* base = static_cast<const char*>(table.data);
-        pool_.parallel_for(n, 1, [&](int64_t b, int64_t e) {
+        const int32_t* ids = id_tensor.i32();
+        pool_.parallel_for(id_tensor.ne[0], 1, [&](int64_t b, int64_t e) {
             for (int64_t t = b; t < e; ++t)
                 dequantize_row(table.type, base + static_cast<uint64_t>(ids[t]) * row_bytes, y.f32() + t * table.ne[0],
                                table.ne[0]);
@@ -166,7 +194,8 @@ public:
         });
     }
 
-    void rope(Tensor& x, const int32_t* pos, const RopeParams& p, MathMode mode) override {
+    void rope(Tensor& x, const Tensor& pos_tensor, const RopeParams& p, MathMode mode) override {
+        const int32_t* pos = pos_tensor.i32();
         const int64_t head_dim = x.ne[0], n_head = x.ne[1], T = x.ne[2];
         const int n_dims = p.n_rot;
         const float theta_scale = std::pow(p.freq_base, -2.0f / n_dims);
@@ -269,8 +298,9 @@ public:
         });
     }
 
-    void softmax_masked(const Tensor& kq, float scale, const int32_t* pos, bool causal, Tensor& p,
+    void softmax_masked(const Tensor& kq, float scale, const Tensor& pos_tensor, bool causal, Tensor& p,
                         MathMode mode) override {
+        const int32_t* pos = pos_tensor.i32();
         const int64_t n_kv = kq.ne[0], T = kq.ne[1];
         pool_.parallel_for(kq.n_rows(), 4, [&](int64_t b, int64_t e) {
             for (int64_t r = b; r < e; ++r) {
@@ -334,7 +364,8 @@ public:
     }
 
     void attn_flash(const Tensor& q, const Tensor& cache_k, const Tensor& cache_v, int64_t n_kv, float scale,
-                    const int32_t* pos, bool causal, Tensor& out) override {
+                    const Tensor& pos_tensor, bool causal, Tensor& out) override {
+        const int32_t* pos = pos_tensor.i32();
         const int64_t hd = q.ne[0], n_head = q.ne[1], T = q.ne[2];
         const int64_t hd_v = cache_v.ne[0], n_head_kv = cache_k.ne[1];
         const int64_t group = n_head / n_head_kv;

@@ -16,14 +16,15 @@ constexpr int threads_for(int block_elems) {
 
 template <class Block, void (*Decode)(const Block*, float*), int kElems, int kThreads>
 __global__ void __launch_bounds__(kThreads)
-    dequantize_rows_kernel(const uint8_t* src, size_t src_row_bytes, float* dst, int64_t blocks_per_row,
-                           int64_t total_blocks) {
+    dequantize_rows_kernel(const uint8_t* src, size_t src_row_bytes, const int32_t* ids, float* dst,
+                           int64_t blocks_per_row, int64_t total_blocks) {
     __shared__ float stage[kThreads * kElems];  // (kThreads quant blocks, kElems)
     const int64_t first = static_cast<int64_t>(blockIdx.x) * kThreads;
     const int64_t q = first + threadIdx.x;
     if (q < total_blocks) {
         const int64_t row = q / blocks_per_row;
-        const Block* b = reinterpret_cast<const Block*>(src + row * src_row_bytes) + (q - row * blocks_per_row);
+        const int64_t src_row = ids ? ids[row] : row;  // GET_ROWS reads the rows the ids name
+        const Block* b = reinterpret_cast<const Block*>(src + src_row * src_row_bytes) + (q - row * blocks_per_row);
         Decode(b, stage + threadIdx.x * kElems);
     }
     __syncthreads();
@@ -35,8 +36,8 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 template <class Block, void (*Decode)(const Block*, float*), int kElems>
-cudaError_t launch_rows(const void* src, size_t src_row_bytes, float* dst, int64_t n_per_row, int64_t n_rows,
-                        cudaStream_t stream) {
+cudaError_t launch_rows(const void* src, size_t src_row_bytes, const int32_t* ids, float* dst, int64_t n_per_row,
+                        int64_t n_rows, cudaStream_t stream) {
     constexpr int kThreads = threads_for(kElems);
     if (n_per_row < 0 || n_rows < 0 || n_per_row % kElems != 0) return cudaErrorInvalidValue;
     const int64_t blocks_per_row = n_per_row / kElems;
@@ -46,11 +47,11 @@ cudaError_t launch_rows(const void* src, size_t src_row_bytes, float* dst, int64
     if (grid > 0x7fffffff) return cudaErrorInvalidValue;
     const size_t row_bytes = src_row_bytes != 0 ? src_row_bytes : static_cast<size_t>(blocks_per_row) * sizeof(Block);
     LAUNCH_STREAM((dequantize_rows_kernel<Block, Decode, kElems, kThreads>), static_cast<unsigned>(grid), kThreads, 0,
-                  stream, static_cast<const uint8_t*>(src), row_bytes, dst, blocks_per_row, total_blocks);
+                  stream, static_cast<const uint8_t*>(src), row_bytes, ids, dst, blocks_per_row, total_blocks);
     return cudaGetLastError();
 }
 
-using RowsLauncher = cudaError_t (*)(const void*, size_t, float*, int64_t, int64_t, cudaStream_t);
+using RowsLauncher = cudaError_t (*)(const void*, size_t, const int32_t*, float*, int64_t, int64_t, cudaStream_t);
 
 RowsLauncher rows_launcher(GgmlType type) {
     switch (type) {
@@ -82,7 +83,14 @@ cudaError_t cuda_dequantize_rows(GgmlType type, const void* dev_src, size_t src_
                                  int64_t n_per_row, int64_t n_rows, cudaStream_t stream) {
     const RowsLauncher launcher = rows_launcher(type);
     if (launcher == nullptr) return cudaErrorInvalidValue;
-    return launcher(dev_src, src_row_bytes, dev_dst, n_per_row, n_rows, stream);
+    return launcher(dev_src, src_row_bytes, nullptr, dev_dst, n_per_row, n_rows, stream);
+}
+
+cudaError_t cuda_get_rows(GgmlType type, const void* dev_table, size_t table_row_bytes, const int32_t* dev_ids,
+                          int64_t n_ids, float* dev_dst, int64_t n_per_row, cudaStream_t stream) {
+    const RowsLauncher launcher = rows_launcher(type);
+    if (launcher == nullptr || dev_ids == nullptr || table_row_bytes == 0) return cudaErrorInvalidValue;
+    return launcher(dev_table, table_row_bytes, dev_ids, dev_dst, n_per_row, n_ids, stream);
 }
 
 }  // namespace ls::cuda

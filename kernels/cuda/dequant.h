@@ -20,4 +20,9 @@ bool cuda_can_dequantize(GgmlType type);
 cudaError_t cuda_dequantize_rows(GgmlType type, const void* dev_src, size_t src_row_bytes, float* dev_dst,
                                  int64_t n_per_row, int64_t n_rows, cudaStream_t stream);
 
+// GET_ROWS: row dev_ids[i] of dev_table (rows table_row_bytes apart) decoded into row i of dev_dst
+// (n_ids, n_per_row) f32. The ids stay on the device. Asynchronous on `stream`.
+cudaError_t cuda_get_rows(GgmlType type, const void* dev_table, size_t table_row_bytes, const int32_t* dev_ids,
+                          int64_t n_ids, float* dev_dst, int64_t n_per_row, cudaStream_t stream);
+
 }  // namespace ls::cuda

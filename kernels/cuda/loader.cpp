@@ -13,7 +13,7 @@ namespace ls {
 namespace {
 
 constexpr const char* kModuleName = "liblayerscope_cuda.so";
-constexpr int kModuleAbi = 1;
+constexpr int kModuleAbi = 2;
 
 std::string executable_dir() {
     std::error_code ec;
@@ -21,9 +21,42 @@ std::string executable_dir() {
     return ec ? std::string() : exe.parent_path().string();
 }
 
+struct LoadedModule {
+    void* handle = nullptr;
+    std::string why_not;  // "CPU: ..." when handle is null
+};
+
+// dlopen's the module once; later calls return the same handle (or the same reason).
+const LoadedModule& load_module();
+
 }  // namespace
 
 BackendProbe probe_cuda_backend() {
+    const LoadedModule& m = load_module();
+    if (!m.handle) return {false, m.why_not};
+    using ProbeFn = int (*)(char*, int);
+    auto probe = reinterpret_cast<ProbeFn>(dlsym(m.handle, "ls_cuda_probe"));
+    char message[512] = {};
+    const int devices = probe(message, sizeof message);
+    if (devices > 0) return {true, std::string("CUDA: ") + message};
+    return {false, std::string("CPU: ") + message};
+}
+
+CudaModuleBackend create_cuda_module_backend(const BackendOptions& options) {
+    const BackendProbe probe = probe_cuda_backend();
+    // The description starts with "CPU: " when CUDA is not usable; the reason is what follows.
+    if (!probe.cuda_available) return {nullptr, probe.description.substr(probe.description.find(": ") + 2)};
+    using CreateFn = Backend* (*)(int, char*, int);
+    auto create = reinterpret_cast<CreateFn>(dlsym(load_module().handle, "ls_cuda_create_backend"));
+    char message[512] = {};
+    Backend* backend = create(options.n_threads, message, sizeof message);
+    if (!backend) return {nullptr, message};
+    return {std::unique_ptr<Backend>(backend), ""};
+}
+
+namespace {
+
+LoadedModule load_module_once() {
     std::vector<std::string> candidates;
     if (const char* explicit_path = std::getenv("LAYERSCOPE_CUDA_MODULE"); explicit_path && *explicit_path) {
         candidates.push_back(explicit_path);
@@ -53,22 +86,23 @@ BackendProbe probe_cuda_backend() {
     }
     if (!module) {
         if (load_errors.empty())
-            return {false, std::string("CPU: the CUDA module ") + kModuleName +
-                               " was not found (built without nvcc?)"};
-        return {false, "CPU: the CUDA module could not be loaded: " + load_errors};
+            return {nullptr, std::string("CPU: the CUDA module ") + kModuleName + " was not found (built without nvcc?)"};
+        return {nullptr, "CPU: the CUDA module could not be loaded: " + load_errors};
     }
 
     using AbiFn = int (*)();
-    using ProbeFn = int (*)(char*, int);
     auto abi = reinterpret_cast<AbiFn>(dlsym(module, "ls_cuda_module_abi"));
-    auto probe = reinterpret_cast<ProbeFn>(dlsym(module, "ls_cuda_probe"));
-    if (!abi || !probe || abi() != kModuleAbi)
-        return {false, "CPU: the CUDA module is from another version of Layerscope (entry points missing or ABI "
-                       "mismatch); rebuild it"};
-    char message[512] = {};
-    const int devices = probe(message, sizeof message);
-    if (devices > 0) return {true, std::string("CUDA: ") + message};
-    return {false, std::string("CPU: ") + message};
+    if (!abi || abi() != kModuleAbi || !dlsym(module, "ls_cuda_probe") || !dlsym(module, "ls_cuda_create_backend"))
+        return {nullptr, "CPU: the CUDA module is from another version of Layerscope (entry points missing or ABI "
+                         "mismatch); rebuild it"};
+    return {module, ""};
 }
+
+const LoadedModule& load_module() {
+    static const LoadedModule loaded = load_module_once();
+    return loaded;
+}
+
+}  // namespace
 
 }  // namespace ls

@@ -7,7 +7,7 @@
 #define LS_CUDA_EXPORT extern "C" __attribute__((visibility("default")))
 
 // Bumped when the entry points change, so that a stale module is refused rather than misused.
-LS_CUDA_EXPORT int ls_cuda_module_abi() { return 1; }
+LS_CUDA_EXPORT int ls_cuda_module_abi() { return 2; }
 
 // Writes a one-line description to msg (at most cap bytes, NUL-terminated). Returns the number of
 // devices (> 0), 0 when the runtime works but sees no device, or -cudaError_t on failure.

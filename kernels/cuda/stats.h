@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/common/histogram.h"
 #include "kernels/simt/simt.h"
 
 namespace ls::cuda {
@@ -26,5 +27,10 @@ size_t cuda_tensor_stats_workspace_bytes();
 // dev_workspace holds cuda_tensor_stats_workspace_bytes() bytes of device memory.
 cudaError_t cuda_tensor_stats(const float* dev_x, int64_t n, void* dev_workspace, TensorStats* dev_out,
                               cudaStream_t stream);
+
+// Adds the histogram of dev_x's finite values to dev_hist (kHistogramBinCount counters, device
+// memory), binned as histogram_bin_of(v, min, max, scale) bins them. Asynchronous on `stream`.
+cudaError_t cuda_tensor_histogram(const float* dev_x, int64_t n, float min, float max, float scale,
+                                  unsigned long long* dev_hist, cudaStream_t stream);
 
 }  // namespace ls::cuda

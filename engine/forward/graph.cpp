@@ -1,0 +1,433 @@
+// The graph machinery shared by every architecture (see graph.h): loading, buffers, the ubatch
+// loop, output rows, events and the build_* helpers.
+#include "engine/forward/graph.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <tuple>
+
+namespace ls {
+namespace {
+
+// The first n columns of a preallocated buffer (its ne[1] is the ubatch size).
+Tensor cols(const Tensor& buffer, int64_t n) { return buffer.reshaped(buffer.ne[0], n); }
+
+}  // namespace
+
+GraphBuilder::GraphBuilder(const Model& model, Backend& backend, const ForwardOptions& options)
+    : model_(model), cfg_(model.config()), be_(backend), opt_(options) {}
+
+GraphBuilder::~GraphBuilder() {
+    for (void* p : allocations_) be_.release(p);
+}
+
+Tensor GraphBuilder::buffer(int64_t ne0, int64_t ne1, int64_t ne2, GgmlType type) {
+    Tensor t = make_tensor(nullptr, ne0, ne1, ne2, 1, type);
+    t.data = be_.alloc(t.n_bytes());
+    allocations_.push_back(t.data);
+    return t;
+}
+
+Result<Tensor> GraphBuilder::load(const std::string& name, bool matmul) {
+    const TensorSpec* spec = find_tensor_spec(layout_, name);
+    if (!spec)
+        return make_error(ErrorCode::kInternal, fmt::format("{} is not in the {} tensor layout", name, cfg_.arch_name));
+    const GgufTensorInfo* info = model_.find(name);
+    if (!info) {
+        if (!spec->required) return Tensor{};
+        return make_error(ErrorCode::kBadInput, fmt::format("{}: tensor {} is missing; a {} model needs it", model_.path(),
+                                                            name, cfg_.arch_name));
+    }
+    // Rows of the vocabulary tensors come from the file (the lints report a mismatch with the
+    // vocabulary); every other count must be as the layout says.
+    std::vector<int64_t> ne = spec->ne;
+    if (spec->vocab_rows && ne.size() >= 2) ne[1] = info->ne[1];
+    int64_t want[4] = {1, 1, 1, 1};
+    for (size_t d = 0; d < ne.size() && d < 4; ++d) want[d] = ne[d];
+    for (int d = 0; d < 4; ++d)
+        if (info->ne[d] != want[d])
+            return make_error(ErrorCode::kBadInput,
+                              fmt::format("{}: tensor {}: expected ne {} got {}", model_.path(), name,
+                                          format_ne(want, static_cast<int>(std::max<size_t>(ne.size(), 1))),
+                                          format_ne(info->ne, static_cast<int>(info->n_dims))));
+    const FaultWeight rewritten = fault_weight(opt_.fault, name, info->type, info->ne, info->data, info->n_bytes);
+    const GgmlType type = rewritten.rewrote ? rewritten.type : info->type;
+    if (matmul) ops_used_.push_back({Op::kMulMat, type});
+    if (!rewritten.rewrote) return be_.weight(type, info->ne, info->data);
+    Tensor t = make_tensor(nullptr, info->ne[0], info->ne[1], info->ne[2], info->ne[3], type);
+    t.data = be_.alloc(rewritten.bytes.size());
+    allocations_.push_back(t.data);
+    be_.upload(t.data, rewritten.bytes.data(), rewritten.bytes.size());
+    return t;
+}
+
+Status GraphBuilder::load_blk(int64_t il, const char* name, Tensor* out, bool matmul) {
+    auto t = load(fmt::format("blk.{}.{}", il, name), matmul);
+    if (!t) return t.error();
+    *out = t.value();
+    return {};
+}
+
+Status GraphBuilder::load_attn(int64_t il, AttnWeights* w) {
+    for (auto [dst, name, matmul] : {std::tuple{&w->wq, "attn_q.weight", true},
+                                     {&w->wk, "attn_k.weight", true},
+                                     {&w->wv, "attn_v.weight", true},
+                                     {&w->wo, "attn_output.weight", true},
+                                     {&w->bq, "attn_q.bias", false},
+                                     {&w->bk, "attn_k.bias", false},
+                                     {&w->bv, "attn_v.bias", false}})
+        if (Status s = load_blk(il, name, dst, matmul); !s) return s;
+    return {};
+}
+
+Status GraphBuilder::load_ffn(int64_t il, FfnWeights* w) {
+    for (auto [dst, name] : {std::pair{&w->gate, "ffn_gate.weight"}, {&w->up, "ffn_up.weight"}, {&w->down, "ffn_down.weight"}})
+        if (Status s = load_blk(il, name, dst, true); !s) return s;
+    return {};
+}
+
+#define LS_TRY_LOAD(dst, ...)       \
+    do {                            \
+        auto r_ = load(__VA_ARGS__); \
+        if (!r_) return r_.error(); \
+        dst = r_.value();           \
+    } while (0)
+
+Status GraphBuilder::init() {
+    const GgufTensorInfo* emb = model_.find("token_embd.weight");
+    if (!emb) return make_error(ErrorCode::kBadInput, model_.path() + ": tensor token_embd.weight is missing");
+    const GgufTensorInfo* out = model_.find("output.weight");
+    n_vocab_ = out ? out->ne[1] : emb->ne[1];
+    layout_ = tensor_layout(cfg_, n_vocab_);
+
+    FaultModelFacts facts;
+    facts.config = &cfg_;
+    facts.n_vocab = n_vocab_;
+    for (const char* b : {"blk.0.attn_q.bias", "blk.0.attn_k.bias", "blk.0.attn_v.bias"})
+        facts.has_qkv_bias = facts.has_qkv_bias || model_.find(b) != nullptr;
+    for (const GgufTensorInfo& t : model_.file().tensors()) facts.has_q4_k = facts.has_q4_k || t.type == GgmlType::Q4_K;
+    auto knobs = fault_knobs(opt_.fault, facts);
+    if (!knobs) return knobs.error();
+    knobs_ = knobs.value();
+
+    LS_TRY_LOAD(token_embd_, "token_embd.weight", false);
+    ops_used_.push_back({Op::kGetRows, token_embd_.type});
+    LS_TRY_LOAD(output_norm_, "output_norm.weight", false);
+    // Tied embeddings (qwen2 and others): the LM head is token_embd.
+    if (out) LS_TRY_LOAD(output_, "output.weight");
+    else output_ = token_embd_, ops_used_.push_back({Op::kMulMat, token_embd_.type});
+    if (Status s = load_layer_weights(); !s) return s;
+
+    const MathMode mode = opt_.mode;
+    for (Op op : {Op::kRmsNorm, Op::kMul, Op::kAdd, Op::kRope, Op::kSwiglu, Op::kSetRows, Op::kSoftMax, Op::kCont})
+        ops_used_.push_back({op, GgmlType::F32});
+    ops_used_.push_back({Op::kMulMat, GgmlType::F16});  // attention's products with the (f16) KV cache
+    ops_used_.push_back({Op::kGetRows, GgmlType::F32});  // output rows
+    ops_used_.push_back({Op::kCpy, GgmlType::F32});
+    if (opt_.flash_attn && mode == MathMode::kLlama) ops_used_.push_back({Op::kFlashAttnExt, GgmlType::F32});
+    if (Status s = check_backend_support(); !s) return s;
+
+    rope_ = rope_params_for(cfg_);
+    if (knobs_.rope_swap_pairing) rope_.mode = rope_.mode == RopeMode::kNorm ? RopeMode::kNeox : RopeMode::kNorm;
+    rope_.attn_factor *= knobs_.rope_attn_factor;
+    kq_scale_ = knobs_.scale_by_head_dim ? 1.0f / static_cast<float>(cfg_.head_dim_k)
+                                         : 1.0f / std::sqrt(static_cast<float>(cfg_.head_dim_k));
+    rms_eps_ = static_cast<float>(cfg_.rms_eps) * knobs_.rms_eps_factor;
+
+    const int64_t n_embd = cfg_.n_embd, hd = cfg_.head_dim_k, hd_v = cfg_.head_dim_v;
+    const int64_t n_q = cfg_.n_head * hd, n_k = cfg_.n_head_kv * hd, n_v = cfg_.n_head_kv * hd_v;
+    const int64_t T = opt_.n_ubatch, n_ctx = opt_.n_ctx;
+    buf_.x = buffer(n_embd, T);
+    buf_.norm = buffer(n_embd, T), buf_.cur = buffer(n_embd, T);
+    buf_.q = buffer(n_q, T), buf_.q_b = buffer(n_q, T), buf_.q_rope = buffer(n_q, T);
+    buf_.k = buffer(n_k, T), buf_.k_b = buffer(n_k, T), buf_.k_rope = buffer(n_k, T);
+    buf_.v = buffer(n_v, T), buf_.v_b = buffer(n_v, T);
+    buf_.kq = buffer(n_ctx, T, cfg_.n_head), buf_.kq_soft_max = buffer(n_ctx, T, cfg_.n_head);
+    buf_.kqv = buffer(hd_v, T, cfg_.n_head);
+    buf_.kqv_out = buffer(cfg_.n_head * hd_v, T);
+    buf_.attn_out = buffer(n_embd, T);
+    buf_.out_attn = buffer(n_embd, T), buf_.out_x = buffer(n_embd, T);
+    buf_.ffn_inp = buffer(n_embd, T);
+    buf_.gate = buffer(cfg_.n_ff, T), buf_.up = buffer(cfg_.n_ff, T), buf_.swiglu = buffer(cfg_.n_ff, T);
+    buf_.ffn_out = buffer(n_embd, T);
+    n_logits_ = std::max(n_vocab_, knobs_.logits_rows);
+    buf_.logits = buffer(n_logits_, T);
+    if (n_logits_ > n_vocab_) {
+        // The padded-vocabulary fault: the rows the LM head never writes hold what was there
+        // before (deterministic "garbage" here).
+        std::vector<float> garbage(static_cast<size_t>(n_logits_ * T));
+        uint32_t state = 12345;
+        for (float& g : garbage) {
+            state = state * 1664525u + 1013904223u;
+            g = static_cast<float>(state >> 8) / static_cast<float>(1u << 24) * 40.0f - 20.0f;
+        }
+        be_.upload(buf_.logits.data, garbage.data(), garbage.size() * sizeof(float));
+    }
+    for (int64_t il = 0; il < cfg_.n_layer; ++il) {
+        buf_.cache_k.push_back(buffer(hd, cfg_.n_head_kv, n_ctx));
+        buf_.cache_v.push_back(buffer(hd_v, cfg_.n_head_kv, n_ctx));
+    }
+    inp_tokens_ = buffer(T, 1, 1, GgmlType::I32);
+    inp_pos_ = buffer(T, 1, 1, GgmlType::I32);
+    inp_rope_pos_ = buffer(T, 1, 1, GgmlType::I32);
+    inp_out_ids_ = buffer(T, 1, 1, GgmlType::I32);
+    last_logits_.resize(n_logits_);
+    return {};
+}
+
+Status GraphBuilder::check_backend_support() const {
+    std::vector<std::string> missing;
+    for (const auto& [op, type] : ops_used_) {
+        if (be_.supports(op, opt_.mode, type)) continue;
+        const bool typed = op == Op::kGetRows || op == Op::kMulMat || op == Op::kMulMatId;
+        std::string what = typed ? fmt::format("{} ({})", op_name(op), ggml_type_name(type)) : op_name(op);
+        if (std::find(missing.begin(), missing.end(), what) == missing.end()) missing.push_back(what);
+    }
+    if (missing.empty()) return {};
+    std::string list;
+    for (const std::string& m : missing) list += (list.empty() ? "" : ", ") + m;
+    return make_error(ErrorCode::kUnsupported,
+                      fmt::format("{} cannot run {} in {} mode: it does not support {}. It supports: {}", be_.name(),
+                                  model_.path(), math_mode_name(opt_.mode), list, describe_support(be_, opt_.mode)));
+}
+
+Status GraphBuilder::eval(const std::vector<int32_t>& tokens, EventSink* sink) {
+    if (knobs_.position_stuck) pos_ = 0;  // the bug: the position never advances
+    if (tokens.empty()) return make_error(ErrorCode::kUsage, "no tokens to evaluate");
+    if (pos_ + static_cast<int64_t>(tokens.size()) > opt_.n_ctx)
+        return make_error(ErrorCode::kUsage, fmt::format("the context is full: {} + {} tokens > n_ctx {}; raise --ctx",
+                                                         pos_, tokens.size(), opt_.n_ctx));
+    const int64_t n_rows = token_embd_.ne[1];
+    for (int32_t id : tokens)
+        if (id < 0 || id >= n_rows)
+            return make_error(ErrorCode::kUsage,
+                              fmt::format("token id {} is out of range (the model has {} embedding rows)", id, n_rows));
+    sink_ = sink;
+    event_index_ = decode_ == 0 ? 0 : event_index_;
+    int ubatch = 0;
+    std::vector<int32_t> out_rows;
+    for (size_t first = 0; first < tokens.size(); first += opt_.n_ubatch, ++ubatch) {
+        const int64_t T = std::min<int64_t>(opt_.n_ubatch, tokens.size() - first);
+        const bool last_batch = first + T == tokens.size();
+        out_rows.clear();
+        for (int64_t t = 0; t < T; ++t)
+            if (opt_.all_logits || (last_batch && t == T - 1)) out_rows.push_back(static_cast<int32_t>(t));
+        eval_ubatch(tokens.data() + first, T, ubatch, out_rows);
+    }
+    ++decode_;
+    sink_ = nullptr;
+    return {};
+}
+
+void GraphBuilder::eval_ubatch(const int32_t* tokens, int64_t T, int ubatch, const std::vector<int32_t>& out_rows) {
+    T_ = T;
+    n_kv_ = pos_ + T;
+    ubatch_ = ubatch;
+    occurrences_.clear();
+    // The graph's inputs, uploaded once: token ids, positions, and the rows that reach the logits.
+    std::vector<int32_t> pos(static_cast<size_t>(T)), rope_pos(static_cast<size_t>(T));
+    for (int64_t t = 0; t < T; ++t) {
+        pos[t] = static_cast<int32_t>(pos_ + t);
+        rope_pos[t] = pos[t] + knobs_.rope_position_offset;
+    }
+    be_.upload(inp_tokens_.data, tokens, static_cast<size_t>(T) * sizeof(int32_t));
+    be_.upload(inp_pos_.data, pos.data(), pos.size() * sizeof(int32_t));
+    be_.upload(inp_rope_pos_.data, rope_pos.data(), rope_pos.size() * sizeof(int32_t));
+    n_out_rows_ = static_cast<int64_t>(out_rows.size());
+    if (n_out_rows_ > 0) be_.upload(inp_out_ids_.data, out_rows.data(), out_rows.size() * sizeof(int32_t));
+    build_graph();
+    pos_ += T;
+}
+
+void GraphBuilder::cb(const Tensor& t, const char* name, int il, Op op) {
+    Event e;
+    e.name = il >= 0 ? fmt::format("{}-{}", name, il) : name;
+    e.occurrence = ++occurrences_[e.name];
+    e.index = event_index_++;
+    e.decode = decode_;
+    e.ubatch = ubatch_;
+    e.layer = il;
+    e.op = op;
+    e.tensor = t;
+    e.backend = &be_;
+    if (sink_) sink_->on_event(e);
+}
+
+// ---- helpers
+
+Tensor GraphBuilder::build_inp_embd() {
+    Tensor x = cols(buf_.x, T_);
+    be_.get_rows(token_embd_, inp_tokens_.reshaped(T_), x);  // x = token_embd[tokens]
+    cb(x, "embd", -1, Op::kGetRows);
+    return x;
+}
+
+Tensor GraphBuilder::build_norm(const Tensor& x, const Tensor& weight, const char* name, int il) {
+    Tensor norm = cols(buf_.norm, x.ne[1]), cur = cols(buf_.cur, x.ne[1]);
+    be_.rms_norm(x, rms_eps_, norm);
+    cb(norm, "norm", il, Op::kRmsNorm);
+    be_.mul_row(norm, weight, cur);
+    if (knobs_.norm_weight_twice) be_.mul_row(cur, weight, cur);
+    cb(cur, name, il, Op::kMul);
+    return cur;
+}
+
+namespace {
+
+// y = w x (+ b), announced as `name` after the product and again after the bias.
+struct Projection {
+    Backend& be;
+    MathMode mode;
+    bool biases;
+    Tensor operator()(const Tensor& w, const Tensor& b, const Tensor& x, const Tensor& out_buf, const Tensor& out_b_buf,
+                      const std::function<void(const Tensor&, Op)>& announce) const {
+        Tensor y = cols(out_buf, x.ne[1]);
+        be.matmul(w, x, y, mode);
+        announce(y, Op::kMulMat);
+        if (!b.data || !biases) return y;
+        Tensor yb = cols(out_b_buf, x.ne[1]);
+        be.add(y, b, yb);
+        announce(yb, Op::kAdd);
+        return yb;
+    }
+};
+
+}  // namespace
+
+Qkv GraphBuilder::build_qkv(const Tensor& cur, const AttnWeights& w, int il) {
+    const int64_t T = cur.ne[1], hd = cfg_.head_dim_k, hd_v = cfg_.head_dim_v;
+    const Projection proj{be_, opt_.mode, knobs_.qkv_biases};
+    auto as = [&](const char* name) { return [this, name, il](const Tensor& t, Op op) { cb(t, name, il, op); }; };
+    Qkv r;
+    // llama.cpp's graph order: q through its rope, then v, then k through its rope.
+    Tensor q = proj(w.wq, w.bq, cur, buf_.q, buf_.q_b, as("Qcur")).reshaped(hd, cfg_.n_head, T);
+    cb(q, "Qcur", il, Op::kReshape);
+    r.q = build_rope(q, buf_.q_rope, "Qcur", il);
+    r.v = proj(w.wv, w.bv, cur, buf_.v, buf_.v_b, as("Vcur")).reshaped(hd_v, cfg_.n_head_kv, T);
+    cb(r.v, "Vcur", il, Op::kReshape);
+    Tensor k = proj(w.wk, w.bk, cur, buf_.k, buf_.k_b, as("Kcur")).reshaped(hd, cfg_.n_head_kv, T);
+    cb(k, "Kcur", il, Op::kReshape);
+    r.k = build_rope(k, buf_.k_rope, "Kcur", il);
+    return r;
+}
+
+Tensor GraphBuilder::build_rope(const Tensor& heads, Tensor& buffer, const char* name, int il) {
+    Tensor roped = buffer.reshaped(heads.ne[0], heads.ne[1], heads.ne[2]);
+    be_.copy(heads, roped);
+    if (!knobs_.rope_skipped) be_.rope(roped, inp_rope_pos_.reshaped(heads.ne[2]), rope_, opt_.mode);
+    cb(roped, name, il, Op::kRope);
+    return roped;
+}
+
+Tensor GraphBuilder::build_attn(const Qkv& qkv, const Tensor& wo, int il) {
+    const MathMode mode = opt_.mode;
+    const int64_t T = qkv.q.ne[2], n_head = cfg_.n_head, hd_v = cfg_.head_dim_v;
+    const Tensor pos = inp_pos_.reshaped(T);
+    Tensor kq = buf_.kq.reshaped(n_kv_, T, n_head), kq_soft_max = buf_.kq_soft_max.reshaped(n_kv_, T, n_head);
+    Tensor kqv = buf_.kqv.reshaped(hd_v, T, n_head), kqv_out = cols(buf_.kqv_out, T), attn_out = cols(buf_.attn_out, T);
+    Tensor& cache_k = buf_.cache_k[il];
+    Tensor& cache_v = buf_.cache_v[il];
+    be_.store_kv(qkv.k, qkv.v, cache_k, cache_v, pos_, mode);
+    be_.attn_scores(qkv.q, cache_k, n_kv_, kq, mode);
+    cb(kq, "kq", il, Op::kMulMat);
+    be_.softmax_masked(kq, kq_scale_, pos, knobs_.causal_mask, kq_soft_max, mode);
+    cb(kq_soft_max, "kq_soft_max", il, Op::kSoftMax);
+    be_.attn_values(kq_soft_max, cache_v, n_kv_, kqv, mode);
+    cb(kqv, "kqv", il, Op::kMulMat);
+    be_.merge_heads(kqv, kqv_out);
+    if (opt_.flash_attn && mode == MathMode::kLlama) {
+        // What llama.cpp computes with flash attention on; kq and kq_soft_max above are for display.
+        Tensor fa_out = kqv_out.reshaped(hd_v, n_head, T);
+        be_.attn_flash(qkv.q, cache_k, cache_v, n_kv_, kq_scale_, pos, knobs_.causal_mask, fa_out);
+    }
+    cb(kqv_out, "kqv_out", il, Op::kCont);
+    be_.matmul(wo, kqv_out, attn_out, mode);
+    cb(attn_out, "attn_out", il, Op::kMulMat);
+    return attn_out;
+}
+
+bool GraphBuilder::build_out_rows(int il, Tensor& cur, Tensor& residual) {
+    if (il != cfg_.n_layer - 1 || n_out_rows_ >= T_) return true;
+    if (n_out_rows_ == 0) return false;
+    const Tensor ids = inp_out_ids_.reshaped(n_out_rows_);
+    Tensor sel_cur = cols(buf_.out_attn, n_out_rows_), sel_residual = cols(buf_.out_x, n_out_rows_);
+    be_.get_rows(cur, ids, sel_cur);
+    be_.get_rows(residual, ids, sel_residual);
+    cur = sel_cur, residual = sel_residual;
+    return true;
+}
+
+Tensor GraphBuilder::build_add(const Tensor& a, const Tensor& b, const char* name, int il, Tensor& out) {
+    Tensor y = cols(out, a.ne[1]);
+    be_.add(a, b, y);
+    cb(y, name, il, Op::kAdd);
+    return y;
+}
+
+Tensor GraphBuilder::build_ffn(const Tensor& cur, const FfnWeights& w, int il) {
+    const MathMode mode = opt_.mode;
+    const int64_t T = cur.ne[1];
+    Tensor gate = cols(buf_.gate, T), up = cols(buf_.up, T), swiglu = cols(buf_.swiglu, T), out = cols(buf_.ffn_out, T);
+    be_.matmul(w.gate, cur, gate, mode);
+    cb(gate, "ffn_gate", il, Op::kMulMat);
+    be_.matmul(w.up, cur, up, mode);
+    cb(up, "ffn_up", il, Op::kMulMat);
+    be_.swiglu(gate, up, swiglu, mode);
+    cb(swiglu, "ffn_swiglu", il, Op::kSwiglu);
+    be_.matmul(w.down, swiglu, out, mode);
+    cb(out, "ffn_out", il, Op::kMulMat);
+    return out;
+}
+
+void GraphBuilder::build_output(const Tensor& x) {
+    const Tensor cur = build_norm(x, output_norm_, "result_norm", -1);
+    const int64_t n_out = cur.ne[1];
+    Tensor logits = buf_.logits.reshaped(n_logits_, n_out);
+    if (n_logits_ == n_vocab_) {
+        be_.matmul(output_, cur, logits, opt_.mode);
+    } else {
+        // The LM head writes n_vocab rows per token into a buffer whose rows are n_logits long.
+        Tensor head = make_tensor(nullptr, n_vocab_, 1);
+        for (int64_t t = 0; t < n_out; ++t) {
+            head.data = logits.f32() + t * n_logits_;
+            be_.matmul(output_, cur.columns(t, 1), head, opt_.mode);
+        }
+    }
+    cb(logits, "result_output", -1, Op::kMulMat);
+    be_.download(last_logits_.data(), logits.f32() + (n_out - 1) * n_logits_, n_logits_ * sizeof(float));
+}
+
+RopeParams rope_params_for(const ModelConfig& c) {
+    RopeParams rope;
+    rope.mode = c.rope_type == RopeType::kNeox ? RopeMode::kNeox : RopeMode::kNorm;
+    rope.n_rot = static_cast<int>(c.n_rot);
+    rope.freq_base = static_cast<float>(c.rope_freq_base);
+    if (c.rope_scaling == RopeScaling::kLinear) rope.freq_scale = static_cast<float>(1.0 / c.rope_scaling_factor);
+    if (c.rope_scaling == RopeScaling::kYarn) {
+        rope.freq_scale = static_cast<float>(1.0 / c.rope_scaling_factor);
+        rope.ext_factor = 1.0f;
+        rope.n_ctx_orig = static_cast<int>(c.rope_orig_ctx);
+        rope.beta_fast = static_cast<float>(c.rope_yarn_beta_fast);
+        rope.beta_slow = static_cast<float>(c.rope_yarn_beta_slow);
+    }
+    return rope;
+}
+
+Result<std::unique_ptr<ForwardPass>> make_forward(const Model& model, Backend& backend, const ForwardOptions& options) {
+    if (options.n_ctx <= 0 || options.n_ubatch <= 0) return make_error(ErrorCode::kUsage, "n_ctx and n_ubatch must be positive");
+    std::unique_ptr<GraphBuilder> graph;
+    switch (model.config().arch) {
+        case Arch::kLlama: graph = make_llama_graph(model, backend, options); break;
+        case Arch::kQwen2: graph = make_qwen2_graph(model, backend, options); break;
+        default:
+            return make_error(ErrorCode::kUnsupported, fmt::format("{}: running {} models is not supported yet", model.path(),
+                                                                   model.config().arch_name));
+    }
+    if (Status s = graph->init(); !s) return s.error();
+    return std::unique_ptr<ForwardPass>(std::move(graph));
+}
+
+}  // namespace ls

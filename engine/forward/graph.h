@@ -1,0 +1,149 @@
+// The graph machinery every architecture shares, as llama.cpp's llm_graph_context: weights loaded
+// through the architecture's tensor layout, preallocated buffers, the KV cache, the ubatch loop
+// with its inputs uploaded once per ubatch, output rows, event emission, the fault knobs, and the
+// build_* helpers an architecture's layer is written with (engine/forward/models/*.cpp).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/forward/forward.h"
+#include "engine/model/tensor_layout.h"
+
+namespace ls {
+
+// Attention weights of one layer (biases have data == nullptr when absent).
+struct AttnWeights {
+    Tensor wq, wk, wv, wo;
+    Tensor bq, bk, bv;
+};
+
+// Dense SwiGLU feed-forward weights of one layer.
+struct FfnWeights {
+    Tensor gate, up, down;
+};
+
+// Q, K and V of one ubatch, split into heads: q {head_dim, n_head, T}, k {head_dim, n_head_kv, T},
+// v {head_dim_v, n_head_kv, T}.
+struct Qkv {
+    Tensor q, k, v;
+};
+
+class GraphBuilder : public ForwardPass {
+public:
+    GraphBuilder(const Model& model, Backend& backend, const ForwardOptions& options);
+    ~GraphBuilder() override;
+
+    // Loads the weights (load_weights), checks that the backend runs every op the graph uses,
+    // and allocates the buffers and the KV cache.
+    Status init();
+
+    Status eval(const std::vector<int32_t>& tokens, EventSink* sink) override;
+    void reset() override {
+        pos_ = 0;
+        decode_ = 0;
+    }
+    int64_t position() const override { return pos_; }
+    int decode_calls() const override { return decode_; }
+    const std::vector<float>& last_logits() const override { return last_logits_; }
+    const ForwardOptions& options() const override { return opt_; }
+
+protected:
+    // ---- what an architecture provides
+    // Loads its per-layer weights with load().
+    virtual Status load_layer_weights() = 0;
+    // The graph of one ubatch, from build_inp_embd() to build_output().
+    virtual void build_graph() = 0;
+
+    // ---- weights
+    // The weight `name` checked against the layout (shape; absent optional tensors give a tensor
+    // with data == nullptr), uploaded to the backend, rewritten when a fault says so. `matmul`:
+    // the weight is a MUL_MAT operand, so the backend must run MUL_MAT on its type.
+    Result<Tensor> load(const std::string& name, bool matmul = true);
+    // Layer il's tensors: "blk.<il>.<name>"; q/k/v/o with their optional biases; the dense FFN.
+    Status load_blk(int64_t il, const char* name, Tensor* out, bool matmul = false);
+    Status load_attn(int64_t il, AttnWeights* w);
+    Status load_ffn(int64_t il, FfnWeights* w);
+
+    // ---- helpers, each announcing its tensors under llama.cpp's names
+    Tensor build_inp_embd();                                                      // embd
+    // rmsnorm then the weight: "norm-L" (RMS_NORM), then `name`-L (MUL)
+    Tensor build_norm(const Tensor& x, const Tensor& weight, const char* name, int il);
+    // wq/wk/wv projections (+ biases), reshaped to heads; q and k rotated by build_rope
+    Qkv build_qkv(const Tensor& cur, const AttnWeights& w, int il);
+    Tensor build_rope(const Tensor& heads, Tensor& buffer, const char* name, int il);
+    // softmax(q k^T * scale + causal mask) v over the KV cache, heads merged, then wo
+    Tensor build_attn(const Qkv& qkv, const Tensor& wo, int il);
+    // The last layer keeps only the rows whose logits are wanted (llama.cpp's inp_out_ids). False
+    // when this ubatch has none: llama.cpp's graph ends there, and so does ours.
+    bool build_out_rows(int il, Tensor& cur, Tensor& residual);
+    Tensor build_add(const Tensor& a, const Tensor& b, const char* name, int il, Tensor& out);
+    // down(silu(gate x) * up x)
+    Tensor build_ffn(const Tensor& cur, const FfnWeights& w, int il);
+    void build_output(const Tensor& x);                                           // result_norm, result_output
+
+    // Announces a tensor (cb(cur, "attn_norm", il) in llama.cpp). Names repeat within a graph
+    // evaluation: Qcur-0, Qcur-0#2, ...
+    void cb(const Tensor& t, const char* name, int il, Op op);
+
+    const Model& model_;
+    const ModelConfig& cfg_;
+    Backend& be_;
+    ForwardOptions opt_;
+    FaultKnobs knobs_;
+    std::vector<TensorSpec> layout_;
+
+    // ---- state of the ubatch being built
+    int64_t T_ = 0;                // tokens in this ubatch
+    int64_t n_kv_ = 0;             // cells attended: the cache so far plus this ubatch
+    int64_t n_out_rows_ = 0;       // rows that reach the logits
+
+    // Preallocated activations, sized for n_ubatch tokens. Shapes in ggml order.
+    struct Buffers {
+        Tensor x;                 // (n_embd, T) the residual stream
+        Tensor norm, cur;         // (n_embd, T) rmsnorm without and with the weight
+        Tensor q, q_b, q_rope;    // (n_head * head_dim, T): projection, + bias, roped copy
+        Tensor k, k_b, k_rope;    // (n_head_kv * head_dim, T)
+        Tensor v, v_b;            // (n_head_kv * head_dim_v, T)
+        Tensor kq, kq_soft_max;   // (n_ctx, T, n_head)
+        Tensor kqv;               // (head_dim_v, T, n_head)
+        Tensor kqv_out;           // (n_head * head_dim_v, T)
+        Tensor attn_out;          // (n_embd, T)
+        Tensor out_attn, out_x;   // (n_embd, n_outputs): the last layer's output rows
+        Tensor ffn_inp;           // (n_embd, T)
+        Tensor gate, up, swiglu;  // (n_ff, T)
+        Tensor ffn_out;           // (n_embd, T)
+        Tensor logits;            // (n_logits, T)
+        std::vector<Tensor> cache_k, cache_v;  // per layer (head_dim, n_head_kv, n_ctx)
+    } buf_;
+
+private:
+    Tensor buffer(int64_t ne0, int64_t ne1 = 1, int64_t ne2 = 1, GgmlType type = GgmlType::F32);
+    Status check_backend_support() const;
+    void eval_ubatch(const int32_t* tokens, int64_t T, int ubatch, const std::vector<int32_t>& out_rows);
+
+    Tensor token_embd_, output_norm_, output_;
+    Tensor inp_tokens_, inp_pos_, inp_rope_pos_, inp_out_ids_;  // I32 inputs, uploaded per ubatch
+    RopeParams rope_;
+    float kq_scale_ = 1.0f;
+    float rms_eps_ = 0.0f;
+    int64_t n_vocab_ = 0;
+    int64_t n_logits_ = 0;  // rows of the logits buffer: n_vocab_, more with the padded-vocab fault
+    std::vector<std::pair<Op, GgmlType>> ops_used_;  // what check_backend_support asks for
+    std::vector<void*> allocations_;
+    std::vector<float> last_logits_;
+    int64_t pos_ = 0;
+    int decode_ = 0;
+    int ubatch_ = 0;
+    int64_t event_index_ = 0;
+    EventSink* sink_ = nullptr;
+    std::map<std::string, int> occurrences_;
+};
+
+// The graph of each architecture (engine/forward/models/).
+std::unique_ptr<GraphBuilder> make_llama_graph(const Model& model, Backend& backend, const ForwardOptions& options);
+std::unique_ptr<GraphBuilder> make_qwen2_graph(const Model& model, Backend& backend, const ForwardOptions& options);
+
+}  // namespace ls

@@ -1,0 +1,181 @@
+// The CUDA backend: device memory, copies, and the ops that have CUDA kernels so far (GET_ROWS on
+// every weight format, CPY, statistics with the histogram). It answers supports() for the rest, so
+// a forward pass refuses by name what it cannot run. Built twice from this one source: by nvcc into
+// the CUDA module, and as C++ against the SIMT emulator (the cuda-emulated backend).
+#include <cmath>
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "kernels/cuda/dequant.h"
+#include "kernels/cuda/stats.h"
+#include "kernels/simt/simt.h"
+
+namespace ls {
+namespace {
+
+// Every CUDA call is checked; a failure names the statement, the file and the line.
+#define LS_CUDA_CHECK(stmt)                                                                              \
+    do {                                                                                                 \
+        const cudaError_t err_ = (stmt);                                                                 \
+        if (err_ != cudaSuccess)                                                                         \
+            throw std::runtime_error(std::string("CUDA error: ") + cudaGetErrorString(err_) + " in " #stmt \
+                                     " at " __FILE__ ":" + std::to_string(__LINE__));                     \
+    } while (0)
+
+constexpr int kCopyThreads = 256;
+
+// dst = src for 4-byte elements (f32, i32) with any byte strides on either side.
+__global__ void __launch_bounds__(kCopyThreads) copy_kernel(const char* src, char* dst, int64_t ne0, int64_t ne1,
+                                                            int64_t ne2, int64_t n, uint64_t s0, uint64_t s1,
+                                                            uint64_t s2, uint64_t s3, uint64_t d0, uint64_t d1,
+                                                            uint64_t d2, uint64_t d3) {
+    const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const int64_t i0 = i % ne0, i1 = (i / ne0) % ne1, i2 = (i / (ne0 * ne1)) % ne2, i3 = i / (ne0 * ne1 * ne2);
+    const uint32_t v = *reinterpret_cast<const uint32_t*>(src + i0 * s0 + i1 * s1 + i2 * s2 + i3 * s3);
+    *reinterpret_cast<uint32_t*>(dst + i0 * d0 + i1 * d1 + i2 * d2 + i3 * d3) = v;
+}
+
+class CudaBackend final : public Backend {
+public:
+    CudaBackend(std::string name, BackendKind kind) : name_(std::move(name)), kind_(kind) {
+        LS_CUDA_CHECK(cudaMalloc(&stats_workspace_, cuda::cuda_tensor_stats_workspace_bytes()));
+        LS_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&dev_stats_), sizeof(cuda::TensorStats)));
+        LS_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&dev_hist_), kHistogramBins * sizeof(unsigned long long)));
+    }
+    ~CudaBackend() override {
+        cudaFree(stats_workspace_);
+        cudaFree(dev_stats_);
+        cudaFree(dev_hist_);
+    }
+
+    std::string name() const override { return name_; }
+    BackendKind kind() const override { return kind_; }
+
+    bool supports(Op op, MathMode, GgmlType type) const override {
+        switch (op) {
+            case Op::kGetRows: return cuda::cuda_can_dequantize(type);
+            case Op::kCpy: return type == GgmlType::F32 || type == GgmlType::I32;
+            default: return false;
+        }
+    }
+
+    void* alloc(size_t bytes) override {
+        void* p = nullptr;
+        LS_CUDA_CHECK(cudaMalloc(&p, bytes == 0 ? 1 : bytes));
+        LS_CUDA_CHECK(cudaMemset(p, 0, bytes));
+        return p;
+    }
+    void release(void* ptr) override { cudaFree(ptr); }
+    void upload(void* dst, const void* src, size_t bytes) override {
+        LS_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+    }
+    void download(void* dst, const void* src, size_t bytes) override {
+        LS_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+    }
+    void copy(const Tensor& src, Tensor& dst) override {
+        const int64_t n = src.n_elements();
+        if (n == 0) return;
+        const int64_t grid = (n + kCopyThreads - 1) / kCopyThreads;
+        LAUNCH(copy_kernel, static_cast<unsigned>(grid), kCopyThreads, 0, static_cast<const char*>(src.data),
+               static_cast<char*>(dst.data), src.ne[0], src.ne[1], src.ne[2], n, src.nb[0], src.nb[1], src.nb[2],
+               src.nb[3], dst.nb[0], dst.nb[1], dst.nb[2], dst.nb[3]);
+        LS_CUDA_CHECK(cudaGetLastError());
+    }
+    Tensor weight(GgmlType type, const int64_t ne[4], const void* host_data) override {
+        Tensor t = make_tensor(nullptr, ne[0], ne[1], ne[2], ne[3], type);
+        t.data = alloc(t.n_bytes());
+        upload(t.data, host_data, t.n_bytes());
+        weights_.push_back(t.data);
+        return t;
+    }
+
+    void get_rows(const Tensor& table, const Tensor& ids, Tensor& y) override {
+        LS_CUDA_CHECK(cuda::cuda_get_rows(table.type, table.data, table.nb[1], ids.i32(), ids.ne[0], y.f32(),
+                                          table.ne[0], nullptr));
+    }
+
+    void stats(const Tensor& x, TensorStats* out) override {
+        const int64_t n = x.n_elements();
+        LS_CUDA_CHECK(cuda::cuda_tensor_stats(x.f32(), n, stats_workspace_, dev_stats_, nullptr));
+        cuda::TensorStats s{};
+        download(&s, dev_stats_, sizeof s);
+        *out = TensorStats{};
+        out->count = n;
+        out->nan_count = static_cast<int64_t>(s.nan_count);
+        out->inf_count = static_cast<int64_t>(s.inf_count);
+        const int64_t finite = n - out->nan_count - out->inf_count;
+        if (finite == 0) return;
+        out->min = s.min, out->max = s.max;
+        out->mean = s.sum / static_cast<double>(finite);
+        out->rms = std::sqrt(s.sumsq / static_cast<double>(finite));
+        out->hist_scale = out->rms > 0 ? static_cast<float>(out->rms) : 1.0f;
+        LS_CUDA_CHECK(cudaMemset(dev_hist_, 0, kHistogramBins * sizeof(unsigned long long)));
+        LS_CUDA_CHECK(cuda::cuda_tensor_histogram(x.f32(), n, out->min, out->max, out->hist_scale, dev_hist_, nullptr));
+        unsigned long long hist[kHistogramBins];
+        download(hist, dev_hist_, sizeof hist);
+        for (int b = 0; b < kHistogramBins; ++b) out->hist[b] = static_cast<int64_t>(hist[b]);
+    }
+
+    // The ops below have no CUDA kernels yet: supports() says so, and a forward pass checks it
+    // before it runs, so reaching one of them is our own mistake.
+    [[noreturn]] void unsupported(Op op) const {
+        throw std::logic_error(std::string(op_name(op)) + " is not supported by " + name_);
+    }
+    void rms_norm(const Tensor&, float, Tensor&) override { unsupported(Op::kRmsNorm); }
+    void mul_row(const Tensor&, const Tensor&, Tensor&) override { unsupported(Op::kMul); }
+    void add(const Tensor&, const Tensor&, Tensor&) override { unsupported(Op::kAdd); }
+    void matmul(const Tensor&, const Tensor&, Tensor&, MathMode) override { unsupported(Op::kMulMat); }
+    void rope(Tensor&, const Tensor&, const RopeParams&, MathMode) override { unsupported(Op::kRope); }
+    void swiglu(const Tensor&, const Tensor&, Tensor&, MathMode) override { unsupported(Op::kSwiglu); }
+    void store_kv(const Tensor&, const Tensor&, Tensor&, Tensor&, int64_t, MathMode) override {
+        unsupported(Op::kSetRows);
+    }
+    void attn_scores(const Tensor&, const Tensor&, int64_t, Tensor&, MathMode) override { unsupported(Op::kMulMat); }
+    void softmax_masked(const Tensor&, float, const Tensor&, bool, Tensor&, MathMode) override {
+        unsupported(Op::kSoftMax);
+    }
+    void attn_values(const Tensor&, const Tensor&, int64_t, Tensor&, MathMode) override { unsupported(Op::kMulMat); }
+    void attn_flash(const Tensor&, const Tensor&, const Tensor&, int64_t, float, const Tensor&, bool, Tensor&) override {
+        unsupported(Op::kFlashAttnExt);
+    }
+    void merge_heads(const Tensor&, Tensor&) override { unsupported(Op::kCont); }
+
+private:
+    std::string name_;
+    BackendKind kind_;
+    void* stats_workspace_ = nullptr;
+    cuda::TensorStats* dev_stats_ = nullptr;
+    unsigned long long* dev_hist_ = nullptr;
+    std::vector<void*> weights_;  // uploaded weights, freed with the backend
+};
+
+}  // namespace
+
+#if LS_SIMT_EMULATED
+std::unique_ptr<Backend> make_cuda_emulated_backend(const BackendOptions&) {
+    return std::make_unique<CudaBackend>("CUDA (emulated on the CPU)", BackendKind::kCudaEmulated);
+}
+#else
+// The module's entry point (see kernels/cuda/loader.cpp): a backend on device 0, or null with the
+// reason in msg.
+extern "C" __attribute__((visibility("default"))) Backend* ls_cuda_create_backend(int, char* msg, int cap) {
+    cudaDeviceProp prop{};
+    cudaError_t err = cudaGetDeviceProperties(&prop, 0);
+    if (err != cudaSuccess) {
+        std::snprintf(msg, static_cast<size_t>(cap), "cudaGetDeviceProperties failed: %s", cudaGetErrorString(err));
+        return nullptr;
+    }
+    try {
+        return new CudaBackend(std::string("CUDA: ") + prop.name, BackendKind::kCuda);
+    } catch (const std::exception& e) {
+        std::snprintf(msg, static_cast<size_t>(cap), "%s", e.what());
+        return nullptr;
+    }
+}
+#endif
+
+}  // namespace ls

@@ -1,0 +1,55 @@
+// The op table: one enum of the ops a forward pass is made of, named as ggml names them (the op a
+// llama.cpp dump records for each tensor). Backends answer supports(op, ...) with it, events carry
+// it, and test-backend-ops walks it.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace ls {
+
+enum class Op : uint8_t {
+    kNone,          // no op (an event that is not a computed tensor)
+    kGetRows,       // GET_ROWS: rows of a table by index (embeddings, output rows)
+    kRmsNorm,       // RMS_NORM: x / sqrt(mean(x^2) + eps)
+    kMul,           // MUL: element-wise product, broadcast over rows
+    kAdd,           // ADD: element-wise sum, broadcast over rows
+    kScale,         // SCALE: x * s
+    kMulMat,        // MUL_MAT: weight rows dotted with activation columns
+    kMulMatId,      // MUL_MAT_ID: MUL_MAT with a weight matrix chosen per row (MoE experts)
+    kRope,          // ROPE: rotary position embedding
+    kSwiglu,        // SWIGLU: silu(gate) * up
+    kSoftMax,       // SOFT_MAX: softmax(x * scale + mask)
+    kFlashAttnExt,  // FLASH_ATTN_EXT: fused attention
+    kSetRows,       // SET_ROWS: rows written into a table (the KV cache)
+    kCpy,           // CPY: a copy between tensors (any strides)
+    kCont,          // CONT: a strided view made contiguous
+    kReshape,       // RESHAPE: the same data with other counts
+    kView,          // VIEW: a window of a tensor with byte strides
+    kPermute,       // PERMUTE: axes reordered (strides only)
+    kConcat,        // CONCAT: two tensors joined along an axis
+    kArgsort,       // ARGSORT: indices that sort each row
+    kRepeat,        // REPEAT: a tensor tiled to a larger shape
+    kCount
+};
+
+inline constexpr const char* kOpNames[] = {
+    "NONE",     "GET_ROWS", "RMS_NORM", "MUL",     "ADD",  "SCALE",   "MUL_MAT",    "MUL_MAT_ID",
+    "ROPE",     "SWIGLU",   "SOFT_MAX", "FLASH_ATTN_EXT", "SET_ROWS", "CPY", "CONT", "RESHAPE",
+    "VIEW",     "PERMUTE",  "CONCAT",   "ARGSORT", "REPEAT",
+};
+static_assert(sizeof(kOpNames) / sizeof(kOpNames[0]) == static_cast<size_t>(Op::kCount),
+              "every op needs its name in kOpNames, in enum order");
+
+inline const char* op_name(Op op) {
+    return op < Op::kCount ? kOpNames[static_cast<size_t>(op)] : "?";
+}
+
+// The op named `name` (ggml's spelling), or Op::kNone for names not in the table.
+inline Op op_from_name(std::string_view name) {
+    for (size_t i = 1; i < static_cast<size_t>(Op::kCount); ++i)
+        if (name == kOpNames[i]) return static_cast<Op>(i);
+    return Op::kNone;
+}
+
+}  // namespace ls
