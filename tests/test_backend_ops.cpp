@@ -1,0 +1,698 @@
+// test-backend-ops, after ggml's: every op of the backend interface, on a table of shapes from tiny
+// edge cases to the real layer sizes of TinyLlama-1.1B, Qwen2.5-0.5B and DeepSeek-V2-Lite, for every
+// weight format, on every available backend (the CPU in both math modes, cuda-emulated, and CUDA
+// when a device is usable). Each result is compared with the CPU's exact-mode result by NMSE
+// against a per-op tolerance, and the CPU's exact result itself with a plain double-precision
+// implementation written here. NaN/Inf where the reference is finite fails; guard bytes around
+// every output catch out-of-bounds writes; a case a backend does not support is reported as such.
+// Each op is one test (BackendOps.<Op>), so a failure names the op, shape, format and backend.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "kernels/common/fp16.h"
+#include "kernels/cpu/dequant.h"
+#include "kernels/cpu/quantize.h"
+
+namespace ls {
+namespace {
+
+// ---- backends under test
+
+struct Target {
+    std::string label;  // "cpu/llama"
+    Backend* backend;
+    MathMode mode;
+};
+
+struct Backends {
+    std::vector<std::unique_ptr<Backend>> owned;
+    std::vector<Target> targets;
+    Backend* reference = nullptr;  // the CPU, exact mode
+
+    Backends() {
+        for (BackendKind kind : {BackendKind::kCpu, BackendKind::kCudaEmulated, BackendKind::kCuda}) {
+            MadeBackend made = make_backend(kind, BackendOptions{2});
+            if (!made.backend) {
+                std::printf("backend %s: not available (%s)\n", backend_kind_name(kind), made.note.c_str());
+                continue;
+            }
+            owned.push_back(std::move(made.backend));
+            for (MathMode mode : {MathMode::kExact, MathMode::kLlama})
+                targets.push_back({std::string(backend_kind_name(kind)) + "/" + math_mode_name(mode), owned.back().get(), mode});
+        }
+        reference = owned.front().get();
+    }
+};
+
+Backends& backends() {
+    static Backends b;
+    return b;
+}
+
+// ---- guarded device tensors
+
+constexpr size_t guard_s = 256;
+
+// A tensor on a backend with guard bytes before and after its data. Each tensor's guard byte
+// differs from the last one's, so a kernel that reads past its input and writes past its output
+// cannot copy one guard pattern onto another unseen.
+class Guarded {
+public:
+    Guarded(Backend& be, const Tensor& shape, size_t bytes = 0) : be_(be), t_(shape) {
+        static uint8_t next_guard = 0xA0;
+        guard_ = next_guard++;
+        if (next_guard == 0xB0) next_guard = 0xA0;
+        bytes_ = bytes ? bytes : static_cast<size_t>(shape.n_bytes());
+        base_ = static_cast<uint8_t*>(be_.alloc(bytes_ + 2 * guard_s));
+        std::vector<uint8_t> pattern(bytes_ + 2 * guard_s, guard_);
+        be_.upload(base_, pattern.data(), pattern.size());
+        t_.data = base_ + guard_s;
+    }
+    Guarded(Backend& be, const Tensor& shape, const void* host, size_t bytes) : Guarded(be, shape, bytes) {
+        be_.upload(t_.data, host, bytes);
+    }
+    ~Guarded() { be_.release(base_); }
+    Guarded(const Guarded&) = delete;
+    Guarded& operator=(const Guarded&) = delete;
+
+    Tensor& t() { return t_; }
+    std::vector<float> floats() const {
+        std::vector<float> v(bytes_ / sizeof(float));
+        be_.download(v.data(), t_.data, v.size() * sizeof(float));
+        return v;
+    }
+    // "" when both guard zones are intact, else where the first damaged byte is.
+    std::string guard_damage() const {
+        std::vector<uint8_t> all(bytes_ + 2 * guard_s);
+        be_.download(all.data(), base_, all.size());
+        for (size_t i = 0; i < guard_s; ++i)
+            if (all[i] != guard_) return "wrote " + std::to_string(guard_s - i) + " bytes before the output";
+        for (size_t i = 0; i < guard_s; ++i)
+            if (all[guard_s + bytes_ + i] != guard_) return "wrote " + std::to_string(i + 1) + "+ bytes past the output";
+        return "";
+    }
+
+private:
+    Backend& be_;
+    Tensor t_;
+    size_t bytes_;
+    uint8_t* base_;
+    uint8_t guard_;
+};
+
+// ---- data
+
+std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> d(0.0f, scale);
+    std::vector<float> v(n);
+    for (float& x : v) x = d(rng);
+    return v;
+}
+
+std::vector<float> rounded_f16(std::vector<float> v) {
+    for (float& x : v) x = fp16_to_fp32(fp32_to_fp16(x));
+    return v;
+}
+
+// Weight bytes of `type` for K x R: up to 64 distinct quantized rows, repeated (quantizing every
+// row of a 151936-row LM head would dominate the test's time and test nothing more).
+std::vector<uint8_t> make_weight(GgmlType type, int64_t K, int64_t R, uint32_t seed) {
+    uint64_t row_bytes = 0;
+    ggml_row_bytes(type, K, &row_bytes);
+    const int64_t period = std::min<int64_t>(R, 64);
+    std::vector<uint8_t> rows(row_bytes * period);
+    const std::vector<float> src = randn(static_cast<size_t>(K * period), seed, 0.05f);
+    if (type == GgmlType::F32) {
+        std::memcpy(rows.data(), src.data(), rows.size());
+    } else if (type == GgmlType::F16) {
+        fp32_to_fp16_row(src.data(), reinterpret_cast<uint16_t*>(rows.data()), K * period);
+    } else if (type == GgmlType::BF16) {
+        fp32_to_bf16_row(src.data(), reinterpret_cast<uint16_t*>(rows.data()), K * period);
+    } else if (can_quantize(type)) {
+        quantize_rows(type, src.data(), rows.data(), period, K);
+    } else {
+        // IQ4 formats (no quantizer): random nibbles, each block's leading f16 scale set sanely.
+        std::mt19937 rng(seed);
+        for (uint8_t& b : rows) b = static_cast<uint8_t>(rng());
+        const uint32_t block_bytes = ggml_type_traits(type)->block_bytes;
+        const uint16_t d = fp32_to_fp16(0.004f);
+        for (size_t off = 0; off < rows.size(); off += block_bytes) std::memcpy(&rows[off], &d, 2);
+        if (type == GgmlType::IQ4_XS)  // 6-bit sub-block scales near the middle (32 = unit scale)
+            for (size_t off = 0; off < rows.size(); off += block_bytes) std::memset(&rows[off + 2], 0, 6);
+    }
+    std::vector<uint8_t> out(row_bytes * R);
+    for (int64_t r = 0; r < R; ++r) std::memcpy(&out[r * row_bytes], &rows[(r % period) * row_bytes], row_bytes);
+    return out;
+}
+
+std::vector<float> dequantized(GgmlType type, const std::vector<uint8_t>& bytes, int64_t K, int64_t R) {
+    std::vector<float> out(static_cast<size_t>(K * R));
+    dequantize_rows(type, bytes.data(), 0, out.data(), R, K);
+    return out;
+}
+
+// ---- comparison
+
+double nmse(const std::vector<float>& out, const std::vector<float>& ref) {
+    double err = 0, norm = 0;
+    for (size_t i = 0; i < ref.size(); ++i) {
+        const double d = static_cast<double>(out[i]) - ref[i];
+        err += d * d;
+        norm += static_cast<double>(ref[i]) * ref[i];
+    }
+    return norm > 0 ? err / norm : err;
+}
+
+// Per-op NMSE tolerance against the CPU's exact result: what a correct backend's arithmetic
+// leaves (llama mode: activations quantized for the weight format, the f16 KV cache).
+double tolerance(Op op, MathMode mode) {
+    if (mode == MathMode::kExact) return 1e-9;
+    switch (op) {
+        case Op::kMulMat: return 5e-4;
+        case Op::kSetRows: return 1e-6;
+        case Op::kSoftMax: return 1e-6;
+        case Op::kFlashAttnExt: return 1e-4;
+        default: return 1e-9;
+    }
+}
+
+struct Tally {
+    int passed = 0, unsupported = 0;
+    ~Tally() { std::printf("  %d cases passed, %d not supported by a backend\n", passed, unsupported); }
+};
+
+// The outputs of one case on one target (nullopt: not supported there).
+struct Output {
+    std::vector<float> values;
+    std::string guard_damage;
+};
+using Runner = std::function<Output(Backend&, MathMode)>;
+
+// Runs a case on the reference and every target, checks the reference against `naive` (when
+// given, at `naive_tol`), and every target against the reference.
+void check_case(Tally& tally, Op op, GgmlType type, const std::string& what, const std::vector<float>* naive,
+                double naive_tol, const Runner& run, double tol_override = -1) {
+    Backends& b = backends();
+    // Op::kNone: the statistics every backend computes (no op of the table).
+    const std::string name = op == Op::kNone ? "STATS" : op_name(op);
+    const Output ref = run(*b.reference, MathMode::kExact);
+    ASSERT_TRUE(ref.guard_damage.empty()) << name << " " << what << " on the reference: " << ref.guard_damage;
+    if (naive) {
+        ASSERT_EQ(naive->size(), ref.values.size());
+        const double e = nmse(ref.values, *naive);
+        EXPECT_LE(e, naive_tol) << name << " " << what << ": the CPU exact result is off the plain computation (NMSE " << e << ")";
+    }
+    for (const Target& t : b.targets) {
+        const std::string id = name + " " + ggml_type_name(type) + " " + what + " on " + t.label;
+        if (op != Op::kNone && !t.backend->supports(op, t.mode, type)) {
+            std::printf("%-70s NOT SUPPORTED\n", id.c_str());
+            ++tally.unsupported;
+            continue;
+        }
+        const Output out = run(*t.backend, t.mode);
+        EXPECT_TRUE(out.guard_damage.empty()) << id << ": " << out.guard_damage;
+        ASSERT_EQ(out.values.size(), ref.values.size()) << id;
+        bool finite = true;
+        for (size_t i = 0; i < out.values.size() && finite; ++i)
+            if (std::isfinite(ref.values[i]) && !std::isfinite(out.values[i])) {
+                ADD_FAILURE() << id << ": value " << i << " is " << out.values[i] << ", the reference's " << ref.values[i];
+                finite = false;
+            }
+        const double e = nmse(out.values, ref.values);
+        const double tol = tol_override >= 0 ? tol_override : tolerance(op, t.mode);
+        EXPECT_LE(e, tol) << id << ": NMSE " << e << " above " << tol;
+        std::printf("%-70s nmse %.3g\n", id.c_str(), e);
+        if (finite && e <= tol && out.guard_damage.empty()) ++tally.passed;
+    }
+}
+
+std::string shape_text(std::initializer_list<int64_t> ne) {
+    std::string s;
+    for (int64_t n : ne) s += (s.empty() ? "" : "x") + std::to_string(n);
+    return s;
+}
+
+const GgmlType kWeightTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1,
+                                 GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q2_K, GgmlType::Q3_K,
+                                 GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS};
+
+bool fits(GgmlType type, int64_t K) { return K % ggml_type_traits(type)->block_elems == 0; }
+
+// ---- ops
+
+TEST(BackendOps, GetRows) {
+    Tally tally;
+    struct Shape { int64_t K, R; std::vector<int32_t> ids; };
+    // Tiny, TinyLlama's and DeepSeek-V2-Lite's embedding width, Qwen2.5-0.5B's (896: no K-quant fits).
+    const Shape shapes[] = {{32, 3, {2, 0, 2}}, {256, 5, {4}}, {896, 300, {299, 0, 151, 7}}, {2048, 300, {17, 299, 3}}};
+    for (const Shape& s : shapes)
+        for (GgmlType type : kWeightTypes) {
+            if (!fits(type, s.K)) continue;
+            const std::vector<uint8_t> w = make_weight(type, s.K, s.R, 7);
+            const std::vector<float> all = dequantized(type, w, s.K, s.R);
+            const int64_t n = static_cast<int64_t>(s.ids.size());
+            std::vector<float> naive;
+            for (int32_t id : s.ids) naive.insert(naive.end(), all.begin() + id * s.K, all.begin() + (id + 1) * s.K);
+            check_case(tally, Op::kGetRows, type, shape_text({s.K, s.R}) + " ids " + std::to_string(n), &naive, 0,
+                       [&](Backend& be, MathMode) {
+                           Guarded table(be, make_tensor(nullptr, s.K, s.R, 1, 1, type), w.data(), w.size());
+                           Guarded ids(be, make_tensor(nullptr, n, 1, 1, 1, GgmlType::I32), s.ids.data(), n * 4);
+                           Guarded y(be, make_tensor(nullptr, s.K, n));
+                           be.get_rows(table.t(), ids.t(), y.t());
+                           return Output{y.floats(), y.guard_damage() + table.guard_damage()};
+                       });
+        }
+}
+
+TEST(BackendOps, RmsNorm) {
+    Tally tally;
+    for (auto [n, T] : {std::pair<int64_t, int64_t>{1, 1}, {7, 3}, {64, 5}, {896, 4}, {2048, 3}, {5632, 1}}) {
+        const std::vector<float> x = randn(n * T, 11, 2.0f);
+        const float eps = 1e-5f;
+        std::vector<float> naive(x.size());
+        for (int64_t t = 0; t < T; ++t) {
+            double ss = 0;
+            for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(x[t * n + i]) * x[t * n + i];
+            const double scale = 1.0 / std::sqrt(ss / n + eps);
+            for (int64_t i = 0; i < n; ++i) naive[t * n + i] = static_cast<float>(x[t * n + i] * scale);
+        }
+        check_case(tally, Op::kRmsNorm, GgmlType::F32, shape_text({n, T}), &naive, 1e-12, [&](Backend& be, MathMode) {
+            Guarded in(be, make_tensor(nullptr, n, T), x.data(), x.size() * 4);
+            Guarded y(be, make_tensor(nullptr, n, T));
+            be.rms_norm(in.t(), eps, y.t());
+            return Output{y.floats(), y.guard_damage()};
+        });
+    }
+}
+
+TEST(BackendOps, Mul) {
+    Tally tally;
+    for (auto [n, T] : {std::pair<int64_t, int64_t>{1, 1}, {5, 3}, {896, 4}, {2048, 2}}) {
+        const std::vector<float> x = randn(n * T, 12), w = randn(n, 13);
+        std::vector<float> naive(x.size());
+        for (int64_t i = 0; i < n * T; ++i) naive[i] = x[i] * w[i % n];
+        check_case(tally, Op::kMul, GgmlType::F32, shape_text({n, T}) + " by one row", &naive, 0, [&](Backend& be, MathMode) {
+            Guarded in(be, make_tensor(nullptr, n, T), x.data(), x.size() * 4);
+            Guarded row(be, make_tensor(nullptr, n), w.data(), w.size() * 4);
+            Guarded y(be, make_tensor(nullptr, n, T));
+            be.mul_row(in.t(), row.t(), y.t());
+            return Output{y.floats(), y.guard_damage()};
+        });
+    }
+}
+
+TEST(BackendOps, Add) {
+    Tally tally;
+    for (auto [n, T] : {std::pair<int64_t, int64_t>{1, 1}, {5, 3}, {896, 4}, {2048, 2}})
+        for (bool broadcast : {false, true}) {
+            const std::vector<float> a = randn(n * T, 14), b = randn(broadcast ? n : n * T, 15);
+            std::vector<float> naive(a.size());
+            for (int64_t i = 0; i < n * T; ++i) naive[i] = a[i] + b[broadcast ? i % n : i];
+            check_case(tally, Op::kAdd, GgmlType::F32, shape_text({n, T}) + (broadcast ? " + one row" : " + same shape"),
+                       &naive, 0, [&](Backend& be, MathMode) {
+                           Guarded ta(be, make_tensor(nullptr, n, T), a.data(), a.size() * 4);
+                           Guarded tb(be, make_tensor(nullptr, n, broadcast ? 1 : T), b.data(), b.size() * 4);
+                           Guarded y(be, make_tensor(nullptr, n, T));
+                           be.add(ta.t(), tb.t(), y.t());
+                           return Output{y.floats(), y.guard_damage()};
+                       });
+        }
+}
+
+TEST(BackendOps, MulMat) {
+    Tally tally;
+    struct Shape { int64_t K, N, T; const char* what; };
+    const Shape shapes[] = {
+        {256, 1, 1, "edge: one row"},           {256, 3, 2, "edge: prompt of 2"},
+        {512, 17, 5, "edge: odd rows"},         {64, 9, 3, "edge: K under a super-block"},
+        {2048, 2048, 1, "TinyLlama wq"},        {2048, 256, 3, "TinyLlama wk (GQA)"},
+        {2048, 5632, 1, "TinyLlama ffn_gate"},  {5632, 2048, 1, "TinyLlama ffn_down"},
+        {896, 4864, 1, "Qwen2.5-0.5B ffn_up"},  {4864, 896, 2, "Qwen2.5-0.5B ffn_down"},
+        {896, 151936, 1, "Qwen2.5-0.5B logits"}, {2048, 1408, 1, "DeepSeek-V2-Lite expert gate"},
+        {1408, 2048, 1, "DeepSeek-V2-Lite expert down"}, {2048, 576, 2, "DeepSeek-V2-Lite kv_a_mqa"},
+    };
+    for (const Shape& s : shapes) {
+        const bool logits = s.N > 100000;
+        for (GgmlType type : kWeightTypes) {
+            if (!fits(type, s.K)) continue;
+            // The 151936-row LM head in the formats LM heads ship in.
+            if (logits && type != GgmlType::F16 && type != GgmlType::Q8_0 && type != GgmlType::Q6_K) continue;
+            const std::vector<uint8_t> w = make_weight(type, s.K, s.N, 21);
+            const std::vector<float> x = randn(s.K * s.T, 22);
+            std::vector<float> naive;
+            if (!logits) {
+                const std::vector<float> wf = dequantized(type, w, s.K, s.N);
+                naive.resize(s.N * s.T);
+                for (int64_t t = 0; t < s.T; ++t)
+                    for (int64_t r = 0; r < s.N; ++r) {
+                        double acc = 0;
+                        for (int64_t k = 0; k < s.K; ++k) acc += static_cast<double>(wf[r * s.K + k]) * x[t * s.K + k];
+                        naive[t * s.N + r] = static_cast<float>(acc);
+                    }
+            }
+            check_case(tally, Op::kMulMat, type, shape_text({s.K, s.N, s.T}) + " (" + s.what + ")", logits ? nullptr : &naive,
+                       1e-10, [&](Backend& be, MathMode mode) {
+                           Guarded wt(be, make_tensor(nullptr, s.K, s.N, 1, 1, type), w.data(), w.size());
+                           Guarded in(be, make_tensor(nullptr, s.K, s.T), x.data(), x.size() * 4);
+                           Guarded y(be, make_tensor(nullptr, s.N, s.T));
+                           be.matmul(wt.t(), in.t(), y.t(), mode);
+                           return Output{y.floats(), y.guard_damage()};
+                       });
+        }
+    }
+}
+
+TEST(BackendOps, Rope) {
+    Tally tally;
+    struct Shape { int64_t hd, heads; int n_rot; std::vector<int32_t> pos; };
+    const Shape shapes[] = {{8, 8, 8, {0, 1, 2, 3, 4}}, {64, 32, 64, {0, 1000, 4095}}, {64, 14, 64, {5, 6}},
+                            {128, 4, 64, {0, 31, 32767}}, {64, 16, 64, {0, 3}}};
+    for (const Shape& s : shapes)
+        for (int variant = 0; variant < 3; ++variant) {
+            RopeParams p;
+            p.mode = variant == 1 ? RopeMode::kNeox : RopeMode::kNorm;
+            p.n_rot = s.n_rot;
+            p.freq_base = variant == 1 ? 1000000.0f : 10000.0f;
+            if (variant == 2) {  // YaRN as DeepSeek-V2-Lite sets it
+                p.freq_scale = 1.0f / 40.0f, p.ext_factor = 1.0f, p.n_ctx_orig = 4096, p.beta_fast = 32, p.beta_slow = 1;
+            }
+            const int64_t T = static_cast<int64_t>(s.pos.size());
+            const std::vector<float> x = randn(s.hd * s.heads * T, 31);
+            std::vector<float> naive;
+            if (variant != 2) {  // plain RoPE in double: pairs rotated by pos * base^(-2i/n_rot)
+                naive = x;
+                for (int64_t t = 0; t < T; ++t)
+                    for (int64_t h = 0; h < s.heads; ++h)
+                        for (int i = 0; i < s.n_rot / 2; ++i) {
+                            const double theta = s.pos[t] * std::pow(static_cast<double>(p.freq_base), -2.0 * i / s.n_rot);
+                            const int64_t a = p.mode == RopeMode::kNorm ? 2 * i : i, b = p.mode == RopeMode::kNorm ? 2 * i + 1 : i + s.n_rot / 2;
+                            float* v = &naive[(t * s.heads + h) * s.hd];
+                            const double x0 = x[(t * s.heads + h) * s.hd + a], x1 = x[(t * s.heads + h) * s.hd + b];
+                            v[a] = static_cast<float>(x0 * std::cos(theta) - x1 * std::sin(theta));
+                            v[b] = static_cast<float>(x0 * std::sin(theta) + x1 * std::cos(theta));
+                        }
+            }
+            const char* names[] = {"NORM", "NEOX", "YaRN"};
+            // Large positions lose float precision in theta (as in ggml): the naive check is loose.
+            check_case(tally, Op::kRope, GgmlType::F32, shape_text({s.hd, s.heads, T}) + " " + names[variant],
+                       variant == 2 ? nullptr : &naive, 1e-4, [&](Backend& be, MathMode mode) {
+                           Guarded t(be, make_tensor(nullptr, s.hd, s.heads, T), x.data(), x.size() * 4);
+                           Guarded pos(be, make_tensor(nullptr, T, 1, 1, 1, GgmlType::I32), s.pos.data(), T * 4);
+                           be.rope(t.t(), pos.t(), p, mode);
+                           return Output{t.floats(), t.guard_damage()};
+                       });
+        }
+}
+
+TEST(BackendOps, Swiglu) {
+    Tally tally;
+    for (auto [n, T] : {std::pair<int64_t, int64_t>{1, 1}, {15, 2}, {17, 3}, {5632, 2}, {1408, 4}}) {
+        const std::vector<float> g = randn(n * T, 41, 4.0f), u = randn(n * T, 42);
+        std::vector<float> naive(g.size());
+        for (size_t i = 0; i < g.size(); ++i) naive[i] = static_cast<float>(g[i] / (1.0 + std::exp(-static_cast<double>(g[i]))) * u[i]);
+        check_case(tally, Op::kSwiglu, GgmlType::F32, shape_text({n, T}), &naive, 1e-12, [&](Backend& be, MathMode mode) {
+            Guarded tg(be, make_tensor(nullptr, n, T), g.data(), g.size() * 4);
+            Guarded tu(be, make_tensor(nullptr, n, T), u.data(), u.size() * 4);
+            Guarded y(be, make_tensor(nullptr, n, T));
+            be.swiglu(tg.t(), tu.t(), y.t(), mode);
+            return Output{y.floats(), y.guard_damage()};
+        });
+    }
+}
+
+// Attention shapes: head dims, heads, KV heads, tokens, cells attended (crossing ggml's paddings).
+struct AttnShape { int64_t hd_k, hd_v, n_head, n_head_kv, T, n_kv; const char* what; };
+const AttnShape kAttnShapes[] = {
+    {8, 8, 8, 4, 5, 5, "stories260K prompt"},     {64, 64, 32, 4, 1, 300, "TinyLlama decode"},
+    {64, 64, 14, 2, 3, 129, "Qwen2.5-0.5B"},       {192, 128, 16, 16, 2, 40, "DeepSeek-V2-Lite heads"},
+    {64, 64, 4, 4, 1, 1, "edge: one cell"},
+};
+
+TEST(BackendOps, SetRows) {
+    Tally tally;
+    for (const AttnShape& s : kAttnShapes) {
+        const int64_t n_ctx = s.n_kv + 3, first = s.n_kv - s.T;
+        const std::vector<float> k = randn(s.hd_k * s.n_head_kv * s.T, 51), v = randn(s.hd_v * s.n_head_kv * s.T, 52);
+        const std::vector<float> ck = randn(s.hd_k * s.n_head_kv * n_ctx, 53), cv = randn(s.hd_v * s.n_head_kv * n_ctx, 54);
+        std::vector<float> naive = ck;
+        std::copy(k.begin(), k.end(), naive.begin() + first * s.hd_k * s.n_head_kv);
+        std::vector<float> naive_v = cv;
+        std::copy(v.begin(), v.end(), naive_v.begin() + first * s.hd_v * s.n_head_kv);
+        naive.insert(naive.end(), naive_v.begin(), naive_v.end());
+        check_case(tally, Op::kSetRows, GgmlType::F32, std::string(s.what) + " cells " + std::to_string(first) + "+" + std::to_string(s.T),
+                   &naive, 0, [&](Backend& be, MathMode mode) {
+                       Guarded tk(be, make_tensor(nullptr, s.hd_k, s.n_head_kv, s.T), k.data(), k.size() * 4);
+                       Guarded tv(be, make_tensor(nullptr, s.hd_v, s.n_head_kv, s.T), v.data(), v.size() * 4);
+                       Guarded tck(be, make_tensor(nullptr, s.hd_k, s.n_head_kv, n_ctx), ck.data(), ck.size() * 4);
+                       Guarded tcv(be, make_tensor(nullptr, s.hd_v, s.n_head_kv, n_ctx), cv.data(), cv.size() * 4);
+                       be.store_kv(tk.t(), tv.t(), tck.t(), tcv.t(), first, mode);
+                       std::vector<float> out = tck.floats(), out_v = tcv.floats();
+                       out.insert(out.end(), out_v.begin(), out_v.end());
+                       return Output{out, tck.guard_damage() + tcv.guard_damage()};
+                   });
+    }
+}
+
+TEST(BackendOps, AttnScores) {
+    Tally tally;
+    for (const AttnShape& s : kAttnShapes) {
+        const int64_t group = s.n_head / s.n_head_kv;
+        const std::vector<float> q = randn(s.hd_k * s.n_head * s.T, 61, 0.5f);
+        const std::vector<float> k = rounded_f16(randn(s.hd_k * s.n_head_kv * s.n_kv, 62, 0.5f));
+        std::vector<float> naive(s.n_kv * s.T * s.n_head);
+        for (int64_t h = 0; h < s.n_head; ++h)
+            for (int64_t t = 0; t < s.T; ++t)
+                for (int64_t j = 0; j < s.n_kv; ++j) {
+                    double acc = 0;
+                    for (int64_t d = 0; d < s.hd_k; ++d)
+                        acc += static_cast<double>(q[(t * s.n_head + h) * s.hd_k + d]) * k[(j * s.n_head_kv + h / group) * s.hd_k + d];
+                    naive[(h * s.T + t) * s.n_kv + j] = static_cast<float>(acc);
+                }
+        check_case(tally, Op::kMulMat, GgmlType::F16, std::string("kq ") + s.what, &naive, 1e-10, [&](Backend& be, MathMode mode) {
+            Guarded tq(be, make_tensor(nullptr, s.hd_k, s.n_head, s.T), q.data(), q.size() * 4);
+            Guarded tk(be, make_tensor(nullptr, s.hd_k, s.n_head_kv, s.n_kv), k.data(), k.size() * 4);
+            Guarded kq(be, make_tensor(nullptr, s.n_kv, s.T, s.n_head));
+            be.attn_scores(tq.t(), tk.t(), s.n_kv, kq.t(), mode);
+            return Output{kq.floats(), kq.guard_damage()};
+        });
+    }
+}
+
+TEST(BackendOps, SoftMax) {
+    Tally tally;
+    for (const AttnShape& s : kAttnShapes)
+        for (bool causal : {true, false}) {
+            const std::vector<float> kq = randn(s.n_kv * s.T * s.n_head, 71, 3.0f);
+            std::vector<int32_t> pos(s.T);
+            for (int64_t t = 0; t < s.T; ++t) pos[t] = static_cast<int32_t>(s.n_kv - s.T + t);
+            const float scale = 1.0f / std::sqrt(static_cast<float>(s.hd_k));
+            std::vector<float> naive(kq.size());
+            for (int64_t r = 0; r < s.T * s.n_head; ++r) {
+                const int64_t t = r % s.T;
+                double mx = -INFINITY, sum = 0;
+                for (int64_t j = 0; j < s.n_kv; ++j)
+                    if (!causal || j <= pos[t]) mx = std::max(mx, static_cast<double>(kq[r * s.n_kv + j] * scale));
+                for (int64_t j = 0; j < s.n_kv; ++j)
+                    if (!causal || j <= pos[t]) sum += std::exp(kq[r * s.n_kv + j] * scale - mx);
+                for (int64_t j = 0; j < s.n_kv; ++j)
+                    naive[r * s.n_kv + j] = !causal || j <= pos[t] ? static_cast<float>(std::exp(kq[r * s.n_kv + j] * scale - mx) / sum) : 0.0f;
+            }
+            check_case(tally, Op::kSoftMax, GgmlType::F32, std::string(s.what) + (causal ? " causal" : " no mask"), &naive, 1e-12,
+                       [&](Backend& be, MathMode mode) {
+                           Guarded in(be, make_tensor(nullptr, s.n_kv, s.T, s.n_head), kq.data(), kq.size() * 4);
+                           Guarded tpos(be, make_tensor(nullptr, s.T, 1, 1, 1, GgmlType::I32), pos.data(), s.T * 4);
+                           Guarded p(be, make_tensor(nullptr, s.n_kv, s.T, s.n_head));
+                           be.softmax_masked(in.t(), scale, tpos.t(), causal, p.t(), mode);
+                           return Output{p.floats(), p.guard_damage()};
+                       });
+        }
+}
+
+// Probabilities: each row of (n_kv) sums to 1.
+std::vector<float> probabilities(int64_t n_kv, int64_t rows, uint32_t seed) {
+    std::vector<float> p = randn(n_kv * rows, seed);
+    for (int64_t r = 0; r < rows; ++r) {
+        double sum = 0;
+        for (int64_t j = 0; j < n_kv; ++j) sum += (p[r * n_kv + j] = std::exp(p[r * n_kv + j]));
+        for (int64_t j = 0; j < n_kv; ++j) p[r * n_kv + j] = static_cast<float>(p[r * n_kv + j] / sum);
+    }
+    return p;
+}
+
+TEST(BackendOps, AttnValues) {
+    Tally tally;
+    for (const AttnShape& s : kAttnShapes) {
+        const int64_t group = s.n_head / s.n_head_kv;
+        const std::vector<float> p = probabilities(s.n_kv, s.T * s.n_head, 81);
+        const std::vector<float> v = rounded_f16(randn(s.hd_v * s.n_head_kv * s.n_kv, 82));
+        std::vector<float> naive(s.hd_v * s.T * s.n_head);
+        for (int64_t h = 0; h < s.n_head; ++h)
+            for (int64_t t = 0; t < s.T; ++t)
+                for (int64_t d = 0; d < s.hd_v; ++d) {
+                    double acc = 0;
+                    for (int64_t j = 0; j < s.n_kv; ++j)
+                        acc += static_cast<double>(p[(h * s.T + t) * s.n_kv + j]) * v[(j * s.n_head_kv + h / group) * s.hd_v + d];
+                    naive[(h * s.T + t) * s.hd_v + d] = static_cast<float>(acc);
+                }
+        check_case(tally, Op::kMulMat, GgmlType::F16, std::string("kqv ") + s.what, &naive, 1e-10, [&](Backend& be, MathMode mode) {
+            Guarded tp(be, make_tensor(nullptr, s.n_kv, s.T, s.n_head), p.data(), p.size() * 4);
+            Guarded tv(be, make_tensor(nullptr, s.hd_v, s.n_head_kv, s.n_kv), v.data(), v.size() * 4);
+            Guarded kqv(be, make_tensor(nullptr, s.hd_v, s.T, s.n_head));
+            be.attn_values(tp.t(), tv.t(), s.n_kv, kqv.t(), mode);
+            return Output{kqv.floats(), kqv.guard_damage()};
+        });
+    }
+}
+
+TEST(BackendOps, FlashAttnExt) {
+    Tally tally;
+    Backends& b = backends();
+    for (const AttnShape& s : kAttnShapes) {
+        const int64_t group = s.n_head / s.n_head_kv;
+        const std::vector<float> q = randn(s.hd_k * s.n_head * s.T, 91, 0.5f);
+        const std::vector<float> k = rounded_f16(randn(s.hd_k * s.n_head_kv * s.n_kv, 92, 0.5f));
+        const std::vector<float> v = rounded_f16(randn(s.hd_v * s.n_head_kv * s.n_kv, 93));
+        std::vector<int32_t> pos(s.T);
+        for (int64_t t = 0; t < s.T; ++t) pos[t] = static_cast<int32_t>(s.n_kv - s.T + t);
+        const float scale = 1.0f / std::sqrt(static_cast<float>(s.hd_k));
+        // softmax(q k^T * scale + causal mask) v in double: the reference, since the CPU runs
+        // ggml's flash-attention kernel in llama mode only.
+        std::vector<float> naive(s.hd_v * s.n_head * s.T);
+        for (int64_t t = 0; t < s.T; ++t)
+            for (int64_t h = 0; h < s.n_head; ++h) {
+                std::vector<double> w(s.n_kv, 0.0);
+                double mx = -INFINITY, sum = 0;
+                for (int64_t j = 0; j <= pos[t]; ++j) {
+                    double acc = 0;
+                    for (int64_t d = 0; d < s.hd_k; ++d)
+                        acc += static_cast<double>(q[(t * s.n_head + h) * s.hd_k + d]) * k[(j * s.n_head_kv + h / group) * s.hd_k + d];
+                    mx = std::max(mx, w[j] = acc * scale);
+                }
+                for (int64_t j = 0; j <= pos[t]; ++j) sum += (w[j] = std::exp(w[j] - mx));
+                for (int64_t d = 0; d < s.hd_v; ++d) {
+                    double acc = 0;
+                    for (int64_t j = 0; j <= pos[t]; ++j) acc += w[j] / sum * v[(j * s.n_head_kv + h / group) * s.hd_v + d];
+                    naive[(t * s.n_head + h) * s.hd_v + d] = static_cast<float>(acc);
+                }
+            }
+        for (const Target& tg : b.targets) {
+            const std::string id = std::string("FLASH_ATTN_EXT ") + s.what + " on " + tg.label;
+            if (!tg.backend->supports(Op::kFlashAttnExt, tg.mode)) {
+                std::printf("%-70s NOT SUPPORTED\n", id.c_str());
+                ++tally.unsupported;
+                continue;
+            }
+            Backend& be = *tg.backend;
+            Guarded tq(be, make_tensor(nullptr, s.hd_k, s.n_head, s.T), q.data(), q.size() * 4);
+            Guarded tk(be, make_tensor(nullptr, s.hd_k, s.n_head_kv, s.n_kv), k.data(), k.size() * 4);
+            Guarded tv(be, make_tensor(nullptr, s.hd_v, s.n_head_kv, s.n_kv), v.data(), v.size() * 4);
+            Guarded tpos(be, make_tensor(nullptr, s.T, 1, 1, 1, GgmlType::I32), pos.data(), s.T * 4);
+            Guarded out(be, make_tensor(nullptr, s.hd_v, s.n_head, s.T));
+            be.attn_flash(tq.t(), tk.t(), tv.t(), s.n_kv, scale, tpos.t(), true, out.t());
+            const std::vector<float> got = out.floats();
+            EXPECT_TRUE(out.guard_damage().empty()) << id << ": " << out.guard_damage();
+            const double e = nmse(got, naive);
+            EXPECT_LE(e, tolerance(Op::kFlashAttnExt, tg.mode)) << id << ": NMSE " << e;
+            for (float x : got) ASSERT_TRUE(std::isfinite(x)) << id;
+            std::printf("%-70s nmse %.3g\n", id.c_str(), e);
+            ++tally.passed;
+        }
+    }
+}
+
+TEST(BackendOps, Cont) {
+    Tally tally;
+    for (const AttnShape& s : kAttnShapes) {
+        const std::vector<float> x = randn(s.hd_v * s.T * s.n_head, 101);
+        std::vector<float> naive(x.size());
+        for (int64_t t = 0; t < s.T; ++t)
+            for (int64_t h = 0; h < s.n_head; ++h)
+                for (int64_t d = 0; d < s.hd_v; ++d)
+                    naive[(t * s.n_head + h) * s.hd_v + d] = x[(h * s.T + t) * s.hd_v + d];
+        check_case(tally, Op::kCont, GgmlType::F32, std::string("merge heads ") + s.what, &naive, 0, [&](Backend& be, MathMode) {
+            Guarded in(be, make_tensor(nullptr, s.hd_v, s.T, s.n_head), x.data(), x.size() * 4);
+            Guarded y(be, make_tensor(nullptr, s.hd_v * s.n_head, s.T));
+            be.merge_heads(in.t(), y.t());
+            return Output{y.floats(), y.guard_damage()};
+        });
+    }
+}
+
+TEST(BackendOps, Cpy) {
+    Tally tally;
+    // A permuted view made contiguous (axes 0 and 2 swapped), and a contiguous tensor copied into
+    // every other column of a wider one: strides on either side.
+    for (auto [a, b, c] : {std::tuple<int64_t, int64_t, int64_t>{3, 4, 5}, {64, 7, 16}, {192, 2, 16}})
+        for (int direction = 0; direction < 2; ++direction) {
+            const std::vector<float> x = randn(a * b * c, 111);
+            std::vector<float> naive;
+            if (direction == 0) {
+                naive.resize(x.size());
+                for (int64_t i2 = 0; i2 < c; ++i2)
+                    for (int64_t i1 = 0; i1 < b; ++i1)
+                        for (int64_t i0 = 0; i0 < a; ++i0) naive[(i0 * b + i1) * c + i2] = x[(i2 * b + i1) * a + i0];
+            } else {
+                naive.assign(x.size() * 2, 0.0f);
+                for (int64_t r = 0; r < b * c; ++r)
+                    for (int64_t i0 = 0; i0 < a; ++i0) naive[2 * r * a + i0] = x[r * a + i0];
+            }
+            for (GgmlType type : {GgmlType::F32, GgmlType::I32}) {
+                check_case(tally, Op::kCpy, type, shape_text({a, b, c}) + (direction == 0 ? " permuted -> contiguous" : " -> strided"),
+                           type == GgmlType::F32 ? &naive : nullptr, 0, [&](Backend& be, MathMode) {
+                               Guarded in(be, make_tensor(nullptr, a, b, c), x.data(), x.size() * 4);
+                               if (direction == 0) {
+                                   Guarded y(be, make_tensor(nullptr, c, b, a));
+                                   Tensor src = in.t().permuted(2, 1, 0, 3);
+                                   src.type = type;
+                                   Tensor dst = y.t();
+                                   dst.type = type;
+                                   be.copy(src, dst);
+                                   return Output{y.floats(), y.guard_damage()};
+                               }
+                               std::vector<float> zeros(x.size() * 2, 0.0f);
+                               Guarded y(be, make_tensor(nullptr, 2 * a, b, c), zeros.data(), zeros.size() * 4);
+                               Tensor dst = y.t().view({a, b, c, 1}, {4, y.t().nb[1], y.t().nb[2], y.t().nb[3]}, 0);
+                               Tensor src = in.t();
+                               src.type = dst.type = type;
+                               be.copy(src, dst);
+                               return Output{y.floats(), y.guard_damage()};
+                           });
+            }
+        }
+}
+
+TEST(BackendOps, Stats) {
+    Tally tally;
+    for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{4096}, int64_t{2048 * 33}}) {
+        std::vector<float> x = randn(n, 121, 3.0f);
+        if (n > 7) x[3] = NAN, x[5] = INFINITY, x[n - 1] = -INFINITY, x[n / 2] = 250.0f;
+        const TensorStats naive = tensor_stats(x.data(), n);
+        // The statistics as one vector: counts, extremes, moments, then the 64 histogram bins.
+        auto as_vector = [](const TensorStats& s) {
+            std::vector<float> v = {static_cast<float>(s.count), static_cast<float>(s.nan_count), static_cast<float>(s.inf_count),
+                                    s.min, s.max, static_cast<float>(s.mean), static_cast<float>(s.rms)};
+            for (int64_t h : s.hist) v.push_back(static_cast<float>(h));
+            return v;
+        };
+        const std::vector<float> naive_v = as_vector(naive);
+        check_case(tally, Op::kNone, GgmlType::F32, "stats " + std::to_string(n) + " values with NaN/Inf", &naive_v, 0,
+                   [&](Backend& be, MathMode) {
+                       Guarded in(be, make_tensor(nullptr, n), x.data(), x.size() * 4);
+                       TensorStats s;
+                       be.stats(in.t(), &s);
+                       return Output{as_vector(s), in.guard_damage()};
+                   },
+                   1e-10);
+    }
+}
+
+}  // namespace
+}  // namespace ls
