@@ -1,0 +1,27 @@
+// One tensor layout per architecture: the weights a model of it has, named and shaped as
+// llama.cpp's loader creates them. The lints, make-model and the forward pass's graph builders
+// all read it, so the three can never disagree.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/model/model_config.h"
+
+namespace ls {
+
+struct TensorSpec {
+    std::string name;         // "blk.0.attn_q.weight"
+    std::vector<int64_t> ne;  // ggml order; trailing 1s omitted
+    bool required = true;     // false: the model may omit it (biases, a tied output.weight)
+    bool vocab_rows = false;  // ne[1] is the vocabulary size (token_embd, output)
+};
+
+// Every tensor a model with config `c` and `n_vocab` tokens has or may have, in load order.
+std::vector<TensorSpec> tensor_layout(const ModelConfig& c, int64_t n_vocab);
+
+// The spec named `name`, or nullptr.
+const TensorSpec* find_tensor_spec(const std::vector<TensorSpec>& layout, const std::string& name);
+
+}  // namespace ls
