@@ -2,11 +2,15 @@
 #include "tests/test_support.h"
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <mutex>
 #include <random>
+#include <utility>
+#include <vector>
 
 namespace ls::test {
 
@@ -22,12 +26,45 @@ std::string fixture_path(const std::string& rel) {
     return fixtures_root() + "/" + rel;
 }
 
+namespace {
+
+// The folders make_temp_dir made; they are removed, with their contents, when the test process
+// exits. Only by the process that made them: a forked child (a death test) exits without them.
+class TempDirs {
+public:
+    ~TempDirs() {
+        if (getpid() != owner_) return;
+        std::error_code ec;
+        for (const std::filesystem::path& dir : dirs_) std::filesystem::remove_all(dir, ec);
+    }
+    void add(std::filesystem::path dir) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        dirs_.push_back(std::move(dir));
+    }
+
+private:
+    pid_t owner_ = getpid();
+    std::mutex mutex_;
+    std::vector<std::filesystem::path> dirs_;
+};
+
+TempDirs& temp_dirs() {
+    static TempDirs dirs;
+    return dirs;
+}
+
+}  // namespace
+
 std::string make_temp_dir() {
     std::random_device rd;
     auto base = std::filesystem::temp_directory_path();
+    TempDirs& registry = temp_dirs();  // constructed before the first folder, so destroyed after its users
     for (;;) {
         auto dir = base / ("layerscope-test-" + std::to_string(rd()));
-        if (std::filesystem::create_directory(dir)) return dir.string();
+        if (std::filesystem::create_directory(dir)) {
+            registry.add(dir);
+            return dir.string();
+        }
     }
 }
 

@@ -10,7 +10,8 @@ namespace ls::test {
 // Absolute path of ../shared/fixtures/<rel>, or "" when the fixtures folder is absent.
 std::string fixture_path(const std::string& rel);
 bool have_fixtures();
-// A fresh, empty temporary directory for one test.
+// A fresh, empty temporary directory for one test; removed with its contents when the test
+// process exits.
 std::string make_temp_dir();
 
 // Runs the built `layerscope` binary with `args` (already shell-quoted where needed); stdout is

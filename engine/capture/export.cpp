@@ -16,6 +16,7 @@
 
 #include "kernels/backend.h"
 #include "engine/compare/reference_formats.h"
+#include "engine/forward/event.h"
 #include "engine/gguf/gguf.h"
 #include "engine/session/breakpoint.h"
 
@@ -46,29 +47,19 @@ std::vector<int64_t> trimmed(std::vector<int64_t> ne) {
 
 std::vector<int64_t> ne_of(const int64_t* ne4) { return trimmed(std::vector<int64_t>(ne4, ne4 + 4)); }
 
-// Splits "Qcur-0#3@1.2" into its parts; suffixes that are not all digits belong to the name.
+// Splits "Qcur-0#3@1.2" into its parts; malformed suffixes belong to the name, and so do "#0" and
+// "#1", which no dump writes (the first tensor of a name has no '#').
 void split_name(const std::string& name, ExportTensor* t) {
-    auto digits = [](const std::string& s) {
-        return !s.empty() && s.size() <= 9 && s.find_first_not_of("0123456789") == std::string::npos;
-    };
-    std::string head = name;
-    size_t at = head.rfind('@');
-    if (at != std::string::npos) {
-        const std::string tail = head.substr(at + 1);
-        const size_t dot = tail.find('.');
-        const std::string d = tail.substr(0, dot), u = dot == std::string::npos ? "0" : tail.substr(dot + 1);
-        if (digits(d) && digits(u)) {
-            t->decode = std::stoi(d);
-            t->ubatch = std::stoi(u);
-            head = head.substr(0, at);
-        }
+    DumpName parts;
+    parse_dump_name(name, &parts);
+    if (parts.occurrence < 2 && name.compare(parts.base.size(), 1, "#") == 0) {
+        parts.base = name.substr(0, name.find('@', parts.base.size()));
+        parts.occurrence = 1;
     }
-    size_t hash = head.rfind('#');
-    if (hash != std::string::npos && digits(head.substr(hash + 1)) && std::stoi(head.substr(hash + 1)) >= 2) {
-        t->occurrence = std::stoi(head.substr(hash + 1));
-        head = head.substr(0, hash);
-    }
-    t->base_name = head;
+    t->base_name = parts.base;
+    t->occurrence = parts.occurrence;
+    t->decode = parts.decode;
+    t->ubatch = parts.ubatch;
 }
 
 ExportTensor from_capture(const std::shared_ptr<const CapturedTensor>& c) {

@@ -11,6 +11,7 @@
 #include "kernels/cpu/dequant.h"
 #include "engine/forward/faults.h"
 #include "engine/forward/forward.h"
+#include "engine/model/model_config.h"
 
 namespace ls {
 namespace {
@@ -295,9 +296,10 @@ private:
             backend()->softmax_masked(in, scale, pos_t, causal, out, MathMode::kLlama);
             return ours_aligned(p);
         };
-        const float s = static_cast<float>(1.0 / std::sqrt(hd));
+        const float s = attention_kq_scale(model_->config());
+        const char* clean = model_->config().arch == Arch::kDeepseek2 ? "mscale^2/sqrt(head_dim)" : "1/sqrt(head_dim)";
         std::vector<Candidate> cands = {
-            {fmt::format("scale 1/sqrt(head_dim) = {:.6g} with the causal mask", s), softmax(s, true)},
+            {fmt::format("scale {} = {:.6g} with the causal mask", clean, s), softmax(s, true)},
             {fmt::format("scale 1/head_dim = {:.6g} with the causal mask", 1.0 / hd), softmax(static_cast<float>(1.0 / hd), true)},
             {"scale 1 (none) with the causal mask", softmax(1.0f, true)},
             {fmt::format("scale {:.6g} without the causal mask (tokens see later tokens)", s), softmax(s, false)},

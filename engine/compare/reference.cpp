@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "engine/compare/reference_formats.h"
+#include "engine/forward/event.h"
 
 namespace ls {
 namespace {
@@ -22,18 +23,12 @@ std::vector<int32_t> int_array(const GgufFile& f, const char* key) {
     return out;
 }
 
-// Splits "Qcur-0#3@1.2" into occurrence 3 (decode and ubatch come from their own arrays).
+// The occurrence in "Qcur-0#3@1.2" (3). Decode and ubatch come from their own arrays, so the '@'
+// part is cut off unchecked; a malformed '#' suffix, "#0" or "#1" mean the first occurrence.
 int occurrence_of(const std::string& dump_name) {
-    size_t at = dump_name.rfind('@');
-    std::string head = at == std::string::npos ? dump_name : dump_name.substr(0, at);
-    size_t hash = head.rfind('#');
-    if (hash == std::string::npos) return 1;
-    int k = 0;
-    for (size_t i = hash + 1; i < head.size(); ++i) {
-        if (head[i] < '0' || head[i] > '9') return 1;
-        k = k * 10 + (head[i] - '0');
-    }
-    return k >= 2 ? k : 1;
+    DumpName parts;
+    const bool ok = parse_dump_name(dump_name.substr(0, dump_name.rfind('@')), &parts);
+    return ok && parts.occurrence >= 2 ? parts.occurrence : 1;
 }
 
 }  // namespace

@@ -149,34 +149,18 @@ std::string ne_text(const int64_t* ne) {
     return s + "]";
 }
 
-// Splits "Qcur-0#3@1.2" into base, occurrence, decode, ubatch; suffixes that are not all digits
-// are part of the name.
-void split_dump_name(const std::string& name, std::string* base, int* occ, int* dec, int* ub, bool* has_occ,
-                     bool* has_dec) {
-    auto digits = [](const std::string& s) {
-        return !s.empty() && s.size() <= 9 && s.find_first_not_of("0123456789") == std::string::npos;
-    };
-    std::string head = name;
-    *has_occ = *has_dec = false;
-    size_t at = head.rfind('@');
-    if (at != std::string::npos) {
-        std::string tail = head.substr(at + 1);
-        size_t dot = tail.find('.');
-        std::string d = tail.substr(0, dot), u = dot == std::string::npos ? "0" : tail.substr(dot + 1);
-        if (digits(d) && digits(u)) {
-            *dec = std::stoi(d);
-            *ub = std::stoi(u);
-            *has_dec = true;
-            head = head.substr(0, at);
-        }
-    }
-    size_t hash = head.rfind('#');
-    if (hash != std::string::npos && digits(head.substr(hash + 1))) {
-        *occ = std::stoi(head.substr(hash + 1));
-        *has_occ = true;
-        head = head.substr(0, hash);
-    }
-    *base = head;
+// Splits "Qcur-0#3@1.2" into the tensor's base name, occurrence, decode and ubatch; a malformed
+// suffix is part of the name. has_occ/has_dec: whether the name had a '#' / '@' suffix.
+void split_dump_name(const std::string& name, RefTensor* t, bool* has_occ, bool* has_dec) {
+    DumpName parts;
+    parse_dump_name(name, &parts);
+    t->base_name = parts.base;
+    t->occurrence = parts.occurrence;
+    t->decode = parts.decode;
+    t->ubatch = parts.ubatch;
+    // What follows the base is exactly the suffixes that parsed.
+    *has_occ = name.compare(parts.base.size(), 1, "#") == 0;
+    *has_dec = name.find('@', parts.base.size()) != std::string::npos;
 }
 
 }  // namespace
@@ -383,8 +367,7 @@ Result<NpyFolder> load_npy_folder(const std::string& dir) {
             return terr("missing \"file\" (the .npy file, relative to the folder)");
         RefTensor t;
         bool has_occ = false, has_dec = false;
-        split_dump_name(e["name"].get<std::string>(), &t.base_name, &t.occurrence, &t.decode, &t.ubatch, &has_occ,
-                        &has_dec);
+        split_dump_name(e["name"].get<std::string>(), &t, &has_occ, &has_dec);
         // Explicit fields; when a suffix says the same thing they must agree.
         struct Field { const char* key; int* value; bool from_suffix; int min; };
         for (Field f : {Field{"occurrence", &t.occurrence, has_occ, 1}, Field{"decode", &t.decode, has_dec, 0},

@@ -40,4 +40,13 @@ struct EvalCancelled {};
 // Builds dump names: "Qcur-0" + occurrence 3 + decode 2 -> "Qcur-0#3@2".
 std::string event_dump_name(const std::string& name, int occurrence, int decode, int ubatch);
 
+// A dump name split into its parts: "Qcur-0#3@1.2" -> base "Qcur-0", occurrence 3, decode 1, ubatch 2.
+struct DumpName { std::string base; int occurrence = 1; int decode = 0; int ubatch = 0; };
+// False when a suffix is malformed ("x#", "x@a"); names without suffixes parse as themselves.
+// A suffix is '#' or '@' followed by 1 to 9 digits ("@d.u": both parts). Even on false, `out`
+// holds what did parse: a malformed suffix stays in `base`, with everything before it. Values are
+// as written: "x#1" and "x#0" give occurrence 1 and 0 (event_dump_name writes neither), which
+// callers may reject. parse_dump_name(event_dump_name(n, o, d, u)) gives back n, o, d, u.
+bool parse_dump_name(const std::string& dump_name, DumpName* out);
+
 }  // namespace ls

@@ -133,8 +133,7 @@ Status GraphBuilder::init() {
     rope_ = rope_params_for(cfg_);
     if (knobs_.rope_swap_pairing) rope_.mode = rope_.mode == RopeMode::kNorm ? RopeMode::kNeox : RopeMode::kNorm;
     rope_.attn_factor *= knobs_.rope_attn_factor;
-    kq_scale_ = knobs_.scale_by_head_dim ? 1.0f / static_cast<float>(cfg_.head_dim_k)
-                                         : 1.0f / std::sqrt(static_cast<float>(cfg_.head_dim_k));
+    kq_scale_ = knobs_.scale_by_head_dim ? 1.0f / static_cast<float>(cfg_.head_dim_k) : attention_kq_scale(cfg_);
     rms_eps_ = static_cast<float>(cfg_.rms_eps) * knobs_.rms_eps_factor;
 
     const int64_t n_embd = cfg_.n_embd, hd = cfg_.head_dim_k, hd_v = cfg_.head_dim_v;

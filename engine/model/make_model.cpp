@@ -8,9 +8,12 @@
 #include <cmath>
 #include <cstring>
 #include <unordered_set>
+#include <utility>
 
 #include "kernels/cpu/quantize.h"
 #include "engine/gguf/gguf.h"
+#include "engine/model/model_config.h"
+#include "engine/model/tensor_layout.h"
 
 namespace ls {
 namespace {
@@ -330,29 +333,66 @@ struct PlannedTensor {
     std::vector<int64_t> ne;
 };
 
-std::vector<PlannedTensor> plan_tensors(const MakeModelSpec& s) {
-    int64_t e = s.n_embd, ff = s.n_ff, hd = s.n_embd / s.n_head, kv = hd * s.n_head_kv;
-    std::vector<PlannedTensor> out;
-    out.push_back({"token_embd.weight", {e, padded_rows(s)}});
-    out.push_back({"output_norm.weight", {e}});
-    if (!is_qwen2(s)) out.push_back({"output.weight", {e, padded_rows(s)}});
-    for (int il = 0; il < s.n_layer; ++il) {
-        auto b = [&](const char* what) { return fmt::format("blk.{}.{}", il, what); };
-        out.push_back({b("attn_norm.weight"), {e}});
-        out.push_back({b("attn_q.weight"), {e, e}});
-        out.push_back({b("attn_k.weight"), {e, kv}});
-        out.push_back({b("attn_v.weight"), {e, kv}});
-        if (is_qwen2(s)) {
-            out.push_back({b("attn_q.bias"), {e}});
-            out.push_back({b("attn_k.bias"), {kv}});
-            out.push_back({b("attn_v.bias"), {kv}});
-        }
-        out.push_back({b("attn_output.weight"), {e, e}});
-        out.push_back({b("ffn_norm.weight"), {e}});
-        out.push_back({b("ffn_gate.weight"), {e, ff}});
-        out.push_back({b("ffn_up.weight"), {e, ff}});
-        out.push_back({b("ffn_down.weight"), {ff, e}});
+// The config llama.cpp reads back from the file make_model writes.
+ModelConfig config_of(const MakeModelSpec& s) {
+    ModelConfig c;
+    c.arch = is_qwen2(s) ? Arch::kQwen2 : Arch::kLlama;
+    c.arch_name = s.arch;
+    c.n_embd = s.n_embd;
+    c.n_layer = s.n_layer;
+    c.n_head = s.n_head;
+    c.n_head_kv = s.n_head_kv;
+    c.head_dim_k = c.head_dim_v = c.n_rot = s.n_embd / s.n_head;
+    c.n_ff = s.n_ff;
+    c.n_vocab = padded_rows(s);
+    return c;
+}
+
+// The tensors a generated model holds: the layout's required ones, plus qwen2's q/k/v biases; qwen2
+// ties the LM head (no output.weight), llama has one.
+bool generated(const MakeModelSpec& s, const TensorSpec& t) {
+    auto ends = [&](const char* suffix) {
+        const size_t n = std::strlen(suffix);
+        return t.name.size() >= n && t.name.compare(t.name.size() - n, n, suffix) == 0;
+    };
+    if (t.required) return true;
+    if (t.name == "output.weight") return !is_qwen2(s);
+    return is_qwen2(s) && (ends("attn_q.bias") || ends("attn_k.bias") || ends("attn_v.bias"));
+}
+
+// Where a tensor goes in the file. Files made before the shared layout existed wrote the layer
+// tensors in this order (not llama.cpp's load order); keeping it keeps every generated file
+// byte-identical to those.
+std::pair<int64_t, int> file_position(const std::string& name) {
+    static const char* const kLayerOrder[] = {
+        "attn_norm.weight", "attn_q.weight",      "attn_k.weight",   "attn_v.weight",
+        "attn_q.bias",      "attn_k.bias",        "attn_v.bias",     "attn_output.weight",
+        "ffn_norm.weight",  "ffn_gate.weight",    "ffn_up.weight",   "ffn_down.weight",
+    };
+    int64_t layer = -1;
+    size_t what = 0;
+    if (name.compare(0, 4, "blk.") == 0) {
+        const size_t dot = name.find('.', 4);
+        layer = std::stoll(name.substr(4, dot - 4));
+        what = dot + 1;
     }
+    if (layer < 0) return {-1, 0};  // model-wide tensors first, in layout order
+    const std::string suffix = name.substr(what);
+    int rank = 0;
+    for (const char* known : kLayerOrder) {
+        if (suffix == known) break;
+        ++rank;
+    }
+    return {layer, rank};
+}
+
+std::vector<PlannedTensor> plan_tensors(const MakeModelSpec& s) {
+    std::vector<PlannedTensor> out;
+    for (const TensorSpec& t : tensor_layout(config_of(s), padded_rows(s)))
+        if (generated(s, t)) out.push_back({t.name, t.ne});
+    std::stable_sort(out.begin(), out.end(), [](const PlannedTensor& a, const PlannedTensor& b) {
+        return file_position(a.name) < file_position(b.name);
+    });
     return out;
 }
 

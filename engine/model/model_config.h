@@ -76,6 +76,9 @@ struct ModelConfig {
     double mscale_all_dim() const { return rope_yarn_log_multiplier / 0.1; }
 };
 
+// The attention scale llama.cpp uses for kq (before the softmax).
+float attention_kq_scale(const ModelConfig& c);
+
 // Reads the config of a supported architecture. Errors (kBadInput) name the missing or bad key:
 // "llama.block_count is missing; llama models need it".
 Result<ModelConfig> model_config_from_gguf(const GgufFile& file);

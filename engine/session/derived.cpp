@@ -28,7 +28,7 @@ std::shared_ptr<const AttentionProbs> attention_from_softmax(const EventInfo& in
 
 std::shared_ptr<const AttentionProbs> reference_attention(const ReferenceDump& ref, const EventInfo& sm,
                                                           const EventInfo& q_event, const std::vector<EventInfo>& k_events,
-                                                          std::string* why) {
+                                                          float kq_scale, std::string* why) {
     const int64_t n_key = sm.ne[0], n_query = sm.ne[1], n_head = sm.ne[2];
     auto a = std::make_shared<AttentionProbs>();
     a->layer = sm.layer, a->decode = sm.decode, a->ubatch = sm.ubatch;
@@ -77,7 +77,7 @@ std::shared_ptr<const AttentionProbs> reference_attention(const ReferenceDump& r
         return nullptr;
     }
     const int64_t group = n_head / n_head_kv;
-    const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+    const float scale = kq_scale;
     auto probs = std::make_shared<std::vector<float>>(static_cast<size_t>(n_key * n_query * n_head), 0.0f);
     std::vector<double> scores(static_cast<size_t>(n_key));
     for (int64_t h = 0; h < n_head; ++h) {

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "engine/forward/generate.h"
+#include "engine/model/model_config.h"
 #include "engine/session/session_worker.h"
 
 namespace ls {
@@ -423,7 +424,8 @@ void SessionWorker::record_event(const Event& e) {
         if (reference_) {
             auto q = last_roped_q_.find(info.layer);
             if (q == last_roped_q_.end()) rec->ref_attention_note = "no roped Q before this softmax";
-            else rec->ref_attention = reference_attention(*reference_, info, q->second, roped_k_[info.layer], &rec->ref_attention_note);
+            else rec->ref_attention = reference_attention(*reference_, info, q->second, roped_k_[info.layer],
+                                                          attention_kq_scale(model_->config()), &rec->ref_attention_note);
         }
     }
     if (logits) {
