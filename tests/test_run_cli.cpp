@@ -8,6 +8,7 @@
 
 #include "engine/compare/metrics.h"
 #include "engine/compare/reference.h"
+#include "kernels/backend.h"
 #include "tests/test_support.h"
 
 namespace ls {
@@ -103,6 +104,40 @@ TEST(RunCli, ExitCodes) {
     EXPECT_EQ(test::run_layerscope("run -m /no/such/model.gguf -p hi").exit_code, 3);
     auto r = test::run_layerscope("run " + m + " --tokens 1,403 -n 2", true);
     EXPECT_EQ(r.exit_code, 0) << r.out;
+}
+
+}  // namespace
+}  // namespace ls
+
+namespace ls {
+namespace {
+
+// --backend: cpu and auto run; cuda-emulated is accepted and says what it supports; an unknown
+// or unavailable backend is a usage error that says why.
+TEST(RunCli, BackendChoice) {
+    LS_REQUIRE_FIXTURES();
+    const std::string model = "-m '" + test::fixture_path("models/stories260K.gguf") + "' -p 'Once upon a time' -n 2";
+    for (const char* kind : {"cpu", "auto"}) {
+        const test::CommandResult r = test::run_layerscope("run " + model + " --backend " + kind, true);
+        EXPECT_EQ(r.exit_code, 0) << kind << ": " << r.out;
+        EXPECT_NE(r.out.find("backend: CPU"), std::string::npos) << r.out;
+    }
+    const MadeBackend cuda = make_backend(BackendKind::kCuda);
+    if (!cuda.backend) {
+        // auto says why it did not choose CUDA; cuda itself refuses with the same reason.
+        const test::CommandResult r = test::run_layerscope("run " + model + " --backend auto", true);
+        EXPECT_NE(r.out.find("(CPU: " + cuda.note), std::string::npos) << r.out;
+        const test::CommandResult c = test::run_layerscope("run " + model + " --backend cuda", true);
+        EXPECT_EQ(c.exit_code, 2) << c.out;
+        EXPECT_NE(c.out.find("the cuda backend is not available: " + cuda.note), std::string::npos) << c.out;
+    }
+    const test::CommandResult e = test::run_layerscope("run " + model + " --backend cuda-emulated", true);
+    EXPECT_EQ(e.exit_code, 2) << e.out;
+    EXPECT_NE(e.out.find("CUDA (emulated on the CPU) cannot run"), std::string::npos) << e.out;
+    EXPECT_NE(e.out.find("does not support"), std::string::npos) << e.out;
+    EXPECT_NE(e.out.find("It supports: GET_ROWS (f32, f16"), std::string::npos) << e.out;
+    const test::CommandResult bad = test::run_layerscope("run " + model + " --backend vulkan", true);
+    EXPECT_EQ(bad.exit_code, 2) << bad.out;
 }
 
 }  // namespace
