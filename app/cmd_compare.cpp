@@ -55,6 +55,7 @@ nlohmann::json to_json(const EventComparison& c) {
         j["n"] = c.metrics.n;
         if (c.partial) j["partial"] = true, j["sum_rel_error"] = c.sum_rel_error;
         if (c.top_k_overlap >= 0) j["top_k_overlap"] = c.top_k_overlap, j["ref_top1_rank"] = c.ref_top1_rank;
+        if (c.floor_nmse >= 0) j["floor_nmse"] = c.floor_nmse;
     }
     if (!c.note.empty()) j["note"] = c.note;
     return j;
@@ -71,6 +72,8 @@ int report(const CompareOptions& o, const CompareRunResult& r, const ReferenceDu
         nlohmann::json j;
         j["reference"] = reference.source();
         j["thresholds"] = {{"warn_nmse", th.warn_nmse}, {"diverged_nmse", th.diverged_nmse}};
+        if (!r.llama_isa_why.empty()) j["llama_isa"] = {{"variant", llama_isa_name(r.llama_isa)}, {"why", r.llama_isa_why}};
+        j["noise_floor"] = r.noise_floor.empty() ? nlohmann::json() : nlohmann::json(r.noise_floor);
         j["events"] = nlohmann::json::array();
         for (const EventComparison& c : r.comparisons) j["events"].push_back(to_json(c));
         j["summary"] = {{"ok", r.summary.ok}, {"warn", r.summary.warn}, {"diverged", r.summary.diverged},
@@ -99,6 +102,7 @@ int report(const CompareOptions& o, const CompareRunResult& r, const ReferenceDu
         print_row(c, static_cast<int64_t>(i) == first ? ">" : " ");
     }
     if (!o.all) std::printf("  (rows shown: the first divergence with its neighbours and up to 20 warn/diverged rows; --all shows every event)\n");
+    if (!r.noise_floor.empty()) std::printf("\nnoise floor: %s\n", r.noise_floor.c_str());
     std::printf("\nsummary: %zu events: %d ok, %d warn, %d diverged, %d without a reference tensor; %zu reference tensors unmatched\n",
                 r.comparisons.size(), r.summary.ok, r.summary.warn, r.summary.diverged, r.summary.no_reference, r.unmatched.size());
     if (o.all)
@@ -123,6 +127,7 @@ int report(const CompareOptions& o, const CompareRunResult& r, const ReferenceDu
 int run_compare(const CompareOptions& o) {
     CompareThresholds th;
     th.warn_nmse = o.warn_nmse;
+    th.noise_floor = !o.thresholds_given;
     th.diverged_nmse = o.diverged_nmse;
     if (!(th.warn_nmse <= th.diverged_nmse))
         return fail(make_error(ErrorCode::kUsage, "--warn must not be larger than --diverged"));
@@ -166,6 +171,12 @@ int run_compare(const CompareOptions& o) {
     options.forward.n_ubatch = reference.value()->n_ubatch();
     options.forward.flash_attn = reference.value()->flash_attention();
     options.forward.all_logits = reference.value()->all_logits();
+    if (o.llama_isa != "auto") {
+        LlamaIsa isa;
+        if (!llama_isa_from_name(o.llama_isa, &isa))
+            return fail(make_error(ErrorCode::kUsage, "--llama-isa must be auto, avx2, avx512 or avx512-fp16"));
+        options.llama_isa = isa;
+    }
     auto chosen = open_backend_for(*model.value(), o.backend, o.threads, options.forward);
     if (!chosen) return fail(chosen.error());
     auto run = compare_with_reference(*model.value(), *chosen.value().backend, *reference.value(), options);
@@ -174,6 +185,9 @@ int run_compare(const CompareOptions& o) {
                                      model.value()->config().arch_name, math_mode_name(mode),
                                      fault == Fault::kNone ? "" : fmt::format(", fault {}", fault_info(fault).name),
                                      o.reference_path, reference.value()->tensors().size());
+    if (mode == MathMode::kLlama)
+        header += fmt::format("llama.cpp build reproduced: {} ({})\n", llama_isa_name(run.value().llama_isa),
+                              run.value().llama_isa_why);
     return report(o, run.value(), *reference.value(), model.value().get(), th, header);
 }
 

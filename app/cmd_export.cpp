@@ -87,7 +87,8 @@ Result<ExportSet> run_model(const ExportCmdOptions& o, const std::vector<std::st
     info.n_ctx = static_cast<uint32_t>(fo.n_ctx);
     info.n_ubatch = static_cast<uint32_t>(fo.n_ubatch);
     info.n_threads = o.threads;
-    info.system_info = chosen.value().backend->name() + ", math mode " + math_mode_name(mode);
+    info.system_info = chosen.value().backend->name() + ", math mode " + math_mode_name(mode) +
+                           (mode == MathMode::kLlama ? std::string(", llama.cpp build ") + llama_isa_name(fo.llama_isa) : "");
     return set;
 }
 

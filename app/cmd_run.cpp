@@ -129,7 +129,8 @@ int run_run(const RunOptions& o) {
         info.n_threads = o.threads;
         info.flash_attn = fo.flash_attn;
         info.all_logits = fo.all_logits;
-        info.system_info = backend->name() + ", math mode " + math_mode_name(mode);
+        info.system_info = backend->name() + ", math mode " + math_mode_name(mode) +
+                           (mode == MathMode::kLlama ? std::string(", llama.cpp build ") + llama_isa_name(fo.llama_isa) : "");
         if (Status s = dump.write(o.dump_path, info); !s) {
             std::fprintf(stderr, "layerscope run: %s\n", s.error().message.c_str());
             return kExitBadInput;

@@ -51,10 +51,12 @@ struct CompareOptions {
     std::string fault;
     int n_decode = -1;               // decode calls; -1 = as many as the reference has
     double warn_nmse = 1e-6, diverged_nmse = 1e-4;
+    bool thresholds_given = false;   // --warn or --diverged: no noise floor
     int threads = 0;
     bool json = false;
     bool all = false;                // every event and every unmatched reference tensor
     std::string backend = "auto";
+    std::string llama_isa = "auto";  // the llama.cpp CPU build llama mode reproduces
 };
 
 int run_compare(const CompareOptions& options);

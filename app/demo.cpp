@@ -55,7 +55,7 @@ Result<DemoFiles> prepare_demo(const std::string& dir) {
     info.decode_n_tokens = result.value().decode_n_tokens;
     info.n_ctx = static_cast<uint32_t>(fo.n_ctx);
     info.n_ubatch = static_cast<uint32_t>(fo.n_ubatch);
-    info.system_info = backend->name() + ", math mode llama";
+    info.system_info = backend->name() + ", math mode llama, llama.cpp build " + llama_isa_name(fo.llama_isa);
     if (Status s = dump.write(demo.reference_path, info); !s) return s.error();
     return demo;
 }

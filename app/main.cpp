@@ -57,10 +57,19 @@ void add_compare_command(CLI::App& app, ls::app::CompareOptions& o) {
     cmp->add_option("--fault", o.fault, "Inject a bug from the fault catalogue (see --list-faults)");
     cmp->add_option("-n,--decode-calls", o.n_decode, "Decode calls to run (default: as many as the reference)")
         ->check(CLI::Range(1, 1 << 20));
-    cmp->add_option("--warn", o.warn_nmse, "NMSE above which an event is 'warn' (default 1e-6)")->check(CLI::PositiveNumber);
-    cmp->add_option("--diverged", o.diverged_nmse, "NMSE above which an event is 'diverged' (default 1e-4)")
-        ->check(CLI::PositiveNumber);
+    auto given = [&o](const std::string&) { o.thresholds_given = true; };
+    cmp->add_option("--warn", o.warn_nmse, "NMSE above which an event is 'warn' (default 1e-6; no noise floor when given)")
+        ->check(CLI::PositiveNumber)
+        ->each(given);
+    cmp->add_option("--diverged", o.diverged_nmse, "NMSE above which an event is 'diverged' (default 1e-4; no noise floor "
+                                                  "when given)")
+        ->check(CLI::PositiveNumber)
+        ->each(given);
     cmp->add_option("--threads,-t", o.threads, "CPU threads (default: all cores)")->check(CLI::Range(0, 1024));
+    cmp->add_option("--llama-isa", o.llama_isa, "llama mode: the llama.cpp CPU build to reproduce: avx2, avx512, avx512-fp16 "
+                                                "or auto (default: the reference's, from what it records of its build and "
+                                                "which variant matches its first events)")
+        ->check(CLI::IsMember({"auto", "avx2", "avx512", "avx512-fp16"}));
     cmp->add_option("--backend", o.backend, "cpu, cuda, cuda-emulated or auto (default)")->check(CLI::IsMember({"cpu", "cuda", "cuda-emulated", "auto"}));
     cmp->add_flag("--json", o.json, "Print one JSON object");
     cmp->add_flag("--all", o.all, "Show every event and every unmatched reference tensor");

@@ -84,6 +84,31 @@ std::string describe_support(const Backend& backend, MathMode mode) {
     return out.empty() ? "nothing" : out;
 }
 
+const char* llama_isa_name(LlamaIsa isa) {
+    switch (isa) {
+        case LlamaIsa::kAvx2: return "avx2";
+        case LlamaIsa::kAvx512: return "avx512";
+        case LlamaIsa::kAvx512Fp16: return "avx512-fp16";
+    }
+    return "?";
+}
+
+bool llama_isa_from_name(const std::string& name, LlamaIsa* out) {
+    for (LlamaIsa isa : {LlamaIsa::kAvx2, LlamaIsa::kAvx512, LlamaIsa::kAvx512Fp16})
+        if (name == llama_isa_name(isa)) {
+            *out = isa;
+            return true;
+        }
+    return false;
+}
+
+LlamaIsa host_llama_isa() {
+#if defined(__x86_64__)
+    if (__builtin_cpu_supports("avx512f")) return __builtin_cpu_supports("avx512fp16") ? LlamaIsa::kAvx512Fp16 : LlamaIsa::kAvx512;
+#endif
+    return LlamaIsa::kAvx2;
+}
+
 const char* math_mode_name(MathMode mode) { return mode == MathMode::kExact ? "exact" : "llama"; }
 
 bool math_mode_from_name(const std::string& name, MathMode* out) {

@@ -20,6 +20,16 @@ enum class MathMode { kExact, kLlama };
 const char* math_mode_name(MathMode mode);
 bool math_mode_from_name(const std::string& name, MathMode* out);
 
+// The llama.cpp CPU build whose arithmetic llama mode reproduces. ggml's x86 code paths sum in
+// different orders: AVX2+FMA+F16C (8 lanes, 256-bit expf), AVX-512F (16 lanes), and AVX-512 with
+// AVX512-FP16, whose f16 dot products (F16 weights and attention in decode, flash attention)
+// accumulate in half precision. Quantized dot products are the same AVX2 code in all three.
+enum class LlamaIsa { kAvx2, kAvx512, kAvx512Fp16 };
+const char* llama_isa_name(LlamaIsa isa);  // "avx2", "avx512", "avx512-fp16"
+bool llama_isa_from_name(const std::string& name, LlamaIsa* out);
+// The variant a llama.cpp built natively on this machine would run.
+LlamaIsa host_llama_isa();
+
 enum class RopeMode { kNorm, kNeox };  // NORM: pairs (2i, 2i+1); NEOX: pairs (i, i + n_rot/2)
 
 struct RopeParams {
@@ -71,6 +81,9 @@ public:
     // (GET_ROWS on a table, MUL_MAT on a weight matrix; F16 for attention's products with the KV
     // cache) and F32 otherwise.
     virtual bool supports(Op op, MathMode mode, GgmlType type = GgmlType::F32) const = 0;
+    // Which llama.cpp CPU build llama mode reproduces from now on (the CPU backend's; others
+    // ignore it).
+    virtual void set_llama_isa(LlamaIsa) {}
 
     // Device memory. alloc'ed memory is zeroed.
     virtual void* alloc(size_t bytes) = 0;

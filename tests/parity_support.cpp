@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include "engine/compare/llama_variant.h"
+
 namespace ls::test {
 
 std::vector<int32_t> top_k(const float* logits, int64_t n, int k) {
@@ -39,6 +41,7 @@ ParityResult run_parity(const std::string& dump_path, const std::string& model_p
     options.n_ubatch = dump.value()->n_ubatch();
     options.all_logits = dump.value()->all_logits();
     options.flash_attn = dump.value()->flash_attention();
+    options.llama_isa = guess_llama_isa(*dump.value()).candidates.front();  // the reference's build
     auto forward = make_forward(*model.value(), *backend, options);
     EXPECT_TRUE(forward.ok()) << (forward.ok() ? "" : forward.error().message);
     if (!forward.ok()) return result;

@@ -53,6 +53,7 @@ struct Captured {
 // tensor (a rebuilt graph has new tensors but the same input names, and every graph has one of each).
 struct DumpState {
     bool active = false;
+    bool cache_tensors = true;
     int32_t decode = 0, ubatch = 0, node_counter = 0;
     std::unordered_set<const ggml_tensor*> seen_nodes, seen_inputs;
     std::unordered_map<std::string, const ggml_tensor*> input_by_name;
@@ -191,6 +192,7 @@ bool gather(const ggml_tensor* t, Captured& c, std::string& err) {
 }
 
 void capture(DumpState& st, const ggml_tensor* t, int32_t kind, int32_t node_index, const std::string& base) {
+    if (!st.cache_tensors && kind == kNode && (base.rfind("cache_k_l", 0) == 0 || base.rfind("cache_v_l", 0) == 0)) return;
     Captured c;
     std::string err;
     if (!gather(t, c, err)) {
@@ -256,6 +258,7 @@ struct Options {
     std::string model, prompt, out;
     int32_t n_predict = 0, n_ctx = 0, n_ubatch = 512, n_threads = 4;
     bool all_logits = false, use_extra_bufts = true, verbose = false;
+    bool cache_tensors = true;  // the KV-cache views and writes (most of a small model's dump)
     std::string fa = "auto";
 };
 
@@ -269,6 +272,7 @@ void usage(const char* argv0) {
                  "  -ub N             physical batch size (default 512, capped by the context)\n"
                  "  -t N              threads (default 4)\n"
                  "  --no-extra-bufts  keep weights out of extra (AMX/repacked) buffer types\n"
+                 "  --no-cache-tensors  leave out the KV-cache views and writes (cache_k_lN ..., cache_v_lN ...)\n"
                  "  -v                show llama.cpp's informational log\n",
                  argv0);
 }
@@ -295,6 +299,7 @@ bool parse_args(int argc, char** argv, Options& o) {
         if (a == "-h" || a == "--help") return false;
         if (a == "--all-logits") { o.all_logits = true; continue; }
         if (a == "--no-extra-bufts") { o.use_extra_bufts = false; continue; }
+        if (a == "--no-cache-tensors") { o.cache_tensors = false; continue; }
         if (a == "-v") { o.verbose = true; continue; }
         if (!(v = next())) return false;
         bool ok = true;
@@ -389,6 +394,42 @@ std::string commit_string() {
     return s.empty() ? ggml : s + " (" + ggml + ")";
 }
 
+// The processor's vector-extension flags (from /proc/cpuinfo): llama.cpp's system_info does not
+// show whether AVX-512 f16 arithmetic is native, and which code path ggml took depends on it.
+std::string cpu_flags() {
+    std::FILE* f = std::fopen("/proc/cpuinfo", "r");
+    if (!f) return "";
+    char line[8192];
+    std::string out;
+    while (std::fgets(line, sizeof line, f)) {
+        if (std::strncmp(line, "flags", 5) != 0) continue;
+        const char* colon = std::strchr(line, ':');
+        std::string word;
+        for (const char* p = colon ? colon + 1 : line;; ++p) {
+            if (*p && *p != ' ' && *p != '\n') {
+                word += *p;
+                continue;
+            }
+            const bool keep = word.rfind("avx", 0) == 0 || word == "fma" || word == "f16c" || word.rfind("amx", 0) == 0 ||
+                              word == "sse4_2";
+            if (keep) out += (out.empty() ? "" : " ") + word;
+            word.clear();
+            if (!*p || *p == '\n') break;
+        }
+        break;
+    }
+    std::fclose(f);
+    return out;
+}
+
+// The devices the context runs on: "CPU", "CUDA0", ...
+std::string backend_devices() {
+    std::string out;
+    for (size_t i = 0; i < ggml_backend_dev_count(); ++i)
+        out += (out.empty() ? "" : ", ") + std::string(ggml_backend_dev_name(ggml_backend_dev_get(i)));
+    return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -436,6 +477,7 @@ int main(int argc, char** argv) {
     }
 
     DumpState st;
+    st.cache_tensors = o.cache_tensors;
     llama_context_params cp = llama_context_default_params();
     cp.n_ctx = (uint32_t)n_ctx;
     cp.n_batch = (uint32_t)std::max(n_ctx, n_prompt);  // the prompt goes in one llama_decode call
@@ -533,7 +575,10 @@ int main(int argc, char** argv) {
     gguf_set_val_str(g, "dump.flash_attn", o.fa.c_str());
     gguf_set_val_bool(g, "dump.all_logits", o.all_logits);
     gguf_set_val_bool(g, "dump.use_extra_bufts", o.use_extra_bufts);
+    gguf_set_val_bool(g, "dump.cache_tensors", o.cache_tensors);
     gguf_set_val_str(g, "dump.system_info", llama_print_system_info());
+    gguf_set_val_str(g, "dump.cpu_flags", cpu_flags().c_str());
+    gguf_set_val_str(g, "dump.backend", backend_devices().c_str());
     gguf_set_val_str(g, "dump.naming", kNaming);
 
     const auto& ts = st.tensors;

@@ -3,6 +3,10 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+
+#include "engine/compare/llama_variant.h"
+
 namespace ls {
 namespace {
 
@@ -31,8 +35,10 @@ private:
 
 }  // namespace
 
-Result<CompareRunResult> compare_with_reference(const Model& model, Backend& backend, const ReferenceDump& reference,
-                                                const CompareRunOptions& options) {
+namespace {
+
+Result<CompareRunResult> run_and_compare(const Model& model, Backend& backend, const ReferenceDump& reference,
+                                         const CompareRunOptions& options) {
     CompareRunResult result;
     result.prompt = options.prompt.empty() ? reference.prompt_tokens() : options.prompt;
     if (result.prompt.empty())
@@ -56,7 +62,88 @@ Result<CompareRunResult> compare_with_reference(const Model& model, Backend& bac
     }
     result.summary = summarize(result.comparisons);
     result.unmatched = comparator.unmatched();
+    result.llama_isa = fo.llama_isa;
     return result;
+}
+
+// How well a run reproduces the reference: events bit for bit first, then the smaller total NMSE.
+std::pair<int, double> fit(const CompareRunResult& r) {
+    int exact = 0;
+    double total = 0;
+    for (const EventComparison& c : r.comparisons) {
+        if (c.status == CompareStatus::kNoReference || c.partial) continue;
+        exact += c.metrics.nmse == 0;
+        if (std::isfinite(c.metrics.nmse)) total += c.metrics.nmse;
+    }
+    return {exact, -total};
+}
+
+int paired_events(const CompareRunResult& r) {
+    int n = 0;
+    for (const EventComparison& c : r.comparisons) n += c.status != CompareStatus::kNoReference && !c.partial;
+    return n;
+}
+
+}  // namespace
+
+Result<CompareRunResult> compare_with_reference(const Model& model, Backend& backend, const ReferenceDump& reference,
+                                                const CompareRunOptions& options) {
+    if (options.forward.mode != MathMode::kLlama || options.llama_isa) {
+        CompareRunOptions o = options;
+        if (options.llama_isa) o.forward.llama_isa = *options.llama_isa;
+        auto r = run_and_compare(model, backend, reference, o);
+        if (r && options.llama_isa) r.value().llama_isa_why = "as asked";
+        return r;
+    }
+    const LlamaIsaGuess guess = guess_llama_isa(reference);
+    CompareRunOptions o = options;
+    o.forward.llama_isa = guess.candidates.front();
+    std::string why = guess.why;
+    if (guess.candidates.size() > 1) {
+        // Try each variant on the first two decode calls (the prompt and one generated token:
+        // where the variants' f16 and f32 orders first differ) and keep the best fit.
+        CompareRunOptions probe = options;
+        probe.n_decode = options.n_decode >= 0 ? std::min(options.n_decode, 2) : 2;
+        std::pair<int, double> best{-1, 0};
+        std::string tried;
+        for (LlamaIsa isa : guess.candidates) {
+            probe.forward.llama_isa = isa;
+            auto r = run_and_compare(model, backend, reference, probe);
+            if (!r) return r.error();
+            const std::pair<int, double> f = fit(r.value());
+            tried += fmt::format("{}{} {} of {} events exact", tried.empty() ? "" : ", ", llama_isa_name(isa), f.first,
+                                 r.value().comparisons.size());
+            if (f > best) best = f, o.forward.llama_isa = isa;
+        }
+        why += fmt::format("; on the first decode calls {}", tried);
+    }
+    auto r = run_and_compare(model, backend, reference, o);
+    if (!r) return r;
+    CompareRunResult& result = r.value();
+    result.llama_isa_why = why;
+    // A reference no CPU variant reproduces (a GPU build, an unknown machine, another version) is
+    // judged against the noise a correct engine shows: per event, how far our llama-mode values
+    // lie from our exact ones (activations quantized for the weight format, the f16 KV cache,
+    // summation order), which bounds what another correct build differs by.
+    const int exact_events = fit(result).first;
+    const bool reproduced = guess.cpu_build && 2 * exact_events >= paired_events(result);
+    if (!options.thresholds.noise_floor || reproduced) return r;
+    CompareRunOptions exact = o;
+    exact.forward.mode = MathMode::kExact;
+    auto shadow = run_and_compare(model, backend, reference, exact);
+    if (!shadow) return shadow.error();
+    const std::vector<CapturedEvent>& ours = result.captures.events;
+    const std::vector<CapturedEvent>& alt = shadow.value().captures.events;
+    for (size_t i = 0; i < result.comparisons.size() && i < alt.size(); ++i) {
+        if (ours[i].data.size() != alt[i].data.size()) continue;
+        const Metrics spread = compute_metrics(ours[i].data.data(), alt[i].data.data(), static_cast<int64_t>(ours[i].data.size()));
+        apply_noise_floor(result.comparisons[i], std::isfinite(spread.nmse) ? spread.nmse : 0.0, options.thresholds);
+    }
+    result.summary = summarize(result.comparisons);
+    result.noise_floor = fmt::format("per event, {}x / {}x the NMSE between our exact and llama-mode runs ({})",
+                                     kFloorWarnFactor, kFloorDivergedFactor,
+                                     guess.cpu_build ? "no CPU variant reproduces the reference" : "a GPU build");
+    return r;
 }
 
 CompareRunResult compare_dumps(const ReferenceDump& ours, const ReferenceDump& reference, const CompareThresholds& thresholds) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,9 @@ struct CompareRunOptions {
     CompareThresholds thresholds;
     std::vector<int32_t> prompt;  // empty: the reference's prompt tokens
     int n_decode = -1;            // decode calls to run; -1: as many as the reference has
+    // llama mode: the llama.cpp CPU build to reproduce; unset: the reference's, from what it says
+    // of its build and, when that leaves a choice, from which variant matches its first events.
+    std::optional<LlamaIsa> llama_isa;
 };
 
 struct CompareRunResult {
@@ -42,6 +46,9 @@ struct CompareRunResult {
     std::vector<std::pair<std::string, std::string>> unmatched;  // reference tensors left over
     CaptureLog captures;
     std::vector<int32_t> prompt;
+    LlamaIsa llama_isa = LlamaIsa::kAvx2;  // llama mode: the variant the comparison ran
+    std::string llama_isa_why;             // how it was chosen
+    std::string noise_floor;               // which noise floor judged the events ("" none)
 };
 
 Result<CompareRunResult> compare_with_reference(const Model& model, Backend& backend, const ReferenceDump& reference,

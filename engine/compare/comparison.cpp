@@ -174,6 +174,18 @@ std::vector<std::pair<std::string, std::string>> Comparator::unmatched() const {
     return out;
 }
 
+void apply_noise_floor(EventComparison& c, double floor_nmse, const CompareThresholds& th) {
+    if (c.status == CompareStatus::kNoReference || c.partial) return;
+    c.floor_nmse = floor_nmse;
+    const Metrics& m = c.metrics;
+    if (m.n_nonfinite > 0 || !(m.nmse <= std::max(th.diverged_nmse, kFloorDivergedFactor * floor_nmse)))
+        c.status = CompareStatus::kDiverged;
+    else if (m.nmse > std::max(th.warn_nmse, kFloorWarnFactor * floor_nmse))
+        c.status = CompareStatus::kWarn;
+    else
+        c.status = CompareStatus::kOk;
+}
+
 ComparisonSummary summarize(const std::vector<EventComparison>& comparisons) {
     ComparisonSummary s;
     for (size_t i = 0; i < comparisons.size(); ++i) {

@@ -18,7 +18,13 @@ struct CompareThresholds {
     double warn_nmse = 1e-6;      // above: warn
     double diverged_nmse = 1e-4;  // above: diverged (NaN/Inf mismatches always diverge)
     int top_k = 5;                // logits: overlap of the top-k token sets
+    // Judge each event against the noise a correct engine shows against this kind of reference
+    // when no CPU variant reproduces it (see apply_noise_floor); off when the user set thresholds.
+    bool noise_floor = true;
 };
+
+// How far above its noise floor an event may be before it is warn or diverged.
+inline constexpr double kFloorWarnFactor = 10, kFloorDivergedFactor = 100;
 
 struct EventComparison {
     int64_t event_index = -1;  // our execution order
@@ -32,7 +38,12 @@ struct EventComparison {
     // Logits (result_output against llama_logits or result_output):
     int top_k_overlap = -1;    // |top-k ours ∩ top-k ref|
     int ref_top1_rank = -1;    // rank of the reference's argmax among our logits (0 = also our top-1)
+    double floor_nmse = -1;    // the noise floor it was judged against (-1: none)
 };
+
+// Re-judges a compared event against a noise floor: warn above max(warn, 10 floor), diverged
+// above max(diverged, 100 floor); NaN/Inf where the reference is finite stays diverged.
+void apply_noise_floor(EventComparison& c, double floor_nmse, const CompareThresholds& thresholds);
 
 // A tensor of ours on the host (the comparison never touches a device).
 struct HostTensor {

@@ -414,7 +414,10 @@ private:
     }
 
     Backend* backend() {
-        if (!backend_) backend_ = make_cpu_backend(1);
+        if (!backend_) {
+            backend_ = make_cpu_backend(1);
+            backend_->set_llama_isa(run_.llama_isa);  // recompute as the comparison ran
+        }
         return backend_.get();
     }
 

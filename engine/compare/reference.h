@@ -69,6 +69,12 @@ public:
     bool flash_attention() const;  // "auto" or "on" in dump.flash_attn
     bool all_logits() const { return file_ && file_->get_bool("dump.all_logits", false); }
     int64_t n_ubatch() const { return file_ ? file_->get_int("dump.n_ubatch", 512) : 512; }
+    // What the build that made it says of itself: llama.cpp's system_info ("CPU : SSE3 = 1 | ...
+    // AVX512 = 1 | ..."), the processor's flags (dump.cpu_flags: "avx2 avx512f avx512fp16 ...") and
+    // the devices it ran on (dump.backend: "CPU", "CUDA0"). Empty when not recorded.
+    std::string system_info() const { return file_ ? file_->get_string("dump.system_info") : ""; }
+    std::string cpu_flags() const { return file_ ? file_->get_string("dump.cpu_flags") : ""; }
+    std::string backend() const { return file_ ? file_->get_string("dump.backend") : ""; }
 
 private:
     void index();

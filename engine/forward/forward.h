@@ -25,6 +25,8 @@ struct ForwardOptions {
     // runs with --flash-attn on/auto). kq and kq_soft_max are still computed for display.
     bool flash_attn = false;
     Fault fault = Fault::kNone;  // a bug from the fault catalogue, injected on purpose
+    // llama mode: the llama.cpp CPU build whose arithmetic is reproduced.
+    LlamaIsa llama_isa = host_llama_isa();
 };
 
 class ForwardPass {
@@ -42,6 +44,8 @@ public:
     // Logits of the last token of the last eval, one per output row (n_vocab).
     virtual const std::vector<float>& last_logits() const = 0;
     virtual const ForwardOptions& options() const = 0;
+    // llama mode reproduces this llama.cpp CPU build from the next evaluation on.
+    virtual void set_llama_isa(LlamaIsa isa) = 0;
 };
 
 // The backend named `name` (cpu, cuda, cuda-emulated, auto) with `n_threads` CPU threads, or a

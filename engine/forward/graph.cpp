@@ -205,6 +205,7 @@ Status GraphBuilder::eval(const std::vector<int32_t>& tokens, EventSink* sink) {
             return make_error(ErrorCode::kUsage,
                               fmt::format("token id {} is out of range (the model has {} embedding rows)", id, n_rows));
     sink_ = sink;
+    be_.set_llama_isa(opt_.llama_isa);
     event_index_ = decode_ == 0 ? 0 : event_index_;
     int ubatch = 0;
     std::vector<int32_t> out_rows;

@@ -49,6 +49,7 @@ public:
     int decode_calls() const override { return decode_; }
     const std::vector<float>& last_logits() const override { return last_logits_; }
     const ForwardOptions& options() const override { return opt_; }
+    void set_llama_isa(LlamaIsa isa) override { opt_.llama_isa = isa; }
 
 protected:
     // ---- what an architecture provides

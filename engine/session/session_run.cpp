@@ -8,6 +8,7 @@
 // of a decode call lets the call finish first, so "step token" ends with the call complete.
 #include <fmt/format.h>
 
+#include "engine/compare/llama_variant.h"
 #include "engine/forward/generate.h"
 #include "engine/model/model_config.h"
 #include "engine/session/session_worker.h"
@@ -60,6 +61,8 @@ void SessionWorker::handle_idle(Command& c) {
             comparator_.reset();  // it refers to the old reference, which may go away now
             reference_ = c.reference;
             thresholds_ = c.thresholds;
+            // llama mode reproduces the build that made the reference.
+            if (reference_) forward_->set_llama_isa(guess_llama_isa(*reference_).candidates.front());
             replay_to_cursor();
             return;
         case CommandKind::kCapturePolicy:

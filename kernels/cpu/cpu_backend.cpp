@@ -145,7 +145,9 @@ public:
                 for (int64_t i = 0; i < K * T; ++i) act_f32_[i] = round_f16(x.f32()[i]);
                 xs = act_f32_.data();
             }
-            const bool tinyblas = T >= 2 && K % ggml_order::kLanes == 0;
+            // tinyBLAS takes matmuls of >= 2 columns whose k fits its vector width and whose rows
+            // come in fours; vec_dot the rest.
+            const bool tinyblas = T >= 2 && K % tinyblas_k() == 0 && N % 4 == 0;
             pool_.parallel_for(N, 4, [&](int64_t b, int64_t e) {
                 thread_local std::vector<float> row;
                 row.resize(K);
@@ -159,9 +161,9 @@ public:
                         const float* xt = xs + t * K;
                         float v;
                         if (mode == MathMode::kExact) v = dot_f32(wr, xt, K);
-                        else if (tinyblas) v = ggml_order::dot_tinyblas(wr, xt, K);
-                        else if (w.type == GgmlType::F16) v = ggml_order::vec_dot_f16(wr, xt, K);
-                        else v = ggml_order::vec_dot_f32(wr, xt, K);
+                        else if (tinyblas) v = dot_tinyblas(wr, xt, K);
+                        else if (w.type == GgmlType::F16) v = dot_f16(wr, xt, K);
+                        else v = isa_ == LlamaIsa::kAvx2 ? ggml_order::vec_dot_f32_avx2(wr, xt, K) : ggml_order::vec_dot_f32(wr, xt, K);
                         y.f32()[t * N + r] = v;
                     }
                 }
@@ -253,7 +255,8 @@ public:
                 const float* u = up.f32() + r * n;
                 float* out = y.f32() + r * n;
                 if (mode == MathMode::kLlama) {
-                    ggml_order::swiglu_row(g, u, out, n);
+                    if (isa_ == LlamaIsa::kAvx2) ggml_order::swiglu_row_avx2(g, u, out, n);
+                    else ggml_order::swiglu_row(g, u, out, n);
                 } else {
                     for (int64_t i = 0; i < n; ++i) out[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
                 }
@@ -277,7 +280,7 @@ public:
         const int64_t hd = q.ne[0], n_head = q.ne[1], T = q.ne[2];
         const int64_t n_head_kv = cache_k.ne[1];
         const int64_t group = n_head / n_head_kv;
-        const bool tinyblas = T >= 2 && hd % ggml_order::kLanes == 0;
+        const bool tinyblas = T >= 2 && hd % tinyblas_k() == 0;
         pool_.parallel_for(n_head * T, 1, [&](int64_t b, int64_t e) {
             std::vector<float> qv(hd);
             for (int64_t ht = b; ht < e; ++ht) {
@@ -292,7 +295,7 @@ public:
                 for (int64_t d = 0; d < hd; ++d) qv[d] = round_f16(qs[d]);
                 for (int64_t j = 0; j < n_kv; ++j) {
                     const float* kr = cache_k.f32() + (j * n_head_kv + g) * hd;
-                    out[j] = tinyblas ? ggml_order::dot_tinyblas(kr, qv.data(), hd) : ggml_order::vec_dot_f16(kr, qv.data(), hd);
+                    out[j] = tinyblas ? dot_tinyblas(kr, qv.data(), hd) : dot_f16(kr, qv.data(), hd);
                 }
             }
         });
@@ -315,16 +318,19 @@ public:
                 }
                 // ggml adds the exponentials 16 at a time (reduced in f32), the blocks in double.
                 double sum = 0.0;
-                for (int64_t j0 = 0; j0 < n_kv; j0 += ggml_order::kLanes) {
-                    float block[ggml_order::kLanes] = {};
-                    for (int l = 0; l < ggml_order::kLanes && j0 + l < n_kv; ++l) {
+                // (AVX2: 8 at a time with its own expf, the lanes summed as hsum8.)
+                const int lanes = isa_ == LlamaIsa::kAvx2 ? 8 : 16;
+                for (int64_t j0 = 0; j0 < n_kv; j0 += lanes) {
+                    float block[16] = {};
+                    for (int l = 0; l < lanes && j0 + l < n_kv; ++l) {
                         const int64_t j = j0 + l;
-                        out[j] = mode == MathMode::kLlama ? ggml_order::v_expf(out[j] - max)
+                        out[j] = mode == MathMode::kLlama ? (lanes == 8 ? ggml_order::v_expf_avx2(out[j] - max)
+                                                                        : ggml_order::v_expf(out[j] - max))
                                  : out[j] == -INFINITY     ? 0.0f
                                                            : std::exp(out[j] - max);
                         block[l] = out[j];
                     }
-                    sum += ggml_order::reduce_add16(block);
+                    sum += lanes == 8 ? ggml_order::hsum8(block) : ggml_order::reduce_add16(block);
                 }
                 const float inv = static_cast<float>(1.0 / sum);
                 for (int64_t j = 0; j < n_kv; ++j) out[j] *= inv;
@@ -356,8 +362,8 @@ public:
                 for (int64_t d = 0; d < hd; ++d) {
                     const float* vr = v_t_.data() + (g * hd + d) * n_pad;
                     if (mode == MathMode::kExact) out[d] = dot_f32(vr, pv.data(), n_kv);
-                    else if (tinyblas) out[d] = ggml_order::dot_tinyblas(vr, pv.data(), n_pad);
-                    else out[d] = ggml_order::vec_dot_f16(vr, pv.data(), n_pad);
+                    else if (tinyblas) out[d] = dot_tinyblas(vr, pv.data(), n_pad);
+                    else out[d] = dot_f16(vr, pv.data(), n_pad);
                 }
             }
         });
@@ -379,17 +385,20 @@ public:
                 std::fill(acc.begin(), acc.end(), 0.0f);
                 for (int64_t j = 0; j < n_kv; ++j) {
                     if (causal && j > pos[t]) continue;  // masked cells are skipped
-                    const float s = ggml_order::vec_dot_f16(cache_k.f32() + (j * n_head_kv + g) * hd, q16.data(), hd) * scale;
+                    const float s = dot_f16(cache_k.f32() + (j * n_head_kv + g) * hd, q16.data(), hd) * scale;
                     const float m_old = M;
                     float ms = 1.0f, vs = 1.0f;
                     if (s > M) {
                         M = s;
                         ms = std::exp(m_old - M);
-                        ggml_order::vec_scale_f16(acc.data(), hd_v, ms);
+                        if (isa_ == LlamaIsa::kAvx512Fp16) ggml_order::vec_scale_f16(acc.data(), hd_v, ms);
+                        else ggml_order::vec_scale_f16_f32acc(acc.data(), hd_v, ms);
                     } else {
                         vs = std::exp(s - M);
                     }
-                    ggml_order::vec_mad_f16(acc.data(), cache_v.f32() + (j * n_head_kv + g) * hd_v, hd_v, vs);
+                    const float* vrow = cache_v.f32() + (j * n_head_kv + g) * hd_v;
+                    if (isa_ == LlamaIsa::kAvx512Fp16) ggml_order::vec_mad_f16(acc.data(), vrow, hd_v, vs);
+                    else ggml_order::vec_mad_f16_f32acc(acc.data(), vrow, hd_v, vs);
                     S = std::fma(S, ms, vs);
                 }
                 const float inv = S == 0.0f ? 0.0f : 1.0f / S;
@@ -408,7 +417,20 @@ public:
 
     void stats(const Tensor& x, TensorStats* out) override { *out = tensor_stats(x.f32(), x.n_elements()); }
 
+    void set_llama_isa(LlamaIsa isa) override { isa_ = isa; }
+
 private:
+    // ggml's f16 dot product and tinyBLAS dot in the order of the llama.cpp build reproduced.
+    float dot_f16(const float* a, const float* b, int64_t n) const {
+        if (isa_ == LlamaIsa::kAvx512Fp16) return ggml_order::vec_dot_f16(a, b, n);
+        return ggml_order::vec_dot_f16_f32acc(a, b, n, isa_ == LlamaIsa::kAvx512);
+    }
+    float dot_tinyblas(const float* a, const float* b, int64_t k) const {
+        return isa_ == LlamaIsa::kAvx2 ? ggml_order::dot_tinyblas8(a, b, k) : ggml_order::dot_tinyblas(a, b, k);
+    }
+    int64_t tinyblas_k() const { return isa_ == LlamaIsa::kAvx2 ? 8 : 16; }
+
+    LlamaIsa isa_ = host_llama_isa();
     ThreadPool pool_;
     std::vector<uint8_t> act_scratch_;  // activations converted for llama-mode matmuls
     std::vector<float> act_f32_;        // f16-rounded activations for F16 weights

@@ -1,0 +1,165 @@
+// References from llama.cpp builds for other instruction sets than the fixtures' machine (AVX-512
+// with native FP16): dumps made by an AVX2+FMA+F16C build of the fixtures' llama.cpp commit with
+// the companion dumper (tests/data/llama-avx2, --no-extra-bufts), of the fixtures' models. With
+// default settings each compares clean: the build is recognised, llama mode reproduces it, no
+// event diverges and the greedy tokens are the same; and every fault of the catalogue is found at
+// its true first event against them, as against the fixtures (test_faults).
+#include <gtest/gtest.h>
+
+#include "engine/compare/compare_run.h"
+#include "engine/compare/doctor.h"
+#include "engine/compare/llama_variant.h"
+#include "tests/parity_support.h"
+#include "tests/test_support.h"
+
+namespace ls {
+namespace {
+
+std::string avx2_dump(const std::string& name) { return std::string(LAYERSCOPE_TEST_DATA) + "/llama-avx2/" + name; }
+
+struct IsaReference {
+    const char* dump;   // tests/data/llama-avx2/<dump> or, with `fixture`, ../shared/fixtures/<dump>
+    const char* model;  // ../shared/fixtures/<model>
+    bool fixture;
+    LlamaIsa isa;       // the variant the comparison must settle on
+};
+
+const IsaReference kReferences[] = {
+    {"stories260K_once_n3_fa-off.gguf", "models/stories260K.gguf", false, LlamaIsa::kAvx2},
+    {"llama-gqa-mini-F16_happy_n4_fa-off.gguf", "models/llama-gqa-mini-F16.gguf", false, LlamaIsa::kAvx2},
+    {"llama-gqa-mini-Q4_K_M_boy_n4_fa-off.gguf", "models/llama-gqa-mini-Q4_K_M.gguf", false, LlamaIsa::kAvx2},
+    {"llama-gqa-mini-Q4_K_M_lily_n2_fa-on.gguf", "models/llama-gqa-mini-Q4_K_M.gguf", false, LlamaIsa::kAvx2},
+    {"qwen2-mini-F16_france_n2_fa-off.gguf", "models/qwen2-mini-F16.gguf", false, LlamaIsa::kAvx2},
+    {"qwen2-mini-Q8_0_code_n2_fa-off.gguf", "models/qwen2-mini-Q8_0.gguf", false, LlamaIsa::kAvx2},
+    // The fixtures' own machine: AVX-512 with native f16 arithmetic, told apart by the decode calls.
+    {"dumps/llama-gqa-mini-Q4_K_M_boy_n4_fa-off_nocache.gguf", "models/llama-gqa-mini-Q4_K_M.gguf", true, LlamaIsa::kAvx512Fp16},
+    {"dumps/qwen2-mini-F16_chat_n4_fa-off_nocache.gguf", "models/qwen2-mini-F16.gguf", true, LlamaIsa::kAvx512Fp16},
+};
+
+class IsaReferences : public ::testing::TestWithParam<IsaReference> {};
+
+TEST_P(IsaReferences, CompareCleanWithDefaultSettings) {
+    LS_REQUIRE_FIXTURES();
+    const IsaReference& c = GetParam();
+    auto model = Model::open(test::fixture_path(c.model));
+    ASSERT_TRUE(model.ok()) << model.error().message;
+    auto reference = ReferenceDump::open(c.fixture ? test::fixture_path(c.dump) : avx2_dump(c.dump));
+    ASSERT_TRUE(reference.ok()) << reference.error().message;
+    auto backend = make_cpu_backend(0);
+    CompareRunOptions options;  // defaults, as `layerscope compare -m M -r R`
+    options.forward.n_ubatch = reference.value()->n_ubatch();
+    options.forward.flash_attn = reference.value()->flash_attention();
+    options.forward.all_logits = reference.value()->all_logits();
+    auto run = compare_with_reference(*model.value(), *backend, *reference.value(), options);
+    ASSERT_TRUE(run.ok()) << run.error().message;
+    const CompareRunResult& r = run.value();
+    EXPECT_EQ(r.llama_isa, c.isa) << r.llama_isa_why;
+    EXPECT_EQ(r.summary.diverged, 0) << "first " << r.comparisons[std::max<int64_t>(0, r.summary.first_divergent)].name;
+    EXPECT_EQ(r.summary.warn, 0);
+    EXPECT_GT(r.summary.ok, 100);
+    // Greedy tokens: the argmax of each decode call's last logits row is the reference's token.
+    const std::vector<int32_t> ref_tokens = reference.value()->generated_tokens();
+    size_t decode = 0;
+    int exact_events = 0;
+    for (const EventComparison& e : r.comparisons) exact_events += e.status == CompareStatus::kOk && e.metrics.nmse == 0;
+    for (const CapturedEvent& e : r.captures.events) {
+        if (e.base_name != "result_output" || decode >= ref_tokens.size()) continue;
+        const int64_t n_vocab = e.ne[0];
+        const std::vector<int32_t> top = test::top_k(e.data.data() + (e.ne[1] - 1) * n_vocab, n_vocab, 1);
+        EXPECT_EQ(top[0], ref_tokens[decode]) << "decode call " << decode;
+        ++decode;
+    }
+    EXPECT_EQ(decode, ref_tokens.size());
+    std::printf("[isa] %-52s %s: %d ok (%d bit-exact), %d warn, %d diverged; %s\n", c.dump, llama_isa_name(r.llama_isa),
+                r.summary.ok, exact_events, r.summary.warn, r.summary.diverged, r.llama_isa_why.c_str());
+}
+
+INSTANTIATE_TEST_SUITE_P(Builds, IsaReferences, ::testing::ValuesIn(kReferences), [](const auto& info) {
+    std::string n = std::string(info.param.fixture ? "fixture_" : "avx2_") + info.param.dump;
+    for (char& ch : n)
+        if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+    return n;
+});
+
+// The catalogue against the AVX2 build's references: the same first events as against the
+// fixtures (test_faults), with the doctor naming each bug.
+struct FaultCase {
+    Fault fault;
+    const char* model;
+    const char* dump;
+    const char* first_event;
+    const char* doctor;
+};
+
+const FaultCase kFaults[] = {
+    {Fault::kNone, "models/stories260K.gguf", "stories260K_once_n3_fa-off.gguf", "", ""},
+    {Fault::kTransposedWeight, "models/stories260K.gguf", "stories260K_once_n3_fa-off.gguf", "Qcur-0", "transpose"},
+    {Fault::kRopeWrongPairing, "models/stories260K.gguf", "stories260K_once_n3_fa-off.gguf", "Qcur-0#3", "rope"},
+    {Fault::kRopeSkipped, "models/stories260K.gguf", "stories260K_once_n3_fa-off.gguf", "Qcur-0#3", "rope"},
+    {Fault::kRopePositionOffByOne, "models/stories260K.gguf", "stories260K_once_n3_fa-off.gguf", "Qcur-0#3", "rope"},
+    {Fault::kKvPositionStuck, "models/llama-gqa-mini-F16.gguf", "llama-gqa-mini-F16_happy_n4_fa-off.gguf", "Qcur-0#3@1", "rope"},
+    {Fault::kAttentionScale, "models/stories260K.gguf", "stories260K_once_n3_fa-off.gguf", "kq_soft_max-0", "attention"},
+    {Fault::kNoCausalMask, "models/stories260K.gguf", "stories260K_once_n3_fa-off.gguf", "kq_soft_max-0", "attention"},
+    {Fault::kPaddedVocabArgmax, "models/stories260K.gguf", "stories260K_once_n3_fa-off.gguf", "result_output", "vocab-crop"},
+    {Fault::kQkvBiasDropped, "models/qwen2-mini-F16.gguf", "qwen2-mini-F16_france_n2_fa-off.gguf", "Qcur-0#2", "bias-added"},
+    {Fault::kRmsNormWeightTwice, "models/stories260K.gguf", "stories260K_once_n3_fa-off.gguf", "attn_norm-0", "norm-weight-twice"},
+    {Fault::kRmsNormEpsilon, "models/stories260K.gguf", "stories260K_once_n3_fa-off.gguf", "norm-0", "rmsnorm-epsilon"},
+    {Fault::kQ4KScaleMinSwapped, "models/llama-gqa-mini-Q4_K_M.gguf", "llama-gqa-mini-Q4_K_M_boy_n4_fa-off.gguf", "embd", "q4k-scale-min"},
+};
+
+class Avx2Faults : public ::testing::TestWithParam<FaultCase> {};
+
+TEST_P(Avx2Faults, FirstDivergenceIsWhereTheBugLives) {
+    LS_REQUIRE_FIXTURES();
+    const FaultCase& c = GetParam();
+    auto model = Model::open(test::fixture_path(c.model));
+    ASSERT_TRUE(model.ok()) << model.error().message;
+    auto reference = ReferenceDump::open(avx2_dump(c.dump));
+    ASSERT_TRUE(reference.ok()) << reference.error().message;
+    auto backend = make_cpu_backend(0);
+    CompareRunOptions options;
+    options.forward.fault = c.fault;
+    options.forward.n_ubatch = reference.value()->n_ubatch();
+    auto run = compare_with_reference(*model.value(), *backend, *reference.value(), options);
+    ASSERT_TRUE(run.ok()) << run.error().message;
+    const CompareRunResult& r = run.value();
+    EXPECT_EQ(r.llama_isa, LlamaIsa::kAvx2);
+    if (c.fault == Fault::kNone) {
+        EXPECT_EQ(r.summary.first_divergent, -1);
+        return;
+    }
+    ASSERT_GE(r.summary.first_divergent, 0) << "fault " << fault_info(c.fault).name << " was not detected";
+    const EventComparison& first = r.comparisons[r.summary.first_divergent];
+    EXPECT_EQ(first.name, c.first_event) << "nmse " << first.metrics.nmse << " " << first.note;
+    for (int64_t i = 0; i < r.summary.first_divergent; ++i)
+        EXPECT_NE(r.comparisons[i].status, CompareStatus::kWarn) << r.comparisons[i].name;
+    DoctorReport doctor = diagnose(r, static_cast<size_t>(r.summary.first_divergent), *reference.value(), model.value().get(),
+                                   options.thresholds);
+    ASSERT_FALSE(doctor.findings.empty()) << "the doctor found no explanation for " << first.name;
+    EXPECT_EQ(doctor.findings.front().transform, c.doctor) << doctor.findings.front().verdict;
+}
+
+INSTANTIATE_TEST_SUITE_P(Catalogue, Avx2Faults, ::testing::ValuesIn(kFaults), [](const auto& info) {
+    std::string n = fault_info(info.param.fault).name;
+    for (char& ch : n)
+        if (ch == '-') ch = '_';
+    return n;
+});
+
+// What a dump says of its build decides the candidates.
+TEST(LlamaIsaGuess, FromTheDumpsBuildFacts) {
+    LS_REQUIRE_FIXTURES();
+    auto avx2 = ReferenceDump::open(avx2_dump("stories260K_once_n3_fa-off.gguf"));
+    ASSERT_TRUE(avx2.ok());
+    const LlamaIsaGuess a = guess_llama_isa(*avx2.value());
+    EXPECT_EQ(a.candidates, std::vector<LlamaIsa>{LlamaIsa::kAvx2}) << a.why;
+    EXPECT_TRUE(a.cpu_build);
+    EXPECT_FALSE(avx2.value()->cpu_flags().empty());  // the dumper records the processor's flags
+    auto fixture = ReferenceDump::open(test::fixture_path("dumps/stories260K_once_n0.gguf"));
+    ASSERT_TRUE(fixture.ok());
+    const LlamaIsaGuess f = guess_llama_isa(*fixture.value());
+    EXPECT_EQ(f.candidates, (std::vector<LlamaIsa>{LlamaIsa::kAvx512Fp16, LlamaIsa::kAvx512})) << f.why;
+}
+
+}  // namespace
+}  // namespace ls
