@@ -146,6 +146,49 @@ INSTANTIATE_TEST_SUITE_P(Catalogue, Avx2Faults, ::testing::ValuesIn(kFaults), []
     return n;
 });
 
+// Exact mode against llama.cpp does not quantize activations as llama.cpp does: it is judged
+// against the per-event noise floor, and compares clean where the fixed thresholds alone would
+// call a correct engine diverged, while a real bug still stands out at its first event.
+CompareRunResult compare_exact(const char* model_path, const char* dump, Fault fault, bool noise_floor) {
+    auto model = Model::open(test::fixture_path(model_path));
+    auto reference = ReferenceDump::open(avx2_dump(dump));
+    EXPECT_TRUE(model.ok() && reference.ok());
+    auto backend = make_cpu_backend(0);
+    CompareRunOptions options;
+    options.forward.mode = MathMode::kExact;
+    options.forward.fault = fault;
+    options.thresholds.noise_floor = noise_floor;
+    auto run = compare_with_reference(*model.value(), *backend, *reference.value(), options);
+    EXPECT_TRUE(run.ok()) << run.error().message;
+    return run.ok() ? std::move(run.value()) : CompareRunResult{};
+}
+
+TEST(NoiseFloor, ExactModeAgainstAKQuantReference) {
+    LS_REQUIRE_FIXTURES();
+    const char* model = "models/llama-gqa-mini-Q4_K_M.gguf";
+    const char* dump = "llama-gqa-mini-Q4_K_M_boy_n4_fa-off.gguf";
+    const CompareRunResult fixed = compare_exact(model, dump, Fault::kNone, false);
+    EXPECT_GT(fixed.summary.diverged, 100);  // the quantization of activations alone, judged by 1e-4
+    EXPECT_TRUE(fixed.noise_floor.empty());
+    const CompareRunResult floored = compare_exact(model, dump, Fault::kNone, true);
+    EXPECT_EQ(floored.summary.diverged, 0);
+    EXPECT_EQ(floored.summary.warn, 0);
+    EXPECT_NE(floored.noise_floor.find("exact mode"), std::string::npos) << floored.noise_floor;
+    int with_floor = 0;
+    for (const EventComparison& c : floored.comparisons) with_floor += c.floor_nmse > 0;
+    EXPECT_GT(with_floor, 300);
+    for (auto [fault, first] : {std::pair{Fault::kRopeWrongPairing, "Qcur-0#3"}, {Fault::kAttentionScale, "kq_soft_max-0"},
+                                {Fault::kQ4KScaleMinSwapped, "embd"}}) {
+        const CompareRunResult r = compare_exact(model, dump, fault, true);
+        ASSERT_GE(r.summary.first_divergent, 0) << fault_info(fault).name;
+        EXPECT_EQ(r.comparisons[r.summary.first_divergent].name, first) << fault_info(fault).name;
+    }
+    const CompareRunResult stuck =
+        compare_exact("models/llama-gqa-mini-F16.gguf", "llama-gqa-mini-F16_happy_n4_fa-off.gguf", Fault::kKvPositionStuck, true);
+    ASSERT_GE(stuck.summary.first_divergent, 0);
+    EXPECT_EQ(stuck.comparisons[stuck.summary.first_divergent].name, "Qcur-0#3@1");
+}
+
 // What a dump says of its build decides the candidates.
 TEST(LlamaIsaGuess, FromTheDumpsBuildFacts) {
     LS_REQUIRE_FIXTURES();

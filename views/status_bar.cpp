@@ -62,6 +62,13 @@ void StatusBar::draw(const ModelDocument* doc, const DebugContext& ctx) {
                                    doctor.empty() ? "" : "  doctor: ", doctor.c_str());
             else
                 ImGui::TextColored({0.45f, 0.85f, 0.45f, 1.0f}, "no divergence from the reference so far");
+            if (!snap->reference_build.empty()) {
+                // Which llama.cpp CPU build llama mode reproduces for this reference.
+                ImGui::SameLine();
+                ImGui::TextDisabled("| llama.cpp build %.*s", static_cast<int>(snap->reference_build.find(':')),
+                                    snap->reference_build.c_str());
+                if (ImGui::IsItemHovered()) ImGui::SetTooltip("llama mode reproduces %s", snap->reference_build.c_str());
+            }
         } else {
             ImGui::TextDisabled("no reference: Ctrl+R loads one");
         }

@@ -84,65 +84,82 @@ int paired_events(const CompareRunResult& r) {
     return n;
 }
 
+// The llama-mode variant for `reference`: asked for, or the guess from its build facts, probed on
+// the first two decode calls (the prompt and one generated token: where the variants' f16 and f32
+// orders first differ) when that leaves a choice. `why` says how it was chosen.
+Result<LlamaIsa> choose_llama_isa(const Model& model, Backend& backend, const ReferenceDump& reference,
+                                  const CompareRunOptions& options, const LlamaIsaGuess& guess, std::string* why) {
+    if (options.llama_isa) {
+        *why = "as asked";
+        return *options.llama_isa;
+    }
+    *why = guess.why;
+    if (guess.candidates.size() == 1) return guess.candidates.front();
+    CompareRunOptions probe = options;
+    probe.forward.mode = MathMode::kLlama;
+    probe.n_decode = options.n_decode >= 0 ? std::min(options.n_decode, 2) : 2;
+    LlamaIsa chosen = guess.candidates.front();
+    std::pair<int, double> best{-1, 0};
+    std::string tried;
+    for (LlamaIsa isa : guess.candidates) {
+        probe.forward.llama_isa = isa;
+        auto r = run_and_compare(model, backend, reference, probe);
+        if (!r) return r.error();
+        const std::pair<int, double> f = fit(r.value());
+        tried += fmt::format("{}{} {} of {} events exact", tried.empty() ? "" : ", ", llama_isa_name(isa), f.first,
+                             paired_events(r.value()));
+        if (f > best) best = f, chosen = isa;
+    }
+    *why += fmt::format("; on the first decode calls {}", tried);
+    return chosen;
+}
+
+// Re-judges `result` against per-event noise floors: how far `other` (the same run in the other
+// math mode) lies from it.
+void apply_noise_floors(CompareRunResult& result, const CompareRunResult& other, const CompareThresholds& thresholds) {
+    const std::vector<CapturedEvent>& ours = result.captures.events;
+    const std::vector<CapturedEvent>& alt = other.captures.events;
+    for (size_t i = 0; i < result.comparisons.size() && i < alt.size(); ++i) {
+        if (ours[i].data.size() != alt[i].data.size() || ours[i].name != alt[i].name) continue;
+        const Metrics spread = compute_metrics(ours[i].data.data(), alt[i].data.data(), static_cast<int64_t>(ours[i].data.size()));
+        apply_noise_floor(result.comparisons[i], std::isfinite(spread.nmse) ? spread.nmse : 0.0, thresholds);
+    }
+    result.summary = summarize(result.comparisons);
+}
+
 }  // namespace
 
 Result<CompareRunResult> compare_with_reference(const Model& model, Backend& backend, const ReferenceDump& reference,
                                                 const CompareRunOptions& options) {
-    if (options.forward.mode != MathMode::kLlama || options.llama_isa) {
-        CompareRunOptions o = options;
-        if (options.llama_isa) o.forward.llama_isa = *options.llama_isa;
-        auto r = run_and_compare(model, backend, reference, o);
-        if (r && options.llama_isa) r.value().llama_isa_why = "as asked";
-        return r;
-    }
     const LlamaIsaGuess guess = guess_llama_isa(reference);
+    std::string why;
+    auto isa = choose_llama_isa(model, backend, reference, options, guess, &why);
+    if (!isa) return isa.error();
     CompareRunOptions o = options;
-    o.forward.llama_isa = guess.candidates.front();
-    std::string why = guess.why;
-    if (guess.candidates.size() > 1) {
-        // Try each variant on the first two decode calls (the prompt and one generated token:
-        // where the variants' f16 and f32 orders first differ) and keep the best fit.
-        CompareRunOptions probe = options;
-        probe.n_decode = options.n_decode >= 0 ? std::min(options.n_decode, 2) : 2;
-        std::pair<int, double> best{-1, 0};
-        std::string tried;
-        for (LlamaIsa isa : guess.candidates) {
-            probe.forward.llama_isa = isa;
-            auto r = run_and_compare(model, backend, reference, probe);
-            if (!r) return r.error();
-            const std::pair<int, double> f = fit(r.value());
-            tried += fmt::format("{}{} {} of {} events exact", tried.empty() ? "" : ", ", llama_isa_name(isa), f.first,
-                                 r.value().comparisons.size());
-            if (f > best) best = f, o.forward.llama_isa = isa;
-        }
-        why += fmt::format("; on the first decode calls {}", tried);
-    }
+    o.forward.llama_isa = isa.value();
     auto r = run_and_compare(model, backend, reference, o);
     if (!r) return r;
     CompareRunResult& result = r.value();
-    result.llama_isa_why = why;
-    // A reference no CPU variant reproduces (a GPU build, an unknown machine, another version) is
-    // judged against the noise a correct engine shows: per event, how far our llama-mode values
-    // lie from our exact ones (activations quantized for the weight format, the f16 KV cache,
-    // summation order), which bounds what another correct build differs by.
-    const int exact_events = fit(result).first;
-    const bool reproduced = guess.cpu_build && 2 * exact_events >= paired_events(result);
+    const bool llama = options.forward.mode == MathMode::kLlama;
+    if (llama) result.llama_isa_why = why;
+    // A reference llama mode does not reproduce (a GPU build, an unknown machine or version, or
+    // our exact mode against any llama.cpp) is judged against the noise a correct engine shows:
+    // per event, how far our llama-mode and exact-mode values lie apart (activations quantized for
+    // the weight format, the f16 KV cache, summation orders), which bounds what another correct
+    // build differs by.
+    const bool reproduced = llama && guess.cpu_build && 2 * fit(result).first >= paired_events(result);
     if (!options.thresholds.noise_floor || reproduced) return r;
-    CompareRunOptions exact = o;
-    exact.forward.mode = MathMode::kExact;
-    auto shadow = run_and_compare(model, backend, reference, exact);
+    CompareRunOptions other = o;
+    other.forward.mode = llama ? MathMode::kExact : MathMode::kLlama;
+    auto shadow = run_and_compare(model, backend, reference, other);
     if (!shadow) return shadow.error();
-    const std::vector<CapturedEvent>& ours = result.captures.events;
-    const std::vector<CapturedEvent>& alt = shadow.value().captures.events;
-    for (size_t i = 0; i < result.comparisons.size() && i < alt.size(); ++i) {
-        if (ours[i].data.size() != alt[i].data.size()) continue;
-        const Metrics spread = compute_metrics(ours[i].data.data(), alt[i].data.data(), static_cast<int64_t>(ours[i].data.size()));
-        apply_noise_floor(result.comparisons[i], std::isfinite(spread.nmse) ? spread.nmse : 0.0, options.thresholds);
-    }
-    result.summary = summarize(result.comparisons);
-    result.noise_floor = fmt::format("per event, {}x / {}x the NMSE between our exact and llama-mode runs ({})",
+    apply_noise_floors(result, shadow.value(), options.thresholds);
+    result.noise_floor = fmt::format("per event, {}x (warn) and {}x (diverged) the NMSE between our exact and llama-mode "
+                                     "runs, because {}",
                                      kFloorWarnFactor, kFloorDivergedFactor,
-                                     guess.cpu_build ? "no CPU variant reproduces the reference" : "a GPU build");
+                                     !llama           ? "exact mode does not quantize activations as llama.cpp does"
+                                     : guess.cpu_build ? "no CPU variant reproduces the reference"
+                                                       : "a GPU build made the reference");
     return r;
 }
 

@@ -174,6 +174,7 @@ void SessionWorker::publish() {
     s->hit = hit_;
     s->has_reference = reference_ != nullptr;
     s->thresholds = thresholds_;
+    s->reference_build = reference_build_;
     s->first_divergent = first_divergent_;
     {
         // Breakpoints are read under the snapshot lock, so the newest snapshot always has the

@@ -83,6 +83,9 @@ struct SessionSnapshot {
 
     bool has_reference = false;
     CompareThresholds thresholds;         // the statuses' thresholds (with a reference)
+    // llama mode: the llama.cpp CPU build reproduced for the reference, and why ("avx2: system_info
+    // has AVX2 and no AVX512"); the session judges by the thresholds alone, with no noise floor.
+    std::string reference_build;
     int64_t first_divergent = -1;         // event index, -1 when none so far
 
     const EventRecord* record(int64_t index) const {

@@ -62,7 +62,13 @@ void SessionWorker::handle_idle(Command& c) {
             reference_ = c.reference;
             thresholds_ = c.thresholds;
             // llama mode reproduces the build that made the reference.
-            if (reference_) forward_->set_llama_isa(guess_llama_isa(*reference_).candidates.front());
+            reference_build_.clear();
+            if (reference_) {
+                const LlamaIsaGuess guess = guess_llama_isa(*reference_);
+                forward_->set_llama_isa(guess.candidates.front());
+                if (options_.forward.mode == MathMode::kLlama)
+                    reference_build_ = fmt::format("{}: {}", llama_isa_name(guess.candidates.front()), guess.why);
+            }
             replay_to_cursor();
             return;
         case CommandKind::kCapturePolicy:

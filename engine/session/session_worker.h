@@ -119,6 +119,7 @@ private:
     SessionOptions options_;
     std::unique_ptr<Backend> backend_;
     std::string backend_note_;
+    std::string reference_build_;  // see SessionSnapshot::reference_build
     std::unique_ptr<ForwardPass> forward_;
     std::thread thread_;
 
