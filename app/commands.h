@@ -92,6 +92,21 @@ struct ExportCmdOptions {
 // input, 4 cannot write or the output exists without --force).
 int run_export(const ExportCmdOptions& options);
 
+struct BenchOptions {
+    std::string model_path;
+    int prompt_tokens = 64;
+    int gen = 32;
+    int threads = 0;
+    std::string mode = "llama";
+    std::string backend = "auto";
+    std::string capture = "none";  // none, stats (on the backend, every event), all (also host copies)
+    bool json = false;
+};
+
+// Prompt and generation speed, time per op class, capture overhead and peak RSS (0 ok, 2 usage,
+// 3 unreadable model).
+int run_bench(const BenchOptions& options);
+
 struct GuiOptions {
     std::string model_path;       // a model or a dump opened at start; empty: the built-in demo
     std::string reference_path;   // a reference loaded at start

@@ -115,6 +115,23 @@ void add_export_command(CLI::App& app, ls::app::ExportCmdOptions& o) {
     ex->add_option("--chat-template", o.chat_template, "Use this template family (chatml, llama2, llama3, ...)");
 }
 
+void add_bench_command(CLI::App& app, ls::app::BenchOptions& o) {
+    CLI::App* b = app.add_subcommand("bench", "Prompt and generation tokens/s, time per op class, capture overhead and peak "
+                                               "memory of a model here");
+    b->add_option("--model,-m", o.model_path, "GGUF model file")->required();
+    b->add_option("--prompt-tokens", o.prompt_tokens, "Prompt length in tokens (default 64)")->check(CLI::Range(1, 1 << 16));
+    b->add_option("--gen", o.gen, "Tokens generated after the prompt, one decode call each (default 32)")
+        ->check(CLI::Range(0, 1 << 16));
+    b->add_option("--threads,-t", o.threads, "CPU threads (default: all cores)")->check(CLI::Range(0, 1024));
+    b->add_option("--mode", o.mode, "exact or llama (default)")->check(CLI::IsMember({"exact", "llama"}));
+    b->add_option("--backend", o.backend, "cpu, cuda, cuda-emulated or auto (default)")
+        ->check(CLI::IsMember({"cpu", "cuda", "cuda-emulated", "auto"}));
+    b->add_option("--capture", o.capture, "none (default), stats (statistics of every event on the backend) or all (also a "
+                                          "host copy of every tensor); the overhead is measured against a run without")
+        ->check(CLI::IsMember({"none", "stats", "all"}));
+    b->add_flag("--json", o.json, "Print one JSON object (prompt_tps, gen_tps, capture_overhead, peak_rss_bytes, op_seconds)");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -150,6 +167,8 @@ int main(int argc, char** argv) {
     add_make_model_command(app, make_model);
     ls::app::ExportCmdOptions export_options;
     add_export_command(app, export_options);
+    ls::app::BenchOptions bench;
+    add_bench_command(app, bench);
 
     try {
         app.parse(argc, argv);
@@ -164,10 +183,11 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("compare")) return ls::app::run_compare(compare);
     if (app.got_subcommand("make-model")) return ls::app::run_make_model(make_model);
     if (app.got_subcommand("export")) return ls::app::run_export(export_options);
+    if (app.got_subcommand("bench")) return ls::app::run_bench(bench);
 
     // `layerscope typo` would otherwise open a window that fails to load "typo".
     if (!gui.model_path.empty() && !std::filesystem::exists(gui.model_path)) {
-        std::fprintf(stderr, "layerscope: '%s' is neither a command nor a file. Commands: inspect, run, compare, export, make-model; "
+        std::fprintf(stderr, "layerscope: '%s' is neither a command nor a file. Commands: inspect, run, compare, export, make-model, bench; "
                              "see 'layerscope --help'.\n", gui.model_path.c_str());
         return ls::app::kExitUsage;
     }

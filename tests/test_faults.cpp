@@ -1,5 +1,7 @@
 // Every fault of the catalogue, run against a clean llama.cpp reference, must be reported with its
-// first divergent event at the tensor where the bug lives; the clean run must not diverge.
+// first divergent event at the tensor where the bug lives; the clean run must not diverge. The
+// references: the fixtures (an AVX-512 build with native FP16), and dumps of the same models and
+// prompts from an AVX2 build (tests/data/llama-avx2), whose arithmetic llama mode reproduces too.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -37,14 +39,30 @@ const FaultCase kCases[] = {
     {Fault::kQ4KScaleMinSwapped, "models/llama-gqa-mini-Q4_K_M.gguf", "dumps/llama-gqa-mini-Q4_K_M_boy_n4_fa-off_nocache.gguf", "embd", "q4k-scale-min", "swaps scales and mins"},
 };
 
-class Faults : public ::testing::TestWithParam<FaultCase> {};
+// The same cases against the AVX2 build's dump of the same model and prompt.
+std::string avx2_dump_for(const std::string& fixture_dump) {
+    static const std::pair<const char*, const char*> kSame[] = {
+        {"dumps/stories260K_once_n0_fa-off.gguf", "stories260K_once_n3_fa-off.gguf"},
+        {"dumps/llama-gqa-mini-F16_happy_n4_fa-off_nocache.gguf", "llama-gqa-mini-F16_happy_n4_fa-off.gguf"},
+        {"dumps/qwen2-mini-F16_france_n0_fa-off_nocache.gguf", "qwen2-mini-F16_france_n2_fa-off.gguf"},
+        {"dumps/llama-gqa-mini-Q4_K_M_boy_n4_fa-off_nocache.gguf", "llama-gqa-mini-Q4_K_M_boy_n4_fa-off.gguf"},
+    };
+    for (const auto& [fixture, avx2] : kSame)
+        if (fixture_dump == fixture) return std::string(LAYERSCOPE_TEST_DATA) + "/llama-avx2/" + avx2;
+    return "";
+}
+
+// The parameter: a case, and whether it runs against the AVX2 build's dump.
+class Faults : public ::testing::TestWithParam<std::tuple<FaultCase, bool>> {};
 
 TEST_P(Faults, FirstDivergenceIsWhereTheBugLives) {
     LS_REQUIRE_FIXTURES();
-    const FaultCase& c = GetParam();
+    const auto& [c, avx2] = GetParam();
     auto model = Model::open(test::fixture_path(c.model));
     ASSERT_TRUE(model.ok()) << model.error().message;
-    auto reference = ReferenceDump::open(test::fixture_path(c.dump));
+    const std::string dump = avx2 ? avx2_dump_for(c.dump) : test::fixture_path(c.dump);
+    ASSERT_FALSE(dump.empty()) << "no AVX2 dump for " << c.dump;
+    auto reference = ReferenceDump::open(dump);
     ASSERT_TRUE(reference.ok()) << reference.error().message;
     auto backend = make_cpu_backend(0);
     CompareRunOptions options;
@@ -53,6 +71,7 @@ TEST_P(Faults, FirstDivergenceIsWhereTheBugLives) {
     auto run = compare_with_reference(*model.value(), *backend, *reference.value(), options);
     ASSERT_TRUE(run.ok()) << run.error().message;
     const CompareRunResult& r = run.value();
+    EXPECT_EQ(r.llama_isa, avx2 ? LlamaIsa::kAvx2 : LlamaIsa::kAvx512Fp16) << r.llama_isa_why;
     if (c.fault == Fault::kNone) {
         EXPECT_EQ(r.summary.first_divergent, -1) << r.comparisons[std::max<int64_t>(0, r.summary.first_divergent)].name;
         EXPECT_EQ(r.summary.warn, 0);
@@ -72,8 +91,8 @@ TEST_P(Faults, FirstDivergenceIsWhereTheBugLives) {
                 first.metrics.nmse, doctor.findings.front().verdict.c_str());
 }
 
-INSTANTIATE_TEST_SUITE_P(Catalogue, Faults, ::testing::ValuesIn(kCases), [](const auto& info) {
-    std::string n = fault_info(info.param.fault).name;
+INSTANTIATE_TEST_SUITE_P(Catalogue, Faults, ::testing::Combine(::testing::ValuesIn(kCases), ::testing::Bool()), [](const auto& info) {
+    std::string n = std::string(std::get<1>(info.param) ? "avx2_" : "fixture_") + fault_info(std::get<0>(info.param).fault).name;
     for (char& ch : n) if (ch == '-') ch = '_';
     return n;
 });

@@ -2,8 +2,8 @@
 // with native FP16): dumps made by an AVX2+FMA+F16C build of the fixtures' llama.cpp commit with
 // the companion dumper (tests/data/llama-avx2, --no-extra-bufts), of the fixtures' models. With
 // default settings each compares clean: the build is recognised, llama mode reproduces it, no
-// event diverges and the greedy tokens are the same; and every fault of the catalogue is found at
-// its true first event against them, as against the fixtures (test_faults).
+// event diverges and the greedy tokens are the same. test_faults runs the fault catalogue against
+// them as against the fixtures.
 #include <gtest/gtest.h>
 
 #include "engine/compare/compare_run.h"
@@ -78,71 +78,6 @@ INSTANTIATE_TEST_SUITE_P(Builds, IsaReferences, ::testing::ValuesIn(kReferences)
     std::string n = std::string(info.param.fixture ? "fixture_" : "avx2_") + info.param.dump;
     for (char& ch : n)
         if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-    return n;
-});
-
-// The catalogue against the AVX2 build's references: the same first events as against the
-// fixtures (test_faults), with the doctor naming each bug.
-struct FaultCase {
-    Fault fault;
-    const char* model;
-    const char* dump;
-    const char* first_event;
-    const char* doctor;
-};
-
-const FaultCase kFaults[] = {
-    {Fault::kNone, "models/stories260K.gguf", "stories260K_once_n3_fa-off.gguf", "", ""},
-    {Fault::kTransposedWeight, "models/stories260K.gguf", "stories260K_once_n3_fa-off.gguf", "Qcur-0", "transpose"},
-    {Fault::kRopeWrongPairing, "models/stories260K.gguf", "stories260K_once_n3_fa-off.gguf", "Qcur-0#3", "rope"},
-    {Fault::kRopeSkipped, "models/stories260K.gguf", "stories260K_once_n3_fa-off.gguf", "Qcur-0#3", "rope"},
-    {Fault::kRopePositionOffByOne, "models/stories260K.gguf", "stories260K_once_n3_fa-off.gguf", "Qcur-0#3", "rope"},
-    {Fault::kKvPositionStuck, "models/llama-gqa-mini-F16.gguf", "llama-gqa-mini-F16_happy_n4_fa-off.gguf", "Qcur-0#3@1", "rope"},
-    {Fault::kAttentionScale, "models/stories260K.gguf", "stories260K_once_n3_fa-off.gguf", "kq_soft_max-0", "attention"},
-    {Fault::kNoCausalMask, "models/stories260K.gguf", "stories260K_once_n3_fa-off.gguf", "kq_soft_max-0", "attention"},
-    {Fault::kPaddedVocabArgmax, "models/stories260K.gguf", "stories260K_once_n3_fa-off.gguf", "result_output", "vocab-crop"},
-    {Fault::kQkvBiasDropped, "models/qwen2-mini-F16.gguf", "qwen2-mini-F16_france_n2_fa-off.gguf", "Qcur-0#2", "bias-added"},
-    {Fault::kRmsNormWeightTwice, "models/stories260K.gguf", "stories260K_once_n3_fa-off.gguf", "attn_norm-0", "norm-weight-twice"},
-    {Fault::kRmsNormEpsilon, "models/stories260K.gguf", "stories260K_once_n3_fa-off.gguf", "norm-0", "rmsnorm-epsilon"},
-    {Fault::kQ4KScaleMinSwapped, "models/llama-gqa-mini-Q4_K_M.gguf", "llama-gqa-mini-Q4_K_M_boy_n4_fa-off.gguf", "embd", "q4k-scale-min"},
-};
-
-class Avx2Faults : public ::testing::TestWithParam<FaultCase> {};
-
-TEST_P(Avx2Faults, FirstDivergenceIsWhereTheBugLives) {
-    LS_REQUIRE_FIXTURES();
-    const FaultCase& c = GetParam();
-    auto model = Model::open(test::fixture_path(c.model));
-    ASSERT_TRUE(model.ok()) << model.error().message;
-    auto reference = ReferenceDump::open(avx2_dump(c.dump));
-    ASSERT_TRUE(reference.ok()) << reference.error().message;
-    auto backend = make_cpu_backend(0);
-    CompareRunOptions options;
-    options.forward.fault = c.fault;
-    options.forward.n_ubatch = reference.value()->n_ubatch();
-    auto run = compare_with_reference(*model.value(), *backend, *reference.value(), options);
-    ASSERT_TRUE(run.ok()) << run.error().message;
-    const CompareRunResult& r = run.value();
-    EXPECT_EQ(r.llama_isa, LlamaIsa::kAvx2);
-    if (c.fault == Fault::kNone) {
-        EXPECT_EQ(r.summary.first_divergent, -1);
-        return;
-    }
-    ASSERT_GE(r.summary.first_divergent, 0) << "fault " << fault_info(c.fault).name << " was not detected";
-    const EventComparison& first = r.comparisons[r.summary.first_divergent];
-    EXPECT_EQ(first.name, c.first_event) << "nmse " << first.metrics.nmse << " " << first.note;
-    for (int64_t i = 0; i < r.summary.first_divergent; ++i)
-        EXPECT_NE(r.comparisons[i].status, CompareStatus::kWarn) << r.comparisons[i].name;
-    DoctorReport doctor = diagnose(r, static_cast<size_t>(r.summary.first_divergent), *reference.value(), model.value().get(),
-                                   options.thresholds);
-    ASSERT_FALSE(doctor.findings.empty()) << "the doctor found no explanation for " << first.name;
-    EXPECT_EQ(doctor.findings.front().transform, c.doctor) << doctor.findings.front().verdict;
-}
-
-INSTANTIATE_TEST_SUITE_P(Catalogue, Avx2Faults, ::testing::ValuesIn(kFaults), [](const auto& info) {
-    std::string n = fault_info(info.param.fault).name;
-    for (char& ch : n)
-        if (ch == '-') ch = '_';
     return n;
 });
 

@@ -2,6 +2,7 @@
 // our dumps lining up with llama.cpp's by name and value, and exit codes for bad input.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -138,6 +139,31 @@ TEST(RunCli, BackendChoice) {
     EXPECT_NE(e.out.find("It supports: GET_ROWS (f32, f16"), std::string::npos) << e.out;
     const test::CommandResult bad = test::run_layerscope("run " + model + " --backend vulkan", true);
     EXPECT_EQ(bad.exit_code, 2) << bad.out;
+}
+
+}  // namespace
+}  // namespace ls
+
+namespace ls {
+namespace {
+
+// `layerscope bench --json`: the figures it promises, measured (positive), and the op classes.
+TEST(BenchCli, JsonHasTheFigures) {
+    LS_REQUIRE_FIXTURES();
+    const std::string model = "-m '" + test::fixture_path("models/stories260K.gguf") + "'";
+    const test::CommandResult r = test::run_layerscope("bench " + model + " --prompt-tokens 8 --gen 3 --capture all --json");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    for (const char* key : {"\"prompt_tps\"", "\"gen_tps\"", "\"capture_overhead\"", "\"peak_rss_bytes\"", "\"MUL_MAT\"",
+                            "\"RMS_NORM\"", "\"ROPE\""})
+        EXPECT_NE(r.out.find(key), std::string::npos) << key << " missing in " << r.out;
+    // Numbers, not placeholders: each figure is positive.
+    for (const char* key : {"\"prompt_tps\": ", "\"gen_tps\": ", "\"capture_overhead\": ", "\"peak_rss_bytes\": "}) {
+        const size_t at = r.out.find(key);
+        ASSERT_NE(at, std::string::npos) << key;
+        EXPECT_GT(std::stod(r.out.substr(at + std::strlen(key))), 0.0) << key;
+    }
+    EXPECT_EQ(test::run_layerscope("bench " + model + " --capture everything").exit_code, 2);
+    EXPECT_EQ(test::run_layerscope("bench -m /nonexistent.gguf").exit_code, 3);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/common/fp16.h"
 #include "kernels/common/quant_blocks.h"
 #include "kernels/cpu/dequant.h"
 #include "kernels/cpu/quantize.h"
@@ -182,6 +183,54 @@ TEST_F(RowsQ8X86, Q6_KMatchesGgmlX86) {
     int total = 0;
     EXPECT_EQ(compare("q6_K", GgmlType::Q6_K, &total), 27);
     EXPECT_EQ(total, 27);
+}
+
+}  // namespace
+}  // namespace ls
+
+namespace ls {
+namespace {
+
+// The AVX2 kernels return exactly what the scalar emulation returns, on random blocks with the
+// extremes (all 6-bit scales and mins, q8 from -128 to 127) as well as typical weights.
+TEST(VecDotAvx2, SameBitsAsTheEmulation) {
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") || !__builtin_cpu_supports("f16c"))
+        GTEST_SKIP() << "this processor has no AVX2/FMA/F16C: the emulation runs everywhere";
+    uint32_t state = 7;
+    auto next = [&] { return state = state * 1664525u + 1013904223u; };
+    int checked = 0;
+    for (int trial = 0; trial < 400; ++trial) {
+        const int64_t n = kQK_K * (1 + trial % 12);
+        std::vector<block_q4_K> w(static_cast<size_t>(n / kQK_K));
+        std::vector<block_q8_K> a(w.size());
+        if (trial % 2 == 0) {
+            // Random bytes everywhere (scales, mins and quants take every value), finite scales.
+            for (block_q4_K& b : w) {
+                auto* bytes = reinterpret_cast<uint8_t*>(&b);
+                for (size_t i = 0; i < sizeof b; ++i) bytes[i] = static_cast<uint8_t>(next() >> 24);
+                b.d = fp32_to_fp16(static_cast<float>(next() % 2000) * 1e-5f);
+                b.dmin = fp32_to_fp16(static_cast<float>(next() % 2000) * 1e-5f);
+            }
+            for (block_q8_K& b : a) {
+                b.d = static_cast<float>(next() % 1000) * 1e-4f;
+                int32_t sums[16] = {};
+                for (int i = 0; i < kQK_K; ++i) sums[i / 16] += (b.qs[i] = static_cast<int8_t>(next() >> 24));
+                for (int g = 0; g < 16; ++g) b.bsums[g] = static_cast<int16_t>(sums[g]);
+            }
+        } else {
+            std::vector<float> wf(static_cast<size_t>(n)), af(static_cast<size_t>(n));
+            for (float& v : wf) v = (static_cast<float>(next() % 20001) - 10000.0f) * 1e-5f;
+            for (float& v : af) v = (static_cast<float>(next() % 20001) - 10000.0f) * 1e-3f;
+            ASSERT_TRUE(quantize_rows(GgmlType::Q4_K, wf.data(), w.data(), 1, n));
+            quantize_row_q8_K_ref(af.data(), a.data(), n);
+        }
+        float fast = 0, emulated = 0;
+        ASSERT_TRUE(vec_dot_row_x86(GgmlType::Q4_K, n, w.data(), a.data(), &fast));
+        ASSERT_TRUE(vec_dot_row_x86_emulated(GgmlType::Q4_K, n, w.data(), a.data(), &emulated));
+        ASSERT_EQ(bits_of(fast), bits_of(emulated)) << "trial " << trial << ": " << fast << " vs " << emulated;
+        ++checked;
+    }
+    EXPECT_EQ(checked, 400);
 }
 
 }  // namespace

@@ -67,7 +67,10 @@ void StatusBar::draw(const ModelDocument* doc, const DebugContext& ctx) {
                 ImGui::SameLine();
                 ImGui::TextDisabled("| llama.cpp build %.*s", static_cast<int>(snap->reference_build.find(':')),
                                     snap->reference_build.c_str());
-                if (ImGui::IsItemHovered()) ImGui::SetTooltip("llama mode reproduces %s", snap->reference_build.c_str());
+                if (ImGui::IsItemHovered())
+                    ImGui::SetTooltip("llama mode reproduces %s\nstatuses: the thresholds alone (warn %g, diverged %g), no "
+                                      "noise floor; `layerscope compare` adds one where no variant reproduces the reference",
+                                      snap->reference_build.c_str(), snap->thresholds.warn_nmse, snap->thresholds.diverged_nmse);
             }
         } else {
             ImGui::TextDisabled("no reference: Ctrl+R loads one");

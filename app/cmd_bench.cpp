@@ -1,0 +1,150 @@
+// `layerscope bench`: how fast a model runs here: prompt and generation tokens/s, the time spent in
+// each op class, what capturing costs (a second run without capture), and the peak resident memory.
+#include <fmt/format.h>
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "app/commands.h"
+#include "engine/forward/forward.h"
+
+namespace ls::app {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int fail(const Error& e) {
+    std::fprintf(stderr, "layerscope bench: %s\n", e.message.c_str());
+    return e.code == ErrorCode::kUsage || e.code == ErrorCode::kUnsupported ? kExitUsage : kExitBadInput;
+}
+
+enum class Capture { kNone, kStats, kAll };
+
+// Times the ops (the time up to an event is its op's) and captures as the session would: stats on
+// the backend for every event, or stats and a host copy of every tensor.
+class BenchSink final : public EventSink {
+public:
+    explicit BenchSink(Capture capture) : capture_(capture) {}
+    void start() { last_ = Clock::now(); }
+    void on_event(const Event& e) override {
+        const Clock::time_point now = Clock::now();
+        op_seconds_[e.op] += std::chrono::duration<double>(now - last_).count();
+        if (capture_ != Capture::kNone) {
+            TensorStats s;
+            e.backend->stats(e.tensor, &s);
+        }
+        if (capture_ == Capture::kAll) {
+            kept_.emplace_back(static_cast<size_t>(e.tensor.n_elements()));
+            e.backend->download(kept_.back().data(), e.tensor.data, kept_.back().size() * sizeof(float));
+        }
+        last_ = Clock::now();  // capturing is not the next op's time
+    }
+    const std::map<Op, double>& op_seconds() const { return op_seconds_; }
+
+private:
+    Capture capture_;
+    Clock::time_point last_;
+    std::map<Op, double> op_seconds_;
+    std::vector<std::vector<float>> kept_;  // full captures, held as a session holds them
+};
+
+struct Timing {
+    double prompt_s = 0, gen_s = 0;
+    std::map<Op, double> op_seconds;
+};
+
+Result<Timing> time_run(ForwardPass& forward, const std::vector<int32_t>& prompt, int n_gen, Capture capture) {
+    forward.reset();
+    BenchSink sink(capture);
+    Timing t;
+    sink.start();
+    Clock::time_point t0 = Clock::now();
+    if (Status s = forward.eval(prompt, &sink); !s) return s.error();
+    t.prompt_s = std::chrono::duration<double>(Clock::now() - t0).count();
+    t0 = Clock::now();
+    for (int i = 0; i < n_gen; ++i) {
+        sink.start();
+        // The same token each time: speed does not depend on which.
+        if (Status s = forward.eval({prompt.back()}, &sink); !s) return s.error();
+    }
+    t.gen_s = std::chrono::duration<double>(Clock::now() - t0).count();
+    t.op_seconds = sink.op_seconds();
+    return t;
+}
+
+}  // namespace
+
+int run_bench(const BenchOptions& o) {
+    MathMode mode;
+    if (!math_mode_from_name(o.mode, &mode)) return fail(make_error(ErrorCode::kUsage, "--mode must be exact or llama"));
+    const Capture capture = o.capture == "all" ? Capture::kAll : o.capture == "stats" ? Capture::kStats : Capture::kNone;
+    auto model = Model::open(o.model_path);
+    if (!model) return fail(model.error());
+    const ModelConfig& c = model.value()->config();
+
+    ForwardOptions fo;
+    fo.mode = mode;
+    fo.n_ctx = (static_cast<int64_t>(o.prompt_tokens) + o.gen + 255) / 256 * 256;
+    auto chosen = open_backend_for(*model.value(), o.backend, o.threads, fo);
+    if (!chosen) return fail(chosen.error());
+    auto forward = make_forward(*model.value(), *chosen.value().backend, fo);
+    if (!forward) return fail(forward.error());
+
+    // Token ids spread over the vocabulary, the same every run.
+    const int64_t n_vocab = static_cast<int64_t>(forward.value()->last_logits().size());
+    std::vector<int32_t> prompt(static_cast<size_t>(o.prompt_tokens));
+    for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>(1 + (i * 7919) % (n_vocab - 1));
+
+    auto timed = time_run(*forward.value(), prompt, o.gen, capture);
+    if (!timed) return fail(timed.error());
+    const Timing& t = timed.value();
+    double overhead = 1.0;
+    if (capture != Capture::kNone) {
+        auto bare = time_run(*forward.value(), prompt, o.gen, Capture::kNone);
+        if (!bare) return fail(bare.error());
+        overhead = (t.prompt_s + t.gen_s) / (bare.value().prompt_s + bare.value().gen_s);
+    }
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    const int64_t peak_rss = static_cast<int64_t>(usage.ru_maxrss) * 1024;
+    const double prompt_tps = o.prompt_tokens / t.prompt_s, gen_tps = o.gen > 0 ? o.gen / t.gen_s : 0.0;
+    double op_total = 0;
+    for (const auto& [op, s] : t.op_seconds) op_total += s;
+
+    if (o.json) {
+        nlohmann::json j;
+        j["model"] = o.model_path;
+        j["backend"] = chosen.value().backend->name();
+        j["mode"] = math_mode_name(mode);
+        if (mode == MathMode::kLlama) j["llama_isa"] = llama_isa_name(fo.llama_isa);
+        j["prompt_tokens"] = o.prompt_tokens;
+        j["gen_tokens"] = o.gen;
+        j["capture"] = o.capture;
+        j["prompt_tps"] = prompt_tps;
+        j["gen_tps"] = gen_tps;
+        j["capture_overhead"] = overhead;
+        j["peak_rss_bytes"] = peak_rss;
+        j["op_seconds"] = nlohmann::json::object();
+        for (const auto& [op, s] : t.op_seconds) j["op_seconds"][op_name(op)] = s;
+        std::printf("%s\n", j.dump(2).c_str());
+        return kExitOk;
+    }
+    std::printf("model:    %s (%s, %lld layers, n_embd %lld)\n", o.model_path.c_str(), c.arch_name.c_str(),
+                static_cast<long long>(c.n_layer), static_cast<long long>(c.n_embd));
+    std::printf("backend:  %s%s, mode %s%s\n", chosen.value().backend->name().c_str(),
+                chosen.value().note.empty() ? "" : (" (" + chosen.value().note + ")").c_str(), math_mode_name(mode),
+                mode == MathMode::kLlama ? (std::string(", llama.cpp build ") + llama_isa_name(fo.llama_isa)).c_str() : "");
+    std::printf("prompt:   %d tokens  %.2f tok/s\n", o.prompt_tokens, prompt_tps);
+    if (o.gen > 0) std::printf("generate: %d tokens  %.2f tok/s  (%.2f ms/token)\n", o.gen, gen_tps, 1000 * t.gen_s / o.gen);
+    std::printf("capture:  %s", o.capture.c_str());
+    if (capture != Capture::kNone) std::printf(", %.3fx the time without", overhead);
+    std::printf("\npeak RSS: %.1f MiB\nops (share of the time between events):\n", peak_rss / 1048576.0);
+    for (const auto& [op, s] : t.op_seconds)
+        std::printf("  %-16s %9.3f s  %5.1f%%\n", op_name(op), s, op_total > 0 ? 100 * s / op_total : 0.0);
+    return kExitOk;
+}
+
+}  // namespace ls::app
