@@ -188,6 +188,9 @@ TEST_F(RowsQ8X86, Q6_KMatchesGgmlX86) {
 }  // namespace
 }  // namespace ls
 
+#if defined(__x86_64__)
+#include "kernels/cpu/vec_dot_avx2.h"
+
 namespace ls {
 namespace {
 
@@ -227,7 +230,34 @@ TEST(VecDotAvx2, SameBitsAsTheEmulation) {
         float fast = 0, emulated = 0;
         ASSERT_TRUE(vec_dot_row_x86(GgmlType::Q4_K, n, w.data(), a.data(), &fast));
         ASSERT_TRUE(vec_dot_row_x86_emulated(GgmlType::Q4_K, n, w.data(), a.data(), &emulated));
-        ASSERT_EQ(bits_of(fast), bits_of(emulated)) << "trial " << trial << ": " << fast << " vs " << emulated;
+        ASSERT_EQ(bits_of(fast), bits_of(emulated)) << "q4_K trial " << trial << ": " << fast << " vs " << emulated;
+        // Q6_K on the same activations: random bytes with a sane scale, or quantized weights.
+        std::vector<block_q6_K> w6(w.size());
+        if (trial % 2 == 0) {
+            for (block_q6_K& b : w6) {
+                auto* bytes = reinterpret_cast<uint8_t*>(&b);
+                for (size_t i = 0; i < sizeof b; ++i) bytes[i] = static_cast<uint8_t>(next() >> 24);
+                b.d = fp32_to_fp16(static_cast<float>(next() % 2000) * 1e-5f);
+            }
+        } else {
+            std::vector<float> wf(static_cast<size_t>(n));
+            for (float& v : wf) v = (static_cast<float>(next() % 20001) - 10000.0f) * 1e-5f;
+            ASSERT_TRUE(quantize_rows(GgmlType::Q6_K, wf.data(), w6.data(), 1, n));
+        }
+        ASSERT_TRUE(vec_dot_row_x86(GgmlType::Q6_K, n, w6.data(), a.data(), &fast));
+        ASSERT_TRUE(vec_dot_row_x86_emulated(GgmlType::Q6_K, n, w6.data(), a.data(), &emulated));
+        ASSERT_EQ(bits_of(fast), bits_of(emulated)) << "q6_K trial " << trial << ": " << fast << " vs " << emulated;
+        // Exact mode: the decoded row dotted with f32 activations, as dequantize_row + the CPU
+        // backend's 8-lane dot_f32.
+        std::vector<float> x(static_cast<size_t>(n)), row(static_cast<size_t>(n));
+        for (float& v : x) v = (static_cast<float>(next() % 20001) - 10000.0f) * 1e-3f;
+        ASSERT_TRUE(dequantize_row(GgmlType::Q4_K, w.data(), row.data(), n));
+        float lane[8] = {};
+        for (int64_t i = 0; i < n; i += 8)
+            for (int l = 0; l < 8; ++l) lane[l] += row[i + l] * x[i + l];
+        const float plain = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+        const float fused = dot_q4_K_f32_avx2(n, w.data(), x.data());
+        ASSERT_EQ(bits_of(fused), bits_of(plain)) << "exact q4_K trial " << trial << ": " << fused << " vs " << plain;
         ++checked;
     }
     EXPECT_EQ(checked, 400);
@@ -235,3 +265,4 @@ TEST(VecDotAvx2, SameBitsAsTheEmulation) {
 
 }  // namespace
 }  // namespace ls
+#endif

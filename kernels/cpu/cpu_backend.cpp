@@ -14,6 +14,7 @@
 #include "kernels/cpu/quantize.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/cpu/vec_dot.h"
+#include "kernels/cpu/vec_dot_avx2.h"
 #include "kernels/cpu/vec_dot_x86.h"
 
 namespace ls {
@@ -153,6 +154,13 @@ public:
                 row.resize(K);
                 for (int64_t r = b; r < e; ++r) {
                     const float* wr = reinterpret_cast<const float*>(wbase + r * w_row_bytes);
+#if defined(LS_HAVE_VEC_DOT_AVX2)
+                    // Exact-mode decode of a Q4_K row: decoded and dotted in registers, same bits.
+                    if (mode == MathMode::kExact && T == 1 && w.type == GgmlType::Q4_K && avx2_kernels_usable()) {
+                        y.f32()[r] = dot_q4_K_f32_avx2(K, reinterpret_cast<const block_q4_K*>(wbase + r * w_row_bytes), xs);
+                        continue;
+                    }
+#endif
                     if (w.type != GgmlType::F32) {
                         dequantize_row(w.type, wbase + r * w_row_bytes, row.data(), K);
                         wr = row.data();

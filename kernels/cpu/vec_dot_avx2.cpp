@@ -27,6 +27,41 @@ LS_AVX2 float hsum8(__m256 acc) {
 
 }  // namespace
 
+bool avx2_kernels_usable() {
+    static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    return yes;
+}
+
+// Exact mode: a Q4_K row decoded as dequantize_block_q4_K decodes it (d * scale * q - dmin * min,
+// multiplied and subtracted separately) and dotted with x in the order of the CPU backend's
+// dot_f32 (eight lanes of products added unfused, then ((0+1)+(2+3)) + ((4+5)+(6+7))), so the
+// result equals dequantize_row followed by dot_f32, without the decoded row in memory.
+LS_AVX2 float dot_q4_K_f32_avx2(int64_t n, const block_q4_K* w, const float* x) {
+    __m256 acc = _mm256_setzero_ps();
+    const __m256i low4 = _mm256_set1_epi32(0x0F);
+    for (int64_t b = 0; b < n / kQK_K; ++b) {
+        const float d = fp16_to_fp32(w[b].d), dmin = fp16_to_fp32(w[b].dmin);
+        const uint8_t* q = w[b].qs;
+        for (int is = 0; is < 8; is += 2, q += 32) {
+            uint8_t sc, m;
+            get_scale_min_k4(is, w[b].scales, &sc, &m);
+            const __m256 d1 = _mm256_set1_ps(d * sc), m1 = _mm256_set1_ps(dmin * m);
+            get_scale_min_k4(is + 1, w[b].scales, &sc, &m);
+            const __m256 d2 = _mm256_set1_ps(d * sc), m2 = _mm256_set1_ps(dmin * m);
+            for (int half = 0; half < 2; ++half)
+                for (int k = 0; k < 32; k += 8, x += 8) {
+                    const __m256i bytes = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + k)));
+                    const __m256i nib = half == 0 ? _mm256_and_si256(bytes, low4) : _mm256_srli_epi32(bytes, 4);
+                    const __m256 v = _mm256_sub_ps(_mm256_mul_ps(half == 0 ? d1 : d2, _mm256_cvtepi32_ps(nib)), half == 0 ? m1 : m2);
+                    acc = _mm256_add_ps(acc, _mm256_mul_ps(v, _mm256_loadu_ps(x)));
+                }
+        }
+    }
+    alignas(32) float l[8];
+    _mm256_store_ps(l, acc);
+    return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+}
+
 // q4_K . q8_K: per super-block, lane l of the int32 sums collects bytes 4l..4l+3 of every 32-byte
 // chunk of quants (maddubs pairs bytes, madd pairs those with the sub-block's scale); then
 // acc = fma(d, float(lanes), acc), and four min lanes fma(-dmin * d_a, mins . bsums, acc_m).
@@ -61,6 +96,46 @@ LS_AVX2 float dot_q4_K_avx2(int64_t n, const block_q4_K* w, const block_q8_K* a)
     alignas(16) float m[4];
     _mm_store_ps(m, acc_m);
     return hsum8(acc) + ((m[0] + m[2]) + (m[1] + m[3]));
+}
+
+// q6_K . q8_K: the unsigned 6-bit quants (0..63) dotted as q4_K's, each 16 bytes with their own
+// scale; lane l then loses 32 * (bsums . scales) of groups 2l and 2l+1 (the -32 offset of the
+// quants), and acc = fma(d, float(lanes), acc).
+LS_AVX2 float dot_q6_K_avx2(int64_t n, const block_q6_K* w, const block_q8_K* a) {
+    const __m256i low4 = _mm256_set1_epi8(0x0F), bits45 = _mm256_set1_epi8(0x30);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / kQK_K; ++b) {
+        const float d = a[b].d * fp16_to_fp32(w[b].d);
+        const int8_t* sc = w[b].scales;
+        const int16_t* bs = a[b].bsums;
+        __m256i sumi = _mm256_setzero_si256();
+        for (int half = 0; half < 2; ++half) {
+            const uint8_t* ql = w[b].ql + 64 * half;
+            const __m256i lo_a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
+            const __m256i lo_b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
+            const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qh + 32 * half));
+            // The four 32-byte chunks of this half: low nibbles of ql[0..31] and ql[32..63], then
+            // their high nibbles, each with its two bits of qh at bits 4 and 5.
+            const __m256i q[4] = {
+                _mm256_or_si256(_mm256_and_si256(lo_a, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), bits45)),
+                _mm256_or_si256(_mm256_and_si256(lo_b, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), bits45)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lo_a, 4), low4), _mm256_and_si256(qh, bits45)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lo_b, 4), low4),
+                                _mm256_and_si256(_mm256_srli_epi16(qh, 2), bits45)),
+            };
+            for (int c = 0; c < 4; ++c) {
+                const int chunk = 4 * half + c;
+                const __m256i q8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].qs + 32 * chunk));
+                const __m256i scales = _mm256_setr_m128i(_mm_set1_epi16(sc[2 * chunk]), _mm_set1_epi16(sc[2 * chunk + 1]));
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(q[c], q8), scales));
+            }
+        }
+        alignas(32) int32_t offsets[8];
+        for (int l = 0; l < 8; ++l) offsets[l] = 32 * (bs[2 * l] * sc[2 * l] + bs[2 * l + 1] * sc[2 * l + 1]);
+        sumi = _mm256_sub_epi32(sumi, _mm256_load_si256(reinterpret_cast<const __m256i*>(offsets)));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    return hsum8(acc);
 }
 
 }  // namespace ls

@@ -8,6 +8,12 @@
 
 namespace ls {
 
+// Whether the processor has AVX2, FMA and F16C.
+bool avx2_kernels_usable();
+
 float dot_q4_K_avx2(int64_t n, const block_q4_K* w, const block_q8_K* a);
+// Exact mode: the Q4_K row decoded and dotted with f32 x, bit-identical to dequantize_row + dot_f32.
+float dot_q4_K_f32_avx2(int64_t n, const block_q4_K* w, const float* x);
+float dot_q6_K_avx2(int64_t n, const block_q6_K* w, const block_q8_K* a);
 
 }  // namespace ls

@@ -14,13 +14,7 @@ namespace {
 
 constexpr int kLanes = 8;  // f32 lanes of a 256-bit register
 
-#if defined(LS_HAVE_VEC_DOT_AVX2)
-// The same results on AVX2 instructions where the processor has them (vec_dot_avx2.cpp).
-bool have_avx2() {
-    static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
-    return yes;
-}
-#endif
+
 
 // hsum_float_8: upper half onto lower half, then (0+2, 1+3), then the two.
 float hsum8(const float v[kLanes]) {
@@ -270,9 +264,16 @@ float dot_q6_K(int64_t n, const block_q6_K* w, const block_q8_K* a) {
 
 bool vec_dot_row_x86(GgmlType weight_type, int64_t n, const void* w, const void* act, float* out) {
 #if defined(LS_HAVE_VEC_DOT_AVX2)
-    if (weight_type == GgmlType::Q4_K && have_avx2() && n > 0 && n % kQK_K == 0) {
-        *out = dot_q4_K_avx2(n, static_cast<const block_q4_K*>(w), static_cast<const block_q8_K*>(act));
-        return true;
+    // The same results on AVX2 instructions where the processor has them (vec_dot_avx2.cpp).
+    if (avx2_kernels_usable() && n > 0 && n % kQK_K == 0) {
+        if (weight_type == GgmlType::Q4_K) {
+            *out = dot_q4_K_avx2(n, static_cast<const block_q4_K*>(w), static_cast<const block_q8_K*>(act));
+            return true;
+        }
+        if (weight_type == GgmlType::Q6_K) {
+            *out = dot_q6_K_avx2(n, static_cast<const block_q6_K*>(w), static_cast<const block_q8_K*>(act));
+            return true;
+        }
     }
 #endif
     return vec_dot_row_x86_emulated(weight_type, n, w, act, out);

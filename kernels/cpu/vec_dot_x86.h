@@ -29,8 +29,8 @@ namespace ls {
 // Checked against ggml's output: q4_0, q8_0, q4_K, q6_K. The others are read from the same
 // kernels but have no reference values yet.
 // Returns false for a type not emulated here or a bad n, so the caller can use vec_dot_row.
-// On processors with AVX2, FMA and F16C the Q4_K dot runs on those instructions (vec_dot_avx2.h),
-// with the same result.
+// On processors with AVX2, FMA and F16C the Q4_K and Q6_K dots run on those instructions
+// (vec_dot_avx2.h), with the same result.
 bool vec_dot_row_x86(GgmlType weight_type, int64_t n, const void* w, const void* act, float* out);
 // The scalar emulation alone, whatever the processor: what the SIMD kernels are tested against.
 bool vec_dot_row_x86_emulated(GgmlType weight_type, int64_t n, const void* w, const void* act, float* out);
