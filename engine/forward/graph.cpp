@@ -55,7 +55,10 @@ Result<Tensor> GraphBuilder::load(const std::string& name, bool matmul) {
                                           format_ne(info->ne, static_cast<int>(info->n_dims))));
     const FaultWeight rewritten = fault_weight(opt_.fault, name, info->type, info->ne, info->data, info->n_bytes);
     const GgmlType type = rewritten.rewrote ? rewritten.type : info->type;
-    if (matmul) ops_used_.push_back({Op::kMulMat, type});
+    if (matmul) {
+        ops_used_.push_back({Op::kMulMat, type});
+        if (!be_.supports(Op::kMulMat, opt_.mode, type)) return check_backend_support().error();
+    }
     if (!rewritten.rewrote) return be_.weight(type, info->ne, info->data);
     Tensor t = make_tensor(nullptr, info->ne[0], info->ne[1], info->ne[2], info->ne[3], type);
     t.data = be_.alloc(rewritten.bytes.size());
@@ -113,14 +116,8 @@ Status GraphBuilder::init() {
     if (!knobs) return knobs.error();
     knobs_ = knobs.value();
 
-    LS_TRY_LOAD(token_embd_, "token_embd.weight", false);
-    ops_used_.push_back({Op::kGetRows, token_embd_.type});
-    LS_TRY_LOAD(output_norm_, "output_norm.weight", false);
-    // Tied embeddings (qwen2 and others): the LM head is token_embd.
-    if (out) LS_TRY_LOAD(output_, "output.weight");
-    else output_ = token_embd_, ops_used_.push_back({Op::kMulMat, token_embd_.type});
-    if (Status s = load_layer_weights(); !s) return s;
-
+    // What the graph runs besides the weights' matmuls, checked before any weight is uploaded (a
+    // GPU backend would copy gigabytes first); load() checks each matmul weight's type.
     const MathMode mode = opt_.mode;
     for (Op op : {Op::kRmsNorm, Op::kMul, Op::kAdd, Op::kRope, Op::kSwiglu, Op::kSetRows, Op::kSoftMax, Op::kCont})
         ops_used_.push_back({op, GgmlType::F32});
@@ -128,7 +125,19 @@ Status GraphBuilder::init() {
     ops_used_.push_back({Op::kGetRows, GgmlType::F32});  // output rows
     ops_used_.push_back({Op::kCpy, GgmlType::F32});
     if (opt_.flash_attn && mode == MathMode::kLlama) ops_used_.push_back({Op::kFlashAttnExt, GgmlType::F32});
+    ops_used_.push_back({Op::kGetRows, emb->type});
+    if (!out) ops_used_.push_back({Op::kMulMat, emb->type});  // tied LM head
+    // The matrices' formats too, so that a refusal lists all that is missing at once.
+    for (const GgufTensorInfo& t : model_.file().tensors())
+        if (t.n_dims >= 2 && t.name != "token_embd.weight") ops_used_.push_back({Op::kMulMat, t.type});
     if (Status s = check_backend_support(); !s) return s;
+
+    LS_TRY_LOAD(token_embd_, "token_embd.weight", false);
+    LS_TRY_LOAD(output_norm_, "output_norm.weight", false);
+    // Tied embeddings (qwen2 and others): the LM head is token_embd.
+    if (out) LS_TRY_LOAD(output_, "output.weight");
+    else output_ = token_embd_;
+    if (Status s = load_layer_weights(); !s) return s;
 
     rope_ = rope_params_for(cfg_);
     if (knobs_.rope_swap_pairing) rope_.mode = rope_.mode == RopeMode::kNorm ? RopeMode::kNeox : RopeMode::kNorm;
