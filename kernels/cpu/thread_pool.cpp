@@ -1,10 +1,28 @@
-// Fixed-size thread pool: workers wait on a generation counter; each job is split into as many
-// chunks as threads.
+// Fixed-size thread pool: workers wait for a new generation (spinning a little, then on a
+// condition variable); each job is split into as many chunks as threads.
 #include "kernels/cpu/thread_pool.h"
 
 #include <algorithm>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 namespace ls {
+namespace {
+
+// About 50 microseconds of polling before a thread goes to sleep.
+constexpr int kSpins = 20000;
+
+inline void relax() {
+#if defined(__x86_64__)
+    _mm_pause();
+#else
+    std::this_thread::yield();
+#endif
+}
+
+}  // namespace
 
 ThreadPool::ThreadPool(int n_threads) {
     if (n_threads <= 0) n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -16,6 +34,7 @@ ThreadPool::~ThreadPool() {
     {
         std::lock_guard<std::mutex> lock(mu_);
         stop_ = true;
+        generation_.fetch_add(1, std::memory_order_release);
     }
     start_cv_.notify_all();
     for (auto& t : workers_) t.join();
@@ -31,16 +50,27 @@ void ThreadPool::run_share(int index) {
 void ThreadPool::worker_loop(int index) {
     uint64_t seen = 0;
     for (;;) {
-        {
-            std::unique_lock<std::mutex> lock(mu_);
-            start_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
-            if (stop_) return;
-            seen = generation_;
+        uint64_t g = generation_.load(std::memory_order_acquire);
+        for (int spin = 0; g == seen && spin < kSpins; ++spin) {
+            relax();
+            g = generation_.load(std::memory_order_acquire);
         }
-        run_share(index);
+        if (g == seen) {
+            std::unique_lock<std::mutex> lock(mu_);
+            ++sleeping_;
+            start_cv_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
+            --sleeping_;
+            g = generation_.load(std::memory_order_acquire);
+        }
         {
             std::lock_guard<std::mutex> lock(mu_);
-            if (--pending_ == 0) done_cv_.notify_one();
+            if (stop_) return;
+        }
+        seen = g;
+        run_share(index);
+        if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+            std::lock_guard<std::mutex> lock(mu_);  // the caller may be about to sleep on done_cv_
+            done_cv_.notify_one();
         }
     }
 }
@@ -53,19 +83,24 @@ void ThreadPool::parallel_for(int64_t n, int64_t min_chunk, const std::function<
         fn(0, n);
         return;
     }
+    fn_ = &fn;
+    n_ = n;
+    n_chunks_ = static_cast<int>(std::min<int64_t>(n_threads_, max_chunks));
+    chunk_ = (n + n_chunks_ - 1) / n_chunks_;
+    pending_.store(n_threads_ - 1, std::memory_order_relaxed);
+    bool wake;
     {
         std::lock_guard<std::mutex> lock(mu_);
-        fn_ = &fn;
-        n_ = n;
-        n_chunks_ = static_cast<int>(std::min<int64_t>(n_threads_, max_chunks));
-        chunk_ = (n + n_chunks_ - 1) / n_chunks_;
-        pending_ = n_threads_ - 1;
-        ++generation_;
+        generation_.fetch_add(1, std::memory_order_release);
+        wake = sleeping_ > 0;
     }
-    start_cv_.notify_all();
+    if (wake) start_cv_.notify_all();
     run_share(0);
-    std::unique_lock<std::mutex> lock(mu_);
-    done_cv_.wait(lock, [&] { return pending_ == 0; });
+    for (int spin = 0; pending_.load(std::memory_order_acquire) != 0 && spin < kSpins; ++spin) relax();
+    if (pending_.load(std::memory_order_acquire) != 0) {
+        std::unique_lock<std::mutex> lock(mu_);
+        done_cv_.wait(lock, [&] { return pending_.load(std::memory_order_acquire) == 0; });
+    }
     fn_ = nullptr;
 }
 

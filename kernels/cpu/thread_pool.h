@@ -1,6 +1,7 @@
 // A fixed pool of worker threads for data-parallel loops; the calling thread works too.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -29,12 +30,16 @@ private:
 
     int n_threads_;
     std::vector<std::thread> workers_;
+    // A forward pass calls parallel_for a few hundred times per token: workers and the caller
+    // spin briefly on these before sleeping, since waking a sleeping thread costs tens of
+    // microseconds each time.
+    std::atomic<uint64_t> generation_{0};
+    std::atomic<int> pending_{0};
     std::mutex mu_;
     std::condition_variable start_cv_, done_cv_;
-    uint64_t generation_ = 0;
-    int pending_ = 0;
-    bool stop_ = false;
-    // The current job.
+    bool stop_ = false;  // guarded by mu_
+    int sleeping_ = 0;   // workers waiting on start_cv_, guarded by mu_
+    // The current job, published by the generation's release store.
     const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
     int64_t n_ = 0, chunk_ = 0;
     int n_chunks_ = 0;

@@ -8,6 +8,8 @@
 
 #include <immintrin.h>
 
+#include <cstring>
+
 #include "kernels/common/fp16.h"
 #include "kernels/common/quant_blocks.h"
 
@@ -72,8 +74,17 @@ LS_AVX2 float dot_q4_K_avx2(int64_t n, const block_q4_K* w, const block_q8_K* a)
     for (int64_t b = 0; b < n / kQK_K; ++b) {
         const float d = a[b].d * fp16_to_fp32(w[b].d);
         const float dmin = -a[b].d * fp16_to_fp32(w[b].dmin);
-        uint8_t sc[8], mn[8];
-        for (int j = 0; j < 8; ++j) get_scale_min_k4(j, w[b].scales, &sc[j], &mn[j]);
+        // The eight 6-bit scales and mins unpacked with 32-bit masks (what get_scale_min_k4 does
+        // one at a time): bytes 0..7 of `packed` are the scales, 8..15 the mins.
+        uint32_t packed[4];
+        std::memcpy(packed, w[b].scales, 12);
+        packed[3] = ((packed[2] >> 4) & 0x0f0f0f0fu) | (((packed[1] >> 6) & 0x03030303u) << 4);
+        const uint32_t mins_lo = packed[1] & 0x3f3f3f3fu;
+        packed[1] = (packed[2] & 0x0f0f0f0fu) | (((packed[0] >> 6) & 0x03030303u) << 4);
+        packed[2] = mins_lo;
+        packed[0] &= 0x3f3f3f3fu;
+        const uint8_t* sc = reinterpret_cast<const uint8_t*>(packed);
+        const uint8_t* mn = sc + 8;
         const int16_t* bs = a[b].bsums;
         const __m128i mins = _mm_setr_epi32(mn[0] * (bs[0] + bs[1]) + mn[1] * (bs[2] + bs[3]),
                                             mn[2] * (bs[4] + bs[5]) + mn[3] * (bs[6] + bs[7]),
