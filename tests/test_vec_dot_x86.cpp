@@ -247,6 +247,20 @@ TEST(VecDotAvx2, SameBitsAsTheEmulation) {
         ASSERT_TRUE(vec_dot_row_x86(GgmlType::Q6_K, n, w6.data(), a.data(), &fast));
         ASSERT_TRUE(vec_dot_row_x86_emulated(GgmlType::Q6_K, n, w6.data(), a.data(), &emulated));
         ASSERT_EQ(bits_of(fast), bits_of(emulated)) << "q6_K trial " << trial << ": " << fast << " vs " << emulated;
+        // Several activation rows at once: each output as the one-row kernel gives it.
+        const int count = 1 + trial % 7;
+        std::vector<block_q8_K> rows(a.size() * count);
+        for (int c = 0; c < count; ++c)
+            for (size_t i = 0; i < a.size(); ++i) {
+                rows[c * a.size() + i] = a[i];
+                rows[c * a.size() + i].d = a[i].d * static_cast<float>(c + 1);
+            }
+        std::vector<float> many(static_cast<size_t>(count) * 3, -1.0f);
+        dot_q4_K_avx2_rows(n, w.data(), rows.data(), static_cast<int64_t>(a.size()), count, many.data(), 3);
+        for (int c = 0; c < count; ++c) {
+            const float one = dot_q4_K_avx2(n, w.data(), rows.data() + c * a.size());
+            ASSERT_EQ(bits_of(many[c * 3]), bits_of(one)) << "q4_K rows trial " << trial << " row " << c;
+        }
         // Exact mode: the decoded row dotted with f32 activations, as dequantize_row + the CPU
         // backend's 8-lane dot_f32.
         std::vector<float> x(static_cast<size_t>(n)), row(static_cast<size_t>(n));

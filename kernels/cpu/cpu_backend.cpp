@@ -191,6 +191,19 @@ public:
                 quantize_activation_row(act_type, x.f32() + t * K, act_scratch_.data() + t * act_row_bytes, K);
         });
         // ggml's x86 kernels sum in their own lane order; types without one use the scalar order.
+#if defined(LS_HAVE_VEC_DOT_AVX2)
+        // Q4_K prompts: each weight row's blocks are unpacked once for all the columns (same bits).
+        if (w.type == GgmlType::Q4_K && T >= 2 && avx2_kernels_usable()) {
+            pool_.parallel_for(N, 4, [&](int64_t b, int64_t e) {
+                for (int64_t r = b; r < e; ++r)
+                    dot_q4_K_avx2_rows(K, reinterpret_cast<const block_q4_K*>(wbase + r * w_row_bytes),
+                                       reinterpret_cast<const block_q8_K*>(act_scratch_.data()),
+                                       static_cast<int64_t>(act_row_bytes / sizeof(block_q8_K)), static_cast<int>(T),
+                                       &y.f32()[r], N);
+            });
+            return;
+        }
+#endif
         pool_.parallel_for(N, 4, [&](int64_t b, int64_t e) {
             for (int64_t r = b; r < e; ++r)
                 for (int64_t t = 0; t < T; ++t) {

@@ -109,6 +109,69 @@ LS_AVX2 float dot_q4_K_avx2(int64_t n, const block_q4_K* w, const block_q8_K* a)
     return hsum8(acc) + ((m[0] + m[2]) + (m[1] + m[3]));
 }
 
+// Up to four activation rows against one q4_K row: each block's quants and scales are unpacked
+// once for all of them, and each output follows exactly the steps of dot_q4_K_avx2.
+template <int C>
+LS_AVX2 void dot_q4_K_avx2_rows(int64_t n, const block_q4_K* w, const block_q8_K* a, int64_t a_stride_blocks,
+                                 float* out, int64_t out_stride) {
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    __m256 acc[C];
+    __m128 acc_m[C];
+    for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps(), acc_m[c] = _mm_setzero_ps();
+    for (int64_t b = 0; b < n / kQK_K; ++b) {
+        uint32_t packed[4];
+        std::memcpy(packed, w[b].scales, 12);
+        packed[3] = ((packed[2] >> 4) & 0x0f0f0f0fu) | (((packed[1] >> 6) & 0x03030303u) << 4);
+        const uint32_t mins_lo = packed[1] & 0x3f3f3f3fu;
+        packed[1] = (packed[2] & 0x0f0f0f0fu) | (((packed[0] >> 6) & 0x03030303u) << 4);
+        packed[2] = mins_lo;
+        packed[0] &= 0x3f3f3f3fu;
+        const uint8_t* sc = reinterpret_cast<const uint8_t*>(packed);
+        const uint8_t* mn = sc + 8;
+        const float wd = fp16_to_fp32(w[b].d), wdmin = fp16_to_fp32(w[b].dmin);
+        __m256i q[8];
+        for (int j = 0; j < 4; ++j) {
+            const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qs + 32 * j));
+            q[2 * j] = _mm256_and_si256(bits, low4);
+            q[2 * j + 1] = _mm256_and_si256(_mm256_srli_epi16(bits, 4), low4);
+        }
+        for (int c = 0; c < C; ++c) {
+            const block_q8_K& ab = a[c * a_stride_blocks + b];
+            const float d = ab.d * wd;
+            const float dmin = -ab.d * wdmin;
+            const int16_t* bs = ab.bsums;
+            const __m128i mins = _mm_setr_epi32(mn[0] * (bs[0] + bs[1]) + mn[1] * (bs[2] + bs[3]),
+                                                mn[2] * (bs[4] + bs[5]) + mn[3] * (bs[6] + bs[7]),
+                                                mn[4] * (bs[8] + bs[9]) + mn[5] * (bs[10] + bs[11]),
+                                                mn[6] * (bs[12] + bs[13]) + mn[7] * (bs[14] + bs[15]));
+            acc_m[c] = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(mins), acc_m[c]);
+            __m256i sumi = _mm256_setzero_si256();
+            for (int j = 0; j < 4; ++j) {
+                const __m256i a_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.qs + 64 * j));
+                const __m256i a_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.qs + 64 * j + 32));
+                const __m256i p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(q[2 * j], a_lo), _mm256_set1_epi16(sc[2 * j]));
+                const __m256i p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(q[2 * j + 1], a_hi), _mm256_set1_epi16(sc[2 * j + 1]));
+                sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p_lo, p_hi));
+            }
+            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc[c]);
+        }
+    }
+    for (int c = 0; c < C; ++c) {
+        alignas(16) float m[4];
+        _mm_store_ps(m, acc_m[c]);
+        out[c * out_stride] = hsum8(acc[c]) + ((m[0] + m[2]) + (m[1] + m[3]));
+    }
+}
+
+void dot_q4_K_avx2_rows(int64_t n, const block_q4_K* w, const block_q8_K* a, int64_t a_stride_blocks, int count,
+                        float* out, int64_t out_stride) {
+    for (; count >= 4; count -= 4, a += 4 * a_stride_blocks, out += 4 * out_stride)
+        dot_q4_K_avx2_rows<4>(n, w, a, a_stride_blocks, out, out_stride);
+    if (count == 3) dot_q4_K_avx2_rows<3>(n, w, a, a_stride_blocks, out, out_stride);
+    if (count == 2) dot_q4_K_avx2_rows<2>(n, w, a, a_stride_blocks, out, out_stride);
+    if (count == 1) dot_q4_K_avx2_rows<1>(n, w, a, a_stride_blocks, out, out_stride);
+}
+
 // q6_K . q8_K: the unsigned 6-bit quants (0..63) dotted as q4_K's, each 16 bytes with their own
 // scale; lane l then loses 32 * (bsums . scales) of groups 2l and 2l+1 (the -32 offset of the
 // quants), and acc = fma(d, float(lanes), acc).

@@ -15,5 +15,9 @@ float dot_q4_K_avx2(int64_t n, const block_q4_K* w, const block_q8_K* a);
 // Exact mode: the Q4_K row decoded and dotted with f32 x, bit-identical to dequantize_row + dot_f32.
 float dot_q4_K_f32_avx2(int64_t n, const block_q4_K* w, const float* x);
 float dot_q6_K_avx2(int64_t n, const block_q6_K* w, const block_q8_K* a);
+// One q4_K row against `count` activation rows (a_stride_blocks blocks apart): out[i * out_stride]
+// is exactly dot_q4_K_avx2 of row i, with each weight block unpacked once for all of them.
+void dot_q4_K_avx2_rows(int64_t n, const block_q4_K* w, const block_q8_K* a, int64_t a_stride_blocks, int count,
+                        float* out, int64_t out_stride);
 
 }  // namespace ls
