@@ -67,50 +67,8 @@ LS_AVX2 float dot_q4_K_f32_avx2(int64_t n, const block_q4_K* w, const float* x) 
 // q4_K . q8_K: per super-block, lane l of the int32 sums collects bytes 4l..4l+3 of every 32-byte
 // chunk of quants (maddubs pairs bytes, madd pairs those with the sub-block's scale); then
 // acc = fma(d, float(lanes), acc), and four min lanes fma(-dmin * d_a, mins . bsums, acc_m).
-LS_AVX2 float dot_q4_K_avx2(int64_t n, const block_q4_K* w, const block_q8_K* a) {
-    const __m256i low4 = _mm256_set1_epi8(0x0F);
-    __m256 acc = _mm256_setzero_ps();
-    __m128 acc_m = _mm_setzero_ps();
-    for (int64_t b = 0; b < n / kQK_K; ++b) {
-        const float d = a[b].d * fp16_to_fp32(w[b].d);
-        const float dmin = -a[b].d * fp16_to_fp32(w[b].dmin);
-        // The eight 6-bit scales and mins unpacked with 32-bit masks (what get_scale_min_k4 does
-        // one at a time): bytes 0..7 of `packed` are the scales, 8..15 the mins.
-        uint32_t packed[4];
-        std::memcpy(packed, w[b].scales, 12);
-        packed[3] = ((packed[2] >> 4) & 0x0f0f0f0fu) | (((packed[1] >> 6) & 0x03030303u) << 4);
-        const uint32_t mins_lo = packed[1] & 0x3f3f3f3fu;
-        packed[1] = (packed[2] & 0x0f0f0f0fu) | (((packed[0] >> 6) & 0x03030303u) << 4);
-        packed[2] = mins_lo;
-        packed[0] &= 0x3f3f3f3fu;
-        const uint8_t* sc = reinterpret_cast<const uint8_t*>(packed);
-        const uint8_t* mn = sc + 8;
-        const int16_t* bs = a[b].bsums;
-        const __m128i mins = _mm_setr_epi32(mn[0] * (bs[0] + bs[1]) + mn[1] * (bs[2] + bs[3]),
-                                            mn[2] * (bs[4] + bs[5]) + mn[3] * (bs[6] + bs[7]),
-                                            mn[4] * (bs[8] + bs[9]) + mn[5] * (bs[10] + bs[11]),
-                                            mn[6] * (bs[12] + bs[13]) + mn[7] * (bs[14] + bs[15]));
-        acc_m = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(mins), acc_m);
-        __m256i sumi = _mm256_setzero_si256();
-        for (int j = 0; j < 4; ++j) {
-            const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qs + 32 * j));
-            const __m256i q_lo = _mm256_and_si256(bits, low4);
-            const __m256i q_hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), low4);
-            const __m256i a_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].qs + 64 * j));
-            const __m256i a_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].qs + 64 * j + 32));
-            const __m256i p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(q_lo, a_lo), _mm256_set1_epi16(sc[2 * j]));
-            const __m256i p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(q_hi, a_hi), _mm256_set1_epi16(sc[2 * j + 1]));
-            sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p_lo, p_hi));
-        }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
-    }
-    alignas(16) float m[4];
-    _mm_store_ps(m, acc_m);
-    return hsum8(acc) + ((m[0] + m[2]) + (m[1] + m[3]));
-}
-
-// Up to four activation rows against one q4_K row: each block's quants and scales are unpacked
-// once for all of them, and each output follows exactly the steps of dot_q4_K_avx2.
+// Up to four activation rows share each weight block's unpacking; each output follows exactly the
+// steps of one row alone.
 template <int C>
 LS_AVX2 void dot_q4_K_avx2_rows(int64_t n, const block_q4_K* w, const block_q8_K* a, int64_t a_stride_blocks,
                                  float* out, int64_t out_stride) {
@@ -161,6 +119,12 @@ LS_AVX2 void dot_q4_K_avx2_rows(int64_t n, const block_q4_K* w, const block_q8_K
         _mm_store_ps(m, acc_m[c]);
         out[c * out_stride] = hsum8(acc[c]) + ((m[0] + m[2]) + (m[1] + m[3]));
     }
+}
+
+float dot_q4_K_avx2(int64_t n, const block_q4_K* w, const block_q8_K* a) {
+    float out = 0;
+    dot_q4_K_avx2_rows<1>(n, w, a, 0, &out, 0);
+    return out;
 }
 
 void dot_q4_K_avx2_rows(int64_t n, const block_q4_K* w, const block_q8_K* a, int64_t a_stride_blocks, int count,
