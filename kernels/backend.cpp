@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "kernels/common/histogram.h"
 #include "kernels/cuda/loader.h"
@@ -118,6 +119,62 @@ bool math_mode_from_name(const std::string& name, MathMode* out) {
     return true;
 }
 
+namespace {
+
+// Floats as integers in the same order (for bisection over the floats between two values).
+int64_t ordered_key(float f) {
+    int32_t bits;
+    std::memcpy(&bits, &f, sizeof bits);
+    return bits >= 0 ? bits : -static_cast<int64_t>(bits & 0x7fffffff);
+}
+float from_ordered_key(int64_t k) {
+    const int32_t bits = k >= 0 ? static_cast<int32_t>(k) : static_cast<int32_t>((-k) | 0x80000000u);
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+}  // namespace
+
+// Every step of histogram_bin_of is monotonic in the value, so bins never decrease: a bisection
+// over the floats finds each edge, and counting the edges at or below a value bins it exactly as
+// histogram_bin_of does, without an asinh per value.
+void histogram_edges(float mn, float mx, float scale, float edges[kHistogramBins]) {
+    edges[0] = -INFINITY;
+    for (int k = 1; k < kHistogramBins; ++k) {
+        if (histogram_bin_of(mx, mn, mx, scale) < k) {
+            edges[k] = INFINITY;
+            continue;
+        }
+        int64_t lo = ordered_key(mn), hi = ordered_key(mx);  // bin(lo) < k <= bin(hi), or lo is the edge
+        if (histogram_bin_of(mn, mn, mx, scale) >= k) {
+            edges[k] = mn;
+            continue;
+        }
+        // Start from the edge the inverse of the axis gives (exact to a few ulps), widening the
+        // bracket around it until it holds, then bisect.
+        const double a_lo = std::asinh(static_cast<double>(mn) / scale), a_hi = std::asinh(static_cast<double>(mx) / scale);
+        const float guess = static_cast<float>(scale * std::sinh(a_lo + (a_hi - a_lo) * k / kHistogramBins));
+        if (guess > mn && guess < mx) {
+            const int64_t g = ordered_key(guess);
+            for (int64_t step = 4; step < (int64_t{1} << 40); step *= 16) {
+                const int64_t l = std::max(lo, g - step), h = std::min(hi, g + step);
+                if (histogram_bin_of(from_ordered_key(l), mn, mx, scale) < k &&
+                    histogram_bin_of(from_ordered_key(h), mn, mx, scale) >= k) {
+                    lo = l, hi = h;
+                    break;
+                }
+            }
+        }
+        while (hi - lo > 1) {
+            const int64_t mid = lo + (hi - lo) / 2;
+            if (histogram_bin_of(from_ordered_key(mid), mn, mx, scale) >= k) hi = mid;
+            else lo = mid;
+        }
+        edges[k] = from_ordered_key(hi);
+    }
+}
+
 TensorStats tensor_stats(const float* v, int64_t n) {
     TensorStats s;
     s.count = n;
@@ -139,8 +196,16 @@ TensorStats tensor_stats(const float* v, int64_t n) {
         s.mean = sum / finite;
         s.rms = std::sqrt(sumsq / finite);
         s.hist_scale = s.rms > 0 ? static_cast<float>(s.rms) : 1.0f;
-        for (int64_t i = 0; i < n; ++i)
-            if (std::isfinite(v[i])) ++s.hist[histogram_bin(s, v[i])];
+        if (n < 4096) {
+            for (int64_t i = 0; i < n; ++i)
+                if (std::isfinite(v[i])) ++s.hist[histogram_bin(s, v[i])];
+        } else {
+            // Large tensors: compare with the 63 edges instead of an asinh per value.
+            float edges[kHistogramBins];
+            histogram_edges(s.min, s.max, s.hist_scale, edges);
+            for (int64_t i = 0; i < n; ++i)
+                if (std::isfinite(v[i])) ++s.hist[std::upper_bound(edges + 1, edges + kHistogramBins, v[i]) - (edges + 1)];
+        }
     }
     return s;
 }

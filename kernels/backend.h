@@ -65,6 +65,10 @@ TensorStats tensor_stats(const float* values, int64_t n);
 float histogram_bin_edge(const TensorStats& s, int k);
 // Bin of value v for the stats' histogram range, clamped to [0, kHistogramBins).
 int histogram_bin(const TensorStats& s, float v);
+// edges[k] (k = 1..63): the smallest float in [mn, mx] that histogram_bin_of(v, mn, mx, scale)
+// puts in bin k or above (+inf when none); edges[0] is -inf. A value's bin is the number of edges
+// 1..63 at or below it.
+void histogram_edges(float mn, float mx, float scale, float edges[kHistogramBins]);
 
 // Which implementation runs the ops. cuda-emulated runs the CUDA kernels' sources on the CPU
 // through the SIMT emulator (every build has it); auto is CUDA when a device is usable, else CPU.

@@ -696,3 +696,34 @@ TEST(BackendOps, Stats) {
 
 }  // namespace
 }  // namespace ls
+
+namespace ls {
+namespace {
+
+// tensor_stats bins by precomputed edges: each edge is the first float of its bin, and every
+// value lands where histogram_bin_of puts it.
+TEST(HistogramBins, EdgesAreTheFirstValueOfEachBin) {
+    for (int trial = 0; trial < 60; ++trial) {
+        std::vector<float> x = randn(2000, 200 + trial, trial % 3 == 0 ? 1e-3f : 5.0f);
+        if (trial % 4 == 1) x[7] = 1e6f, x[9] = -3e4f;  // outliers stretch the asinh axis
+        if (trial % 5 == 2) std::fill(x.begin(), x.end(), 0.25f);  // one value: a single bin
+        const TensorStats s = tensor_stats(x.data(), static_cast<int64_t>(x.size()));
+        float edges[kHistogramBins];
+        histogram_edges(s.min, s.max, s.hist_scale, edges);
+        for (int k = 1; k < kHistogramBins; ++k) {
+            if (std::isinf(edges[k])) {
+                EXPECT_LT(histogram_bin_of(s.max, s.min, s.max, s.hist_scale), k) << "trial " << trial << " edge " << k;
+                continue;
+            }
+            EXPECT_GE(histogram_bin_of(edges[k], s.min, s.max, s.hist_scale), k) << "trial " << trial << " edge " << k;
+            const float below = std::nextafter(edges[k], -INFINITY);
+            if (below >= s.min) EXPECT_LT(histogram_bin_of(below, s.min, s.max, s.hist_scale), k) << "trial " << trial << " edge " << k;
+        }
+        int64_t want[kHistogramBins] = {};
+        for (float v : x) ++want[histogram_bin_of(v, s.min, s.max, s.hist_scale)];
+        for (int k = 0; k < kHistogramBins; ++k) ASSERT_EQ(s.hist[k], want[k]) << "trial " << trial << " bin " << k;
+    }
+}
+
+}  // namespace
+}  // namespace ls
