@@ -49,25 +49,43 @@ inline float dot_tinyblas(const float* a, const float* b, int64_t k) {
     return reduce_add16(lane);
 }
 
-// The blocked part of ggml_vec_dot_f32/_f16: returns the reduced sum of the first np elements.
-inline float dot_blocks64(const float* a, const float* b, int64_t np) {
-    float sum[4][kLanes] = {};
-    for (int64_t i = 0; i < np; i += 64)
+// hsum_float_8 (tinyBLAS, quantized dots, softmax's sum): a_i = x[4+i] + x[i], (a0+a2) + (a1+a3).
+inline float hsum8(const float* v) {
+    float a[4];
+    for (int i = 0; i < 4; ++i) a[i] = v[4 + i] + v[i];
+    return (a[0] + a[2]) + (a[1] + a[3]);
+}
+
+// GGML_F32x8_REDUCE's last step (two _mm_hadd_ps): t_i = x[i] + x[4+i], (t0+t1) + (t2+t3).
+inline float hadd8(const float* v) {
+    float t[4];
+    for (int i = 0; i < 4; ++i) t[i] = v[i] + v[4 + i];
+    return (t[0] + t[1]) + (t[2] + t[3]);
+}
+
+// The blocked part of ggml_vec_dot_f32/_f16 with L-lane vectors (16 on AVX-512, 8 on AVX2): four
+// accumulators over blocks of 4L, x0 += x2, x1 += x3, x0 += x1, then the build's reduction
+// (_mm512_reduce_add_ps, or GGML_F32x8_REDUCE's hadd). Returns the sum of the first np elements.
+template <int L>
+inline float dot_blocks(const float* a, const float* b, int64_t np) {
+    float sum[4][L] = {};
+    for (int64_t i = 0; i < np; i += 4 * L)
         for (int j = 0; j < 4; ++j)
-            for (int l = 0; l < kLanes; ++l) sum[j][l] = std::fma(a[i + j * kLanes + l], b[i + j * kLanes + l], sum[j][l]);
-    for (int l = 0; l < kLanes; ++l) {
+            for (int l = 0; l < L; ++l) sum[j][l] = std::fma(a[i + j * L + l], b[i + j * L + l], sum[j][l]);
+    for (int l = 0; l < L; ++l) {
         sum[0][l] = sum[0][l] + sum[2][l];
         sum[1][l] = sum[1][l] + sum[3][l];
     }
-    for (int l = 0; l < kLanes; ++l) sum[0][l] = sum[0][l] + sum[1][l];
-    return reduce_add16(sum[0]);
+    for (int l = 0; l < L; ++l) sum[0][l] = sum[0][l] + sum[1][l];
+    if constexpr (L == 16) return reduce_add16(sum[0]);
+    else return hadd8(sum[0]);
 }
 
 // ggml_vec_dot_f32 (float accumulator; the leftovers multiplied and added separately: llama.cpp's
 // build does not fuse them, which its dumps of F32 models show).
 inline float vec_dot_f32(const float* a, const float* b, int64_t n) {
     const int64_t np = n & ~int64_t(63);
-    float sum = dot_blocks64(a, b, np);
+    float sum = dot_blocks<16>(a, b, np);
     for (int64_t i = np; i < n; ++i) sum = sum + a[i] * b[i];
     return sum;
 }
@@ -157,20 +175,6 @@ inline float v_expf(float x) {
 
 // ---- AVX2 (256-bit) orders
 
-// hsum_float_8 (tinyBLAS, quantized dots, softmax's sum): a_i = x[4+i] + x[i], (a0+a2) + (a1+a3).
-inline float hsum8(const float* v) {
-    float a[4];
-    for (int i = 0; i < 4; ++i) a[i] = v[4 + i] + v[i];
-    return (a[0] + a[2]) + (a[1] + a[3]);
-}
-
-// GGML_F32x8_REDUCE's last step (two _mm_hadd_ps): t_i = x[i] + x[4+i], (t0+t1) + (t2+t3).
-inline float hadd8(const float* v) {
-    float t[4];
-    for (int i = 0; i < 4; ++i) t[i] = v[i] + v[4 + i];
-    return (t[0] + t[1]) + (t[2] + t[3]);
-}
-
 // tinyBLAS with __m256: one 8-lane FMA chain per output, hsum8. k must be a multiple of 8.
 inline float dot_tinyblas8(const float* a, const float* b, int64_t k) {
     float lane[8] = {};
@@ -179,25 +183,10 @@ inline float dot_tinyblas8(const float* a, const float* b, int64_t k) {
     return hsum8(lane);
 }
 
-// The blocked part of ggml_vec_dot_f32/_f16 with 8 lanes: four accumulators over blocks of 32,
-// x0 += x2, x1 += x3, x0 += x1, then hadd8.
-inline float dot_blocks32(const float* a, const float* b, int64_t np) {
-    float sum[4][8] = {};
-    for (int64_t i = 0; i < np; i += 32)
-        for (int j = 0; j < 4; ++j)
-            for (int l = 0; l < 8; ++l) sum[j][l] = std::fma(a[i + j * 8 + l], b[i + j * 8 + l], sum[j][l]);
-    for (int l = 0; l < 8; ++l) {
-        sum[0][l] = sum[0][l] + sum[2][l];
-        sum[1][l] = sum[1][l] + sum[3][l];
-    }
-    for (int l = 0; l < 8; ++l) sum[0][l] = sum[0][l] + sum[1][l];
-    return hadd8(sum[0]);
-}
-
 // ggml_vec_dot_f32 on AVX2: float accumulator, leftovers multiplied and added separately.
 inline float vec_dot_f32_avx2(const float* a, const float* b, int64_t n) {
     const int64_t np = n & ~int64_t(31);
-    float sum = dot_blocks32(a, b, np);
+    float sum = dot_blocks<8>(a, b, np);
     for (int64_t i = np; i < n; ++i) sum = sum + a[i] * b[i];
     return sum;
 }
@@ -207,7 +196,7 @@ inline float vec_dot_f32_avx2(const float* a, const float* b, int64_t n) {
 inline float vec_dot_f16_f32acc(const float* a, const float* b, int64_t n, bool avx512) {
     const int64_t step = avx512 ? 64 : 32;
     const int64_t np = n & ~(step - 1);
-    double sum = avx512 ? dot_blocks64(a, b, np) : dot_blocks32(a, b, np);
+    double sum = avx512 ? dot_blocks<16>(a, b, np) : dot_blocks<8>(a, b, np);
     for (int64_t i = np; i < n; ++i) sum += static_cast<double>(a[i] * b[i]);
     return static_cast<float>(sum);
 }

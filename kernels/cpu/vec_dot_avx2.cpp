@@ -12,19 +12,19 @@
 
 #include "kernels/common/fp16.h"
 #include "kernels/common/quant_blocks.h"
+#include "kernels/cpu/ggml_order.h"
+#include "kernels/cpu/ggml_order.h"
 
 namespace ls {
 namespace {
 
-// hsum_float_8, as the emulation's: (v[i] + v[4+i]), then (0+2) + (1+3).
 #define LS_AVX2 __attribute__((target("avx2,fma,f16c")))
 
+// hsum_float_8 of the register, in the emulation's order.
 LS_AVX2 float hsum8(__m256 acc) {
     alignas(32) float v[8];
     _mm256_store_ps(v, acc);
-    float r[4];
-    for (int i = 0; i < 4; ++i) r[i] = v[4 + i] + v[i];
-    return (r[0] + r[2]) + (r[1] + r[3]);
+    return ggml_order::hsum8(v);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include "kernels/common/fp16.h"
 #include "kernels/common/quant_blocks.h"
+#include "kernels/cpu/ggml_order.h"
 #include "kernels/cpu/vec_dot_avx2.h"
 
 namespace ls {
@@ -16,14 +17,7 @@ constexpr int kLanes = 8;  // f32 lanes of a 256-bit register
 
 
 
-// hsum_float_8: upper half onto lower half, then (0+2, 1+3), then the two.
-float hsum8(const float v[kLanes]) {
-    float r[4];
-    for (int i = 0; i < 4; ++i) r[i] = v[4 + i] + v[i];
-    const float a = r[0] + r[2];
-    const float b = r[1] + r[3];
-    return a + b;
-}
+using ggml_order::hsum8;
 
 // The int32 lanes of the SIMD kernels (maddubs / dpbusd, then madd with the scales): a 32-byte
 // chunk of quants spans the eight lanes, four bytes each, so element e lands in lane (e % 32) / 4.
