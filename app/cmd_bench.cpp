@@ -1,8 +1,11 @@
 // `layerscope bench`: how fast a model runs here: prompt and generation tokens/s, the time spent in
-// each op class, what capturing costs (a second run without capture), and the peak resident memory.
+// each op class, what capturing costs (runs without capture alternate with the captured ones), and
+// the peak resident memory. One untimed run first maps the weights in; then the medians of
+// --repetitions timed runs are reported, so one slow run on a busy machine does not decide.
 #include <fmt/format.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <map>
@@ -98,15 +101,31 @@ int run_bench(const BenchOptions& o) {
     std::vector<int32_t> prompt(static_cast<size_t>(o.prompt_tokens));
     for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>(1 + (i * 7919) % (n_vocab - 1));
 
-    auto timed = time_run(*forward.value(), prompt, o.gen, capture);
-    if (!timed) return fail(timed.error());
-    const Timing& t = timed.value();
-    double overhead = 1.0;
-    if (capture != Capture::kNone) {
-        auto bare = time_run(*forward.value(), prompt, o.gen, Capture::kNone);
-        if (!bare) return fail(bare.error());
-        overhead = (t.prompt_s + t.gen_s) / (bare.value().prompt_s + bare.value().gen_s);
+    // Warm-up: every weight page mapped in and every buffer touched before timing.
+    if (auto warm = time_run(*forward.value(), prompt, std::min(o.gen, 1), Capture::kNone); !warm) return fail(warm.error());
+    std::vector<Timing> runs, bare_runs;
+    for (int r = 0; r < o.repetitions; ++r) {
+        auto timed = time_run(*forward.value(), prompt, o.gen, capture);
+        if (!timed) return fail(timed.error());
+        runs.push_back(timed.value());
+        if (capture != Capture::kNone) {
+            auto bare = time_run(*forward.value(), prompt, o.gen, Capture::kNone);
+            if (!bare) return fail(bare.error());
+            bare_runs.push_back(bare.value());
+        }
     }
+    const auto median = [](std::vector<Timing> v, auto key) {
+        std::sort(v.begin(), v.end(), [&](const Timing& a, const Timing& b) { return key(a) < key(b); });
+        return v[v.size() / 2];
+    };
+    const auto prompt_key = [](const Timing& t) { return t.prompt_s; };
+    const auto gen_key = [](const Timing& t) { return t.gen_s; };
+    const auto total_key = [](const Timing& t) { return t.prompt_s + t.gen_s; };
+    Timing t = median(runs, total_key);  // its op times are reported
+    t.prompt_s = median(runs, prompt_key).prompt_s;
+    t.gen_s = median(runs, gen_key).gen_s;
+    double overhead = 1.0;
+    if (capture != Capture::kNone) overhead = total_key(median(runs, total_key)) / total_key(median(bare_runs, total_key));
     rusage usage{};
     getrusage(RUSAGE_SELF, &usage);
     const int64_t peak_rss = static_cast<int64_t>(usage.ru_maxrss) * 1024;
@@ -122,6 +141,7 @@ int run_bench(const BenchOptions& o) {
         if (mode == MathMode::kLlama) j["llama_isa"] = llama_isa_name(fo.llama_isa);
         j["prompt_tokens"] = o.prompt_tokens;
         j["gen_tokens"] = o.gen;
+        j["repetitions"] = o.repetitions;
         j["capture"] = o.capture;
         j["prompt_tps"] = prompt_tps;
         j["gen_tps"] = gen_tps;
@@ -137,6 +157,7 @@ int run_bench(const BenchOptions& o) {
     std::printf("backend:  %s%s, mode %s%s\n", chosen.value().backend->name().c_str(),
                 chosen.value().note.empty() ? "" : (" (" + chosen.value().note + ")").c_str(), math_mode_name(mode),
                 mode == MathMode::kLlama ? (std::string(", llama.cpp build ") + llama_isa_name(fo.llama_isa)).c_str() : "");
+    std::printf("runs:     %d timed after a warm-up, medians\n", o.repetitions);
     std::printf("prompt:   %d tokens  %.2f tok/s\n", o.prompt_tokens, prompt_tps);
     if (o.gen > 0) std::printf("generate: %d tokens  %.2f tok/s  (%.2f ms/token)\n", o.gen, gen_tps, 1000 * t.gen_s / o.gen);
     std::printf("capture:  %s", o.capture.c_str());

@@ -129,6 +129,9 @@ void add_bench_command(CLI::App& app, ls::app::BenchOptions& o) {
     b->add_option("--capture", o.capture, "none (default), stats (statistics of every event on the backend) or all (also a "
                                           "host copy of every tensor); the overhead is measured against a run without")
         ->check(CLI::IsMember({"none", "stats", "all"}));
+    b->add_option("--repetitions,-r", o.repetitions,
+                  "Timed runs after one warm-up run; medians are reported, capture and bare runs alternate (default 3)")
+        ->check(CLI::Range(1, 100));
     b->add_flag("--json", o.json, "Print one JSON object (prompt_tps, gen_tps, capture_overhead, peak_rss_bytes, op_seconds)");
 }
 

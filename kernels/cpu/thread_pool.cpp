@@ -1,5 +1,6 @@
 // Fixed-size thread pool: workers wait for a new generation (spinning a little, then on a
-// condition variable); each job is split into as many chunks as threads.
+// condition variable); each job is split into a few chunks per thread, taken in turn from a shared
+// counter, so that a thread slowed by the machine does not hold up the others.
 #include "kernels/cpu/thread_pool.h"
 
 #include <algorithm>
@@ -13,6 +14,9 @@ namespace {
 
 // About 50 microseconds of polling before a thread goes to sleep.
 constexpr int kSpins = 20000;
+// Chunks per thread in one job: enough to even out threads that run at different speeds, few
+// enough that taking them costs nothing measurable.
+constexpr int kChunksPerThread = 8;
 
 inline void relax() {
 #if defined(__x86_64__)
@@ -27,27 +31,27 @@ inline void relax() {
 ThreadPool::ThreadPool(int n_threads) {
     if (n_threads <= 0) n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     n_threads_ = n_threads;
-    for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+    for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this] { worker_loop(); });
 }
 
 ThreadPool::~ThreadPool() {
     {
         std::lock_guard<std::mutex> lock(mu_);
-        stop_ = true;
+        stop_.store(true, std::memory_order_release);
         generation_.fetch_add(1, std::memory_order_release);
     }
     start_cv_.notify_all();
     for (auto& t : workers_) t.join();
 }
 
-void ThreadPool::run_share(int index) {
-    if (index >= n_chunks_) return;
-    int64_t begin = index * chunk_;
-    int64_t end = std::min(n_, begin + chunk_);
-    if (begin < end) (*fn_)(begin, end);
+void ThreadPool::run_share() {
+    for (int c; (c = next_chunk_.fetch_add(1, std::memory_order_relaxed)) < n_chunks_;) {
+        const int64_t begin = c * chunk_, end = std::min(n_, begin + chunk_);
+        if (begin < end) (*fn_)(begin, end);
+    }
 }
 
-void ThreadPool::worker_loop(int index) {
+void ThreadPool::worker_loop() {
     uint64_t seen = 0;
     for (;;) {
         uint64_t g = generation_.load(std::memory_order_acquire);
@@ -62,12 +66,9 @@ void ThreadPool::worker_loop(int index) {
             --sleeping_;
             g = generation_.load(std::memory_order_acquire);
         }
-        {
-            std::lock_guard<std::mutex> lock(mu_);
-            if (stop_) return;
-        }
+        if (stop_.load(std::memory_order_acquire)) return;
         seen = g;
-        run_share(index);
+        run_share();
         if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
             std::lock_guard<std::mutex> lock(mu_);  // the caller may be about to sleep on done_cv_
             done_cv_.notify_one();
@@ -85,8 +86,9 @@ void ThreadPool::parallel_for(int64_t n, int64_t min_chunk, const std::function<
     }
     fn_ = &fn;
     n_ = n;
-    n_chunks_ = static_cast<int>(std::min<int64_t>(n_threads_, max_chunks));
+    n_chunks_ = static_cast<int>(std::min<int64_t>(int64_t{kChunksPerThread} * n_threads_, max_chunks));
     chunk_ = (n + n_chunks_ - 1) / n_chunks_;
+    next_chunk_.store(0, std::memory_order_relaxed);
     pending_.store(n_threads_ - 1, std::memory_order_relaxed);
     bool wake;
     {
@@ -95,7 +97,7 @@ void ThreadPool::parallel_for(int64_t n, int64_t min_chunk, const std::function<
         wake = sleeping_ > 0;
     }
     if (wake) start_cv_.notify_all();
-    run_share(0);
+    run_share();
     for (int spin = 0; pending_.load(std::memory_order_acquire) != 0 && spin < kSpins; ++spin) relax();
     if (pending_.load(std::memory_order_acquire) != 0) {
         std::unique_lock<std::mutex> lock(mu_);

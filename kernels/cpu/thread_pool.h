@@ -25,8 +25,8 @@ public:
     void parallel_for(int64_t n, int64_t min_chunk, const std::function<void(int64_t, int64_t)>& fn);
 
 private:
-    void worker_loop(int index);
-    void run_share(int index);
+    void worker_loop();
+    void run_share();
 
     int n_threads_;
     std::vector<std::thread> workers_;
@@ -37,12 +37,13 @@ private:
     std::atomic<int> pending_{0};
     std::mutex mu_;
     std::condition_variable start_cv_, done_cv_;
-    bool stop_ = false;  // guarded by mu_
+    std::atomic<bool> stop_{false};
     int sleeping_ = 0;   // workers waiting on start_cv_, guarded by mu_
     // The current job, published by the generation's release store.
     const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
     int64_t n_ = 0, chunk_ = 0;
     int n_chunks_ = 0;
+    std::atomic<int> next_chunk_{0};
 };
 
 }  // namespace ls

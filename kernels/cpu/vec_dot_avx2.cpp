@@ -13,7 +13,6 @@
 #include "kernels/common/fp16.h"
 #include "kernels/common/quant_blocks.h"
 #include "kernels/cpu/ggml_order.h"
-#include "kernels/cpu/ggml_order.h"
 
 namespace ls {
 namespace {
@@ -42,7 +41,7 @@ LS_AVX2 float dot_q4_K_f32_avx2(int64_t n, const block_q4_K* w, const float* x) 
     __m256 acc = _mm256_setzero_ps();
     const __m256i low4 = _mm256_set1_epi32(0x0F);
     for (int64_t b = 0; b < n / kQK_K; ++b) {
-        const float d = fp16_to_fp32(w[b].d), dmin = fp16_to_fp32(w[b].dmin);
+        const float d = _cvtsh_ss(w[b].d), dmin = _cvtsh_ss(w[b].dmin);
         const uint8_t* q = w[b].qs;
         for (int is = 0; is < 8; is += 2, q += 32) {
             uint8_t sc, m;
@@ -77,6 +76,10 @@ LS_AVX2 void dot_q4_K_avx2_rows(int64_t n, const block_q4_K* w, const block_q8_K
     __m128 acc_m[C];
     for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps(), acc_m[c] = _mm_setzero_ps();
     for (int64_t b = 0; b < n / kQK_K; ++b) {
+        _mm_prefetch(reinterpret_cast<const char*>(w + b + 4), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(w + b + 4) + 64, _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(w + b + 4) + 128, _MM_HINT_T0);
+        // The 6-bit scales and mins, unpacked to eight bytes each.
         uint32_t packed[4];
         std::memcpy(packed, w[b].scales, 12);
         packed[3] = ((packed[2] >> 4) & 0x0f0f0f0fu) | (((packed[1] >> 6) & 0x03030303u) << 4);
@@ -84,9 +87,14 @@ LS_AVX2 void dot_q4_K_avx2_rows(int64_t n, const block_q4_K* w, const block_q8_K
         packed[1] = (packed[2] & 0x0f0f0f0fu) | (((packed[0] >> 6) & 0x03030303u) << 4);
         packed[2] = mins_lo;
         packed[0] &= 0x3f3f3f3fu;
-        const uint8_t* sc = reinterpret_cast<const uint8_t*>(packed);
-        const uint8_t* mn = sc + 8;
-        const float wd = fp16_to_fp32(w[b].d), wdmin = fp16_to_fp32(w[b].dmin);
+        const __m256i scales_mins = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(packed)));
+        const __m128i mins = _mm256_extracti128_si256(scales_mins, 1);
+        const __m256i scales = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(scales_mins));
+        // Sub-block scale 2j (low nibbles) and 2j+1 (high nibbles), each in all 16 int16 lanes.
+        __m256i sc[8];
+        for (int j = 0; j < 8; ++j)
+            sc[j] = _mm256_shuffle_epi8(scales, _mm256_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * j)));
+        const float wd = _cvtsh_ss(w[b].d), wdmin = _cvtsh_ss(w[b].dmin);
         __m256i q[8];
         for (int j = 0; j < 4; ++j) {
             const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qs + 32 * j));
@@ -97,18 +105,16 @@ LS_AVX2 void dot_q4_K_avx2_rows(int64_t n, const block_q4_K* w, const block_q8_K
             const block_q8_K& ab = a[c * a_stride_blocks + b];
             const float d = ab.d * wd;
             const float dmin = -ab.d * wdmin;
-            const int16_t* bs = ab.bsums;
-            const __m128i mins = _mm_setr_epi32(mn[0] * (bs[0] + bs[1]) + mn[1] * (bs[2] + bs[3]),
-                                                mn[2] * (bs[4] + bs[5]) + mn[3] * (bs[6] + bs[7]),
-                                                mn[4] * (bs[8] + bs[9]) + mn[5] * (bs[10] + bs[11]),
-                                                mn[6] * (bs[12] + bs[13]) + mn[7] * (bs[14] + bs[15]));
-            acc_m[c] = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(mins), acc_m[c]);
+            // Lane k: mn[2k] * (bsums 4k, 4k+1) + mn[2k+1] * (bsums 4k+2, 4k+3), exact integers.
+            const __m128i bsums = _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(ab.bsums)),
+                                                 _mm_loadu_si128(reinterpret_cast<const __m128i*>(ab.bsums + 8)));
+            acc_m[c] = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(_mm_madd_epi16(mins, bsums)), acc_m[c]);
             __m256i sumi = _mm256_setzero_si256();
             for (int j = 0; j < 4; ++j) {
                 const __m256i a_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.qs + 64 * j));
                 const __m256i a_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.qs + 64 * j + 32));
-                const __m256i p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(q[2 * j], a_lo), _mm256_set1_epi16(sc[2 * j]));
-                const __m256i p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(q[2 * j + 1], a_hi), _mm256_set1_epi16(sc[2 * j + 1]));
+                const __m256i p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(q[2 * j], a_lo), sc[2 * j]);
+                const __m256i p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(q[2 * j + 1], a_hi), sc[2 * j + 1]);
                 sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p_lo, p_hi));
             }
             acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc[c]);
@@ -143,7 +149,7 @@ LS_AVX2 float dot_q6_K_avx2(int64_t n, const block_q6_K* w, const block_q8_K* a)
     const __m256i low4 = _mm256_set1_epi8(0x0F), bits45 = _mm256_set1_epi8(0x30);
     __m256 acc = _mm256_setzero_ps();
     for (int64_t b = 0; b < n / kQK_K; ++b) {
-        const float d = a[b].d * fp16_to_fp32(w[b].d);
+        const float d = a[b].d * _cvtsh_ss(w[b].d);
         const int8_t* sc = w[b].scales;
         const int16_t* bs = a[b].bsums;
         __m256i sumi = _mm256_setzero_si256();
