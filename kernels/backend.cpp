@@ -3,8 +3,10 @@
 #include "kernels/backend.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "kernels/common/histogram.h"
 #include "kernels/cuda/loader.h"
@@ -121,101 +123,109 @@ bool math_mode_from_name(const std::string& name, MathMode* out) {
 
 namespace {
 
-// Floats as integers in the same order (for bisection over the floats between two values).
-int64_t ordered_key(float f) {
-    int32_t bits;
-    std::memcpy(&bits, &f, sizeof bits);
-    return bits >= 0 ? bits : -static_cast<int64_t>(bits & 0x7fffffff);
+// Moments of one chunk: lane l takes values l, l + 8, ...; the lanes are then summed pairwise.
+struct Moments {
+    double sum = 0, sumsq = 0;
+    float mn = INFINITY, mx = -INFINITY;
+    int64_t finite = 0, nan = 0;
+};
+
+Moments chunk_moments(const float* v, int64_t n) {
+    double sum[8] = {}, sq[8] = {};
+    float mn[8], mx[8];
+    int64_t fin[8] = {}, nan = 0;
+    for (int l = 0; l < 8; ++l) mn[l] = INFINITY, mx[l] = -INFINITY;
+    auto take = [&](int l, float f) {
+        const bool ok = std::isfinite(f);
+        const double d = ok ? f : 0.0;
+        sum[l] += d;
+        sq[l] += d * d;
+        mn[l] = ok && f < mn[l] ? f : mn[l];
+        mx[l] = ok && f > mx[l] ? f : mx[l];
+        fin[l] += ok;
+        nan += f != f;
+    };
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int l = 0; l < 8; ++l) take(l, v[i + l]);
+    for (int l = 0; i < n; ++i, ++l) take(l, v[i]);
+    Moments m;
+    m.sum = ((sum[0] + sum[1]) + (sum[2] + sum[3])) + ((sum[4] + sum[5]) + (sum[6] + sum[7]));
+    m.sumsq = ((sq[0] + sq[1]) + (sq[2] + sq[3])) + ((sq[4] + sq[5]) + (sq[6] + sq[7]));
+    for (int l = 0; l < 8; ++l) {
+        m.mn = mn[l] < m.mn ? mn[l] : m.mn;
+        m.mx = mx[l] > m.mx ? mx[l] : m.mx;
+        m.finite += fin[l];
+    }
+    m.nan = nan;
+    return m;
 }
-float from_ordered_key(int64_t k) {
-    const int32_t bits = k >= 0 ? static_cast<int32_t>(k) : static_cast<int32_t>((-k) | 0x80000000u);
-    float f;
-    std::memcpy(&f, &bits, sizeof f);
-    return f;
+
+// Counts the finite values of a chunk; four tables, so that runs of one bin do not wait on each
+// other's increments.
+void chunk_histogram(const float* v, int64_t n, const HistogramAxis& axis, int64_t out[kHistogramBins]) {
+    int32_t h[4][kHistogramBins] = {};
+    for (int64_t i = 0; i < n; ++i) {
+        const float f = v[i];
+        if (std::isfinite(f)) ++h[i & 3][histogram_bin_on(axis, f)];
+    }
+    for (int k = 0; k < kHistogramBins; ++k) out[k] += (int64_t{h[0][k]} + h[1][k]) + (int64_t{h[2][k]} + h[3][k]);
 }
 
 }  // namespace
 
-// Every step of histogram_bin_of is monotonic in the value, so bins never decrease: a bisection
-// over the floats finds each edge, and counting the edges at or below a value bins it exactly as
-// histogram_bin_of does, without an asinh per value.
-void histogram_edges(float mn, float mx, float scale, float edges[kHistogramBins]) {
-    edges[0] = -INFINITY;
-    for (int k = 1; k < kHistogramBins; ++k) {
-        if (histogram_bin_of(mx, mn, mx, scale) < k) {
-            edges[k] = INFINITY;
-            continue;
-        }
-        int64_t lo = ordered_key(mn), hi = ordered_key(mx);  // bin(lo) < k <= bin(hi), or lo is the edge
-        if (histogram_bin_of(mn, mn, mx, scale) >= k) {
-            edges[k] = mn;
-            continue;
-        }
-        // Start from the edge the inverse of the axis gives (exact to a few ulps), widening the
-        // bracket around it until it holds, then bisect.
-        const double a_lo = std::asinh(static_cast<double>(mn) / scale), a_hi = std::asinh(static_cast<double>(mx) / scale);
-        const float guess = static_cast<float>(scale * std::sinh(a_lo + (a_hi - a_lo) * k / kHistogramBins));
-        if (guess > mn && guess < mx) {
-            const int64_t g = ordered_key(guess);
-            for (int64_t step = 4; step < (int64_t{1} << 40); step *= 16) {
-                const int64_t l = std::max(lo, g - step), h = std::min(hi, g + step);
-                if (histogram_bin_of(from_ordered_key(l), mn, mx, scale) < k &&
-                    histogram_bin_of(from_ordered_key(h), mn, mx, scale) >= k) {
-                    lo = l, hi = h;
-                    break;
-                }
-            }
-        }
-        while (hi - lo > 1) {
-            const int64_t mid = lo + (hi - lo) / 2;
-            if (histogram_bin_of(from_ordered_key(mid), mn, mx, scale) >= k) hi = mid;
-            else lo = mid;
-        }
-        edges[k] = from_ordered_key(hi);
-    }
-}
-
-TensorStats tensor_stats(const float* v, int64_t n) {
+TensorStats tensor_stats(const float* v, int64_t n, const ParallelChunks& parallel) {
     TensorStats s;
     s.count = n;
+    if (n <= 0) return s;
+    const int64_t n_chunks = (n + kStatsChunk - 1) / kStatsChunk;
+    auto run = [&](const std::function<void(int64_t, int64_t)>& fn) {
+        if (parallel && n_chunks > 1) parallel(n_chunks, fn);
+        else fn(0, n_chunks);
+    };
+    auto chunk_size = [&](int64_t c) { return std::min(kStatsChunk, n - c * kStatsChunk); };
+    std::vector<Moments> parts(static_cast<size_t>(n_chunks));
+    run([&](int64_t b, int64_t e) {
+        for (int64_t c = b; c < e; ++c) parts[c] = chunk_moments(v + c * kStatsChunk, chunk_size(c));
+    });
     double sum = 0, sumsq = 0;
     int64_t finite = 0;
     float mn = INFINITY, mx = -INFINITY;
-    for (int64_t i = 0; i < n; ++i) {
-        const float f = v[i];
-        if (std::isnan(f)) { ++s.nan_count; continue; }
-        if (std::isinf(f)) { ++s.inf_count; continue; }
-        ++finite;
-        sum += f;
-        sumsq += static_cast<double>(f) * f;
-        mn = std::min(mn, f);
-        mx = std::max(mx, f);
+    for (const Moments& m : parts) {
+        sum += m.sum, sumsq += m.sumsq, finite += m.finite, s.nan_count += m.nan;
+        mn = m.mn < mn ? m.mn : mn;
+        mx = m.mx > mx ? m.mx : mx;
     }
-    if (finite > 0) {
-        s.min = mn, s.max = mx;
-        s.mean = sum / finite;
-        s.rms = std::sqrt(sumsq / finite);
-        s.hist_scale = s.rms > 0 ? static_cast<float>(s.rms) : 1.0f;
-        if (n < 4096) {
-            for (int64_t i = 0; i < n; ++i)
-                if (std::isfinite(v[i])) ++s.hist[histogram_bin(s, v[i])];
-        } else {
-            // Large tensors: compare with the 63 edges instead of an asinh per value.
-            float edges[kHistogramBins];
-            histogram_edges(s.min, s.max, s.hist_scale, edges);
-            for (int64_t i = 0; i < n; ++i)
-                if (std::isfinite(v[i])) ++s.hist[std::upper_bound(edges + 1, edges + kHistogramBins, v[i]) - (edges + 1)];
+    s.inf_count = n - finite - s.nan_count;
+    if (finite == 0) return s;
+    s.min = mn, s.max = mx;
+    s.mean = sum / finite;
+    s.rms = std::sqrt(sumsq / finite);
+    s.hist_scale = s.rms > 0 ? static_cast<float>(s.rms) : 1.0f;
+    const HistogramAxis axis = histogram_axis(s.min, s.max, s.hist_scale);
+    std::vector<std::array<int64_t, kHistogramBins>> hists(static_cast<size_t>(n_chunks));
+    run([&](int64_t b, int64_t e) {
+        for (int64_t c = b; c < e; ++c) {
+            hists[c].fill(0);
+            chunk_histogram(v + c * kStatsChunk, chunk_size(c), axis, hists[c].data());
         }
-    }
+    });
+    for (const auto& h : hists)
+        for (int k = 0; k < kHistogramBins; ++k) s.hist[k] += h[k];
     return s;
 }
 
-static double to_axis(const TensorStats& s, double v) { return std::asinh(v / s.hist_scale); }
-
 float histogram_bin_edge(const TensorStats& s, int k) {
-    double lo = to_axis(s, s.min), hi = to_axis(s, s.max);
-    double a = lo + (hi - lo) * k / kHistogramBins;
-    return static_cast<float>(s.hist_scale * std::sinh(a));
+    const HistogramAxis axis = histogram_axis(s.min, s.max, s.hist_scale);
+    const double a = axis.lo + (axis.hi - axis.lo) * k / kHistogramBins;
+    const double m = a < 0 ? -a : a;
+    double u = m;
+    if (m > 1.0) {  // invert the piecewise-linear log2: exponent, then mantissa fraction
+        const double l = m - 1.0;
+        const double e = std::floor(l);
+        u = std::ldexp(1.0 + (l - e), static_cast<int>(e));
+    }
+    return static_cast<float>((a < 0 ? -u : u) * s.hist_scale);
 }
 
 int histogram_bin(const TensorStats& s, float v) { return histogram_bin_of(v, s.min, s.max, s.hist_scale); }

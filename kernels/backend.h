@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -52,23 +53,26 @@ struct TensorStats {
     int64_t inf_count = 0;
     float min = 0, max = 0;   // over finite values
     double mean = 0, rms = 0; // over finite values
-    // Histogram over [min, max] on an asinh scale: linear within about +-hist_scale (the bulk),
-    // logarithmic beyond (the outliers), so both show. hist_scale is the rms of the finite values.
+    // Histogram over [min, max] on an axis linear within +-hist_scale (the bulk) and logarithmic
+    // beyond (the outliers), so both show (kernels/common/histogram.h). hist_scale is the rms of
+    // the finite values.
     float hist_scale = 1;
     int64_t hist[kHistogramBins] = {};
 };
 
+// Runs fn over [0, n_chunks) split into disjoint ranges, possibly in parallel.
+using ParallelChunks = std::function<void(int64_t n_chunks, const std::function<void(int64_t, int64_t)>& fn)>;
+
 // The statistics of n host values, as every backend computes them (the CPU backend's stats()).
-TensorStats tensor_stats(const float* values, int64_t n);
+// The moments are summed in eight lanes within chunks of kStatsChunk values and the chunks in
+// order, so running the chunks in parallel gives the same bits as running them in turn.
+inline constexpr int64_t kStatsChunk = 16384;
+TensorStats tensor_stats(const float* values, int64_t n, const ParallelChunks& parallel = {});
 
 // Value at the lower edge of histogram bin k (k = kHistogramBins gives the upper edge).
 float histogram_bin_edge(const TensorStats& s, int k);
 // Bin of value v for the stats' histogram range, clamped to [0, kHistogramBins).
 int histogram_bin(const TensorStats& s, float v);
-// edges[k] (k = 1..63): the smallest float in [mn, mx] that histogram_bin_of(v, mn, mx, scale)
-// puts in bin k or above (+inf when none); edges[0] is -inf. A value's bin is the number of edges
-// 1..63 at or below it.
-void histogram_edges(float mn, float mx, float scale, float edges[kHistogramBins]);
 
 // Which implementation runs the ops. cuda-emulated runs the CUDA kernels' sources on the CPU
 // through the SIMT emulator (every build has it); auto is CUDA when a device is usable, else CPU.

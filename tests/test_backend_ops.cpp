@@ -700,28 +700,43 @@ TEST(BackendOps, Stats) {
 namespace ls {
 namespace {
 
-// tensor_stats bins by precomputed edges: each edge is the first float of its bin, and every
-// value lands where histogram_bin_of puts it.
-TEST(HistogramBins, EdgesAreTheFirstValueOfEachBin) {
-    for (int trial = 0; trial < 60; ++trial) {
-        std::vector<float> x = randn(2000, 200 + trial, trial % 3 == 0 ? 1e-3f : 5.0f);
-        if (trial % 4 == 1) x[7] = 1e6f, x[9] = -3e4f;  // outliers stretch the asinh axis
+// The histogram's axis: linear within +-scale, logarithmic beyond, continuous and increasing, and
+// histogram_bin_edge is its inverse; tensor_stats counts each value where histogram_bin_of puts it.
+TEST(HistogramBins, AxisIsLinearThenLogarithmicAndEdgesInvertIt) {
+    const float inv = 1.0f / 2.0f;  // scale 2
+    EXPECT_EQ(histogram_axis_at(1.0f, inv), 0.5);
+    EXPECT_EQ(histogram_axis_at(-2.0f, inv), -1.0);
+    EXPECT_EQ(histogram_axis_at(4.0f, inv), 2.0);     // u = 2: 1 + log2(2)
+    EXPECT_EQ(histogram_axis_at(-16.0f, inv), -4.0);  // u = -8: -(1 + 3)
+    EXPECT_EQ(histogram_axis_at(6.0f, inv), 2.5);     // u = 3: between 2 and 4, linear in the mantissa
+    float prev = -1e30f;
+    double prev_a = histogram_axis_at(prev, inv);
+    for (float v = -1e30f; v < 1e30f; v = v < 0 ? v * 0.93f + (v > -1e-3f ? 1e-4f : 0.0f) : v * 1.07f + 1e-4f) {
+        const double a = histogram_axis_at(v, inv);
+        ASSERT_GE(a, prev_a) << prev << " -> " << v;
+        prev = v, prev_a = a;
+    }
+    for (int trial = 0; trial < 40; ++trial) {
+        std::vector<float> x = randn(trial % 2 ? 3000 : 40000, 200 + trial, trial % 3 == 0 ? 1e-3f : 5.0f);
+        if (trial % 4 == 1) x[7] = 1e6f, x[9] = -3e4f;  // outliers stretch the axis
         if (trial % 5 == 2) std::fill(x.begin(), x.end(), 0.25f);  // one value: a single bin
         const TensorStats s = tensor_stats(x.data(), static_cast<int64_t>(x.size()));
-        float edges[kHistogramBins];
-        histogram_edges(s.min, s.max, s.hist_scale, edges);
-        for (int k = 1; k < kHistogramBins; ++k) {
-            if (std::isinf(edges[k])) {
-                EXPECT_LT(histogram_bin_of(s.max, s.min, s.max, s.hist_scale), k) << "trial " << trial << " edge " << k;
-                continue;
-            }
-            EXPECT_GE(histogram_bin_of(edges[k], s.min, s.max, s.hist_scale), k) << "trial " << trial << " edge " << k;
-            const float below = std::nextafter(edges[k], -INFINITY);
-            if (below >= s.min) EXPECT_LT(histogram_bin_of(below, s.min, s.max, s.hist_scale), k) << "trial " << trial << " edge " << k;
-        }
         int64_t want[kHistogramBins] = {};
         for (float v : x) ++want[histogram_bin_of(v, s.min, s.max, s.hist_scale)];
         for (int k = 0; k < kHistogramBins; ++k) ASSERT_EQ(s.hist[k], want[k]) << "trial " << trial << " bin " << k;
+        if (s.min == s.max) continue;
+        // Edge k is where bin k starts: a little above it is bin k, a little below bin k - 1.
+        for (int k = 1; k < kHistogramBins; ++k) {
+            const double e = histogram_bin_edge(s, k);
+            const double gap = std::min(e - histogram_bin_edge(s, k - 1), histogram_bin_edge(s, k + 1) - e);
+            if (!(gap > 0)) continue;  // bins narrower than a float
+            const float above = static_cast<float>(e + 1e-3 * gap), below = static_cast<float>(e - 1e-3 * gap);
+            if (above == below) continue;
+            EXPECT_EQ(histogram_bin_of(above, s.min, s.max, s.hist_scale), k) << "trial " << trial << " edge " << k;
+            EXPECT_EQ(histogram_bin_of(below, s.min, s.max, s.hist_scale), k - 1) << "trial " << trial << " edge " << k;
+        }
+        EXPECT_FLOAT_EQ(histogram_bin_edge(s, 0), s.min);
+        EXPECT_FLOAT_EQ(histogram_bin_edge(s, kHistogramBins), s.max);
     }
 }
 

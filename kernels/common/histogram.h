@@ -1,9 +1,14 @@
 // The histogram bin of a value, shared by the CPU's stats and the CUDA histogram kernel so that
-// both count the same values in the same bins: an asinh axis over [min, max], linear within about
-// +-scale (the bulk of a tensor) and logarithmic beyond (its outliers).
+// both count the same values in the same bins. The axis over [min, max] is linear within +-scale
+// (the bulk of a tensor) and logarithmic beyond (its outliers): for u = v / scale it is u itself
+// where |u| <= 1, and sign(u) * (1 + log2~|u|) beyond, where log2~ is the piecewise-linear log2
+// that a float's bits give (exponent plus mantissa fraction). Only exact IEEE operations and bit
+// arithmetic, so every backend computes the same bins, at a few instructions per value.
 #pragma once
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 
 #include "kernels/common/hd.h"
 
@@ -11,12 +16,45 @@ namespace ls {
 
 inline constexpr int kHistogramBinCount = 64;
 
+struct HistogramAxis {
+    double lo, hi;   // the axis at min and max
+    double per_bin;  // bins per unit of axis (0 when min and max coincide on the axis)
+    float inv_scale;
+};
+
+// Written without branches (max, min and copysign): |u| <= 1 gives log2~ 0 plus |u|, |u| > 1
+// gives log2~|u| plus 1.
+LS_HD inline double histogram_axis_at(float v, float inv_scale) {
+    const float u = v * inv_scale;
+    const float m = u < 0 ? -u : u;
+    const float above = m > 1.0f ? m : 1.0f, below = m < 1.0f ? m : 1.0f;
+    uint32_t bits;
+#if defined(__CUDA_ARCH__)
+    bits = __float_as_uint(above);
+#else
+    std::memcpy(&bits, &above, sizeof bits);
+#endif
+    const double mag = static_cast<double>(static_cast<int32_t>(bits) - 0x3f800000) * (1.0 / 8388608.0) + below;
+    return copysign(mag, static_cast<double>(u));
+}
+
+LS_HD inline HistogramAxis histogram_axis(float min, float max, float scale) {
+    HistogramAxis a;
+    a.inv_scale = 1.0f / scale;
+    a.lo = histogram_axis_at(min, a.inv_scale);
+    a.hi = histogram_axis_at(max, a.inv_scale);
+    a.per_bin = a.hi > a.lo ? kHistogramBinCount / (a.hi - a.lo) : 0.0;
+    return a;
+}
+
+LS_HD inline int histogram_bin_on(const HistogramAxis& a, float v) {
+    const double f = (histogram_axis_at(v, a.inv_scale) - a.lo) * a.per_bin;
+    const double low = f > 0.0 ? f : 0.0;
+    return static_cast<int>(low < kHistogramBinCount - 1 ? low : kHistogramBinCount - 1);
+}
+
 LS_HD inline int histogram_bin_of(float v, float min, float max, float scale) {
-    const double lo = asinh(static_cast<double>(min) / scale), hi = asinh(static_cast<double>(max) / scale);
-    if (!(hi > lo)) return 0;
-    const double f = (asinh(static_cast<double>(v) / scale) - lo) / (hi - lo) * kHistogramBinCount;
-    if (!(f > 0.0)) return 0;
-    return f >= kHistogramBinCount - 1 ? kHistogramBinCount - 1 : static_cast<int>(f);
+    return histogram_bin_on(histogram_axis(min, max, scale), v);
 }
 
 }  // namespace ls

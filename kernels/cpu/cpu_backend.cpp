@@ -436,7 +436,11 @@ public:
                 std::memcpy(y.f32() + (t * n_head + h) * hd, x.f32() + (h * T + t) * hd, hd * sizeof(float));
     }
 
-    void stats(const Tensor& x, TensorStats* out) override { *out = tensor_stats(x.f32(), x.n_elements()); }
+    void stats(const Tensor& x, TensorStats* out) override {
+        *out = tensor_stats(x.f32(), x.n_elements(), [this](int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+            pool_.parallel_for(n, 1, fn);
+        });
+    }
 
     void set_llama_isa(LlamaIsa isa) override { isa_ = isa; }
 
