@@ -3,8 +3,13 @@
 // the companion dumper (tests/data/llama-avx2, --no-extra-bufts), of the fixtures' models. With
 // default settings each compares clean: the build is recognised, llama mode reproduces it, no
 // event diverges and the greedy tokens are the same. test_faults runs the fault catalogue against
-// them as against the fixtures.
+// them as against the fixtures. Long decodes (32 generated tokens, flash attention off) stay bit-exact
+// in every event of every decode call as the KV cache grows.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
 
 #include "engine/compare/compare_run.h"
 #include "engine/compare/doctor.h"
@@ -76,6 +81,76 @@ TEST_P(IsaReferences, CompareCleanWithDefaultSettings) {
 
 INSTANTIATE_TEST_SUITE_P(Builds, IsaReferences, ::testing::ValuesIn(kReferences), [](const auto& info) {
     std::string n = std::string(info.param.fixture ? "fixture_" : "avx2_") + info.param.dump;
+    for (char& ch : n)
+        if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+    return n;
+});
+
+// Long decodes without flash attention, one decode call per generated token, while the KV cache
+// grows past 16 and 32 cells. llama.cpp's n_kv stays padded to 256 cells (the softmax and the
+// kq_soft_max x V dot products run over all of them, the cells not yet used masked to exact zeros);
+// ours covers the cells in use, padded to the same block boundaries. Every event of every decode
+// call must be bit-exact, not merely under the thresholds.
+struct LongDecode {
+    const char* dump;   // tests/data/llama-avx2/<dump>
+    const char* model;  // ../shared/fixtures/<model>
+    int decode_calls;   // the prompt, then one per generated token
+};
+
+const LongDecode kLongDecodes[] = {
+    {"stories260K_once_n32_fa-off.gguf", "models/stories260K.gguf", 33},
+    {"qwen2-mini-Q8_0_code_n20_fa-off.gguf", "models/qwen2-mini-Q8_0.gguf", 21},  // GQA, Q8_0
+};
+
+class LongDecodes : public ::testing::TestWithParam<LongDecode> {};
+
+TEST_P(LongDecodes, EveryEventOfEveryDecodeCallIsBitExact) {
+    LS_REQUIRE_FIXTURES();
+    const LongDecode& c = GetParam();
+    auto model = Model::open(test::fixture_path(c.model));
+    ASSERT_TRUE(model.ok()) << model.error().message;
+    auto reference = ReferenceDump::open(avx2_dump(c.dump));
+    ASSERT_TRUE(reference.ok()) << reference.error().message;
+    ASSERT_FALSE(reference.value()->flash_attention());
+    auto backend = make_cpu_backend(0);
+    CompareRunOptions options;
+    options.llama_isa = LlamaIsa::kAvx2;
+    options.forward.n_ubatch = reference.value()->n_ubatch();
+    options.forward.all_logits = reference.value()->all_logits();
+    auto run = compare_with_reference(*model.value(), *backend, *reference.value(), options);
+    ASSERT_TRUE(run.ok()) << run.error().message;
+    const CompareRunResult& r = run.value();
+    ASSERT_EQ(r.comparisons.size(), r.captures.events.size());
+    EXPECT_EQ(r.summary.no_reference, 0);
+    std::vector<int> events(c.decode_calls, 0), inexact(c.decode_calls, 0);
+    int64_t max_kv = 0;
+    std::string first;
+    for (size_t i = 0; i < r.comparisons.size(); ++i) {
+        const EventComparison& cmp = r.comparisons[i];
+        const CapturedEvent& e = r.captures.events[i];
+        ASSERT_LT(e.decode, c.decode_calls) << e.name;
+        ++events[e.decode];
+        if (e.base_name.rfind("kq_soft_max-", 0) == 0) max_kv = std::max(max_kv, e.ne[0]);
+        if (cmp.status != CompareStatus::kNoReference && cmp.metrics.nmse == 0 && cmp.metrics.max_abs == 0 &&
+            cmp.metrics.n_nonfinite == 0)
+            continue;
+        ++inexact[e.decode];
+        if (first.empty())
+            first = fmt::format("{} (decode call {}, {} KV cells): nmse {:.3g}, max |diff| {:.3g}", e.name, e.decode,
+                                r.prompt.size() + e.decode, cmp.metrics.nmse, cmp.metrics.max_abs);
+    }
+    EXPECT_GT(max_kv, 16);
+    for (int d = 0; d < c.decode_calls; ++d) {
+        EXPECT_GT(events[d], 10) << "decode call " << d;
+        EXPECT_EQ(inexact[d], 0) << "decode call " << d << " (" << r.prompt.size() + d << " KV cells)";
+    }
+    EXPECT_TRUE(first.empty()) << "first event not bit-exact: " << first;
+    std::printf("[long decode] %-40s %d decode calls, %zu events, up to %lld KV cells, %s\n", c.dump, c.decode_calls,
+                r.comparisons.size(), static_cast<long long>(max_kv), first.empty() ? "all bit-exact" : first.c_str());
+}
+
+INSTANTIATE_TEST_SUITE_P(Avx2, LongDecodes, ::testing::ValuesIn(kLongDecodes), [](const auto& info) {
+    std::string n = info.param.dump;
     for (char& ch : n)
         if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
     return n;
