@@ -262,13 +262,15 @@ TEST(VecDotAvx2, SameBitsAsTheEmulation) {
             ASSERT_EQ(bits_of(many[c * 3]), bits_of(one)) << "q4_K rows trial " << trial << " row " << c;
         }
         // Exact mode: the decoded row dotted with f32 activations, as dequantize_row + the CPU
-        // backend's 8-lane dot_f32.
+        // backend's dot_f32 (group g of eight into accumulator g % 4).
         std::vector<float> x(static_cast<size_t>(n)), row(static_cast<size_t>(n));
         for (float& v : x) v = (static_cast<float>(next() % 20001) - 10000.0f) * 1e-3f;
         ASSERT_TRUE(dequantize_row(GgmlType::Q4_K, w.data(), row.data(), n));
-        float lane[8] = {};
+        float acc[4][8] = {};
         for (int64_t i = 0; i < n; i += 8)
-            for (int l = 0; l < 8; ++l) lane[l] += row[i + l] * x[i + l];
+            for (int l = 0; l < 8; ++l) acc[(i / 8) % 4][l] += row[i + l] * x[i + l];
+        float lane[8];
+        for (int l = 0; l < 8; ++l) lane[l] = (acc[0][l] + acc[1][l]) + (acc[2][l] + acc[3][l]);
         const float plain = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
         const float fused = dot_q4_K_f32_avx2(n, w.data(), x.data());
         ASSERT_EQ(bits_of(fused), bits_of(plain)) << "exact q4_K trial " << trial << ": " << fused << " vs " << plain;

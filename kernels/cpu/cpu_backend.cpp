@@ -22,12 +22,20 @@ namespace {
 
 float round_f16(float x) { return fp16_to_fp32(fp32_to_fp16(x)); }
 
-// f32 dot with 8 independent lanes so the compiler can vectorize it.
+// Exact mode's f32 dot: element i of each full group of eight goes to lane i % 8 of accumulator
+// (i / 8) % 4 (products and sums unfused), so four independent chains keep the adder busy and the
+// compiler can vectorize it; then the accumulators lane by lane ((0 + 1) + (2 + 3)), the lanes
+// ((0+1)+(2+3)) + ((4+5)+(6+7)), and the leftovers in order. The AVX2 Q4_K kernel keeps this order.
 float dot_f32(const float* a, const float* b, int64_t n) {
-    float lane[8] = {};
+    float acc[4][8] = {};
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int l = 0; l < 8; ++l) lane[l] += a[i + l] * b[i + l];
+    for (; i + 32 <= n; i += 32)
+        for (int j = 0; j < 4; ++j)
+            for (int l = 0; l < 8; ++l) acc[j][l] += a[i + 8 * j + l] * b[i + 8 * j + l];
+    for (int j = 0; i + 8 <= n; i += 8, ++j)
+        for (int l = 0; l < 8; ++l) acc[j][l] += a[i + l] * b[i + l];
+    float lane[8];
+    for (int l = 0; l < 8; ++l) lane[l] = (acc[0][l] + acc[1][l]) + (acc[2][l] + acc[3][l]);
     float sum = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
     for (; i < n; ++i) sum += a[i] * b[i];
     return sum;

@@ -35,10 +35,12 @@ bool avx2_kernels_usable() {
 
 // Exact mode: a Q4_K row decoded as dequantize_block_q4_K decodes it (d * scale * q - dmin * min,
 // multiplied and subtracted separately) and dotted with x in the order of the CPU backend's
-// dot_f32 (eight lanes of products added unfused, then ((0+1)+(2+3)) + ((4+5)+(6+7))), so the
-// result equals dequantize_row followed by dot_f32, without the decoded row in memory.
+// dot_f32 (group g of eight products added unfused into accumulator g % 4, the accumulators added
+// lane by lane, then ((0+1)+(2+3)) + ((4+5)+(6+7))), so the result equals dequantize_row followed
+// by dot_f32, without the decoded row in memory. A super-block is 32 groups, so group k of each
+// 32-quant half goes to accumulator k.
 LS_AVX2 float dot_q4_K_f32_avx2(int64_t n, const block_q4_K* w, const float* x) {
-    __m256 acc = _mm256_setzero_ps();
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     const __m256i low4 = _mm256_set1_epi32(0x0F);
     for (int64_t b = 0; b < n / kQK_K; ++b) {
         const float d = _cvtsh_ss(w[b].d), dmin = _cvtsh_ss(w[b].dmin);
@@ -50,16 +52,17 @@ LS_AVX2 float dot_q4_K_f32_avx2(int64_t n, const block_q4_K* w, const float* x) 
             get_scale_min_k4(is + 1, w[b].scales, &sc, &m);
             const __m256 d2 = _mm256_set1_ps(d * sc), m2 = _mm256_set1_ps(dmin * m);
             for (int half = 0; half < 2; ++half)
-                for (int k = 0; k < 32; k += 8, x += 8) {
-                    const __m256i bytes = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + k)));
+                for (int k = 0; k < 4; ++k, x += 8) {
+                    const __m256i bytes = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + 8 * k)));
                     const __m256i nib = half == 0 ? _mm256_and_si256(bytes, low4) : _mm256_srli_epi32(bytes, 4);
                     const __m256 v = _mm256_sub_ps(_mm256_mul_ps(half == 0 ? d1 : d2, _mm256_cvtepi32_ps(nib)), half == 0 ? m1 : m2);
-                    acc = _mm256_add_ps(acc, _mm256_mul_ps(v, _mm256_loadu_ps(x)));
+                    acc[k] = _mm256_add_ps(acc[k], _mm256_mul_ps(v, _mm256_loadu_ps(x)));
                 }
         }
     }
+    const __m256 lanes = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
     alignas(32) float l[8];
-    _mm256_store_ps(l, acc);
+    _mm256_store_ps(l, lanes);
     return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
 }
 
