@@ -61,8 +61,12 @@ nlohmann::json to_json(const EventComparison& c) {
     return j;
 }
 
+// Dump comparisons: how much was read and how fast (decimal GB/s, as disks are rated).
+double gb_per_s(const CompareVolume& v) { return v.seconds > 0 ? static_cast<double>(v.bytes) / v.seconds / 1e9 : 0.0; }
+
 int report(const CompareOptions& o, const CompareRunResult& r, const ReferenceDump& reference, const Model* model,
            const CompareThresholds& th, const std::string& header) {
+    const bool two_dumps = o.model_path.empty();
     DoctorReport doctor;
     if (r.summary.first_divergent >= 0)
         doctor = diagnose(r, static_cast<size_t>(r.summary.first_divergent), reference, model, th);
@@ -78,6 +82,9 @@ int report(const CompareOptions& o, const CompareRunResult& r, const ReferenceDu
         for (const EventComparison& c : r.comparisons) j["events"].push_back(to_json(c));
         j["summary"] = {{"ok", r.summary.ok}, {"warn", r.summary.warn}, {"diverged", r.summary.diverged},
                         {"no_reference", r.summary.no_reference}};
+        if (two_dumps)
+            j["volume"] = {{"tensors", r.volume.tensors}, {"bytes", r.volume.bytes}, {"seconds", r.volume.seconds},
+                           {"gb_per_s", gb_per_s(r.volume)}};
         j["first_divergence"] = r.summary.first_divergent >= 0 ? to_json(r.comparisons[r.summary.first_divergent]) : nlohmann::json();
         j["doctor"] = nlohmann::json::array();
         for (const DoctorFinding& f : doctor.findings)
@@ -105,6 +112,9 @@ int report(const CompareOptions& o, const CompareRunResult& r, const ReferenceDu
     if (!r.noise_floor.empty()) std::printf("\nnoise floor: %s\n", r.noise_floor.c_str());
     std::printf("\nsummary: %zu events: %d ok, %d warn, %d diverged, %d without a reference tensor; %zu reference tensors unmatched\n",
                 r.comparisons.size(), r.summary.ok, r.summary.warn, r.summary.diverged, r.summary.no_reference, r.unmatched.size());
+    if (two_dumps)
+        std::printf("compared %lld tensor pairs, %.1f MiB in %.3g s (%.2f GB/s)\n", static_cast<long long>(r.volume.tensors),
+                    static_cast<double>(r.volume.bytes) / (1024.0 * 1024.0), r.volume.seconds, gb_per_s(r.volume));
     if (o.all)
         for (const auto& [name, why] : r.unmatched) std::printf("  unmatched: %s%s\n", name.c_str(), why.empty() ? "" : (" (" + why + ")").c_str());
     if (first < 0) {
@@ -140,7 +150,7 @@ int run_compare(const CompareOptions& o) {
         if (!a) return fail(a.error());
         auto b = ReferenceDump::open(o.files[1]);
         if (!b) return fail(b.error());
-        CompareRunResult r = compare_dumps(*a.value(), *b.value(), th);
+        CompareRunResult r = compare_dumps(*a.value(), *b.value(), th, o.threads);
         std::string header = fmt::format("ours:      {} ({} tensors)\nreference: {} ({} tensors)\n", o.files[0],
                                          a.value()->tensors().size(), o.files[1], b.value()->tensors().size());
         return report(o, r, *b.value(), nullptr, th, header);

@@ -63,6 +63,12 @@ TEST(CompareCli, TwoDumps) {
     ASSERT_EQ(run.exit_code, 0) << run.out;
     auto same = run_layerscope("compare " + q(dir + "/ours.gguf") + " " + q(fixture_path("dumps/stories260K_once_n0_fa-off.gguf")));
     EXPECT_EQ(same.exit_code, 0) << same.out;
+    EXPECT_NE(same.out.find("compared 119 tensor pairs, "), std::string::npos) << same.out;
+    auto js = run_layerscope("compare --json " + q(dir + "/ours.gguf") + " " + q(fixture_path("dumps/stories260K_once_n0_fa-off.gguf")));
+    EXPECT_EQ(js.exit_code, 0) << js.out;
+    auto doc = nlohmann::json::parse(js.out);
+    EXPECT_EQ(doc["volume"]["tensors"], 119);
+    EXPECT_GT(doc["volume"]["bytes"].get<int64_t>(), 0);
     // Our dump against llama.cpp's flash-attention dump: kqv_out pairs with the unnamed FA node.
     auto fa = run_layerscope("compare " + q(dir + "/ours.gguf") + " " + q(fixture_path("dumps/stories260K_once_n0.gguf")) +
                              " --diverged 1e-3");
@@ -85,6 +91,16 @@ TEST(CompareCli, BadInput) {
     auto g = run_layerscope("compare " + m + " -r " + q(dir + "/garbage.txt") + " -p hi", true);
     EXPECT_EQ(g.exit_code, 3) << g.out;
     EXPECT_NE(g.out.find("garbage.txt"), std::string::npos) << g.out;
+    // Two dumps, one cut off in its tensor data, either way round: exit 3 naming the file.
+    const std::string dump = fixture_path("dumps/stories260K_once_n0_fa-off.gguf");
+    std::filesystem::copy_file(dump, dir + "/cut.gguf");
+    std::filesystem::resize_file(dir + "/cut.gguf", std::filesystem::file_size(dump) / 2);
+    for (const std::string& pair : {q(dir + "/cut.gguf") + " " + q(dump), q(dump) + " " + q(dir + "/cut.gguf")}) {
+        auto cut = run_layerscope("compare " + pair, true);
+        EXPECT_EQ(cut.exit_code, 3) << cut.out;
+        EXPECT_NE(cut.out.find("cut.gguf: malformed GGUF"), std::string::npos) << cut.out;
+        EXPECT_NE(cut.out.find("truncated"), std::string::npos) << cut.out;
+    }
     std::filesystem::remove_all(dir);
 }
 

@@ -3,7 +3,13 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
+#include <exception>
+#include <mutex>
+#include <thread>
 
 #include "engine/compare/llama_variant.h"
 
@@ -163,9 +169,18 @@ Result<CompareRunResult> compare_with_reference(const Model& model, Backend& bac
     return r;
 }
 
-CompareRunResult compare_dumps(const ReferenceDump& ours, const ReferenceDump& reference, const CompareThresholds& thresholds) {
+CompareRunResult compare_dumps(const ReferenceDump& ours, const ReferenceDump& reference, const CompareThresholds& thresholds,
+                               int n_threads) {
+    const auto start = std::chrono::steady_clock::now();
     CompareRunResult result;
     Comparator comparator(reference, thresholds);
+    // Our events and what each pairs with, in our tensor order (one thread: pairing marks the
+    // reference's tensors used).
+    struct Pair {
+        const RefTensor* ours;
+        const RefTensor* ref;  // nullptr: the reference has none
+    };
+    std::vector<Pair> pairs;
     for (const RefTensor& t : ours.tensors()) {
         if (t.kind == RefKind::kInput || !t.complete()) continue;
         CapturedEvent c;
@@ -174,15 +189,67 @@ CompareRunResult compare_dumps(const ReferenceDump& ours, const ReferenceDump& r
         c.op = op_from_name(t.op);
         c.decode = t.decode, c.ubatch = t.ubatch, c.occurrence = t.occurrence;
         for (int d = 0; d < 4; ++d) c.ne[d] = t.ne()[d];
-        c.data = ours.values(t);
         if (t.kind == RefKind::kLogits && result.captures.find(c.name)) continue;  // result_output is there
-        HostTensor h{c.name, {c.ne[0], c.ne[1], c.ne[2], c.ne[3]}, c.data.data()};
-        result.comparisons.push_back(comparator.compare(static_cast<int64_t>(result.captures.events.size()), h));
+        pairs.push_back({&t, comparator.pair(c.name)});
         result.captures.by_name[c.name] = result.captures.events.size();
         result.captures.events.push_back(std::move(c));
     }
+
+    // The metrics: threads take the pairs in file order, one at a time, so both files are read
+    // front to back; each pair's pages are given back once compared.
+    result.comparisons.resize(pairs.size());
+    std::atomic<size_t> next{0};
+    std::atomic<int64_t> tensors{0};
+    std::atomic<uint64_t> bytes{0};
+    std::mutex failure_mu;
+    std::exception_ptr failure;
+    auto work = [&] {
+        int64_t my_tensors = 0;
+        uint64_t my_bytes = 0;
+        try {
+            std::vector<float> converted;  // our values when they cannot be read in place (I32/I64)
+            for (size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < pairs.size();) {
+                const Pair& p = pairs[i];
+                const CapturedEvent& e = result.captures.events[i];
+                const float* values = p.ours->f32();
+                if (!values && p.ref) {
+                    converted = ours.values(*p.ours);
+                    values = converted.data();
+                }
+                HostTensor h{e.name, {e.ne[0], e.ne[1], e.ne[2], e.ne[3]}, values};
+                result.comparisons[i] = comparator.measure(static_cast<int64_t>(i), h, p.ref);
+                if (!p.ref) continue;
+                ++my_tensors;
+                my_bytes += p.ours->n_bytes() + (p.ref->complete() ? p.ref->n_bytes() : 0);
+                ours.release(*p.ours);
+                reference.release(*p.ref);
+            }
+        } catch (...) {
+            std::lock_guard<std::mutex> lock(failure_mu);
+            if (!failure) failure = std::current_exception();
+            next = pairs.size();
+        }
+        tensors += my_tensors;
+        bytes += my_bytes;
+    };
+    if (n_threads <= 0) n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    n_threads = static_cast<int>(std::min<size_t>(static_cast<size_t>(n_threads), std::max<size_t>(1, pairs.size())));
+    std::vector<std::thread> helpers;
+    for (int k = 1; k < n_threads; ++k) helpers.emplace_back(work);
+    work();
+    for (std::thread& t : helpers) t.join();
+    if (failure) std::rethrow_exception(failure);
+
     result.summary = summarize(result.comparisons);
     result.unmatched = comparator.unmatched();
+    // The doctor transforms the first divergent event: its values, read again from the file.
+    if (result.summary.first_divergent >= 0) {
+        const size_t first = static_cast<size_t>(result.summary.first_divergent);
+        result.captures.events[first].data = ours.values(*pairs[first].ours);
+    }
+    result.volume.tensors = tensors;
+    result.volume.bytes = bytes;
+    result.volume.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return result;
 }
 

@@ -40,21 +40,36 @@ struct CompareRunOptions {
     std::optional<LlamaIsa> llama_isa;
 };
 
+// What a comparison of two dumps read: the tensor pairs compared, the bytes of both sides' data
+// and the wall time of the pass.
+struct CompareVolume {
+    int64_t tensors = 0;
+    uint64_t bytes = 0;
+    double seconds = 0;
+};
+
 struct CompareRunResult {
     std::vector<EventComparison> comparisons;  // one per event of ours, execution order
     ComparisonSummary summary;
     std::vector<std::pair<std::string, std::string>> unmatched;  // reference tensors left over
+    // Our events. Model runs keep every event's values; dump comparisons keep only those of the
+    // first divergent event (what the doctor transforms), the rest stay in the dump's file.
     CaptureLog captures;
     std::vector<int32_t> prompt;
     LlamaIsa llama_isa = LlamaIsa::kAvx2;  // llama mode: the variant the comparison ran
     std::string llama_isa_why;             // how it was chosen
     std::string noise_floor;               // which noise floor judged the events ("" none)
+    CompareVolume volume;                  // dump comparisons only
 };
 
 Result<CompareRunResult> compare_with_reference(const Model& model, Backend& backend, const ReferenceDump& reference,
                                                 const CompareRunOptions& options);
 
-// Two dumps: `ours` event by event (its tensor order) against `reference`.
-CompareRunResult compare_dumps(const ReferenceDump& ours, const ReferenceDump& reference, const CompareThresholds& thresholds);
+// Two dumps: `ours` event by event (its tensor order) against `reference`, in one pass over
+// both files on `n_threads` threads (0: all cores), each tensor's metrics summed in element order
+// by one thread. Tensor data is read in place from the mapped files and its pages given back once
+// compared, so neither dump is held in memory.
+CompareRunResult compare_dumps(const ReferenceDump& ours, const ReferenceDump& reference, const CompareThresholds& thresholds,
+                               int n_threads = 0);
 
 }  // namespace ls

@@ -100,18 +100,27 @@ void Comparator::fill_logit_ranks(const float* ours, const float* ref, int64_t n
 }
 
 EventComparison Comparator::compare(int64_t event_index, const HostTensor& ours) {
+    return measure(event_index, ours, pair(ours.name));
+}
+
+const RefTensor* Comparator::pair(const std::string& our_name) {
+    auto it = by_our_name_.find(our_name);
+    if (it == by_our_name_.end()) return nullptr;
+    // Several reference tensors may stand for one of ours (result_output and llama_logits):
+    // compare with the first, mark all used.
+    for (const RefTensor* t : it->second) used_[t->name] = true;
+    return it->second.front();
+}
+
+EventComparison Comparator::measure(int64_t event_index, const HostTensor& ours, const RefTensor* paired) const {
     EventComparison c;
     c.event_index = event_index;
     c.name = ours.name;
-    auto it = by_our_name_.find(ours.name);
-    if (it == by_our_name_.end()) {
+    if (!paired) {
         c.note = "the reference has no tensor for this event";
         return c;
     }
-    // Several reference tensors may stand for one of ours (result_output and llama_logits):
-    // compare with the first, mark all used.
-    const RefTensor& r = *it->second.front();
-    for (const RefTensor* t : it->second) used_[t->name] = true;
+    const RefTensor& r = *paired;
     c.ref_name = r.name;
 
     if (!r.complete()) {
@@ -137,6 +146,25 @@ EventComparison Comparator::compare(int64_t event_index, const HostTensor& ours)
             if (pc.sum_err_l1 > 1e-2) c.status = CompareStatus::kDiverged;
         }
         c.note = pc.note.rfind("partial", 0) == 0 ? pc.note : "partial: " + pc.note;
+        return c;
+    }
+
+    // The same shape, or the flash-attention node's reshape of it: the values pair one to one,
+    // read in place from the reference's file.
+    const float* ref_values = r.f32();
+    const int64_t* rne = r.ne();
+    const bool same_shape = std::equal(ours.ne, ours.ne + 4, rne);
+    const bool reshaped = rne[0] * rne[1] == ours.ne[0] && rne[2] == ours.ne[1] && rne[3] == 1 && ours.ne[2] == 1 && ours.ne[3] == 1;
+    if (ref_values && (same_shape || reshaped)) {
+        const int64_t n = r.n_elements();
+        if (!same_shape) c.note = "reshaped";
+        c.metrics = compute_metrics(ours.data, ref_values, n);
+        c.status = status_of(c.metrics);
+        if (starts_with(ours.name, "result_output") && ours.ne[0] == rne[0]) {
+            const int64_t n_vocab = ours.ne[0];
+            const int64_t rows = n / n_vocab;
+            fill_logit_ranks(ours.data + (rows - 1) * n_vocab, ref_values + (rows - 1) * n_vocab, n_vocab, &c);
+        }
         return c;
     }
 

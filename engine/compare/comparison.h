@@ -61,6 +61,12 @@ public:
 
     EventComparison compare(int64_t event_index, const HostTensor& ours);
 
+    // compare() in two steps, for comparing many events on several threads: pair() finds the
+    // reference tensor for our dump name and marks it used (nullptr: none; one thread at a time),
+    // measure() compares with it, reading only (any number of threads at once).
+    const RefTensor* pair(const std::string& our_name);
+    EventComparison measure(int64_t event_index, const HostTensor& ours, const RefTensor* paired) const;
+
     // Reference tensors (graph nodes and logits) that no compared event of ours used, with why
     // they cannot be paired when known ("a view of X", "KV-cache tensor").
     std::vector<std::pair<std::string, std::string>> unmatched() const;

@@ -3,6 +3,7 @@
 // manifest.json, and llama-eval-callback / llama-debug text logs (partial values and sums).
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -37,6 +38,15 @@ struct RefTensor {
     const int64_t* ne() const { return ne_; }
     int64_t n_elements() const { return ne_[0] * ne_[1] * ne_[2] * ne_[3]; }
     bool complete() const { return data != nullptr; }
+    // Bytes of `data`: 4 per value for F32 and I32, 8 for I64.
+    uint64_t n_bytes() const { return static_cast<uint64_t>(n_elements()) * (stored_type == GgmlType::I64 ? 8 : 4); }
+    // The values in place when they are F32 and aligned for float reads (a view into the mapped
+    // file or the loader's storage, nothing copied); nullptr otherwise (then use values()).
+    const float* f32() const {
+        return data && stored_type == GgmlType::F32 && reinterpret_cast<uintptr_t>(data) % alignof(float) == 0
+                   ? reinterpret_cast<const float*>(data)
+                   : nullptr;
+    }
 };
 
 class ReferenceDump {
@@ -58,6 +68,9 @@ public:
 
     // Values as f32 (F32 data copied, integer data converted); empty for a partial tensor.
     std::vector<float> values(const RefTensor& t) const;
+    // For one pass over the tensors of a GGUF dump: gives a tensor's pages back once read (see
+    // GgufFile::release; reading it again still works). A no-op for other sources.
+    void release(const RefTensor& t) const;
     // The output rows llama.cpp kept in the last layer of (decode, ubatch): the `out_ids` input.
     // Empty when the dump has none.
     std::vector<int32_t> out_ids(int decode, int ubatch) const;

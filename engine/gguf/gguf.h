@@ -108,6 +108,11 @@ public:
     const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
     const GgufTensorInfo* find_tensor(std::string_view name) const;
 
+    // For a pass that reads tensor data once (a comparison of two dumps): gives back the pages of
+    // [data, data + n_bytes) once read, so that the pass holds little of the file in memory.
+    // Reading the range again still gives the file's bytes. A no-op on a file parsed from memory.
+    void release(const uint8_t* data, uint64_t n_bytes) const;
+
 private:
     GgufFile() = default;
     Status parse_all();

@@ -163,6 +163,10 @@ Result<std::unique_ptr<GgufFile>> GgufFile::parse(std::vector<uint8_t> bytes, st
 
 GgufFile::~GgufFile() = default;
 
+void GgufFile::release(const uint8_t* data, uint64_t n_bytes) const {
+    if (map_) map_->release(data, n_bytes);
+}
+
 Status GgufFile::parse_all() {
     Cursor c(base_, size_, path_);
     if (size_ == 0) return c.error_at(0, "the file is empty (expected the GGUF magic)");

@@ -19,6 +19,11 @@ public:
     const uint8_t* data() const { return data_; }
     uint64_t size() const { return size_; }
 
+    // For a pass that reads the mapping once: gives back the pages of [begin, begin + n), rounded
+    // out to whole pages and clipped to the mapping. They come back from the file when read again,
+    // so a release never changes what the mapping reads; a failure is ignored (it is a hint).
+    void release(const uint8_t* begin, uint64_t n) const;
+
 private:
     MappedFile() = default;
     const uint8_t* data_ = nullptr;
