@@ -84,8 +84,10 @@ int run_bench(const BenchOptions& o) {
     MathMode mode;
     if (!math_mode_from_name(o.mode, &mode)) return fail(make_error(ErrorCode::kUsage, "--mode must be exact or llama"));
     const Capture capture = o.capture == "all" ? Capture::kAll : o.capture == "stats" ? Capture::kStats : Capture::kNone;
+    const Clock::time_point open_start = Clock::now();
     auto model = Model::open(o.model_path);
     if (!model) return fail(model.error());
+    const double open_s = std::chrono::duration<double>(Clock::now() - open_start).count();
     const ModelConfig& c = model.value()->config();
 
     ForwardOptions fo;
@@ -147,6 +149,7 @@ int run_bench(const BenchOptions& o) {
         j["gen_tps"] = gen_tps;
         j["capture_overhead"] = overhead;
         j["peak_rss_bytes"] = peak_rss;
+        j["open_seconds"] = open_s;
         j["op_seconds"] = nlohmann::json::object();
         for (const auto& [op, s] : t.op_seconds) j["op_seconds"][op_name(op)] = s;
         std::printf("%s\n", j.dump(2).c_str());
@@ -157,6 +160,7 @@ int run_bench(const BenchOptions& o) {
     std::printf("backend:  %s%s, mode %s%s\n", chosen.value().backend->name().c_str(),
                 chosen.value().note.empty() ? "" : (" (" + chosen.value().note + ")").c_str(), math_mode_name(mode),
                 mode == MathMode::kLlama ? (std::string(", llama.cpp build ") + llama_isa_name(fo.llama_isa)).c_str() : "");
+    std::printf("open:     %.2f ms (metadata, tensor index, vocabulary)\n", 1000 * open_s);
     std::printf("runs:     %d timed after a warm-up, medians\n", o.repetitions);
     std::printf("prompt:   %d tokens  %.2f tok/s\n", o.prompt_tokens, prompt_tps);
     if (o.gen > 0) std::printf("generate: %d tokens  %.2f tok/s  (%.2f ms/token)\n", o.gen, gen_tps, 1000 * t.gen_s / o.gen);

@@ -157,12 +157,13 @@ TEST(BenchCli, JsonHasTheFigures) {
                             "\"RMS_NORM\"", "\"ROPE\""})
         EXPECT_NE(r.out.find(key), std::string::npos) << key << " missing in " << r.out;
     // Numbers, not placeholders: each figure is positive.
-    for (const char* key : {"\"prompt_tps\": ", "\"gen_tps\": ", "\"capture_overhead\": ", "\"peak_rss_bytes\": "}) {
+    for (const char* key : {"\"prompt_tps\": ", "\"gen_tps\": ", "\"capture_overhead\": ", "\"peak_rss_bytes\": ", "\"open_seconds\": "}) {
         const size_t at = r.out.find(key);
         ASSERT_NE(at, std::string::npos) << key;
         EXPECT_GT(std::stod(r.out.substr(at + std::strlen(key))), 0.0) << key;
     }
     EXPECT_EQ(test::run_layerscope("bench " + model + " --capture everything").exit_code, 2);
+    EXPECT_EQ(test::run_layerscope("bench " + model + " --repetitions 0").exit_code, 2);
     EXPECT_EQ(test::run_layerscope("bench -m /nonexistent.gguf").exit_code, 3);
 }
 
