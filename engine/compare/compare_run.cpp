@@ -196,7 +196,7 @@ CompareRunResult compare_dumps(const ReferenceDump& ours, const ReferenceDump& r
     }
 
     // The metrics: threads take the pairs in file order, one at a time, so both files are read
-    // front to back; each pair's pages are given back once compared.
+    // front to back; each pair's pages are given back once compared (GGUF dumps).
     result.comparisons.resize(pairs.size());
     std::atomic<size_t> next{0};
     std::atomic<int64_t> tensors{0};
@@ -221,8 +221,8 @@ CompareRunResult compare_dumps(const ReferenceDump& ours, const ReferenceDump& r
                 if (!p.ref) continue;
                 ++my_tensors;
                 my_bytes += p.ours->n_bytes() + (p.ref->complete() ? p.ref->n_bytes() : 0);
-                ours.release(*p.ours);
-                reference.release(*p.ref);
+                if (ours.file()) ours.file()->release_behind(p.ours->data, p.ours->n_bytes());
+                if (reference.file() && p.ref->data) reference.file()->release_behind(p.ref->data, p.ref->n_bytes());
             }
         } catch (...) {
             std::lock_guard<std::mutex> lock(failure_mu);

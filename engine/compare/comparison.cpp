@@ -149,18 +149,13 @@ EventComparison Comparator::measure(int64_t event_index, const HostTensor& ours,
         return c;
     }
 
-    // The same shape, or the flash-attention node's reshape of it: the values pair one to one,
-    // read in place from the reference's file.
+    // Values that pair one to one are read in place from the reference's file, nothing copied.
     const float* ref_values = r.f32();
-    const int64_t* rne = r.ne();
-    const bool same_shape = std::equal(ours.ne, ours.ne + 4, rne);
-    const bool reshaped = rne[0] * rne[1] == ours.ne[0] && rne[2] == ours.ne[1] && rne[3] == 1 && ours.ne[2] == 1 && ours.ne[3] == 1;
-    if (ref_values && (same_shape || reshaped)) {
+    if (ref_values && pairs_one_to_one(ours.ne, r.ne(), &c.note)) {
         const int64_t n = r.n_elements();
-        if (!same_shape) c.note = "reshaped";
         c.metrics = compute_metrics(ours.data, ref_values, n);
         c.status = status_of(c.metrics);
-        if (starts_with(ours.name, "result_output") && ours.ne[0] == rne[0]) {
+        if (starts_with(ours.name, "result_output") && ours.ne[0] == r.ne()[0]) {
             const int64_t n_vocab = ours.ne[0];
             const int64_t rows = n / n_vocab;
             fill_logit_ranks(ours.data + (rows - 1) * n_vocab, ref_values + (rows - 1) * n_vocab, n_vocab, &c);

@@ -44,22 +44,28 @@ Metrics compute_metrics(const float* ours, const float* ref, int64_t n) {
 
 static std::string ne_text(const int64_t* ne) { return fmt::format("[{}, {}, {}, {}]", ne[0], ne[1], ne[2], ne[3]); }
 
+bool pairs_one_to_one(const int64_t ne[4], const int64_t rne[4], std::string* note) {
+    if (std::equal(ne, ne + 4, rne)) {
+        note->clear();
+        return true;
+    }
+    // A reshape (the flash-attention node {head_dim, n_head, T} against our {head_dim * n_head, T}).
+    if (rne[0] * rne[1] == ne[0] && rne[2] == ne[1] && rne[3] == 1 && ne[2] == 1 && ne[3] == 1) {
+        *note = "reshaped";
+        return true;
+    }
+    return false;
+}
+
 bool align_with_reference(const float* ours, const int64_t ne[4], const ReferenceDump& dump, const RefTensor& ref,
                           AlignedValues* out, std::string* why) {
     const int64_t* rne = ref.ne();
     std::vector<float> r = dump.values(ref);
     out->ours.clear();
     out->note.clear();
-    if (ne[0] == rne[0] && ne[1] == rne[1] && ne[2] == rne[2] && ne[3] == rne[3]) {
-        out->ours.assign(ours, ours + ne[0] * ne[1] * ne[2] * ne[3]);
+    if (pairs_one_to_one(ne, rne, &out->note)) {
+        out->ours.assign(ours, ours + ref.n_elements());
         out->ref = std::move(r);
-        return true;
-    }
-    // A reshape (the flash-attention node {head_dim, n_head, T} against our {head_dim * n_head, T}).
-    if (rne[0] * rne[1] == ne[0] && rne[2] == ne[1] && rne[3] == 1 && ne[2] == 1 && ne[3] == 1) {
-        out->ours.assign(ours, ours + ne[0] * ne[1]);
-        out->ref = std::move(r);
-        out->note = "reshaped";
         return true;
     }
     // llama.cpp keeps only the rows whose logits are needed from the last layer on.

@@ -28,6 +28,10 @@ struct AlignedValues {
     std::string note;  // how they were aligned when not one to one ("output rows 4", ...)
 };
 
+// Whether a tensor of ours pairs with the reference's element for element as both are stored: the
+// same shape, or a reshape of it (the flash-attention node); `note` says which ("" or "reshaped").
+bool pairs_one_to_one(const int64_t ours_ne[4], const int64_t ref_ne[4], std::string* note);
+
 // Pairs a tensor of ours (host f32 data, ggml ne) with a reference tensor:
 //  - same shape: one to one;
 //  - the reference kept only the output rows (llama.cpp's last layer): our columns out_ids;

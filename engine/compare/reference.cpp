@@ -136,10 +136,6 @@ std::vector<float> ReferenceDump::values(const RefTensor& t) const {
     return out;
 }
 
-void ReferenceDump::release(const RefTensor& t) const {
-    if (file_ && t.data) file_->release(t.data, t.n_bytes());
-}
-
 std::vector<int32_t> ReferenceDump::out_ids(int decode, int ubatch) const {
     for (const RefTensor& t : tensors_) {
         if (t.kind == RefKind::kInput && t.base_name == "out_ids" && t.decode == decode && t.ubatch == ubatch &&

@@ -68,9 +68,6 @@ public:
 
     // Values as f32 (F32 data copied, integer data converted); empty for a partial tensor.
     std::vector<float> values(const RefTensor& t) const;
-    // For one pass over the tensors of a GGUF dump: gives a tensor's pages back once read (see
-    // GgufFile::release; reading it again still works). A no-op for other sources.
-    void release(const RefTensor& t) const;
     // The output rows llama.cpp kept in the last layer of (decode, ubatch): the `out_ids` input.
     // Empty when the dump has none.
     std::vector<int32_t> out_ids(int decode, int ubatch) const;

@@ -108,10 +108,11 @@ public:
     const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
     const GgufTensorInfo* find_tensor(std::string_view name) const;
 
-    // For a pass that reads tensor data once (a comparison of two dumps): gives back the pages of
-    // [data, data + n_bytes) once read, so that the pass holds little of the file in memory.
-    // Reading the range again still gives the file's bytes. A no-op on a file parsed from memory.
-    void release(const uint8_t* data, uint64_t n_bytes) const;
+    // For a pass that reads tensor data once, front to back (a comparison of two dumps): gives
+    // back the pages of [data, data + n_bytes) once read, and those the kernel mapped again
+    // behind them (MappedFile::release_behind), so that the pass holds little of the file in
+    // memory. Reading them again still gives the file's bytes. A no-op on a file parsed from memory.
+    void release_behind(const uint8_t* data, uint64_t n_bytes) const;
 
 private:
     GgufFile() = default;

@@ -163,8 +163,8 @@ Result<std::unique_ptr<GgufFile>> GgufFile::parse(std::vector<uint8_t> bytes, st
 
 GgufFile::~GgufFile() = default;
 
-void GgufFile::release(const uint8_t* data, uint64_t n_bytes) const {
-    if (map_) map_->release(data, n_bytes);
+void GgufFile::release_behind(const uint8_t* data, uint64_t n_bytes) const {
+    if (map_) map_->release_behind(data, n_bytes);
 }
 
 Status GgufFile::parse_all() {

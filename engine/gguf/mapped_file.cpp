@@ -36,17 +36,19 @@ Result<std::unique_ptr<MappedFile>> MappedFile::open(const std::string& path) {
     return file;
 }
 
-void MappedFile::release(const uint8_t* begin, uint64_t n) const {
+void MappedFile::release_behind(const uint8_t* begin, uint64_t n) const {
     if (!data_ || n == 0 || begin < data_ || begin >= data_ + size_) return;
-    static const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-    // Whole pages from the one holding `begin` to the one holding the range's last byte; the
-    // mapping starts on a page and runs to the end of the page holding the file's last byte.
-    const uint64_t first = static_cast<uint64_t>(begin - data_) / page * page;
-    const uint64_t end = std::min(static_cast<uint64_t>(begin - data_) + n, size_);
-    const uint64_t last = (end + page - 1) / page * page;
+    static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    // One page table maps page / 8 pages (2 MiB of 4 KiB pages). The mapping starts on a page and
+    // runs to the end of the page holding the file's last byte.
+    const uintptr_t table = page * (page / sizeof(uint64_t));
+    const uintptr_t base = reinterpret_cast<uintptr_t>(data_);
+    const uintptr_t from = std::max(reinterpret_cast<uintptr_t>(begin) & ~(table - 1), base);
+    const uintptr_t end = base + std::min<uint64_t>(static_cast<uint64_t>(begin - data_) + n, size_);
+    const uintptr_t to = (end + page - 1) & ~(page - 1);
     // The mapping is private and never written, so its pages are the file's: dropping them only
     // unmaps them (the page cache keeps them for a later read).
-    madvise(const_cast<uint8_t*>(data_) + first, static_cast<size_t>(last - first), MADV_DONTNEED);
+    madvise(reinterpret_cast<void*>(from), to - from, MADV_DONTNEED);
 }
 
 MappedFile::~MappedFile() {
