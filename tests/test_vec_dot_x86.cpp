@@ -194,6 +194,18 @@ TEST_F(RowsQ8X86, Q6_KMatchesGgmlX86) {
 namespace ls {
 namespace {
 
+// Exact mode's order written out: product i fused into lane i % 8 in order, the lanes
+// ((0+1)+(2+3))+((4+5)+(6+7)), the leftovers fused in order.
+float exact_order_dot(const float* a, const float* b, int64_t n) {
+    float lane[8] = {};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int l = 0; l < 8; ++l) lane[l] = std::fma(a[i + l], b[i + l], lane[l]);
+    float sum = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+    for (; i < n; ++i) sum = std::fma(a[i], b[i], sum);
+    return sum;
+}
+
 // The AVX2 kernels return exactly what the scalar emulation returns, on random blocks with the
 // extremes (all 6-bit scales and mins, q8 from -128 to 127) as well as typical weights.
 TEST(VecDotAvx2, SameBitsAsTheEmulation) {
@@ -261,22 +273,79 @@ TEST(VecDotAvx2, SameBitsAsTheEmulation) {
             const float one = dot_q4_K_avx2(n, w.data(), rows.data() + c * a.size());
             ASSERT_EQ(bits_of(many[c * 3]), bits_of(one)) << "q4_K rows trial " << trial << " row " << c;
         }
-        // Exact mode: the decoded row dotted with f32 activations, as dequantize_row + the CPU
-        // backend's dot_f32 (group g of eight into accumulator g % 4).
+        // Exact mode: the decoded row dotted with f32 activations in the exact order.
         std::vector<float> x(static_cast<size_t>(n)), row(static_cast<size_t>(n));
         for (float& v : x) v = (static_cast<float>(next() % 20001) - 10000.0f) * 1e-3f;
         ASSERT_TRUE(dequantize_row(GgmlType::Q4_K, w.data(), row.data(), n));
-        float acc[4][8] = {};
-        for (int64_t i = 0; i < n; i += 8)
-            for (int l = 0; l < 8; ++l) acc[(i / 8) % 4][l] += row[i + l] * x[i + l];
-        float lane[8];
-        for (int l = 0; l < 8; ++l) lane[l] = (acc[0][l] + acc[1][l]) + (acc[2][l] + acc[3][l]);
-        const float plain = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
         const float fused = dot_q4_K_f32_avx2(n, w.data(), x.data());
-        ASSERT_EQ(bits_of(fused), bits_of(plain)) << "exact q4_K trial " << trial << ": " << fused << " vs " << plain;
+        ASSERT_EQ(bits_of(fused), bits_of(exact_order_dot(row.data(), x.data(), n)))
+            << "exact q4_K trial " << trial << ": " << fused;
         ++checked;
     }
     EXPECT_EQ(checked, 400);
+}
+
+
+// Exact mode's AVX2 kernels (several rows at once, tiled prompt matmuls decoding each weight
+// chunk once) give each output exactly the dequantized row's dot in the exact order, for every
+// row count, column count, format and a length with leftovers.
+TEST(ExactAvx2, EveryKernelSumsInTheExactOrder) {
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") || !__builtin_cpu_supports("f16c"))
+        GTEST_SKIP() << "this processor has no AVX2/FMA/F16C: exact mode runs the portable loop";
+    struct Case {
+        GgmlType type;
+        int64_t k;
+    };
+    const Case cases[] = {{GgmlType::Q4_K, 512}, {GgmlType::Q4_K, 2816}, {GgmlType::Q6_K, 768}, {GgmlType::Q8_0, 352},
+                          {GgmlType::F16, 200},  {GgmlType::F32, 172},   {GgmlType::F32, 5},    {GgmlType::Q5_K, 256}};
+    int compared = 0;
+    for (const Case& c : cases) {
+        const int64_t rows = 7, k = c.k;
+        uint64_t row_bytes = 0;
+        ASSERT_TRUE(ggml_row_bytes(c.type, k, &row_bytes));
+        std::vector<uint8_t> w(row_bytes * rows);
+        std::vector<float> wf(static_cast<size_t>(k * rows));
+        for (int64_t r = 0; r < rows; ++r) {
+            const std::vector<float> src = wavy_row(k, 0.2f * static_cast<float>(r), 0.05f);
+            ASSERT_TRUE(quantize_rows(c.type, src.data(), w.data() + r * row_bytes, 1, k)) << ggml_type_name(c.type);
+            ASSERT_TRUE(dequantize_row(c.type, w.data() + r * row_bytes, wf.data() + r * k, k));
+        }
+        for (int64_t T : {1, 2, 3, 4, 5, 7}) {
+            std::vector<float> x(static_cast<size_t>(k * T));
+            for (int64_t t = 0; t < T; ++t) {
+                const std::vector<float> col = wavy_row(k, 1.3f + static_cast<float>(t), 2.0f);
+                std::copy(col.begin(), col.end(), x.begin() + t * k);
+            }
+            for (int count = 1; count <= 4; ++count) {
+                std::vector<float> y(static_cast<size_t>(T * rows), -1.0f);
+                matmul_exact_avx2(c.type, w.data() + row_bytes, row_bytes, count, k, x.data(), T, y.data() + 1, rows);
+                for (int r = 0; r < count; ++r)
+                    for (int64_t t = 0; t < T; ++t) {
+                        const float want = exact_order_dot(wf.data() + (r + 1) * k, x.data() + t * k, k);
+                        ASSERT_EQ(bits_of(y[t * rows + 1 + r]), bits_of(want))
+                            << ggml_type_name(c.type) << " k " << k << " T " << T << " rows " << count << " (" << r
+                            << ", " << t << ")";
+                        ++compared;
+                    }
+                if (c.type == GgmlType::Q4_K && T == 1) {
+                    std::vector<float> out(4, -1.0f);
+                    dot_q4_K_f32_avx2_rows(k, reinterpret_cast<const block_q4_K*>(w.data() + row_bytes),
+                                           static_cast<int64_t>(row_bytes / sizeof(block_q4_K)), count, x.data(), out.data());
+                    for (int r = 0; r < count; ++r)
+                        ASSERT_EQ(bits_of(out[r]), bits_of(exact_order_dot(wf.data() + (r + 1) * k, x.data(), k)))
+                            << "q4_K rows " << count << " row " << r;
+                }
+            }
+            const float single = dot_f32_exact_avx2(wf.data(), x.data(), k);
+            ASSERT_EQ(bits_of(single), bits_of(exact_order_dot(wf.data(), x.data(), k))) << ggml_type_name(c.type);
+        }
+        std::vector<float> decoded(static_cast<size_t>(k));
+        if (c.type == GgmlType::Q4_K) {
+            dequantize_q4_K_avx2(reinterpret_cast<const block_q4_K*>(w.data()), decoded.data(), k / kQK_K);
+            for (int64_t i = 0; i < k; ++i) ASSERT_EQ(bits_of(decoded[i]), bits_of(wf[i])) << "q4_K dequantize " << i;
+        }
+    }
+    EXPECT_EQ(compared, 8 * 10 * (1 + 2 + 3 + 4 + 5 + 7));  // cases x (1 + 2 + 3 + 4 rows) x columns
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "kernels/backend.h"
 #include "kernels/common/fp16.h"
 #include "kernels/cpu/dequant.h"
+#include "kernels/cpu/exact_order.h"
 #include "kernels/cpu/ggml_order.h"
 #include "kernels/cpu/quantize.h"
 #include "kernels/cpu/thread_pool.h"
@@ -22,23 +23,12 @@ namespace {
 
 float round_f16(float x) { return fp16_to_fp32(fp32_to_fp16(x)); }
 
-// Exact mode's f32 dot: element i of each full group of eight goes to lane i % 8 of accumulator
-// (i / 8) % 4 (products and sums unfused), so four independent chains keep the adder busy and the
-// compiler can vectorize it; then the accumulators lane by lane ((0 + 1) + (2 + 3)), the lanes
-// ((0+1)+(2+3)) + ((4+5)+(6+7)), and the leftovers in order. The AVX2 Q4_K kernel keeps this order.
+// Exact mode's f32 dot product, in the order of exact_order.h.
 float dot_f32(const float* a, const float* b, int64_t n) {
-    float acc[4][8] = {};
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32)
-        for (int j = 0; j < 4; ++j)
-            for (int l = 0; l < 8; ++l) acc[j][l] += a[i + 8 * j + l] * b[i + 8 * j + l];
-    for (int j = 0; i + 8 <= n; i += 8, ++j)
-        for (int l = 0; l < 8; ++l) acc[j][l] += a[i + l] * b[i + l];
-    float lane[8];
-    for (int l = 0; l < 8; ++l) lane[l] = (acc[0][l] + acc[1][l]) + (acc[2][l] + acc[3][l]);
-    float sum = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
-    for (; i < n; ++i) sum += a[i] * b[i];
-    return sum;
+#if defined(LS_HAVE_VEC_DOT_AVX2)
+    if (avx2_kernels_usable()) return dot_f32_exact_avx2(a, b, n);
+#endif
+    return exact_dot_f32(a, b, n);
 }
 
 // YaRN: the dims where interpolation gives way to extrapolation (as ggml computes them).
@@ -145,11 +135,14 @@ public:
         const int64_t K = w.ne[0], N = w.ne[1], T = x.ne[1];
         const uint64_t w_row_bytes = w.row_bytes();
         const char* wbase = static_cast<const char*>(w.data);
-        const bool plain = w.type == GgmlType::F32 || w.type == GgmlType::F16;
-        if (mode == MathMode::kExact || plain) {
+        if (mode == MathMode::kExact) {
+            matmul_exact(w, x, y);
+            return;
+        }
+        if (w.type == GgmlType::F32 || w.type == GgmlType::F16) {
             // llama mode: F16 weights see f16 activations; both sum in ggml's order.
             const float* xs = x.f32();
-            if (mode == MathMode::kLlama && w.type == GgmlType::F16) {
+            if (w.type == GgmlType::F16) {
                 act_f32_.resize(static_cast<size_t>(K * T));
                 for (int64_t i = 0; i < K * T; ++i) act_f32_[i] = round_f16(x.f32()[i]);
                 xs = act_f32_.data();
@@ -162,13 +155,6 @@ public:
                 row.resize(K);
                 for (int64_t r = b; r < e; ++r) {
                     const float* wr = reinterpret_cast<const float*>(wbase + r * w_row_bytes);
-#if defined(LS_HAVE_VEC_DOT_AVX2)
-                    // Exact-mode decode of a Q4_K row: decoded and dotted in registers, same bits.
-                    if (mode == MathMode::kExact && T == 1 && w.type == GgmlType::Q4_K && avx2_kernels_usable()) {
-                        y.f32()[r] = dot_q4_K_f32_avx2(K, reinterpret_cast<const block_q4_K*>(wbase + r * w_row_bytes), xs);
-                        continue;
-                    }
-#endif
                     if (w.type != GgmlType::F32) {
                         dequantize_row(w.type, wbase + r * w_row_bytes, row.data(), K);
                         wr = row.data();
@@ -176,8 +162,7 @@ public:
                     for (int64_t t = 0; t < T; ++t) {
                         const float* xt = xs + t * K;
                         float v;
-                        if (mode == MathMode::kExact) v = dot_f32(wr, xt, K);
-                        else if (tinyblas) v = dot_tinyblas(wr, xt, K);
+                        if (tinyblas) v = dot_tinyblas(wr, xt, K);
                         else if (w.type == GgmlType::F16) v = dot_f16(wr, xt, K);
                         else v = isa_ == LlamaIsa::kAvx2 ? ggml_order::vec_dot_f32_avx2(wr, xt, K) : ggml_order::vec_dot_f32(wr, xt, K);
                         y.f32()[t * N + r] = v;
@@ -453,6 +438,46 @@ public:
     void set_llama_isa(LlamaIsa isa) override { isa_ = isa; }
 
 private:
+    // Exact mode: weights dequantized as dequantize_row does, f32 dot products in the order of
+    // exact_order.h. On AVX2 rows go four at a time: decode keeps four Q4_K rows' chains in flight,
+    // prompts decode each chunk of four rows once for all the columns; the results are the same
+    // bits as the portable loop below.
+    void matmul_exact(const Tensor& w, const Tensor& x, Tensor& y) {
+        const int64_t K = w.ne[0], N = w.ne[1], T = x.ne[1];
+        const uint64_t row_bytes = w.row_bytes();
+        const char* wbase = static_cast<const char*>(w.data);
+#if defined(LS_HAVE_VEC_DOT_AVX2)
+        if (avx2_kernels_usable() && (T >= 2 || w.type == GgmlType::Q4_K)) {
+            const int64_t R = 4;
+            pool_.parallel_for((N + R - 1) / R, 1, [&](int64_t b, int64_t e) {
+                for (int64_t q = b; q < e; ++q) {
+                    const int64_t r = R * q;
+                    const int rows = static_cast<int>(std::min<int64_t>(R, N - r));
+                    if (T == 1)
+                        dot_q4_K_f32_avx2_rows(K, reinterpret_cast<const block_q4_K*>(wbase + r * row_bytes),
+                                               static_cast<int64_t>(row_bytes / sizeof(block_q4_K)), rows, x.f32(),
+                                               y.f32() + r);
+                    else
+                        matmul_exact_avx2(w.type, wbase + r * row_bytes, row_bytes, rows, K, x.f32(), T, y.f32() + r, N);
+                }
+            });
+            return;
+        }
+#endif
+        pool_.parallel_for(N, 4, [&](int64_t b, int64_t e) {
+            thread_local std::vector<float> row;
+            row.resize(K);
+            for (int64_t r = b; r < e; ++r) {
+                const float* wr = reinterpret_cast<const float*>(wbase + r * row_bytes);
+                if (w.type != GgmlType::F32) {
+                    dequantize_row(w.type, wbase + r * row_bytes, row.data(), K);
+                    wr = row.data();
+                }
+                for (int64_t t = 0; t < T; ++t) y.f32()[t * N + r] = dot_f32(wr, x.f32() + t * K, K);
+            }
+        });
+    }
+
     // ggml's f16 dot product and tinyBLAS dot in the order of the llama.cpp build reproduced.
     float dot_f16(const float* a, const float* b, int64_t n) const {
         if (isa_ == LlamaIsa::kAvx512Fp16) return ggml_order::vec_dot_f16(a, b, n);

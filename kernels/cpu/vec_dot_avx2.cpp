@@ -8,10 +8,13 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "kernels/common/fp16.h"
 #include "kernels/common/quant_blocks.h"
+#include "kernels/cpu/dequant.h"
 #include "kernels/cpu/ggml_order.h"
 
 namespace ls {
@@ -33,37 +36,182 @@ bool avx2_kernels_usable() {
     return yes;
 }
 
-// Exact mode: a Q4_K row decoded as dequantize_block_q4_K decodes it (d * scale * q - dmin * min,
-// multiplied and subtracted separately) and dotted with x in the order of the CPU backend's
-// dot_f32 (group g of eight products added unfused into accumulator g % 4, the accumulators added
-// lane by lane, then ((0+1)+(2+3)) + ((4+5)+(6+7))), so the result equals dequantize_row followed
-// by dot_f32, without the decoded row in memory. A super-block is 32 groups, so group k of each
-// 32-quant half goes to accumulator k.
-LS_AVX2 float dot_q4_K_f32_avx2(int64_t n, const block_q4_K* w, const float* x) {
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    const __m256i low4 = _mm256_set1_epi32(0x0F);
+// ---- Exact mode ----
+// Every exact-mode f32 dot product sums in one order (exact_order.h): product i fused into lane
+// i % 8 of one accumulator, in order; the lanes ((0+1)+(2+3))+((4+5)+(6+7)); the n % 8 leftovers
+// fused into that sum in order. The kernels below keep it, so they agree with each other and with
+// the portable code bit for bit, whatever the batch size.
+
+namespace {
+
+LS_AVX2 inline float lane_sum(__m256 acc) {
+    alignas(32) float l[8];
+    _mm256_store_ps(l, acc);
+    return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+}
+
+// A Q4_K super-block's eight sub-block scales d * sc and mins dmin * m, as dequantize_block_q4_K
+// computes them (the 6-bit values are exact in f32, so one rounded product each).
+LS_AVX2 inline void q4_K_scales(const block_q4_K& b, float* d1, float* m1) {
+    uint32_t packed[4];
+    std::memcpy(packed, b.scales, 12);
+    packed[3] = ((packed[2] >> 4) & 0x0f0f0f0fu) | (((packed[1] >> 6) & 0x03030303u) << 4);
+    const uint32_t mins_lo = packed[1] & 0x3f3f3f3fu;
+    packed[1] = (packed[2] & 0x0f0f0f0fu) | (((packed[0] >> 6) & 0x03030303u) << 4);
+    packed[2] = mins_lo;
+    packed[0] &= 0x3f3f3f3fu;
+    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(packed));
+    const __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(bytes));
+    const __m256 mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(bytes, 8)));
+    _mm256_store_ps(d1, _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(b.d)), sc));
+    _mm256_store_ps(m1, _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(b.dmin)), mn));
+}
+
+// Eight decoded weights of a Q4_K sub-block, d1 * q - m1 as dequantize_block_q4_K computes it
+// (multiply, then subtract). d1 = d * sc has at most 11 + 6 significant bits and q at most 4, so
+// the product is exact in f32 and one fused multiply-subtract rounds exactly as the two steps do.
+// `q` points at eight quant bytes; `high` takes their upper nibbles.
+LS_AVX2 inline __m256 q4_K_weights8(const uint8_t* q, bool high, __m256 d1, __m256 m1) {
+    const __m256i bytes = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q)));
+    const __m256i nib = high ? _mm256_srli_epi32(bytes, 4) : _mm256_and_si256(bytes, _mm256_set1_epi32(0x0F));
+    return _mm256_fmsub_ps(d1, _mm256_cvtepi32_ps(nib), m1);
+}
+
+// R Q4_K rows (row_stride blocks apart) dotted with x, each row its own accumulator, so that R
+// independent chains hide the latency of the fused adds.
+template <int R>
+LS_AVX2 void dot_q4_K_f32_rows_t(int64_t n, const block_q4_K* w, int64_t row_stride, const float* x, float* out) {
+    __m256 acc[R];
+    for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
     for (int64_t b = 0; b < n / kQK_K; ++b) {
-        const float d = _cvtsh_ss(w[b].d), dmin = _cvtsh_ss(w[b].dmin);
-        const uint8_t* q = w[b].qs;
-        for (int is = 0; is < 8; is += 2, q += 32) {
-            uint8_t sc, m;
-            get_scale_min_k4(is, w[b].scales, &sc, &m);
-            const __m256 d1 = _mm256_set1_ps(d * sc), m1 = _mm256_set1_ps(dmin * m);
-            get_scale_min_k4(is + 1, w[b].scales, &sc, &m);
-            const __m256 d2 = _mm256_set1_ps(d * sc), m2 = _mm256_set1_ps(dmin * m);
-            for (int half = 0; half < 2; ++half)
-                for (int k = 0; k < 4; ++k, x += 8) {
-                    const __m256i bytes = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + 8 * k)));
-                    const __m256i nib = half == 0 ? _mm256_and_si256(bytes, low4) : _mm256_srli_epi32(bytes, 4);
-                    const __m256 v = _mm256_sub_ps(_mm256_mul_ps(half == 0 ? d1 : d2, _mm256_cvtepi32_ps(nib)), half == 0 ? m1 : m2);
-                    acc[k] = _mm256_add_ps(acc[k], _mm256_mul_ps(v, _mm256_loadu_ps(x)));
+        alignas(32) float d1[R][8], m1[R][8];
+        for (int r = 0; r < R; ++r) {
+            const block_q4_K* wb = w + r * row_stride + b;
+            _mm_prefetch(reinterpret_cast<const char*>(wb + 2), _MM_HINT_T0);
+            _mm_prefetch(reinterpret_cast<const char*>(wb + 2) + 64, _MM_HINT_T0);
+            _mm_prefetch(reinterpret_cast<const char*>(wb + 2) + 128, _MM_HINT_T0);
+            q4_K_scales(*wb, d1[r], m1[r]);
+        }
+        const float* xb = x + b * kQK_K;
+        for (int j = 0; j < 8; ++j) {  // sub-block j: nibbles (j & 1) of quant bytes 32 (j / 2) ..
+            for (int k = 0; k < 4; ++k) {
+                const __m256 xv = _mm256_loadu_ps(xb + 32 * j + 8 * k);
+                for (int r = 0; r < R; ++r) {
+                    const uint8_t* q = w[r * row_stride + b].qs + 32 * (j / 2) + 8 * k;
+                    const __m256 v = q4_K_weights8(q, j & 1, _mm256_broadcast_ss(&d1[r][j]), _mm256_broadcast_ss(&m1[r][j]));
+                    acc[r] = _mm256_fmadd_ps(v, xv, acc[r]);
                 }
+            }
         }
     }
-    const __m256 lanes = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
-    alignas(32) float l[8];
-    _mm256_store_ps(l, lanes);
-    return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+    for (int r = 0; r < R; ++r) out[r] = lane_sum(acc[r]);
+}
+
+// R weight rows (f32, at wr[r]) against C activation columns (x_stride apart) over n8 elements (a
+// multiple of 8): acc[(r * acc_stride + c) * 8 ..] holds the running lanes of output (r, c), loaded
+// and stored around the chunk, which leaves every chain's order untouched.
+template <int R, int C>
+LS_AVX2 void exact_tile(const float* const* wr, const float* x, int64_t x_stride, int64_t n8, float* acc,
+                        int64_t acc_stride) {
+    __m256 a[R][C];
+    for (int r = 0; r < R; ++r)
+        for (int c = 0; c < C; ++c) a[r][c] = _mm256_loadu_ps(acc + (r * acc_stride + c) * 8);
+    for (int64_t k = 0; k < n8; k += 8) {
+        __m256 xv[C];
+        for (int c = 0; c < C; ++c) xv[c] = _mm256_loadu_ps(x + c * x_stride + k);
+        for (int r = 0; r < R; ++r) {
+            const __m256 wv = _mm256_loadu_ps(wr[r] + k);
+            for (int c = 0; c < C; ++c) a[r][c] = _mm256_fmadd_ps(wv, xv[c], a[r][c]);
+        }
+    }
+    for (int r = 0; r < R; ++r)
+        for (int c = 0; c < C; ++c) _mm256_storeu_ps(acc + (r * acc_stride + c) * 8, a[r][c]);
+}
+
+template <int R>
+LS_AVX2 void exact_tiles(const float* const* wr, const float* x, int64_t x_stride, int64_t T, int64_t n8, float* acc) {
+    int64_t t = 0;
+    for (; t + 3 <= T; t += 3) exact_tile<R, 3>(wr, x + t * x_stride, x_stride, n8, acc + t * 8, T);
+    if (T - t == 2) exact_tile<R, 2>(wr, x + t * x_stride, x_stride, n8, acc + t * 8, T);
+    if (T - t == 1) exact_tile<R, 1>(wr, x + t * x_stride, x_stride, n8, acc + t * 8, T);
+}
+
+}  // namespace
+
+LS_AVX2 float dot_f32_exact_avx2(const float* a, const float* b, int64_t n) {
+    __m256 acc = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
+    float sum = lane_sum(acc);
+    for (; i < n; ++i) sum = __builtin_fmaf(a[i], b[i], sum);
+    return sum;
+}
+
+LS_AVX2 void dequantize_q4_K_avx2(const block_q4_K* w, float* out, int64_t n_blocks) {
+    for (int64_t b = 0; b < n_blocks; ++b, out += kQK_K) {
+        alignas(32) float d1[8], m1[8];
+        q4_K_scales(w[b], d1, m1);
+        for (int j = 0; j < 8; ++j)
+            for (int k = 0; k < 4; ++k)
+                _mm256_storeu_ps(out + 32 * j + 8 * k, q4_K_weights8(w[b].qs + 32 * (j / 2) + 8 * k, j & 1,
+                                                                     _mm256_set1_ps(d1[j]), _mm256_set1_ps(m1[j])));
+    }
+}
+
+void dot_q4_K_f32_avx2_rows(int64_t n, const block_q4_K* w, int64_t row_stride_blocks, int count, const float* x,
+                            float* out) {
+    for (; count >= 4; count -= 4, w += 4 * row_stride_blocks, out += 4)
+        dot_q4_K_f32_rows_t<4>(n, w, row_stride_blocks, x, out);
+    if (count == 3) dot_q4_K_f32_rows_t<3>(n, w, row_stride_blocks, x, out);
+    if (count == 2) dot_q4_K_f32_rows_t<2>(n, w, row_stride_blocks, x, out);
+    if (count == 1) dot_q4_K_f32_rows_t<1>(n, w, row_stride_blocks, x, out);
+}
+
+float dot_q4_K_f32_avx2(int64_t n, const block_q4_K* w, const float* x) {
+    float out = 0;
+    dot_q4_K_f32_rows_t<1>(n, w, 0, x, &out);
+    return out;
+}
+
+LS_AVX2 void matmul_exact_avx2(GgmlType type, const void* w, uint64_t row_bytes, int rows, int64_t K, const float* x,
+                               int64_t T, float* y, int64_t y_stride) {
+    constexpr int64_t kChunk = 256;  // a whole number of blocks of every format; L1-sized panels
+    thread_local std::vector<float> panel, acc;
+    panel.resize(4 * kChunk);
+    acc.assign(static_cast<size_t>(rows * T * 8), 0.0f);
+    const uint32_t block_elems = ggml_type_traits(type)->block_elems;
+    const uint32_t block_bytes = ggml_type_traits(type)->block_bytes;
+    const int64_t K8 = K - K % 8;
+    for (int64_t k0 = 0; k0 < K; k0 += kChunk) {
+        const int64_t len = std::min(kChunk, K - k0);
+        const float* wr[4] = {};
+        for (int r = 0; r < rows; ++r) {
+            const char* src = static_cast<const char*>(w) + r * row_bytes + k0 / block_elems * block_bytes;
+            if (type == GgmlType::F32) {
+                wr[r] = reinterpret_cast<const float*>(src);
+                continue;
+            }
+            float* dst = panel.data() + r * kChunk;
+            if (type == GgmlType::Q4_K) dequantize_q4_K_avx2(reinterpret_cast<const block_q4_K*>(src), dst, len / kQK_K);
+            else dequantize_row(type, src, dst, len);
+            wr[r] = dst;
+        }
+        const int64_t n8 = std::min(len, K8 - k0);
+        switch (rows) {
+            case 4: exact_tiles<4>(wr, x + k0, K, T, n8, acc.data()); break;
+            case 3: exact_tiles<3>(wr, x + k0, K, T, n8, acc.data()); break;
+            case 2: exact_tiles<2>(wr, x + k0, K, T, n8, acc.data()); break;
+            default: exact_tiles<1>(wr, x + k0, K, T, n8, acc.data()); break;
+        }
+        if (k0 + len < K) continue;
+        // The last chunk: the lanes of each output, then its leftovers in order.
+        for (int r = 0; r < rows; ++r)
+            for (int64_t t = 0; t < T; ++t) {
+                float sum = lane_sum(_mm256_loadu_ps(acc.data() + (r * T + t) * 8));
+                for (int64_t i = n8; i < len; ++i) sum = __builtin_fmaf(wr[r][i], x[t * K + k0 + i], sum);
+                y[t * y_stride + r] = sum;
+            }
+    }
 }
 
 // q4_K . q8_K: per super-block, lane l of the int32 sums collects bytes 4l..4l+3 of every 32-byte

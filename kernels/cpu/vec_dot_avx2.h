@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "kernels/common/ggml_type.h"
 #include "kernels/common/quant_blocks.h"
 
 namespace ls {
@@ -12,8 +13,22 @@ namespace ls {
 bool avx2_kernels_usable();
 
 float dot_q4_K_avx2(int64_t n, const block_q4_K* w, const block_q8_K* a);
-// Exact mode: the Q4_K row decoded and dotted with f32 x, bit-identical to dequantize_row + dot_f32.
+
+// Exact mode, in the one order of exact_order.h, so each equals the portable exact_dot_f32 of the
+// dequantized row, bit for bit.
+float dot_f32_exact_avx2(const float* a, const float* b, int64_t n);
+// A Q4_K row decoded in registers and dotted with f32 x.
 float dot_q4_K_f32_avx2(int64_t n, const block_q4_K* w, const float* x);
+// `count` Q4_K rows (row_stride_blocks blocks apart) against one x: out[i] is row i's dot.
+void dot_q4_K_f32_avx2_rows(int64_t n, const block_q4_K* w, int64_t row_stride_blocks, int count, const float* x,
+                            float* out);
+// dequantize_row for Q4_K on AVX2, same bits.
+void dequantize_q4_K_avx2(const block_q4_K* w, float* out, int64_t n_blocks);
+// Up to four weight rows (any format dequantize_row knows, row_bytes apart) against T activation
+// columns of K floats: y[t * y_stride + r] = exact_dot_f32(row r, column t). Each weight chunk is
+// decoded once for all the columns.
+void matmul_exact_avx2(GgmlType type, const void* w, uint64_t row_bytes, int rows, int64_t K, const float* x,
+                       int64_t T, float* y, int64_t y_stride);
 float dot_q6_K_avx2(int64_t n, const block_q6_K* w, const block_q8_K* a);
 // One q4_K row against `count` activation rows (a_stride_blocks blocks apart): out[i * out_stride]
 // is exactly dot_q4_K_avx2 of row i, with each weight block unpacked once for all of them.
