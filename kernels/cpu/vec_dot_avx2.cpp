@@ -284,13 +284,94 @@ float dot_q4_K_avx2(int64_t n, const block_q4_K* w, const block_q8_K* a) {
     return out;
 }
 
-void dot_q4_K_avx2_rows(int64_t n, const block_q4_K* w, const block_q8_K* a, int64_t a_stride_blocks, int count,
-                        float* out, int64_t out_stride) {
+namespace {
+
+// A Q4_K block unpacked for the prompt kernel: quants as bytes (low nibbles of chunk j in q[2j],
+// high in q[2j+1]), each sub-block's scale in all 16 int16 lanes, the mins, and d, dmin.
+struct alignas(32) Q4KUnpacked {
+    __m256i q[8];
+    __m256i sc[8];
+    __m128i mins;
+    float d, dmin;
+};
+
+LS_AVX2 void unpack_q4_K(const block_q4_K& w, Q4KUnpacked* u) {
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    uint32_t packed[4];
+    std::memcpy(packed, w.scales, 12);
+    packed[3] = ((packed[2] >> 4) & 0x0f0f0f0fu) | (((packed[1] >> 6) & 0x03030303u) << 4);
+    const uint32_t mins_lo = packed[1] & 0x3f3f3f3fu;
+    packed[1] = (packed[2] & 0x0f0f0f0fu) | (((packed[0] >> 6) & 0x03030303u) << 4);
+    packed[2] = mins_lo;
+    packed[0] &= 0x3f3f3f3fu;
+    const __m256i scales_mins = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(packed)));
+    u->mins = _mm256_extracti128_si256(scales_mins, 1);
+    const __m256i scales = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(scales_mins));
+    for (int j = 0; j < 8; ++j)
+        u->sc[j] = _mm256_shuffle_epi8(scales, _mm256_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * j)));
+    for (int j = 0; j < 4; ++j) {
+        const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.qs + 32 * j));
+        u->q[2 * j] = _mm256_and_si256(bits, low4);
+        u->q[2 * j + 1] = _mm256_and_si256(_mm256_srli_epi16(bits, 4), low4);
+    }
+    u->d = _cvtsh_ss(w.d);
+    u->dmin = _cvtsh_ss(w.dmin);
+}
+
+// C activation rows against an unpacked weight row, block by block: the float steps of
+// dot_q4_K_avx2_rows<1> for each (its integer sums are exact, so their grouping is free), with
+// the quants and scales read from L1 once for the C columns and the accumulators in registers.
+template <int C>
+LS_AVX2 void dot_q4_K_unpacked(int64_t nb, const Q4KUnpacked* u, const block_q8_K* a, int64_t a_stride_blocks,
+                               float* out, int64_t out_stride) {
+    __m256 acc[C];
+    __m128 acc_m[C];
+    for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps(), acc_m[c] = _mm_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+        __m256i sumi[C];
+        for (int c = 0; c < C; ++c) {
+            const block_q8_K& ab = a[c * a_stride_blocks + b];
+            const __m128i bsums = _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(ab.bsums)),
+                                                 _mm_loadu_si128(reinterpret_cast<const __m128i*>(ab.bsums + 8)));
+            acc_m[c] = _mm_fmadd_ps(_mm_set1_ps(-ab.d * u[b].dmin), _mm_cvtepi32_ps(_mm_madd_epi16(u[b].mins, bsums)),
+                                    acc_m[c]);
+            sumi[c] = _mm256_setzero_si256();
+        }
+        for (int j = 0; j < 8; ++j) {
+            const __m256i q = _mm256_load_si256(&u[b].q[j]);
+            const __m256i sc = _mm256_load_si256(&u[b].sc[j]);
+            // Chunk j of the quants: bytes 64 (j / 2) + 32 (j % 2) of the activations.
+            for (int c = 0; c < C; ++c) {
+                const __m256i av = _mm256_loadu_si256(
+                    reinterpret_cast<const __m256i*>(a[c * a_stride_blocks + b].qs + 64 * (j / 2) + 32 * (j % 2)));
+                sumi[c] = _mm256_add_epi32(sumi[c], _mm256_madd_epi16(_mm256_maddubs_epi16(q, av), sc));
+            }
+        }
+        for (int c = 0; c < C; ++c)
+            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(a[c * a_stride_blocks + b].d * u[b].d), _mm256_cvtepi32_ps(sumi[c]),
+                                     acc[c]);
+    }
+    for (int c = 0; c < C; ++c) {
+        alignas(16) float m[4];
+        _mm_store_ps(m, acc_m[c]);
+        out[c * out_stride] = hsum8(acc[c]) + ((m[0] + m[2]) + (m[1] + m[3]));
+    }
+}
+
+}  // namespace
+
+LS_AVX2 void dot_q4_K_avx2_rows(int64_t n, const block_q4_K* w, const block_q8_K* a, int64_t a_stride_blocks,
+                                int count, float* out, int64_t out_stride) {
+    // The row unpacked once (n / 256 blocks of 544 bytes: L1 for the model sizes we meet).
+    thread_local std::vector<Q4KUnpacked> unpacked;
+    const int64_t nb = n / kQK_K;
+    if (static_cast<int64_t>(unpacked.size()) < nb) unpacked.resize(static_cast<size_t>(nb));
+    for (int64_t b = 0; b < nb; ++b) unpack_q4_K(w[b], &unpacked[b]);
     for (; count >= 4; count -= 4, a += 4 * a_stride_blocks, out += 4 * out_stride)
-        dot_q4_K_avx2_rows<4>(n, w, a, a_stride_blocks, out, out_stride);
-    if (count == 3) dot_q4_K_avx2_rows<3>(n, w, a, a_stride_blocks, out, out_stride);
-    if (count == 2) dot_q4_K_avx2_rows<2>(n, w, a, a_stride_blocks, out, out_stride);
-    if (count == 1) dot_q4_K_avx2_rows<1>(n, w, a, a_stride_blocks, out, out_stride);
+        dot_q4_K_unpacked<4>(nb, unpacked.data(), a, a_stride_blocks, out, out_stride);
+    if (count == 3) dot_q4_K_unpacked<3>(nb, unpacked.data(), a, a_stride_blocks, out, out_stride);
+    if (count == 2) dot_q4_K_unpacked<2>(nb, unpacked.data(), a, a_stride_blocks, out, out_stride);
+    if (count == 1) dot_q4_K_unpacked<1>(nb, unpacked.data(), a, a_stride_blocks, out, out_stride);
 }
 
 // q6_K . q8_K: the unsigned 6-bit quants (0..63) dotted as q4_K's, each 16 bytes with their own
