@@ -39,24 +39,31 @@ public:
             TensorStats s;
             e.backend->stats(e.tensor, &s);
         }
+        const Clock::time_point stats_done = Clock::now();
         if (capture_ == Capture::kAll) {
             kept_.emplace_back(static_cast<size_t>(e.tensor.n_elements()));
             e.backend->download(kept_.back().data(), e.tensor.data, kept_.back().size() * sizeof(float));
         }
         last_ = Clock::now();  // capturing is not the next op's time
+        stats_seconds_ += std::chrono::duration<double>(stats_done - now).count();
+        copy_seconds_ += std::chrono::duration<double>(last_ - stats_done).count();
     }
     const std::map<Op, double>& op_seconds() const { return op_seconds_; }
+    double stats_seconds() const { return stats_seconds_; }
+    double copy_seconds() const { return copy_seconds_; }
 
 private:
     Capture capture_;
     Clock::time_point last_;
     std::map<Op, double> op_seconds_;
+    double stats_seconds_ = 0, copy_seconds_ = 0;  // time in on_event spent capturing
     std::vector<std::vector<float>> kept_;  // full captures, held as a session holds them
 };
 
 struct Timing {
     double prompt_s = 0, gen_s = 0;
     std::map<Op, double> op_seconds;
+    double stats_s = 0, copy_s = 0;  // of the total, the time spent computing statistics and copying
 };
 
 Result<Timing> time_run(ForwardPass& forward, const std::vector<int32_t>& prompt, int n_gen, Capture capture) {
@@ -75,6 +82,8 @@ Result<Timing> time_run(ForwardPass& forward, const std::vector<int32_t>& prompt
     }
     t.gen_s = std::chrono::duration<double>(Clock::now() - t0).count();
     t.op_seconds = sink.op_seconds();
+    t.stats_s = sink.stats_seconds();
+    t.copy_s = sink.copy_seconds();
     return t;
 }
 
@@ -148,6 +157,8 @@ int run_bench(const BenchOptions& o) {
         j["prompt_tps"] = prompt_tps;
         j["gen_tps"] = gen_tps;
         j["capture_overhead"] = overhead;
+        j["capture_stats_seconds"] = t.stats_s;
+        j["capture_copy_seconds"] = t.copy_s;
         j["peak_rss_bytes"] = peak_rss;
         j["open_seconds"] = open_s;
         j["op_seconds"] = nlohmann::json::object();
@@ -165,7 +176,9 @@ int run_bench(const BenchOptions& o) {
     std::printf("prompt:   %d tokens  %.2f tok/s\n", o.prompt_tokens, prompt_tps);
     if (o.gen > 0) std::printf("generate: %d tokens  %.2f tok/s  (%.2f ms/token)\n", o.gen, gen_tps, 1000 * t.gen_s / o.gen);
     std::printf("capture:  %s", o.capture.c_str());
-    if (capture != Capture::kNone) std::printf(", %.3fx the time without", overhead);
+    if (capture != Capture::kNone)
+        std::printf(", %.3fx the time without (statistics %.3f s, copies %.3f s of %.3f s)", overhead, t.stats_s, t.copy_s,
+                    total_key(median(runs, total_key)));
     std::printf("\npeak RSS: %.1f MiB\nops (share of the time between events):\n", peak_rss / 1048576.0);
     for (const auto& [op, s] : t.op_seconds)
         std::printf("  %-16s %9.3f s  %5.1f%%\n", op_name(op), s, op_total > 0 ? 100 * s / op_total : 0.0);
