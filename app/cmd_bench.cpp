@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/commands.h"
+#include "engine/capture/host_buffers.h"
 #include "engine/forward/forward.h"
 
 namespace ls::app {
@@ -27,10 +28,10 @@ int fail(const Error& e) {
 enum class Capture { kNone, kStats, kAll };
 
 // Times the ops (the time up to an event is its op's) and captures as the session would: stats on
-// the backend for every event, or stats and a host copy of every tensor.
+// the backend for every event, or stats and a host copy of every tensor in a buffer from the pool.
 class BenchSink final : public EventSink {
 public:
-    explicit BenchSink(Capture capture) : capture_(capture) {}
+    BenchSink(Capture capture, std::shared_ptr<HostBufferPool> buffers) : capture_(capture), buffers_(std::move(buffers)) {}
     void start() { last_ = Clock::now(); }
     void on_event(const Event& e) override {
         const Clock::time_point now = Clock::now();
@@ -39,29 +40,38 @@ public:
             TensorStats s;
             e.backend->stats(e.tensor, &s);
         }
+        const Clock::time_point stats_done = Clock::now();
         if (capture_ == Capture::kAll) {
-            kept_.emplace_back(static_cast<size_t>(e.tensor.n_elements()));
-            e.backend->download(kept_.back().data(), e.tensor.data, kept_.back().size() * sizeof(float));
+            kept_.push_back(buffers_->take(static_cast<size_t>(e.tensor.n_elements())));
+            e.backend->download(kept_.back()->data(), e.tensor.data, kept_.back()->size() * sizeof(float));
         }
         last_ = Clock::now();  // capturing is not the next op's time
+        stats_seconds_ += std::chrono::duration<double>(stats_done - now).count();
+        copy_seconds_ += std::chrono::duration<double>(last_ - stats_done).count();
     }
     const std::map<Op, double>& op_seconds() const { return op_seconds_; }
+    double stats_seconds() const { return stats_seconds_; }
+    double copy_seconds() const { return copy_seconds_; }
 
 private:
     Capture capture_;
+    std::shared_ptr<HostBufferPool> buffers_;
     Clock::time_point last_;
     std::map<Op, double> op_seconds_;
-    std::vector<std::vector<float>> kept_;  // full captures, held as a session holds them
+    double stats_seconds_ = 0, copy_seconds_ = 0;  // time in on_event spent capturing
+    std::vector<std::shared_ptr<std::vector<float>>> kept_;  // full captures, held as a session holds them
 };
 
 struct Timing {
     double prompt_s = 0, gen_s = 0;
     std::map<Op, double> op_seconds;
+    double stats_s = 0, copy_s = 0;  // of the total, the time spent computing statistics and copying
 };
 
-Result<Timing> time_run(ForwardPass& forward, const std::vector<int32_t>& prompt, int n_gen, Capture capture) {
+Result<Timing> time_run(ForwardPass& forward, const std::vector<int32_t>& prompt, int n_gen, Capture capture,
+                        const std::shared_ptr<HostBufferPool>& buffers) {
     forward.reset();
-    BenchSink sink(capture);
+    BenchSink sink(capture, buffers);
     Timing t;
     sink.start();
     Clock::time_point t0 = Clock::now();
@@ -75,6 +85,8 @@ Result<Timing> time_run(ForwardPass& forward, const std::vector<int32_t>& prompt
     }
     t.gen_s = std::chrono::duration<double>(Clock::now() - t0).count();
     t.op_seconds = sink.op_seconds();
+    t.stats_s = sink.stats_seconds();
+    t.copy_s = sink.copy_seconds();
     return t;
 }
 
@@ -104,14 +116,18 @@ int run_bench(const BenchOptions& o) {
     for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>(1 + (i * 7919) % (n_vocab - 1));
 
     // Warm-up: every weight page mapped in and every buffer touched before timing.
-    if (auto warm = time_run(*forward.value(), prompt, std::min(o.gen, 1), Capture::kNone); !warm) return fail(warm.error());
+    // As in a session, the host copies of one run go back to a pool when released and the next
+    // run's copies reuse that memory.
+    const std::shared_ptr<HostBufferPool> buffers = HostBufferPool::create();
+    if (auto warm = time_run(*forward.value(), prompt, std::min(o.gen, 1), Capture::kNone, buffers); !warm)
+        return fail(warm.error());
     std::vector<Timing> runs, bare_runs;
     for (int r = 0; r < o.repetitions; ++r) {
-        auto timed = time_run(*forward.value(), prompt, o.gen, capture);
+        auto timed = time_run(*forward.value(), prompt, o.gen, capture, buffers);
         if (!timed) return fail(timed.error());
         runs.push_back(timed.value());
         if (capture != Capture::kNone) {
-            auto bare = time_run(*forward.value(), prompt, o.gen, Capture::kNone);
+            auto bare = time_run(*forward.value(), prompt, o.gen, Capture::kNone, buffers);
             if (!bare) return fail(bare.error());
             bare_runs.push_back(bare.value());
         }
@@ -148,6 +164,8 @@ int run_bench(const BenchOptions& o) {
         j["prompt_tps"] = prompt_tps;
         j["gen_tps"] = gen_tps;
         j["capture_overhead"] = overhead;
+        j["capture_stats_seconds"] = t.stats_s;
+        j["capture_copy_seconds"] = t.copy_s;
         j["peak_rss_bytes"] = peak_rss;
         j["open_seconds"] = open_s;
         j["op_seconds"] = nlohmann::json::object();
@@ -165,7 +183,9 @@ int run_bench(const BenchOptions& o) {
     std::printf("prompt:   %d tokens  %.2f tok/s\n", o.prompt_tokens, prompt_tps);
     if (o.gen > 0) std::printf("generate: %d tokens  %.2f tok/s  (%.2f ms/token)\n", o.gen, gen_tps, 1000 * t.gen_s / o.gen);
     std::printf("capture:  %s", o.capture.c_str());
-    if (capture != Capture::kNone) std::printf(", %.3fx the time without", overhead);
+    if (capture != Capture::kNone)
+        std::printf(", %.3fx the time without (statistics %.3f s, copies %.3f s of %.3f s)", overhead, t.stats_s, t.copy_s,
+                    total_key(median(runs, total_key)));
     std::printf("\npeak RSS: %.1f MiB\nops (share of the time between events):\n", peak_rss / 1048576.0);
     for (const auto& [op, s] : t.op_seconds)
         std::printf("  %-16s %9.3f s  %5.1f%%\n", op_name(op), s, op_total > 0 ? 100 * s / op_total : 0.0);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/common/histogram.h"
+#include "kernels/cpu/stats_avx2.h"
 #include "kernels/cuda/loader.h"
 
 namespace ls {
@@ -130,51 +131,73 @@ struct Moments {
     int64_t finite = 0, nan = 0;
 };
 
-Moments chunk_moments(const float* v, int64_t n) {
-    double sum[8] = {}, sq[8] = {};
-    float mn[8], mx[8];
-    int64_t fin[8] = {}, nan = 0;
-    for (int l = 0; l < 8; ++l) mn[l] = INFINITY, mx[l] = -INFINITY;
+// Whether tensor_stats runs its loops on AVX2 (the same results, bit for bit, in less time).
+bool use_avx2(bool scalar_only) {
+#if defined(LS_HAVE_STATS_AVX2)
+    return !scalar_only && stats_avx2_usable();
+#else
+    (void)scalar_only;
+    return false;
+#endif
+}
+
+Moments chunk_moments(const float* v, int64_t n, bool avx2) {
+    StatsLanes lanes{};
+    for (int l = 0; l < 8; ++l) lanes.min[l] = INFINITY, lanes.max[l] = -INFINITY;
     auto take = [&](int l, float f) {
         const bool ok = std::isfinite(f);
         const double d = ok ? f : 0.0;
-        sum[l] += d;
-        sq[l] += d * d;
-        mn[l] = ok && f < mn[l] ? f : mn[l];
-        mx[l] = ok && f > mx[l] ? f : mx[l];
-        fin[l] += ok;
-        nan += f != f;
+        lanes.sum[l] += d;
+        lanes.sumsq[l] += d * d;
+        lanes.min[l] = ok && f < lanes.min[l] ? f : lanes.min[l];
+        lanes.max[l] = ok && f > lanes.max[l] ? f : lanes.max[l];
+        lanes.finite[l] += ok;
+        lanes.nan += f != f;
     };
     int64_t i = 0;
+#if defined(LS_HAVE_STATS_AVX2)
+    if (avx2) i = stats_moments_avx2(v, n, &lanes);
+#else
+    (void)avx2;
+#endif
     for (; i + 8 <= n; i += 8)
         for (int l = 0; l < 8; ++l) take(l, v[i + l]);
     for (int l = 0; i < n; ++i, ++l) take(l, v[i]);
+    const double* sum = lanes.sum;
+    const double* sq = lanes.sumsq;
     Moments m;
     m.sum = ((sum[0] + sum[1]) + (sum[2] + sum[3])) + ((sum[4] + sum[5]) + (sum[6] + sum[7]));
     m.sumsq = ((sq[0] + sq[1]) + (sq[2] + sq[3])) + ((sq[4] + sq[5]) + (sq[6] + sq[7]));
     for (int l = 0; l < 8; ++l) {
-        m.mn = mn[l] < m.mn ? mn[l] : m.mn;
-        m.mx = mx[l] > m.mx ? mx[l] : m.mx;
-        m.finite += fin[l];
+        m.mn = lanes.min[l] < m.mn ? lanes.min[l] : m.mn;
+        m.mx = lanes.max[l] > m.mx ? lanes.max[l] : m.mx;
+        m.finite += lanes.finite[l];
     }
-    m.nan = nan;
+    m.nan = lanes.nan;
     return m;
 }
 
-// Counts the finite values of a chunk; four tables, so that runs of one bin do not wait on each
-// other's increments.
-void chunk_histogram(const float* v, int64_t n, const HistogramAxis& axis, int64_t out[kHistogramBins]) {
-    int32_t h[4][kHistogramBins] = {};
-    for (int64_t i = 0; i < n; ++i) {
+// Counts the finite values of a chunk; several tables, so that runs of one bin do not wait on each
+// other's increments (four in the plain loop, eight in the AVX2 one). Column kHistogramBins is
+// scratch for the AVX2 loop's non-finite values.
+void chunk_histogram(const float* v, int64_t n, const HistogramAxis& axis, bool avx2, int64_t out[kHistogramBins]) {
+    int32_t h[8][kHistogramBins + 1] = {};
+    int64_t i = 0;
+#if defined(LS_HAVE_STATS_AVX2)
+    if (avx2) i = stats_histogram_avx2(v, n, axis, h);
+#else
+    (void)avx2;
+#endif
+    for (; i < n; ++i) {
         const float f = v[i];
         if (std::isfinite(f)) ++h[i & 3][histogram_bin_on(axis, f)];
     }
-    for (int k = 0; k < kHistogramBins; ++k) out[k] += (int64_t{h[0][k]} + h[1][k]) + (int64_t{h[2][k]} + h[3][k]);
+    for (int k = 0; k < kHistogramBins; ++k)
+        for (int t = 0; t < 8; ++t) out[k] += h[t][k];
 }
 
-}  // namespace
-
-TensorStats tensor_stats(const float* v, int64_t n, const ParallelChunks& parallel) {
+TensorStats stats_of(const float* v, int64_t n, const ParallelChunks& parallel, bool scalar_only) {
+    const bool avx2 = use_avx2(scalar_only);
     TensorStats s;
     s.count = n;
     if (n <= 0) return s;
@@ -186,7 +209,7 @@ TensorStats tensor_stats(const float* v, int64_t n, const ParallelChunks& parall
     auto chunk_size = [&](int64_t c) { return std::min(kStatsChunk, n - c * kStatsChunk); };
     std::vector<Moments> parts(static_cast<size_t>(n_chunks));
     run([&](int64_t b, int64_t e) {
-        for (int64_t c = b; c < e; ++c) parts[c] = chunk_moments(v + c * kStatsChunk, chunk_size(c));
+        for (int64_t c = b; c < e; ++c) parts[c] = chunk_moments(v + c * kStatsChunk, chunk_size(c), avx2);
     });
     double sum = 0, sumsq = 0;
     int64_t finite = 0;
@@ -207,13 +230,21 @@ TensorStats tensor_stats(const float* v, int64_t n, const ParallelChunks& parall
     run([&](int64_t b, int64_t e) {
         for (int64_t c = b; c < e; ++c) {
             hists[c].fill(0);
-            chunk_histogram(v + c * kStatsChunk, chunk_size(c), axis, hists[c].data());
+            chunk_histogram(v + c * kStatsChunk, chunk_size(c), axis, avx2, hists[c].data());
         }
     });
     for (const auto& h : hists)
         for (int k = 0; k < kHistogramBins; ++k) s.hist[k] += h[k];
     return s;
 }
+
+}  // namespace
+
+TensorStats tensor_stats(const float* v, int64_t n, const ParallelChunks& parallel) {
+    return stats_of(v, n, parallel, false);
+}
+
+TensorStats tensor_stats_scalar(const float* v, int64_t n) { return stats_of(v, n, {}, true); }
 
 float histogram_bin_edge(const TensorStats& s, int k) {
     const HistogramAxis axis = histogram_axis(s.min, s.max, s.hist_scale);

@@ -68,6 +68,9 @@ using ParallelChunks = std::function<void(int64_t n_chunks, const std::function<
 // order, so running the chunks in parallel gives the same bits as running them in turn.
 inline constexpr int64_t kStatsChunk = 16384;
 TensorStats tensor_stats(const float* values, int64_t n, const ParallelChunks& parallel = {});
+// The same statistics from the plain loops only, never the SIMD ones (which must equal them bit
+// for bit; tests compare the two).
+TensorStats tensor_stats_scalar(const float* values, int64_t n);
 
 // Value at the lower edge of histogram bin k (k = kHistogramBins gives the upper edge).
 float histogram_bin_edge(const TensorStats& s, int k);

@@ -740,5 +740,39 @@ TEST(HistogramBins, AxisIsLinearThenLogarithmicAndEdgesInvertIt) {
     }
 }
 
+// tensor_stats runs SIMD loops where the processor has them; they give the plain loops' results bit
+// for bit: counts, extremes, moments and every histogram bin, on any thread count, for tails of
+// every length, signed zeros, subnormals, NaNs of both signs, infinities, huge values, one repeated
+// value, a subnormal rms (an infinite 1/scale) and tensors with no finite value at all.
+TEST(HistogramBins, SimdStatisticsEqualThePlainLoops) {
+    auto bits = [](const TensorStats& s) {
+        std::vector<uint64_t> v = {static_cast<uint64_t>(s.count), static_cast<uint64_t>(s.nan_count),
+                                   static_cast<uint64_t>(s.inf_count)};
+        uint32_t f;
+        uint64_t d;
+        for (float x : {s.min, s.max, s.hist_scale}) std::memcpy(&f, &x, 4), v.push_back(f);
+        for (double x : {s.mean, s.rms}) std::memcpy(&d, &x, 8), v.push_back(d);
+        for (int64_t h : s.hist) v.push_back(static_cast<uint64_t>(h));
+        return v;
+    };
+    const ParallelChunks in_reverse = [](int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+        for (int64_t c = n - 1; c >= 0; --c) fn(c, c + 1);
+    };
+    std::mt19937 rng(7);
+    for (int trial = 0; trial < 300; ++trial) {
+        const int64_t n = trial < 80 ? trial + 1 : trial % 7 == 0 ? 3 * kStatsChunk + 13 : 1 + rng() % 9000;
+        const float scale = trial % 9 == 4 ? 1e-41f : trial % 5 == 1 ? 1e30f : 3.0f;
+        std::vector<float> x = randn(static_cast<size_t>(n), 900 + trial, scale);
+        const float specials[] = {0.0f, -0.0f, NAN, -NAN, INFINITY, -INFINITY, 1e-45f, -3e-39f, 3.4e38f, -3.4e38f, 1.0f, -1.0f};
+        if (trial % 3 != 0)
+            for (int k = 0; k < 1 + static_cast<int>(n / 50); ++k) x[rng() % n] = specials[rng() % 12];
+        if (trial % 11 == 5) std::fill(x.begin(), x.end(), -0.75f);
+        if (trial % 13 == 6) std::fill(x.begin(), x.end(), NAN);
+        const std::vector<uint64_t> want = bits(tensor_stats_scalar(x.data(), n));
+        ASSERT_EQ(bits(tensor_stats(x.data(), n)), want) << "trial " << trial << ", " << n << " values";
+        ASSERT_EQ(bits(tensor_stats(x.data(), n, in_reverse)), want) << "trial " << trial << ", " << n << " values";
+    }
+}
+
 }  // namespace
 }  // namespace ls

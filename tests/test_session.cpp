@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "engine/capture/host_buffers.h"
 #include "engine/compare/reference.h"
 #include "engine/session/session.h"
 #include "tests/test_support.h"
@@ -478,6 +479,36 @@ TEST(SessionErrors, CommandsWithoutTokensAndBadTargetsAreErrorsNotCrashes) {
     snap = s->wait_for_ticket(s->set_tokens({1, 999999}), kWait);
     ASSERT_TRUE(snap && snap->error);
     EXPECT_EQ(snap->tokens, kPrompt);  // the old tokens stay
+}
+
+// Capture buffers go back to their pool when released and are handed out again for sizes that fit
+// (up to twice as large); beyond the idle limit they are freed; the pool lives while they do.
+TEST(HostBuffers, ReleasedBuffersAreReusedWithinTheIdleLimit) {
+    auto pool = HostBufferPool::create(4096 * sizeof(float));
+    auto a = pool->take(1000);
+    ASSERT_EQ(a->size(), 1000u);
+    const float* a_data = a->data();
+    a.reset();
+    EXPECT_EQ(pool->idle_bytes(), 1000 * sizeof(float));
+    auto b = pool->take(600);  // fits: the same memory, resized
+    EXPECT_EQ(b->data(), a_data);
+    EXPECT_EQ(b->size(), 600u);
+    EXPECT_EQ(pool->idle_bytes(), 0u);
+    b.reset();
+    auto c = pool->take(400);  // 1000 floats is more than twice 400: a new buffer
+    EXPECT_NE(c->data(), a_data);
+    EXPECT_EQ(c->size(), 400u);
+    auto big = pool->take(5000);  // larger than the idle limit: freed when released
+    big.reset();
+    EXPECT_EQ(pool->idle_bytes(), 1000 * sizeof(float));
+    pool->trim();
+    EXPECT_EQ(pool->idle_bytes(), 0u);
+    std::weak_ptr<HostBufferPool> weak = pool;
+    pool.reset();
+    EXPECT_FALSE(weak.expired());  // c still holds it
+    (*c)[399] = 1.0f;
+    c.reset();
+    EXPECT_TRUE(weak.expired());
 }
 
 }  // namespace

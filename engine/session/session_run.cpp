@@ -407,7 +407,7 @@ void SessionWorker::record_event(const Event& e) {
     std::shared_ptr<std::vector<float>> values;
     const int64_t n = e.tensor.n_elements();
     if (keep || comparator_ || softmax || roped_q || roped_k || logits) {
-        values = std::make_shared<std::vector<float>>(static_cast<size_t>(n));
+        values = buffers_->take(static_cast<size_t>(n));
         backend_->download(values->data(), e.tensor.data, values->size() * sizeof(float));
     }
     if (comparator_) {

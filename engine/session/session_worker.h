@@ -11,6 +11,7 @@
 #include <optional>
 #include <thread>
 
+#include "engine/capture/host_buffers.h"
 #include "engine/session/session.h"
 
 namespace ls {
@@ -136,6 +137,9 @@ private:
     int64_t cursor_ = -1;
     std::vector<std::shared_ptr<const EventRecord>> records_;
     CaptureStore store_;
+    // Host copies come from here and go back when released (by the store, a new run or the last
+    // snapshot holding them), so that later captures reuse their memory.
+    std::shared_ptr<HostBufferPool> buffers_ = HostBufferPool::create();
     std::shared_ptr<const ReferenceDump> reference_;
     CompareThresholds thresholds_;
     std::unique_ptr<Comparator> comparator_;
