@@ -49,7 +49,7 @@ json value_json(const GgufValue& v) {
     json items = json::array();
     size_t n = std::min(v.array_size(), kMaxJsonArrayItems);
     for (size_t i = 0; i < n; ++i)
-        items.push_back(v.elem_type == GgufValueType::STRING ? json(v.strings[i]) : value_json(v.items[i]));
+        items.push_back(v.elem_type == GgufValueType::STRING ? json(v.strings[i]) : value_json(v.item(i)));
     return items;
 }
 

@@ -338,9 +338,9 @@ void check_dump_prompt(const std::string& dump_rel, const std::string& model_rel
     const GgufValue* ids = d.find("dump.prompt_tokens");
     ASSERT_TRUE(ids && ids->is_array());
     std::vector<TokenId> expected_ids;
-    for (const GgufValue& v : ids->items) {
+    for (size_t i = 0; i < ids->array_size(); ++i) {
         int64_t id = 0;
-        ASSERT_TRUE(v.get_int(&id));
+        ASSERT_TRUE(ids->item_int(i, &id));
         expected_ids.push_back(static_cast<TokenId>(id));
     }
     EXPECT_EQ(tok.value().encode(prompt.value(), d.get_bool("dump.add_special", true), true), expected_ids);

@@ -1,6 +1,7 @@
 // GGUF reader and writer: every value type, round trips, and facts of the fixture files.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -28,7 +29,7 @@ void expect_same_value(const GgufValue& a, const GgufValue& b, const std::string
             ASSERT_EQ(a.elem_type, b.elem_type) << key;
             ASSERT_EQ(a.array_size(), b.array_size()) << key;
             EXPECT_EQ(a.strings, b.strings) << key;
-            for (size_t i = 0; i < a.items.size(); ++i) expect_same_value(a.items[i], b.items[i], key);
+            for (size_t i = 0; i < a.array_size(); ++i) expect_same_value(a.item(i), b.item(i), key);
             break;
         default: EXPECT_EQ(a.u64, b.u64) << key; EXPECT_EQ(a.i64, b.i64) << key;
     }
@@ -46,8 +47,8 @@ TEST(Gguf, ReadsTheHandBuiltFile) {
     EXPECT_EQ(tokens->strings, (std::vector<std::string>{"<s>", "a", "bc"}));
     const GgufValue* nested = f.find("test.nested");
     ASSERT_NE(nested, nullptr);
-    ASSERT_EQ(nested->items.size(), 2u);
-    EXPECT_EQ(nested->items[1].items[1].i64, 11);
+    ASSERT_EQ(nested->array_size(), 2u);
+    EXPECT_EQ(nested->item(1).item(1).i64, 11);
     const GgufTensorInfo* c = f.find_tensor("c.weight");
     ASSERT_NE(c, nullptr);
     EXPECT_EQ(c->ne[0], 4);
@@ -111,6 +112,78 @@ TEST(Gguf, EveryValueTypeRoundTrips) {
     int files = 0;
     for (auto& e : std::filesystem::directory_iterator(dir)) (void)e, ++files;
     EXPECT_EQ(files, 1);
+    std::filesystem::remove_all(dir);
+}
+
+// Number and bool arrays are kept packed as in the file; every element reads back through
+// item(), item_int() and item_float() with its type and value, and a bool that is neither 0 nor 1
+// is refused at its byte.
+TEST(Gguf, NumberArraysReadBackElementByElement) {
+    auto array_of = [](GgufValueType type, std::vector<GgufValue> items) {
+        for (GgufValue& v : items) v.type = type;
+        return GgufValue::make_array(type, std::move(items));
+    };
+    auto u = [](uint64_t x) { GgufValue v; v.u64 = x; return v; };
+    auto i = [](int64_t x) { GgufValue v; v.i64 = x; return v; };
+    auto f = [](double x) { GgufValue v; v.f64 = x; return v; };
+    std::vector<GgufKV> kv = {
+        {"u8", array_of(GgufValueType::UINT8, {u(0), u(255)})},
+        {"i8", array_of(GgufValueType::INT8, {i(-128), i(127)})},
+        {"u16", array_of(GgufValueType::UINT16, {u(65535), u(1)})},
+        {"i16", array_of(GgufValueType::INT16, {i(-32768), i(5)})},
+        {"u32", array_of(GgufValueType::UINT32, {u(4000000000u), u(7)})},
+        {"i32", array_of(GgufValueType::INT32, {i(-2000000000), i(3)})},
+        {"u64", array_of(GgufValueType::UINT64, {u(~uint64_t(0)), u(9)})},
+        {"i64", array_of(GgufValueType::INT64, {i(INT64_MIN), i(-1)})},
+        {"f32", array_of(GgufValueType::FLOAT32, {f(-1.5), f(0.25)})},
+        {"f64", array_of(GgufValueType::FLOAT64, {f(3.141592653589793), f(-0.0)})},
+        {"bool", array_of(GgufValueType::BOOL, {u(1), u(0)})},
+    };
+    std::string dir = test::make_temp_dir();
+    std::string path = dir + "/arrays.gguf";
+    ASSERT_TRUE(gguf_write(path, kv, {}).ok());
+    auto r = GgufFile::open(path);
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    for (const GgufKV& want : kv) {
+        const GgufValue* got = r.value()->find(want.key);
+        ASSERT_NE(got, nullptr) << want.key;
+        expect_same_value(want.value, *got, want.key);
+        ASSERT_EQ(got->array_size(), 2u) << want.key;
+        EXPECT_EQ(got->packed.size(), 2 * gguf_scalar_size(want.value.elem_type)) << want.key;
+        for (size_t k = 0; k < 2; ++k) {
+            const GgufValue item = got->item(k);
+            EXPECT_EQ(item.type, want.value.elem_type) << want.key;
+            int64_t as_int = 0, item_as_int = 0;
+            EXPECT_EQ(got->item_int(k, &as_int), item.get_int(&item_as_int)) << want.key;
+            EXPECT_EQ(as_int, item_as_int) << want.key;
+            double as_float = 0, item_as_float = 0;
+            EXPECT_EQ(got->item_float(k, &as_float), item.get_float(&item_as_float)) << want.key;
+            EXPECT_EQ(as_float, item_as_float) << want.key;
+        }
+    }
+    const GgufValue* i8 = r.value()->find("i8");
+    int64_t x = 0;
+    ASSERT_TRUE(i8->item_int(0, &x));
+    EXPECT_EQ(x, -128);
+    const GgufValue* u64 = r.value()->find("u64");
+    EXPECT_FALSE(u64->item_int(0, &x));  // does not fit in int64
+    EXPECT_EQ(u64->item(0).u64, ~uint64_t(0));
+    double y = 0;
+    ASSERT_TRUE(r.value()->find("f32")->item_float(1, &y));
+    EXPECT_EQ(y, 0.25);
+    EXPECT_EQ(r.value()->find("u8")->item(1).u64, 255u);
+    EXPECT_FALSE(GgufValue::make_string_array({"1"}).item_int(0, &x));  // strings are no numbers
+
+    // The bool array's second element made 2.
+    std::vector<uint8_t> bytes = read_all(path);
+    const std::string key = "bool";
+    const size_t key_at = std::search(bytes.begin(), bytes.end(), key.begin(), key.end()) - bytes.begin();
+    const size_t second = key_at + key.size() + 4 + 4 + 8 + 1;  // type, element type, count, first element
+    bytes[second] = 2;
+    auto bad = GgufFile::parse(bytes, "bad.gguf");
+    ASSERT_FALSE(bad.ok());
+    const std::string want = "at byte " + std::to_string(second) + ": metadata \"bool\": bool value 2 is neither 0 nor 1";
+    EXPECT_NE(bad.error().message.find(want), std::string::npos) << bad.error().message;
     std::filesystem::remove_all(dir);
 }
 
@@ -222,11 +295,11 @@ TEST(GgufFixtures, DumpMetadataAndIntegerTensors) {
     EXPECT_EQ(tokens->ne[0], 5);  // "Once upon a time" is 5 tokens with BOS
     const GgufValue* prompt = f.find("dump.prompt_tokens");
     ASSERT_NE(prompt, nullptr);
-    ASSERT_EQ(prompt->items.size(), 5u);
+    ASSERT_EQ(prompt->array_size(), 5u);
     for (size_t i = 0; i < 5; ++i) {
         int32_t id;
         std::memcpy(&id, tokens->data + 4 * i, 4);
-        EXPECT_EQ(id, prompt->items[i].i64);
+        EXPECT_EQ(id, prompt->item(i).i64);
     }
 }
 

@@ -145,6 +145,65 @@ TEST(TokenizerUnit, TinySentencePiece) {
     EXPECT_EQ(t.newline(), kNoToken);
 }
 
+// Lookups by text: every entry finds its own id (the empty one under llama.cpp's stand-in name),
+// texts that are no entry find nothing, and a text given twice is refused.
+TEST(TokenizerUnit, FindsEveryTokenByItsText) {
+    std::vector<std::string> texts = {"<unk>", "<s>", "</s>", "", "a", "ab", "abc", "b", std::string("x\0y", 3)};
+    for (int k = 0; k < 300; ++k) texts.push_back("t" + std::to_string(k));  // enough to collide in the table
+    std::vector<GgufKV> md = {
+        {"tokenizer.ggml.model", GgufValue::make_string("llama")},
+        {"tokenizer.ggml.tokens", GgufValue::make_string_array(texts)},
+    };
+    auto tok = tokenizer_from_metadata(md);
+    ASSERT_TRUE(tok.ok()) << tok.error().message;
+    const Tokenizer& t = tok.value();
+    ASSERT_EQ(t.n_tokens(), texts.size());
+    for (size_t id = 0; id < t.n_tokens(); ++id) EXPECT_EQ(t.find(t.token(static_cast<TokenId>(id)).text), static_cast<TokenId>(id));
+    EXPECT_EQ(t.token(3).text, "[EMPTY_3]");
+    EXPECT_EQ(t.find(""), kNoToken);
+    EXPECT_EQ(t.find("x"), kNoToken);
+    EXPECT_EQ(t.find("abcd"), kNoToken);
+    EXPECT_EQ(t.find("t300"), kNoToken);
+    EXPECT_EQ(t.find(std::string("x\0y", 3)), 8);
+    EXPECT_EQ(Tokenizer().find("a"), kNoToken);  // an empty tokenizer has no entries
+
+    texts.push_back("ab");
+    md[1].value = GgufValue::make_string_array(texts);
+    auto dup = tokenizer_from_metadata(md);
+    ASSERT_FALSE(dup.ok());
+    EXPECT_NE(dup.error().message.find("duplicate token 'ab' at index " + std::to_string(texts.size() - 1)),
+              std::string::npos)
+        << dup.error().message;
+}
+
+// Turn ends are recognized by their texts whatever their type: of several EOT candidates the
+// lowest id is EOT, each known end-of-generation text ends generation, and all become CONTROL.
+TEST(TokenizerUnit, TurnEndsAreFoundByText) {
+    std::vector<GgufKV> md = {
+        {"tokenizer.ggml.model", GgufValue::make_string("llama")},
+        {"tokenizer.ggml.tokens", GgufValue::make_string_array({"<unk>", "<s>", "</s>", "a", "<|im_end|>",
+                                                                 "<|eom_id|>", "<|eot_id|>", "[EOT]", "<|endoftext|>"})},
+        {"tokenizer.ggml.token_type", int_array({2, 3, 3, 1, 1, 1, 1, 1, 1})},
+    };
+    auto tok = tokenizer_from_metadata(md);
+    ASSERT_TRUE(tok.ok()) << tok.error().message;
+    const Tokenizer& t = tok.value();
+    EXPECT_EQ(t.eot(), 4);  // "<|im_end|>" comes before "<|eot_id|>"
+    EXPECT_EQ(t.eom(), 5);
+    EXPECT_EQ(t.eog_ids(), (std::vector<TokenId>{2, 4, 5, 6, 8}));  // "[EOT]" is an EOT text only
+    for (TokenId id : {4, 5, 6, 8}) EXPECT_TRUE(t.is_control(id)) << id;
+    EXPECT_FALSE(t.is_control(7));  // not the chosen EOT
+    EXPECT_FALSE(t.is_control(3));
+
+    // An EOT id in the metadata wins; the texts still end generation.
+    md.push_back({"tokenizer.ggml.eot_token_id", GgufValue::make_u32(7)});
+    auto with_id = tokenizer_from_metadata(md);
+    ASSERT_TRUE(with_id.ok()) << with_id.error().message;
+    EXPECT_EQ(with_id.value().eot(), 7);
+    EXPECT_EQ(with_id.value().eog_ids(), (std::vector<TokenId>{2, 4, 5, 6, 7, 8}));
+    EXPECT_FALSE(with_id.value().is_control(7));  // typed NORMAL in the file, and not an EOG text
+}
+
 TEST(TokenizerUnit, RejectsBadMetadata) {
     auto missing = tokenizer_from_metadata({{"general.name", GgufValue::make_string("x")}});
     ASSERT_FALSE(missing.ok());
@@ -209,6 +268,11 @@ TEST_P(VocabVectors, MatchLlamaCpp) {
     auto tok = load_fixture_tokenizer(rel, &construct_ms);
     ASSERT_TRUE(tok.ok()) << tok.error().message;
     const Tokenizer& t = tok.value();
+
+    size_t found_by_text = 0;  // every entry's text finds its own id
+    for (size_t id = 0; id < t.n_tokens(); ++id)
+        found_by_text += t.find(t.token(static_cast<TokenId>(id)).text) == static_cast<TokenId>(id);
+    EXPECT_EQ(found_by_text, t.n_tokens()) << name;
 
     const auto tests = read_vocab_tests(test::fixture_path(rel));
     ASSERT_FALSE(tests.empty());
@@ -354,9 +418,9 @@ TEST(TokenizerFixtures, DumpPrompts) {
         }
         const Tokenizer& t = by_model.at(model);
         std::vector<TokenId> expected;
-        for (const GgufValue& v : ids->items) {
+        for (size_t i = 0; i < ids->array_size(); ++i) {
             int64_t id = 0;
-            ASSERT_TRUE(v.get_int(&id));
+            ASSERT_TRUE(ids->item_int(i, &id));
             expected.push_back(static_cast<TokenId>(id));
         }
         const auto got = t.encode(d.get_string("dump.prompt"), d.get_bool("dump.add_special", true), true);
@@ -372,9 +436,9 @@ TEST(TokenizerFixtures, DumpPrompts) {
         const std::string generated_text = d.get_string("dump.generated_text");
         if (generated && generated_text.find("\xEF\xBF\xBD") == std::string::npos) {
             std::vector<TokenId> gen;
-            for (const GgufValue& v : generated->items) {
+            for (size_t i = 0; i < generated->array_size(); ++i) {
                 int64_t id = 0;
-                if (v.get_int(&id)) gen.push_back(static_cast<TokenId>(id));
+                if (generated->item_int(i, &id)) gen.push_back(static_cast<TokenId>(id));
             }
             std::string text;
             for (TokenId id : gen) text += t.token_to_piece(id);

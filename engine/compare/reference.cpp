@@ -15,10 +15,10 @@ namespace {
 
 std::vector<int32_t> int_array(const GgufFile& f, const char* key) {
     std::vector<int32_t> out;
-    if (const GgufValue* v = f.find(key))
-        for (const GgufValue& item : v->items) {
+    if (const GgufValue* v = f.find(key); v && v->is_array())
+        for (size_t i = 0; i < v->array_size(); ++i) {
             int64_t x = 0;
-            if (item.get_int(&x)) out.push_back(static_cast<int32_t>(x));
+            if (v->item_int(i, &x)) out.push_back(static_cast<int32_t>(x));
         }
     return out;
 }

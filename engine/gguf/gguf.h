@@ -22,6 +22,10 @@ enum class GgufValueType : uint32_t {
 const char* gguf_value_type_name(GgufValueType type);  // "u32", "str", "arr", ...
 bool gguf_value_type_is_integer(GgufValueType type);
 
+// Bytes one number or bool element takes in a file (and in GgufValue::packed); 0 for STRING and
+// ARRAY.
+size_t gguf_scalar_size(GgufValueType type);
+
 // One metadata value. Owns its data. Arrays keep their element type; numeric array elements
 // are widened to int64/uint64/double on access.
 struct GgufValue {
@@ -33,13 +37,22 @@ struct GgufValue {
     double f64 = 0;     // FLOAT32/64
     std::string str;    // STRING
 
-    // ARRAY: elements of `elem_type`, exactly one of these vectors is used.
+    // ARRAY: elements of `elem_type`, held by the one of these vectors that fits that type.
     GgufValueType elem_type = GgufValueType::UINT8;
-    std::vector<GgufValue> items;  // scalar and nested-array elements
-    std::vector<std::string> strings;  // STRING elements (kept apart: vocabularies are large)
+    std::vector<std::string> strings;  // STRING elements
+    std::vector<GgufValue> arrays;     // ARRAY elements (nested arrays)
+    // Number and bool elements, packed as in the file (little-endian, gguf_scalar_size bytes
+    // each): a vocabulary's scores and token types stay two small buffers instead of tens of
+    // thousands of values. Read them with item() or item_int() / item_float().
+    std::vector<uint8_t> packed;
 
     bool is_array() const { return type == GgufValueType::ARRAY; }
-    size_t array_size() const { return elem_type == GgufValueType::STRING ? strings.size() : items.size(); }
+    size_t array_size() const;
+    // Element i (< array_size()) as a value of type elem_type.
+    GgufValue item(size_t i) const;
+    // get_int / get_float of element i, without making a value of it.
+    bool item_int(size_t i, int64_t* out) const;
+    bool item_float(size_t i, double* out) const;
 
     // Numeric views; false when the value is not of a compatible kind.
     bool get_int(int64_t* out) const;     // any integer or bool that fits in int64
@@ -54,6 +67,7 @@ struct GgufValue {
     static GgufValue make_bool(bool v);
     static GgufValue make_string(std::string v);
     static GgufValue make_string_array(std::vector<std::string> v);
+    // Items must all be of elem_type (numbers and bools are packed by elem_type's width).
     static GgufValue make_array(GgufValueType elem_type, std::vector<GgufValue> items);
 };
 

@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cassert>
 #include <cstring>
+#include <type_traits>
 
 #include "engine/gguf/gguf.h"
 #include "engine/gguf/mapped_file.h"
@@ -13,6 +15,17 @@ namespace {
 
 constexpr uint32_t kMagic = 0x46554747;  // "GGUF" read little-endian
 constexpr int kMaxArrayDepth = 16;
+
+// A field's name for messages: a string, or a callable that builds one. Names are built only when
+// a read fails, so that reading the thousands of entries of a vocabulary formats nothing.
+template <class Field>
+std::string field_name(const Field& field) {
+    if constexpr (std::is_invocable_v<const Field&>) {
+        return field();
+    } else {
+        return std::string(field);
+    }
+}
 
 // Bounds-checked little-endian cursor over the file bytes. Every read names the field it reads,
 // so an error can say what was being read and where.
@@ -28,33 +41,43 @@ public:
                           fmt::format("{}: malformed GGUF at byte {}: {}", path_, offset, what));
     }
 
-    Status need(uint64_t n, const std::string& field) const {
+    template <class Field>
+    Status need(uint64_t n, const Field& field) const {
         if (n > remaining())
             return error_at(pos_, fmt::format("{} needs {} bytes but the file ends after {} (file size {})",
-                                              field, n, remaining(), size_));
+                                              field_name(field), n, remaining(), size_));
         return {};
     }
 
-    template <class T>
-    Status read(T* out, const std::string& field) {
+    template <class T, class Field>
+    Status read(T* out, const Field& field) {
         if (Status s = need(sizeof(T), field); !s) return s;
         std::memcpy(out, base_ + pos_, sizeof(T));
         pos_ += sizeof(T);
         return {};
     }
 
-    Status read_string(std::string* out, const std::string& field) {
+    template <class Field>
+    Status read_string(std::string* out, const Field& field) {
         uint64_t start = pos_;
         uint64_t len = 0;
-        if (Status s = read(&len, field + " (string length)"); !s) return s;
+        if (Status s = read(&len, [&] { return field_name(field) + " (string length)"; }); !s) return s;
         if (len > remaining()) {
             pos_ = start;
             return error_at(start, fmt::format("{}: string length {} is past the end of the file ({} bytes left)",
-                                               field, len, remaining() - 8));
+                                               field_name(field), len, remaining() - 8));
         }
         out->assign(reinterpret_cast<const char*>(base_ + pos_), len);
         pos_ += len;
         return {};
+    }
+
+    // The next n bytes, already known to be in the file; the cursor moves past them.
+    const uint8_t* take(uint64_t n) {
+        assert(n <= remaining());
+        const uint8_t* p = base_ + pos_;
+        pos_ += n;
+        return p;
     }
 
 private:
@@ -122,14 +145,23 @@ Status read_value(Cursor& c, GgufValueType type, GgufValue* out, const std::stri
             if (out->elem_type == GgufValueType::STRING) {
                 out->strings.resize(count);
                 for (uint64_t i = 0; i < count; ++i)
-                    if (Status s = c.read_string(&out->strings[i], fmt::format("{}[{}]", field, i)); !s) return s;
+                    if (Status s = c.read_string(&out->strings[i], [&] { return fmt::format("{}[{}]", field, i); }); !s)
+                        return s;
+            } else if (out->elem_type == GgufValueType::ARRAY) {
+                out->arrays.resize(count);
+                for (uint64_t i = 0; i < count; ++i)
+                    if (Status s = read_value(c, out->elem_type, &out->arrays[i], field, depth + 1); !s) return s;
             } else {
-                out->items.resize(count);
-                for (uint64_t i = 0; i < count; ++i) {
-                    // Field names are built only on failure paths for speed on big vocabularies.
-                    Status s = read_value(c, out->elem_type, &out->items[i], field, depth + 1);
-                    if (!s) return s;
+                // Numbers and bools are copied as stored; the count check above keeps them in the
+                // file (min_size is their size).
+                const uint64_t start = c.pos();
+                const uint8_t* p = c.take(count * min_size);
+                if (out->elem_type == GgufValueType::BOOL) {
+                    for (uint64_t i = 0; i < count; ++i)
+                        if (p[i] > 1)
+                            return c.error_at(start + i, fmt::format("{}: bool value {} is neither 0 nor 1", field, p[i]));
                 }
+                out->packed.assign(p, p + count * min_size);
             }
             return {};
         }
@@ -202,12 +234,12 @@ Status GgufFile::parse_all() {
     for (uint64_t i = 0; i < n_kv; ++i) {
         GgufKV& kv = kvs_[i];
         uint64_t key_at = c.pos();
-        if (Status s = c.read_string(&kv.key, fmt::format("metadata key #{}", i)); !s) return s;
+        if (Status s = c.read_string(&kv.key, [&] { return fmt::format("metadata key #{}", i); }); !s) return s;
         if (!kv_index_.emplace(kv.key, i).second)
             return c.error_at(key_at, fmt::format("metadata key \"{}\" appears twice", kv.key));
         uint64_t type_at = c.pos();
         uint32_t type = 0;
-        if (Status s = c.read(&type, fmt::format("type of metadata \"{}\"", kv.key)); !s) return s;
+        if (Status s = c.read(&type, [&] { return fmt::format("type of metadata \"{}\"", kv.key); }); !s) return s;
         if (!valid_value_type(type))
             return c.error_at(type_at, fmt::format("metadata \"{}\" has unknown value type {}", kv.key, type));
         if (Status s = read_value(c, static_cast<GgufValueType>(type), &kv.value, fmt::format("metadata \"{}\"", kv.key), 0); !s)
@@ -226,42 +258,42 @@ Status GgufFile::parse_all() {
     for (uint64_t i = 0; i < n_tensors; ++i) {
         GgufTensorInfo& t = tensors_[i];
         uint64_t info_at = c.pos();
-        if (Status s = c.read_string(&t.name, fmt::format("name of tensor #{}", i)); !s) return s;
+        if (Status s = c.read_string(&t.name, [&] { return fmt::format("name of tensor #{}", i); }); !s) return s;
         if (!tensor_index_.emplace(t.name, i).second)
             return c.error_at(info_at, fmt::format("tensor name \"{}\" appears twice", t.name));
-        std::string what = fmt::format("tensor \"{}\"", t.name);
+        const auto what = [&] { return fmt::format("tensor \"{}\"", t.name); };
         uint64_t dims_at = c.pos();
-        if (Status s = c.read(&t.n_dims, what + " n_dims"); !s) return s;
+        if (Status s = c.read(&t.n_dims, [&] { return what() + " n_dims"; }); !s) return s;
         if (t.n_dims == 0 || t.n_dims > kGgmlMaxDims)
-            return c.error_at(dims_at, fmt::format("{} has n_dims {}, expected 1..{}", what, t.n_dims, kGgmlMaxDims));
+            return c.error_at(dims_at, fmt::format("{} has n_dims {}, expected 1..{}", what(), t.n_dims, kGgmlMaxDims));
         int64_t n_elems = 1;
         for (uint32_t d = 0; d < t.n_dims; ++d) {
             uint64_t ne_at = c.pos();
-            if (Status s = c.read(&t.ne[d], fmt::format("{} ne[{}]", what, d)); !s) return s;
+            if (Status s = c.read(&t.ne[d], [&] { return fmt::format("{} ne[{}]", what(), d); }); !s) return s;
             if (t.ne[d] < 0)
-                return c.error_at(ne_at, fmt::format("{} ne[{}] is negative ({})", what, d, t.ne[d]));
+                return c.error_at(ne_at, fmt::format("{} ne[{}] is negative ({})", what(), d, t.ne[d]));
             if (t.ne[d] != 0 && n_elems > INT64_MAX / t.ne[d])
-                return c.error_at(ne_at, fmt::format("{}: the element count overflows 64 bits at ne[{}] = {}", what, d, t.ne[d]));
+                return c.error_at(ne_at, fmt::format("{}: the element count overflows 64 bits at ne[{}] = {}", what(), d, t.ne[d]));
             n_elems *= t.ne[d];
         }
         uint64_t type_at = c.pos();
         uint32_t type = 0;
-        if (Status s = c.read(&type, what + " type"); !s) return s;
+        if (Status s = c.read(&type, [&] { return what() + " type"; }); !s) return s;
         const GgmlTypeTraits* traits = ggml_type_traits(type);
         if (!traits)
-            return c.error_at(type_at, fmt::format("{} has unknown ggml type id {}", what, type));
+            return c.error_at(type_at, fmt::format("{} has unknown ggml type id {}", what(), type));
         t.type = static_cast<GgmlType>(type);
         if (t.ne[0] % traits->block_elems != 0)
             return c.error_at(dims_at, fmt::format("{}: ne[0] = {} is not a multiple of the {} block size {}",
-                                                   what, t.ne[0], traits->name, traits->block_elems));
+                                                   what(), t.ne[0], traits->name, traits->block_elems));
         uint64_t n_blocks = static_cast<uint64_t>(n_elems) / traits->block_elems;
         if (n_blocks > UINT64_MAX / traits->block_bytes)
-            return c.error_at(dims_at, fmt::format("{}: the byte size overflows 64 bits", what));
+            return c.error_at(dims_at, fmt::format("{}: the byte size overflows 64 bits", what()));
         t.n_bytes = n_blocks * traits->block_bytes;
         uint64_t offset_at = c.pos();
-        if (Status s = c.read(&t.offset, what + " offset"); !s) return s;
+        if (Status s = c.read(&t.offset, [&] { return what() + " offset"; }); !s) return s;
         if (t.offset % alignment_ != 0)
-            return c.error_at(offset_at, fmt::format("{} offset {} is not a multiple of the alignment {}", what, t.offset, alignment_));
+            return c.error_at(offset_at, fmt::format("{} offset {} is not a multiple of the alignment {}", what(), t.offset, alignment_));
     }
 
     // The data section starts at the next multiple of the alignment.

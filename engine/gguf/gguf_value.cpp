@@ -3,7 +3,9 @@
 
 #include <fmt/format.h>
 
+#include <cassert>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 namespace ls {
@@ -38,27 +40,113 @@ bool gguf_value_type_is_integer(GgufValueType type) {
     }
 }
 
-static bool is_unsigned(GgufValueType t) {
+size_t gguf_scalar_size(GgufValueType type) {
+    switch (type) {
+        case GgufValueType::UINT8: case GgufValueType::INT8: case GgufValueType::BOOL: return 1;
+        case GgufValueType::UINT16: case GgufValueType::INT16: return 2;
+        case GgufValueType::UINT32: case GgufValueType::INT32: case GgufValueType::FLOAT32: return 4;
+        case GgufValueType::UINT64: case GgufValueType::INT64: case GgufValueType::FLOAT64: return 8;
+        case GgufValueType::STRING: case GgufValueType::ARRAY: return 0;
+    }
+    return 0;
+}
+
+namespace {
+
+// A number or bool as GgufValue holds it: the member that matches its type.
+struct Scalar {
+    GgufValueType type;
+    uint64_t u64 = 0;
+    int64_t i64 = 0;
+    double f64 = 0;
+};
+
+template <class T>
+T load(const uint8_t* p) {
+    T v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+
+// The element at `p` of a packed array of `type`.
+Scalar load_scalar(GgufValueType type, const uint8_t* p) {
+    Scalar s{type};
+    switch (type) {
+        case GgufValueType::UINT8: case GgufValueType::BOOL: s.u64 = load<uint8_t>(p); break;
+        case GgufValueType::INT8: s.i64 = load<int8_t>(p); break;
+        case GgufValueType::UINT16: s.u64 = load<uint16_t>(p); break;
+        case GgufValueType::INT16: s.i64 = load<int16_t>(p); break;
+        case GgufValueType::UINT32: s.u64 = load<uint32_t>(p); break;
+        case GgufValueType::INT32: s.i64 = load<int32_t>(p); break;
+        case GgufValueType::UINT64: s.u64 = load<uint64_t>(p); break;
+        case GgufValueType::INT64: s.i64 = load<int64_t>(p); break;
+        case GgufValueType::FLOAT32: s.f64 = load<float>(p); break;
+        case GgufValueType::FLOAT64: s.f64 = load<double>(p); break;
+        case GgufValueType::STRING: case GgufValueType::ARRAY: break;
+    }
+    return s;
+}
+
+// `v` stored at `p` as an element of a packed array of `type` (the conversions the writer makes).
+void store_scalar(GgufValueType type, const GgufValue& v, uint8_t* p) {
+    const auto store = [p](auto x) { std::memcpy(p, &x, sizeof x); };
+    switch (type) {
+        case GgufValueType::UINT8: store(static_cast<uint8_t>(v.u64)); break;
+        case GgufValueType::INT8: store(static_cast<int8_t>(v.i64)); break;
+        case GgufValueType::UINT16: store(static_cast<uint16_t>(v.u64)); break;
+        case GgufValueType::INT16: store(static_cast<int16_t>(v.i64)); break;
+        case GgufValueType::UINT32: store(static_cast<uint32_t>(v.u64)); break;
+        case GgufValueType::INT32: store(static_cast<int32_t>(v.i64)); break;
+        case GgufValueType::UINT64: store(v.u64); break;
+        case GgufValueType::INT64: store(v.i64); break;
+        case GgufValueType::FLOAT32: store(static_cast<float>(v.f64)); break;
+        case GgufValueType::FLOAT64: store(v.f64); break;
+        case GgufValueType::BOOL: store(static_cast<uint8_t>(v.u64 ? 1 : 0)); break;
+        case GgufValueType::STRING: case GgufValueType::ARRAY: break;
+    }
+}
+
+bool is_unsigned(GgufValueType t) {
     return t == GgufValueType::UINT8 || t == GgufValueType::UINT16 || t == GgufValueType::UINT32 ||
            t == GgufValueType::UINT64 || t == GgufValueType::BOOL;
 }
-static bool is_signed(GgufValueType t) {
+bool is_signed(GgufValueType t) {
     return t == GgufValueType::INT8 || t == GgufValueType::INT16 || t == GgufValueType::INT32 ||
            t == GgufValueType::INT64;
 }
 
-bool GgufValue::get_int(int64_t* out) const {
-    if (is_unsigned(type)) {
-        if (u64 > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return false;
-        *out = static_cast<int64_t>(u64);
+bool int_of(const Scalar& s, int64_t* out) {
+    if (is_unsigned(s.type)) {
+        if (s.u64 > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return false;
+        *out = static_cast<int64_t>(s.u64);
         return true;
     }
-    if (is_signed(type)) {
-        *out = i64;
+    if (is_signed(s.type)) {
+        *out = s.i64;
         return true;
     }
     return false;
 }
+
+bool float_of(const Scalar& s, double* out) {
+    if (s.type == GgufValueType::FLOAT32 || s.type == GgufValueType::FLOAT64) {
+        *out = s.f64;
+        return true;
+    }
+    if (is_unsigned(s.type)) {
+        *out = static_cast<double>(s.u64);
+        return true;
+    }
+    if (is_signed(s.type)) {
+        *out = static_cast<double>(s.i64);
+        return true;
+    }
+    return false;
+}
+
+}  // namespace
+
+bool GgufValue::get_int(int64_t* out) const { return int_of(Scalar{type, u64, i64, f64}, out); }
 
 bool GgufValue::get_uint(uint64_t* out) const {
     if (is_unsigned(type)) {
@@ -72,20 +160,34 @@ bool GgufValue::get_uint(uint64_t* out) const {
     return false;
 }
 
-bool GgufValue::get_float(double* out) const {
-    if (type == GgufValueType::FLOAT32 || type == GgufValueType::FLOAT64) {
-        *out = f64;
-        return true;
-    }
-    if (is_unsigned(type)) {
-        *out = static_cast<double>(u64);
-        return true;
-    }
-    if (is_signed(type)) {
-        *out = static_cast<double>(i64);
-        return true;
-    }
-    return false;
+bool GgufValue::get_float(double* out) const { return float_of(Scalar{type, u64, i64, f64}, out); }
+
+size_t GgufValue::array_size() const {
+    if (elem_type == GgufValueType::STRING) return strings.size();
+    if (elem_type == GgufValueType::ARRAY) return arrays.size();
+    return packed.size() / gguf_scalar_size(elem_type);
+}
+
+GgufValue GgufValue::item(size_t i) const {
+    if (elem_type == GgufValueType::STRING) return make_string(strings[i]);
+    if (elem_type == GgufValueType::ARRAY) return arrays[i];
+    const Scalar s = load_scalar(elem_type, packed.data() + i * gguf_scalar_size(elem_type));
+    GgufValue x;
+    x.type = s.type;
+    x.u64 = s.u64;
+    x.i64 = s.i64;
+    x.f64 = s.f64;
+    return x;
+}
+
+bool GgufValue::item_int(size_t i, int64_t* out) const {
+    const size_t size = gguf_scalar_size(elem_type);
+    return size != 0 && int_of(load_scalar(elem_type, packed.data() + i * size), out);
+}
+
+bool GgufValue::item_float(size_t i, double* out) const {
+    const size_t size = gguf_scalar_size(elem_type);
+    return size != 0 && float_of(load_scalar(elem_type, packed.data() + i * size), out);
 }
 
 static std::string quote(const std::string& s, size_t max_chars = 120) {
@@ -118,7 +220,7 @@ std::string GgufValue::to_string(size_t max_items) const {
             out += " [";
             for (size_t i = 0; i < n && i < max_items; ++i) {
                 if (i) out += ", ";
-                out += elem_type == GgufValueType::STRING ? quote(strings[i], 40) : items[i].to_string(max_items);
+                out += elem_type == GgufValueType::STRING ? quote(strings[i], 40) : item(i).to_string(max_items);
             }
             if (n > max_items) out += ", ...";
             return out + "]";
@@ -150,7 +252,18 @@ GgufValue GgufValue::make_array(GgufValueType elem_type, std::vector<GgufValue> 
     GgufValue x;
     x.type = GgufValueType::ARRAY;
     x.elem_type = elem_type;
-    x.items = std::move(items);
+    if (elem_type == GgufValueType::STRING) {
+        for (GgufValue& v : items) x.strings.push_back(std::move(v.str));
+    } else if (elem_type == GgufValueType::ARRAY) {
+        x.arrays = std::move(items);
+    } else {
+        const size_t size = gguf_scalar_size(elem_type);
+        x.packed.resize(items.size() * size);
+        for (size_t i = 0; i < items.size(); ++i) {
+            assert(items[i].type == elem_type);
+            store_scalar(elem_type, items[i], x.packed.data() + i * size);
+        }
+    }
     return x;
 }
 

@@ -44,7 +44,7 @@ private:
 Status check_value(const GgufValue& v, const std::string& key, int depth) {
     if (depth > 16) return make_error(ErrorCode::kInternal, key + ": arrays nested too deep");
     if (v.type == GgufValueType::ARRAY) {
-        for (const GgufValue& item : v.items) {
+        for (const GgufValue& item : v.arrays) {
             if (item.type != v.elem_type)
                 return make_error(ErrorCode::kInternal,
                                   fmt::format("{}: array of {} holds a {}", key, gguf_value_type_name(v.elem_type),
@@ -53,6 +53,12 @@ Status check_value(const GgufValue& v, const std::string& key, int depth) {
         }
         if (v.elem_type != GgufValueType::STRING && !v.strings.empty())
             return make_error(ErrorCode::kInternal, key + ": strings in a non-string array");
+        if (v.elem_type != GgufValueType::ARRAY && !v.arrays.empty())
+            return make_error(ErrorCode::kInternal, key + ": arrays in an array of " + gguf_value_type_name(v.elem_type));
+        const size_t scalar_size = gguf_scalar_size(v.elem_type);
+        if (scalar_size == 0 ? !v.packed.empty() : v.packed.size() % scalar_size != 0)
+            return make_error(ErrorCode::kInternal, fmt::format("{}: {} packed bytes in an array of {}", key,
+                                                                v.packed.size(), gguf_value_type_name(v.elem_type)));
     }
     return {};
 }
@@ -76,8 +82,10 @@ void write_value(Out& out, const GgufValue& v) {
             out.put<uint64_t>(v.array_size());
             if (v.elem_type == GgufValueType::STRING)
                 for (const std::string& s : v.strings) out.str(s);
+            else if (v.elem_type == GgufValueType::ARRAY)
+                for (const GgufValue& item : v.arrays) write_value(out, item);
             else
-                for (const GgufValue& item : v.items) write_value(out, item);
+                out.bytes(v.packed.data(), v.packed.size());  // already in the file's layout
             break;
     }
 }

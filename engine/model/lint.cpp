@@ -68,9 +68,9 @@ void lint_vocab(const GgufFile& file, const ModelConfig& c, std::vector<Lint>& l
     // picks them is reading rows no real token owns.
     if (const GgufValue* types = file.find("tokenizer.ggml.token_type"); types && types->is_array()) {
         int64_t n_pad = 0;
-        for (size_t i = types->items.size(); i-- > 0;) {
+        for (size_t i = types->array_size(); i-- > 0;) {
             int64_t t = 0;
-            if (!types->items[i].get_int(&t) || t != 5) break;
+            if (!types->item_int(i, &t) || t != 5) break;
             ++n_pad;
         }
         if (n_pad > 0)

@@ -55,10 +55,9 @@ public:
             if (fallback) return *fallback;
             return make_error(ErrorCode::kBadInput, fmt::format("{} is missing; {} models need it", k, arch_));
         }
-        const GgufValue* scalar = v;
-        if (v->is_array() && !v->items.empty()) scalar = &v->items[0];
         int64_t out = 0;
-        if (!scalar->get_int(&out))
+        const bool ok = v->is_array() ? v->array_size() > 0 && v->item_int(0, &out) : v->get_int(&out);
+        if (!ok)
             return make_error(ErrorCode::kBadInput,
                               fmt::format("{} has type {}; expected an integer", k, gguf_value_type_name(v->type)));
         return out;

@@ -30,8 +30,25 @@ bool is_space(char c) { return std::isspace(static_cast<unsigned char>(c)) != 0;
 }  // namespace
 
 TokenId Tokenizer::find(std::string_view text) const {
-    auto it = token_ids_.find(text);
-    return it == token_ids_.end() ? kNoToken : it->second;
+    if (id_slots_.empty()) return kNoToken;
+    const size_t mask = id_slots_.size() - 1;
+    for (size_t slot = StringHash{}(text) & mask;; slot = (slot + 1) & mask) {
+        const TokenId id = id_slots_[slot];
+        if (id == kNoToken || tokens_[static_cast<size_t>(id)].text == text) return id;
+    }
+}
+
+bool Tokenizer::index_token(TokenId id) {
+    const std::string& text = tokens_[static_cast<size_t>(id)].text;
+    const size_t mask = id_slots_.size() - 1;
+    for (size_t slot = StringHash{}(text) & mask;; slot = (slot + 1) & mask) {
+        TokenId& entry = id_slots_[slot];
+        if (entry == kNoToken) {
+            entry = id;
+            return true;
+        }
+        if (tokens_[static_cast<size_t>(entry)].text == text) return false;
+    }
 }
 
 bool Tokenizer::is_eog(TokenId id) const {

@@ -46,7 +46,6 @@ struct StringHash {
     using is_transparent = void;
     size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
 };
-using TokenMap = std::unordered_map<std::string, TokenId, StringHash, std::equal_to<>>;
 
 class Tokenizer {
 public:
@@ -97,6 +96,7 @@ private:
     };
 
     Status load(const GgufFile& file);
+    bool index_token(TokenId id);  // adds tokens_[id] to the lookup table; false if its text is there
     void finish_special_tokens(const GgufFile& file);
     std::vector<Fragment> partition_special(std::string_view text, bool parse_special) const;
     void encode_spm(std::string_view text, std::vector<TokenId>& out) const;
@@ -108,7 +108,10 @@ private:
     std::string model_name_, pre_name_;
     PreTokenizer pre_ = PreTokenizer::kDefault;
     std::vector<TokenInfo> tokens_;
-    TokenMap token_ids_;
+    // Token ids by text: an open-addressing hash table (linear probing, at most half full) of
+    // ids, compared through tokens_[id].text, so it holds no second copy of the vocabulary and is
+    // built with one allocation. Its size is a power of two; empty slots hold kNoToken.
+    std::vector<TokenId> id_slots_;
     std::unordered_map<std::string, int, StringHash, std::equal_to<>> merge_ranks_;  // "left right"
     size_t n_merges_ = 0;
     std::vector<TokenId> special_tokens_;  // CONTROL/USER_DEFINED/UNKNOWN, longest text first

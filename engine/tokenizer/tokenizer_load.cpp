@@ -74,11 +74,6 @@ constexpr const char* kEotTexts[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<en
                                      "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",
                                      "<end_of_utterance>"};
 
-template <size_t N>
-bool one_of(const std::string& s, const char* const (&list)[N]) {
-    return std::find(std::begin(list), std::end(list), s) != std::end(list);
-}
-
 }  // namespace
 
 Result<Tokenizer> Tokenizer::from_gguf(const GgufFile& file) {
@@ -125,31 +120,33 @@ Status Tokenizer::load(const GgufFile& file) {
     if (n == 0) return bad("tokenizer.ggml.tokens", "empty vocabulary");
 
     const GgufValue* scores = file.find("tokenizer.ggml.scores");
-    if (scores && (!scores->is_array() || scores->items.size() < n)) {
+    if (scores && (!scores->is_array() || scores->elem_type == GgufValueType::STRING || scores->array_size() < n)) {
         return bad("tokenizer.ggml.scores", "not a numeric array with one score per token");
     }
     const GgufValue* types = file.find("tokenizer.ggml.token_type");
-    if (types && (!types->is_array() || types->items.size() < n)) {
+    if (types && (!types->is_array() || types->elem_type == GgufValueType::STRING || types->array_size() < n)) {
         return bad("tokenizer.ggml.token_type", "not an integer array with one type per token");
     }
 
     tokens_.resize(n);
-    token_ids_.reserve(n);
+    size_t n_slots = 16;
+    while (n_slots < 2 * n) n_slots *= 2;
+    id_slots_.assign(n_slots, kNoToken);
     for (size_t i = 0; i < n; ++i) {
         TokenInfo& tok = tokens_[i];
         tok.text = texts->strings[i];
         if (tok.text.empty()) tok.text = "[EMPTY_" + std::to_string(i) + "]";  // llama.cpp's stand-in
         if (scores) {
             double s = 0;
-            if (!scores->items[i].get_float(&s)) return bad("tokenizer.ggml.scores", "non-numeric score");
+            if (!scores->item_float(i, &s)) return bad("tokenizer.ggml.scores", "non-numeric score");
             tok.score = static_cast<float>(s);
         }
         if (types) {
             int64_t ty = 0;
-            if (!types->items[i].get_int(&ty)) return bad("tokenizer.ggml.token_type", "non-integer type");
+            if (!types->item_int(i, &ty)) return bad("tokenizer.ggml.token_type", "non-integer type");
             tok.attr = attr_from_token_type(ty);
         }
-        if (!token_ids_.emplace(tok.text, static_cast<TokenId>(i)).second) {
+        if (!index_token(static_cast<TokenId>(i))) {
             return bad("tokenizer.ggml.tokens", "duplicate token '" + tok.text + "' at index " + std::to_string(i));
         }
     }
@@ -199,22 +196,24 @@ void Tokenizer::finish_special_tokens(const GgufFile& file) {
     if (add_eos_ && eos_ == kNoToken) add_eos_ = false;
 
     // Tokens that look like turn ends are made CONTROL and end generation, whatever their type
-    // in the file (llama.cpp does this because converters often mislabel them). Scanned in id
-    // order; llama.cpp walks a hash map, so with several candidates its EOT may differ.
-    for (size_t i = 0; i < n; ++i) {
-        TokenInfo& tok = tokens_[i];
-        const auto id = static_cast<TokenId>(i);
-        if (eot_ == kNoToken && one_of(tok.text, kEotTexts)) {
-            eot_ = id;
-            tok.attr |= kTokenControl;
+    // in the file (llama.cpp does this because converters often mislabel them). Texts are unique
+    // in the vocabulary, so each text is looked up rather than the vocabulary scanned; of several
+    // EOT candidates the lowest id wins (llama.cpp walks a hash map, so its EOT may differ).
+    if (eot_ == kNoToken) {
+        for (const char* text : kEotTexts) {
+            const TokenId id = find(text);
+            if (id != kNoToken && (eot_ == kNoToken || id < eot_)) eot_ = id;
         }
-        if (eom_ == kNoToken && tok.text == "<|eom_id|>") {
-            eom_ = id;
-            tok.attr |= kTokenControl;
-        }
-        if (one_of(tok.text, kEogTexts)) {
+        if (eot_ != kNoToken) tokens_[eot_].attr |= kTokenControl;
+    }
+    if (eom_ == kNoToken) {
+        eom_ = find("<|eom_id|>");
+        if (eom_ != kNoToken) tokens_[eom_].attr |= kTokenControl;
+    }
+    for (const char* text : kEogTexts) {
+        if (TokenId id = find(text); id != kNoToken) {
             eog_ids_.push_back(id);
-            tok.attr |= kTokenControl;
+            tokens_[id].attr |= kTokenControl;
         }
     }
     for (TokenId id : {eos_, eot_, eom_}) {
