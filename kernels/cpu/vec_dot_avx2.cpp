@@ -217,76 +217,10 @@ LS_AVX2 void matmul_exact_avx2(GgmlType type, const void* w, uint64_t row_bytes,
 // q4_K . q8_K: per super-block, lane l of the int32 sums collects bytes 4l..4l+3 of every 32-byte
 // chunk of quants (maddubs pairs bytes, madd pairs those with the sub-block's scale); then
 // acc = fma(d, float(lanes), acc), and four min lanes fma(-dmin * d_a, mins . bsums, acc_m).
-// Up to four activation rows share each weight block's unpacking; each output follows exactly the
-// steps of one row alone.
-template <int C>
-LS_AVX2 void dot_q4_K_avx2_rows(int64_t n, const block_q4_K* w, const block_q8_K* a, int64_t a_stride_blocks,
-                                 float* out, int64_t out_stride) {
-    const __m256i low4 = _mm256_set1_epi8(0x0F);
-    __m256 acc[C];
-    __m128 acc_m[C];
-    for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps(), acc_m[c] = _mm_setzero_ps();
-    for (int64_t b = 0; b < n / kQK_K; ++b) {
-        _mm_prefetch(reinterpret_cast<const char*>(w + b + 4), _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(w + b + 4) + 64, _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(w + b + 4) + 128, _MM_HINT_T0);
-        // The 6-bit scales and mins, unpacked to eight bytes each.
-        uint32_t packed[4];
-        std::memcpy(packed, w[b].scales, 12);
-        packed[3] = ((packed[2] >> 4) & 0x0f0f0f0fu) | (((packed[1] >> 6) & 0x03030303u) << 4);
-        const uint32_t mins_lo = packed[1] & 0x3f3f3f3fu;
-        packed[1] = (packed[2] & 0x0f0f0f0fu) | (((packed[0] >> 6) & 0x03030303u) << 4);
-        packed[2] = mins_lo;
-        packed[0] &= 0x3f3f3f3fu;
-        const __m256i scales_mins = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(packed)));
-        const __m128i mins = _mm256_extracti128_si256(scales_mins, 1);
-        const __m256i scales = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(scales_mins));
-        // Sub-block scale 2j (low nibbles) and 2j+1 (high nibbles), each in all 16 int16 lanes.
-        __m256i sc[8];
-        for (int j = 0; j < 8; ++j)
-            sc[j] = _mm256_shuffle_epi8(scales, _mm256_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * j)));
-        const float wd = _cvtsh_ss(w[b].d), wdmin = _cvtsh_ss(w[b].dmin);
-        __m256i q[8];
-        for (int j = 0; j < 4; ++j) {
-            const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qs + 32 * j));
-            q[2 * j] = _mm256_and_si256(bits, low4);
-            q[2 * j + 1] = _mm256_and_si256(_mm256_srli_epi16(bits, 4), low4);
-        }
-        for (int c = 0; c < C; ++c) {
-            const block_q8_K& ab = a[c * a_stride_blocks + b];
-            const float d = ab.d * wd;
-            const float dmin = -ab.d * wdmin;
-            // Lane k: mn[2k] * (bsums 4k, 4k+1) + mn[2k+1] * (bsums 4k+2, 4k+3), exact integers.
-            const __m128i bsums = _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(ab.bsums)),
-                                                 _mm_loadu_si128(reinterpret_cast<const __m128i*>(ab.bsums + 8)));
-            acc_m[c] = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(_mm_madd_epi16(mins, bsums)), acc_m[c]);
-            __m256i sumi = _mm256_setzero_si256();
-            for (int j = 0; j < 4; ++j) {
-                const __m256i a_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.qs + 64 * j));
-                const __m256i a_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.qs + 64 * j + 32));
-                const __m256i p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(q[2 * j], a_lo), sc[2 * j]);
-                const __m256i p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(q[2 * j + 1], a_hi), sc[2 * j + 1]);
-                sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p_lo, p_hi));
-            }
-            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc[c]);
-        }
-    }
-    for (int c = 0; c < C; ++c) {
-        alignas(16) float m[4];
-        _mm_store_ps(m, acc_m[c]);
-        out[c * out_stride] = hsum8(acc[c]) + ((m[0] + m[2]) + (m[1] + m[3]));
-    }
-}
-
-float dot_q4_K_avx2(int64_t n, const block_q4_K* w, const block_q8_K* a) {
-    float out = 0;
-    dot_q4_K_avx2_rows<1>(n, w, a, 0, &out, 0);
-    return out;
-}
 
 namespace {
 
-// A Q4_K block unpacked for the prompt kernel: quants as bytes (low nibbles of chunk j in q[2j],
+// A Q4_K block unpacked: quants as bytes (low nibbles of chunk j in q[2j],
 // high in q[2j+1]), each sub-block's scale in all 16 int16 lanes, the mins, and d, dmin.
 struct alignas(32) Q4KUnpacked {
     __m256i q[8];
@@ -318,9 +252,48 @@ LS_AVX2 void unpack_q4_K(const block_q4_K& w, Q4KUnpacked* u) {
     u->dmin = _cvtsh_ss(w.dmin);
 }
 
-// C activation rows against an unpacked weight row, block by block: the float steps of
-// dot_q4_K_avx2_rows<1> for each (its integer sums are exact, so their grouping is free), with
-// the quants and scales read from L1 once for the C columns and the accumulators in registers.
+// One block's steps for one activation row. The integer sums are exact, so how they are grouped
+// does not matter; the float steps are ggml's.
+LS_AVX2 inline void q4_K_block_step(const Q4KUnpacked& u, const block_q8_K& ab, __m256& acc, __m128& acc_m) {
+    // Lane k: mn[2k] * (bsums 4k, 4k+1) + mn[2k+1] * (bsums 4k+2, 4k+3).
+    const __m128i bsums = _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(ab.bsums)),
+                                         _mm_loadu_si128(reinterpret_cast<const __m128i*>(ab.bsums + 8)));
+    acc_m = _mm_fmadd_ps(_mm_set1_ps(-ab.d * u.dmin), _mm_cvtepi32_ps(_mm_madd_epi16(u.mins, bsums)), acc_m);
+    __m256i sumi = _mm256_setzero_si256();
+    for (int j = 0; j < 8; ++j) {  // chunk j: bytes 64 (j / 2) + 32 (j % 2) of the activations
+        const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.qs + 64 * (j / 2) + 32 * (j % 2)));
+        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(u.q[j], av), u.sc[j]));
+    }
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(ab.d * u.d), _mm256_cvtepi32_ps(sumi), acc);
+}
+
+LS_AVX2 inline float q4_K_result(__m256 acc, __m128 acc_m) {
+    alignas(16) float m[4];
+    _mm_store_ps(m, acc_m);
+    return hsum8(acc) + ((m[0] + m[2]) + (m[1] + m[3]));
+}
+
+}  // namespace
+
+LS_AVX2 float dot_q4_K_avx2(int64_t n, const block_q4_K* w, const block_q8_K* a) {
+    __m256 acc = _mm256_setzero_ps();
+    __m128 acc_m = _mm_setzero_ps();
+    for (int64_t b = 0; b < n / kQK_K; ++b) {
+        _mm_prefetch(reinterpret_cast<const char*>(w + b + 4), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(w + b + 4) + 64, _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(w + b + 4) + 128, _MM_HINT_T0);
+        Q4KUnpacked u;
+        unpack_q4_K(w[b], &u);
+        q4_K_block_step(u, a[b], acc, acc_m);
+    }
+    return q4_K_result(acc, acc_m);
+}
+
+namespace {
+
+// C activation rows against an unpacked weight row, block by block: the steps of q4_K_block_step
+// for each, with the quants and scales read from L1 once for the C columns and the accumulators in
+// registers.
 template <int C>
 LS_AVX2 void dot_q4_K_unpacked(int64_t nb, const Q4KUnpacked* u, const block_q8_K* a, int64_t a_stride_blocks,
                                float* out, int64_t out_stride) {
@@ -351,11 +324,7 @@ LS_AVX2 void dot_q4_K_unpacked(int64_t nb, const Q4KUnpacked* u, const block_q8_
             acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(a[c * a_stride_blocks + b].d * u[b].d), _mm256_cvtepi32_ps(sumi[c]),
                                      acc[c]);
     }
-    for (int c = 0; c < C; ++c) {
-        alignas(16) float m[4];
-        _mm_store_ps(m, acc_m[c]);
-        out[c * out_stride] = hsum8(acc[c]) + ((m[0] + m[2]) + (m[1] + m[3]));
-    }
+    for (int c = 0; c < C; ++c) out[c * out_stride] = q4_K_result(acc[c], acc_m[c]);
 }
 
 }  // namespace
