@@ -9,6 +9,7 @@ packages=(
   libboost-context-dev libgtest-dev libgmock-dev
   libimgui-dev libglfw3-dev libgl-dev libstb-dev fonts-dejavu-core
   xvfb xauth xdotool imagemagick
+  clang-14 libclang-rt-14-dev llvm-14
 )
 
 missing=()

@@ -8,6 +8,10 @@
 #include <cstring>
 #include <vector>
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 #include "kernels/common/histogram.h"
 #include "kernels/cpu/stats_avx2.h"
 #include "kernels/cuda/loader.h"
@@ -108,7 +112,12 @@ bool llama_isa_from_name(const std::string& name, LlamaIsa* out) {
 
 LlamaIsa host_llama_isa() {
 #if defined(__x86_64__)
-    if (__builtin_cpu_supports("avx512f")) return __builtin_cpu_supports("avx512fp16") ? LlamaIsa::kAvx512Fp16 : LlamaIsa::kAvx512;
+    if (__builtin_cpu_supports("avx512f")) {
+        // AVX512-FP16 is CPUID leaf 7 EDX bit 23, asked directly: clang 14 has no name for it.
+        unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+        const bool fp16 = __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) && (edx >> 23 & 1);
+        return fp16 ? LlamaIsa::kAvx512Fp16 : LlamaIsa::kAvx512;
+    }
 #endif
     return LlamaIsa::kAvx2;
 }

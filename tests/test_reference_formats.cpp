@@ -497,6 +497,17 @@ TEST(NpyFolder, MalformedManifestsGiveClearErrors) {
     }
 }
 
+// ne [6, 2^32, 2^32] has 2^66 * 1.5 elements, which wraps to 6 in int64: it must not pass for the
+// 6 values of a.npy (UBSan stops at the overflow; without it the tensor was accepted).
+TEST(NpyFolder, AnNeWhoseElementCountOverflowsIsRefused) {
+    const std::string dir = folder_with("{\"format\": \"layerscope-npy\", \"version\": 1, \"tensors\": [{\"name\": \"x\", "
+                                        "\"file\": \"a.npy\", \"order\": \"row-major\", \"ne\": [6, 4294967296, 4294967296]}]}");
+    auto r = ReferenceDump::open(dir);
+    ASSERT_FALSE(r.ok()) << "accepted ne [6, 2^32, 2^32] for 6 values";
+    expect_error(r.error(), "manifest.json", {"tensor 0", "\"ne\" [6,4294967296,4294967296]", "more elements"});
+    fs::remove_all(dir);
+}
+
 TEST(ReferenceOpen, DetectsTheFormat) {
     const std::string dir = test::make_temp_dir();
     auto r = ReferenceDump::open(dir);

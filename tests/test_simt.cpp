@@ -335,6 +335,17 @@ TEST(Simt, HostPointerArgumentsAndCopyDirectionsAreChecked) {
     cudaGetLastError();
 }
 
+// Host memory may start right where a device allocation ends (allocators that keep no header
+// between blocks do that, ThreadSanitizer's among them): that address is not device memory.
+TEST(Simt, TheAddressJustPastADeviceAllocationIsHostMemory) {
+    char* dev = nullptr;
+    ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&dev), 256), cudaSuccess);
+    EXPECT_TRUE(ls::simt::detail::is_device_pointer(dev));
+    EXPECT_TRUE(ls::simt::detail::is_device_pointer(dev + 255));
+    EXPECT_FALSE(ls::simt::detail::is_device_pointer(dev + 256));
+    EXPECT_EQ(cudaFree(dev), cudaSuccess);
+}
+
 TEST(Simt, ThreadAndBlockIndicesCoverA3dGridOnce) {
     const dim3 grid(3, 2, 2), block(8, 4, 2);
     const int total = 3 * 2 * 2 * 8 * 4 * 2;

@@ -36,9 +36,14 @@ int occurrence_of(const std::string& dump_name) {
 Result<std::unique_ptr<ReferenceDump>> ReferenceDump::open_gguf(const std::string& path) {
     auto file = GgufFile::open(path);
     if (!file) return file.error();
+    return from_gguf(std::move(file.value()));
+}
+
+Result<std::unique_ptr<ReferenceDump>> ReferenceDump::from_gguf(std::unique_ptr<GgufFile> file) {
     std::unique_ptr<ReferenceDump> d(new ReferenceDump());
-    d->file_ = std::move(file.value());
+    d->file_ = std::move(file);
     const GgufFile& f = *d->file_;
+    const std::string& path = f.path();
     if (!f.find("dump.format_version"))
         return make_error(ErrorCode::kBadInput,
                           fmt::format("{}: not a tensor dump (no dump.format_version key); expected a dump written by "

@@ -55,6 +55,8 @@ public:
     // whichever `path` is.
     static Result<std::unique_ptr<ReferenceDump>> open(const std::string& path);
     static Result<std::unique_ptr<ReferenceDump>> open_gguf(const std::string& path);
+    // A GGUF dump already opened or parsed (GgufFile::parse reads one from memory).
+    static Result<std::unique_ptr<ReferenceDump>> from_gguf(std::unique_ptr<GgufFile> file);
 
     // For loaders of other formats: tensors whose `data` points into `storage`.
     static std::unique_ptr<ReferenceDump> from_tensors(std::string source, std::vector<RefTensor> tensors,

@@ -427,7 +427,9 @@ Result<NpyFolder> load_npy_folder(const std::string& dir) {
                 if (!ne[k].is_number_integer() || ne[k].get<int64_t>() < 1 || ne[k].get<int64_t>() > kMaxDim)
                     return terr("\"ne\" must be an array of 1 to 4 positive integers (ggml order, ne0 first)");
                 want[k] = ne[k].get<int64_t>();
-                n *= want[k];
+                if (__builtin_mul_overflow(n, want[k], &n))
+                    return terr(fmt::format("\"ne\" {} has more elements than a tensor can have; {} has {}", ne.dump(),
+                                            full.string(), arr->n_elements()));
             }
             const bool same = std::equal(want, want + 4, t.ne_);
             if (order == "ggml" && !same)

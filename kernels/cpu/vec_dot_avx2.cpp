@@ -6,6 +6,7 @@
 // only on processors that have the instructions.
 #include "kernels/cpu/vec_dot_avx2.h"
 
+#include <cpuid.h>
 #include <immintrin.h>
 
 #include <algorithm>
@@ -32,7 +33,12 @@ LS_AVX2 float hsum8(__m256 acc) {
 }  // namespace
 
 bool avx2_kernels_usable() {
-    static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    // F16C is CPUID leaf 1 ECX bit 29, asked directly: clang 14 has no name for it.
+    static const bool yes = [] {
+        unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+        const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx >> 29 & 1);
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
+    }();
     return yes;
 }
 

@@ -35,6 +35,31 @@
 
 namespace ls::simt {
 
+// Where a kernel called a barrier or a warp collective. g++ 12 has std::source_location; clang 14
+// (the fuzz build) lacks the builtin behind it, but has the older builtins this stand-in uses.
+#if defined(__cpp_lib_source_location)
+using SourceLocation = std::source_location;
+#else
+class SourceLocation {
+public:
+    static constexpr SourceLocation current(const char* file = __builtin_FILE(), const char* function = __builtin_FUNCTION(),
+                                            unsigned line = __builtin_LINE(), unsigned column = __builtin_COLUMN()) noexcept {
+        SourceLocation where;
+        where.file_ = file, where.function_ = function, where.line_ = line, where.column_ = column;
+        return where;
+    }
+    constexpr const char* file_name() const noexcept { return file_; }
+    constexpr const char* function_name() const noexcept { return function_; }
+    constexpr unsigned line() const noexcept { return line_; }
+    constexpr unsigned column() const noexcept { return column_; }
+
+private:
+    const char* file_ = "";
+    const char* function_ = "";
+    unsigned line_ = 0, column_ = 0;
+};
+#endif
+
 // The order in which the runnable threads of a block run between two synchronisation points.
 // Races show only under some orders: run every test under at least Forward and Random.
 enum class Schedule { Forward, Reverse, Random };
@@ -82,11 +107,11 @@ inline thread_local ThreadContext* t_current = nullptr;
 
 enum class WarpOp : uint8_t { Shfl, ShflUp, ShflDown, ShflXor, Ballot, All, Any, ReduceAdd, SyncWarp };
 
-void block_barrier(const std::source_location& where);
+void block_barrier(const SourceLocation& where);
 uint64_t warp_collective(WarpOp op, unsigned mask, uint64_t value, int arg, int width,
-                         const std::source_location& where);
+                         const SourceLocation& where);
 unsigned active_mask();
-[[noreturn]] void kernel_trap(const char* why, const std::source_location& where);
+[[noreturn]] void kernel_trap(const char* why, const SourceLocation& where);
 
 bool is_device_pointer(const void* p);
 void record_launch_error(cudaError_t code, const std::string& message);
@@ -172,63 +197,63 @@ void launch(void (*kernel)(Params...), LaunchSite site, dim3 grid, dim3 block, s
 inline constexpr int warpSize = 32;
 
 // ---- synchronisation ---------------------------------------------------------------------------
-inline void __syncthreads(std::source_location where = std::source_location::current()) {
+inline void __syncthreads(ls::simt::SourceLocation where = ls::simt::SourceLocation::current()) {
     ::ls::simt::detail::block_barrier(where);
 }
-inline void __syncwarp(unsigned mask = 0xffffffffu, std::source_location where = std::source_location::current()) {
+inline void __syncwarp(unsigned mask = 0xffffffffu, ls::simt::SourceLocation where = ls::simt::SourceLocation::current()) {
     ::ls::simt::detail::warp_collective(::ls::simt::detail::WarpOp::SyncWarp, mask, 0, 0, 32, where);
 }
 inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 inline void __threadfence_block() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 inline unsigned __activemask() { return ::ls::simt::detail::active_mask(); }
-[[noreturn]] inline void __trap(std::source_location where = std::source_location::current()) {
+[[noreturn]] inline void __trap(ls::simt::SourceLocation where = ls::simt::SourceLocation::current()) {
     ::ls::simt::detail::kernel_trap("__trap()\nHINT: the kernel stopped itself; check the condition guarding the __trap", where);
 }
 
 // ---- warp collectives (complete when every lane named in the mask has arrived) -----------------
 template <class T>
 T __shfl_sync(unsigned mask, T var, int src_lane, int width = warpSize,
-              std::source_location where = std::source_location::current()) {
+              ls::simt::SourceLocation where = ls::simt::SourceLocation::current()) {
     using namespace ::ls::simt::detail;
     return from_bits<T>(warp_collective(WarpOp::Shfl, mask, to_bits(var), src_lane, width, where));
 }
 template <class T>
 T __shfl_up_sync(unsigned mask, T var, unsigned delta, int width = warpSize,
-                 std::source_location where = std::source_location::current()) {
+                 ls::simt::SourceLocation where = ls::simt::SourceLocation::current()) {
     using namespace ::ls::simt::detail;
     return from_bits<T>(warp_collective(WarpOp::ShflUp, mask, to_bits(var), static_cast<int>(delta), width, where));
 }
 template <class T>
 T __shfl_down_sync(unsigned mask, T var, unsigned delta, int width = warpSize,
-                   std::source_location where = std::source_location::current()) {
+                   ls::simt::SourceLocation where = ls::simt::SourceLocation::current()) {
     using namespace ::ls::simt::detail;
     return from_bits<T>(warp_collective(WarpOp::ShflDown, mask, to_bits(var), static_cast<int>(delta), width, where));
 }
 template <class T>
 T __shfl_xor_sync(unsigned mask, T var, int lane_mask, int width = warpSize,
-                  std::source_location where = std::source_location::current()) {
+                  ls::simt::SourceLocation where = ls::simt::SourceLocation::current()) {
     using namespace ::ls::simt::detail;
     return from_bits<T>(warp_collective(WarpOp::ShflXor, mask, to_bits(var), lane_mask, width, where));
 }
 inline unsigned __ballot_sync(unsigned mask, int predicate,
-                              std::source_location where = std::source_location::current()) {
+                              ls::simt::SourceLocation where = ls::simt::SourceLocation::current()) {
     using namespace ::ls::simt::detail;
     return static_cast<unsigned>(warp_collective(WarpOp::Ballot, mask, predicate != 0, 0, 32, where));
 }
-inline int __all_sync(unsigned mask, int predicate, std::source_location where = std::source_location::current()) {
+inline int __all_sync(unsigned mask, int predicate, ls::simt::SourceLocation where = ls::simt::SourceLocation::current()) {
     using namespace ::ls::simt::detail;
     return static_cast<int>(warp_collective(WarpOp::All, mask, predicate != 0, 0, 32, where));
 }
-inline int __any_sync(unsigned mask, int predicate, std::source_location where = std::source_location::current()) {
+inline int __any_sync(unsigned mask, int predicate, ls::simt::SourceLocation where = ls::simt::SourceLocation::current()) {
     using namespace ::ls::simt::detail;
     return static_cast<int>(warp_collective(WarpOp::Any, mask, predicate != 0, 0, 32, where));
 }
 inline unsigned __reduce_add_sync(unsigned mask, unsigned value,
-                                  std::source_location where = std::source_location::current()) {
+                                  ls::simt::SourceLocation where = ls::simt::SourceLocation::current()) {
     using namespace ::ls::simt::detail;
     return static_cast<unsigned>(warp_collective(WarpOp::ReduceAdd, mask, value, 0, 32, where));
 }
-inline int __reduce_add_sync(unsigned mask, int value, std::source_location where = std::source_location::current()) {
+inline int __reduce_add_sync(unsigned mask, int value, ls::simt::SourceLocation where = ls::simt::SourceLocation::current()) {
     return static_cast<int>(__reduce_add_sync(mask, static_cast<unsigned>(value), where));
 }
 

@@ -53,7 +53,7 @@ int64_t device_bytes_after(const void* p) {
     auto it = dm.allocations.upper_bound(address);
     if (it == dm.allocations.begin()) return -1;
     --it;
-    if (address > it->first + it->second) return -1;
+    if (address >= it->first + it->second) return -1;  // the end is where the next allocation may start
     return static_cast<int64_t>(it->first + it->second - address);
 }
 

@@ -17,11 +17,19 @@
 #include <thread>
 #include <vector>
 
+// AddressSanitizer must be told of every stack switch (g++ and clang say it differently).
 #if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/common_interface_defs.h>
 #define LS_SIMT_ASAN 1
-#else
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define LS_SIMT_ASAN 1
+#endif
+#endif
+#ifndef LS_SIMT_ASAN
 #define LS_SIMT_ASAN 0
+#endif
+#if LS_SIMT_ASAN
+#include <sanitizer/common_interface_defs.h>
 #endif
 
 namespace ls::simt::detail {
@@ -68,7 +76,7 @@ struct CudaThread : ThreadContext {
     ctx::fiber* scheduler = nullptr;       // where to switch back to, while running
     ctx::stack_context stack{};
     Wait wait = Wait::Runnable;
-    std::source_location where;
+    SourceLocation where;
     WarpOp op = WarpOp::SyncWarp;
     unsigned mask = 0;
     int arg = 0;
@@ -92,7 +100,7 @@ private:
     CudaThread* thread_;
 };
 
-std::string where_text(const std::source_location& where) {
+std::string where_text(const SourceLocation& where) {
     const char* file = where.file_name();
     if (const char* slash = std::strrchr(file, '/')) file = slash + 1;
     return std::string(file) + ":" + std::to_string(where.line());
@@ -513,14 +521,14 @@ std::string run_blocks(const GridLaunch& launch, Schedule schedule, uint64_t see
     return first_error;
 }
 
-void block_barrier(const std::source_location& where) {
+void block_barrier(const SourceLocation& where) {
     CudaThread& t = current_thread();
     t.wait = Wait::Barrier;
     t.where = where;
     t_runner->yield(t);
 }
 
-uint64_t warp_collective(WarpOp op, unsigned mask, uint64_t value, int arg, int width, const std::source_location& where) {
+uint64_t warp_collective(WarpOp op, unsigned mask, uint64_t value, int arg, int width, const SourceLocation& where) {
     CudaThread& t = current_thread();
     if (width < 1 || width > 32 || (width & (width - 1)) != 0)
         kernel_trap(("width " + std::to_string(width) + " of " + op_name(op) + " is not a power of two up to 32\nHINT: use 1, 2, 4, 8, 16 or 32").c_str(), where);
@@ -549,7 +557,7 @@ unsigned active_mask() {
     return mask;
 }
 
-void kernel_trap(const char* why, const std::source_location& where) {
+void kernel_trap(const char* why, const SourceLocation& where) {
     CudaThread& t = current_thread();
     t.wait = Wait::Failed;
     // The HINT line, if any, stays last.
