@@ -229,7 +229,7 @@ struct alignas(32) Q4KUnpacked {
     float d, dmin;
 };
 
-LS_AVX2 void unpack_q4_K(const block_q4_K& w, Q4KUnpacked* u) {
+LS_AVX2 inline __attribute__((always_inline)) void unpack_q4_K(const block_q4_K& w, Q4KUnpacked* u) {
     const __m256i low4 = _mm256_set1_epi8(0x0F);
     uint32_t packed[4];
     std::memcpy(packed, w.scales, 12);
