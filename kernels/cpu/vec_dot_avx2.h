@@ -13,6 +13,8 @@ namespace ls {
 bool avx2_kernels_usable();
 
 float dot_q4_K_avx2(int64_t n, const block_q4_K* w, const block_q8_K* a);
+// quantize_row_q8_K_ref on AVX2: the same bytes for any input, NaN and infinity included.
+void quantize_row_q8_K_avx2(const float* x, block_q8_K* y, int64_t n);
 
 // Exact mode, in the one order of exact_order.h, so each equals the portable exact_dot_f32 of the
 // dequantized row, bit for bit.
