@@ -13,6 +13,7 @@
 #include "kernels/common/fp16.h"
 #include "kernels/common/quant_blocks.h"
 #include "kernels/cpu/dequant.h"
+#include "kernels/cpu/ggml_order.h"
 #include "kernels/cpu/quantize.h"
 #include "kernels/cpu/vec_dot.h"
 #include "kernels/cpu/vec_dot_x86.h"
@@ -389,6 +390,25 @@ TEST(QuantizeQ8KAvx2, SameBytesAsTheScalarLoop) {
     quantize_row_q8_K_avx2(x.data(), got.data(), static_cast<int64_t>(x.size()));
     for (int b = 0; b < kBlocks; ++b)
         EXPECT_EQ(std::memcmp(&want[b], &got[b], sizeof(block_q8_K)), 0) << "block " << b << " (case " << b % 12 << ")";
+}
+
+// llama mode's f32 attention dots on AVX2 give the bits of the scalar emulation of ggml's orders.
+TEST(AttentionDotsAvx2, SameBitsAsTheEmulation) {
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") || !__builtin_cpu_supports("f16c"))
+        GTEST_SKIP() << "this processor has no AVX2/FMA/F16C: the emulation runs everywhere";
+    int checked = 0;
+    for (int64_t n : {8, 32, 64, 96, 128, 256, 1024}) {
+        for (int seed = 0; seed < 6; ++seed) {
+            const std::vector<float> a = wavy_row(n, 0.1f * seed, 3.0f), b = wavy_row(n, 1.7f + seed, 0.01f * (seed + 1));
+            EXPECT_EQ(bits_of(dot_tinyblas8_avx2(a.data(), b.data(), n)), bits_of(ggml_order::dot_tinyblas8(a.data(), b.data(), n)))
+                << "tinyBLAS n " << n;
+            const int64_t np = n & ~int64_t(31);
+            EXPECT_EQ(bits_of(dot_blocks8_avx2(a.data(), b.data(), np)), bits_of(ggml_order::dot_blocks<8>(a.data(), b.data(), np)))
+                << "vec_dot blocks n " << np;
+            checked += 2;
+        }
+    }
+    EXPECT_EQ(checked, 7 * 6 * 2);
 }
 
 }  // namespace

@@ -452,3 +452,31 @@ LS_AVX2 void quantize_row_q8_K_avx2(const float* x, block_q8_K* y, int64_t n) {
 }
 
 }  // namespace ls
+
+namespace ls {
+
+// ggml_order::dot_tinyblas8: lane i fuses products i, i + 8, ... in order, then hsum8.
+LS_AVX2 float dot_tinyblas8_avx2(const float* a, const float* b, int64_t k) {
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t l = 0; l < k; l += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + l), _mm256_loadu_ps(b + l), acc);
+    return hsum8(acc);
+}
+
+// ggml_order::dot_blocks<8>: four accumulators over blocks of 32, x0 += x2, x1 += x3, x0 += x1, hadd8.
+LS_AVX2 float dot_blocks8_avx2(const float* a, const float* b, int64_t np) {
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    for (int64_t i = 0; i < np; i += 32) {
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
+        s2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 16), _mm256_loadu_ps(b + i + 16), s2);
+        s3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 24), _mm256_loadu_ps(b + i + 24), s3);
+    }
+    s0 = _mm256_add_ps(s0, s2);
+    s1 = _mm256_add_ps(s1, s3);
+    s0 = _mm256_add_ps(s0, s1);
+    alignas(32) float v[8];
+    _mm256_store_ps(v, s0);
+    return ggml_order::hadd8(v);
+}
+
+}  // namespace ls
