@@ -11,6 +11,7 @@
 #include "app/token_list.h"
 #include "engine/forward/generate.h"
 #include "engine/tokenizer/chat_template.h"
+#include "engine/util/safe_write.h"
 
 namespace ls::app {
 namespace {
@@ -38,6 +39,9 @@ int run_run(const RunOptions& o) {
     if (!math_mode_from_name(o.mode, &mode)) return fail(make_error(ErrorCode::kUsage, "--mode must be exact or llama"));
     if (o.prompt.empty() == o.tokens.empty())
         return fail(make_error(ErrorCode::kUsage, "give exactly one of --prompt TEXT or --tokens 1,2,3"));
+    // A dump that would be refused is refused before the run, not after it.
+    if (!o.dump_path.empty())
+        if (Status s = check_file_target(o.dump_path, o.force); !s) return fail(s.error());
 
     auto model = Model::open(o.model_path);
     if (!model) return fail(model.error());
@@ -131,10 +135,7 @@ int run_run(const RunOptions& o) {
         info.all_logits = fo.all_logits;
         info.system_info = backend->name() + ", math mode " + math_mode_name(mode) +
                            (mode == MathMode::kLlama ? std::string(", llama.cpp build ") + llama_isa_name(fo.llama_isa) : "");
-        if (Status s = dump.write(o.dump_path, info); !s) {
-            std::fprintf(stderr, "layerscope run: %s\n", s.error().message.c_str());
-            return kExitBadInput;
-        }
+        if (Status s = dump.write(o.dump_path, info, o.force); !s) return fail(s.error());
         std::printf("dump:    %zu tensors, %.2f MiB -> %s\n", dump.n_tensors(), dump.bytes() / 1048576.0, o.dump_path.c_str());
     }
     return kExitOk;

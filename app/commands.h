@@ -30,6 +30,7 @@ struct RunOptions {
     int n_predict = 16;
     std::string mode = "llama";
     std::string dump_path;     // write every intermediate here
+    bool force = false;        // replace an existing dump file (never anything but a regular file)
     int threads = 0;           // 0 = all cores
     int64_t ctx = 0;           // KV cells; 0 = enough for the prompt and n_predict
     int64_t ubatch = 512;
@@ -69,9 +70,11 @@ struct MakeModelOptions {
     int n_embd = 0, n_layer = 0, n_head = 0, n_head_kv = 0, n_ff = 0, vocab = 0, ctx_train = 0;
     bool seed_given = false;
     uint64_t seed = 0;
+    bool force = false;         // replace an existing file (never anything but a regular file)
 };
 
-// Writes a deterministic synthetic model (0 ok, 2 bad spec, 4 cannot write).
+// Writes a deterministic synthetic model (0 ok, 2 bad spec or an output it may not replace, 3
+// cannot write).
 int run_make_model(const MakeModelOptions& options);
 
 struct ExportCmdOptions {
@@ -88,8 +91,8 @@ struct ExportCmdOptions {
     std::string backend = "auto";
 };
 
-// Exports a run's events or converts a dump (0 ok, 2 bad usage or nothing selected, 3 unreadable
-// input, 4 cannot write or the output exists without --force).
+// Exports a run's events or converts a dump (0 ok, 2 bad usage, nothing selected, or an output
+// it may not replace, 3 unreadable input, 4 cannot write).
 int run_export(const ExportCmdOptions& options);
 
 struct BenchOptions {

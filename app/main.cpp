@@ -10,6 +10,11 @@
 
 namespace {
 
+// An output path given as "" would silently write nothing.
+const CLI::Validator kNonEmptyPath(
+    [](std::string& path) { return path.empty() ? std::string("an empty path; give a file name") : std::string(); },
+    "PATH");
+
 void add_inspect_command(CLI::App& app, ls::app::InspectOptions& options) {
     CLI::App* inspect = app.add_subcommand("inspect", "Show a GGUF file's metadata, tokenizer, tensors and lints");
     inspect->add_option("model", options.model_path, "GGUF model file")->required();
@@ -29,7 +34,8 @@ void add_run_command(CLI::App& app, ls::app::RunOptions& o) {
     run->add_option("-n,--n-predict", o.n_predict, "Tokens to generate (default 16)")->check(CLI::Range(0, 1 << 20));
     run->add_option("--mode", o.mode, "exact (f32 math on dequantized weights) or llama (ggml's CPU arithmetic; default)")
         ->check(CLI::IsMember({"exact", "llama"}));
-    run->add_option("--dump", o.dump_path, "Write every intermediate tensor to this GGUF dump");
+    run->add_option("--dump", o.dump_path, "Write every intermediate tensor to this GGUF dump")->check(kNonEmptyPath);
+    run->add_flag("--force", o.force, "Replace an existing --dump file (only a regular file is ever replaced)");
     run->add_option("--threads,-t", o.threads, "CPU threads (default: all cores)")->check(CLI::Range(0, 1024));
     run->add_option("--ctx,-c", o.ctx, "KV cache cells (default: prompt + n, rounded up to 256)")->check(CLI::Range(0, 1 << 24));
     run->add_option("--ubatch", o.ubatch, "Tokens per graph evaluation (default 512)")->check(CLI::Range(1, 1 << 16));
@@ -78,7 +84,8 @@ void add_compare_command(CLI::App& app, ls::app::CompareOptions& o) {
 void add_make_model_command(CLI::App& app, ls::app::MakeModelOptions& o) {
     CLI::App* mk = app.add_subcommand("make-model", "Write a deterministic synthetic GGUF model (random weights, generated "
                                                     "vocabulary) for tests and demos");
-    mk->add_option("out", o.out_path, "Output GGUF file")->required();
+    mk->add_option("out", o.out_path, "Output GGUF file")->required()->check(kNonEmptyPath);
+    mk->add_flag("--force", o.force, "Replace an existing output file (only a regular file is ever replaced)");
     mk->add_flag("--demo", o.demo, "The GUI's built-in demo model (other flags override its values)");
     mk->add_option("--arch", o.arch, "llama (default) or qwen2")->check(CLI::IsMember({"llama", "qwen2"}));
     mk->add_option("--type", o.type, "Weight type: f32, f16 (default), bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_K..q6_K");
@@ -146,7 +153,8 @@ int main(int argc, char** argv) {
     ls::app::GuiOptions gui;
     app.add_option("model", gui.model_path, "GGUF model to open in the GUI");
     app.add_option("--screenshot", gui.screenshot_path,
-                   "GUI check: render --frames frames, save the window as PNG to this path and exit");
+                   "GUI check: render --frames frames, save the window as PNG to this path (a new file) and exit")
+        ->check(kNonEmptyPath);
     app.add_option("--frames", gui.frames, "Frames to render before --screenshot (default 3)")
         ->check(CLI::Range(1, 100000));
     app.add_option("--reference,-r", gui.reference_path, "Reference dump to load at start");

@@ -216,7 +216,7 @@ TEST(CompareDumps, DataThatCannotBeReadInPlaceComparesTheSame) {
             std::vector<GgufWriteTensor> tensors;
             for (const GgufTensorInfo& t : dump.file()->tensors())
                 tensors.push_back({t.name, t.type, std::vector<int64_t>(t.ne, t.ne + t.n_dims), t.data, t.n_bytes});
-            EXPECT_TRUE(gguf_write(path, kv, tensors, 2));
+            EXPECT_TRUE(gguf_write(path, kv, tensors, 2, /*overwrite=*/true));
             auto d = ReferenceDump::open_gguf(path);
             EXPECT_TRUE(d) << (d ? "" : d.error().message);
             if (d && d.value()->tensors()[1].complete() && !d.value()->tensors()[1].f32()) return std::move(d.value());

@@ -75,7 +75,7 @@ std::vector<GgufKV> dump_run_metadata(const DumpInfo& info) {
     return kv;
 }
 
-Status DumpWriter::write(const std::string& path, const DumpInfo& info) const {
+Status DumpWriter::write(const std::string& path, const DumpInfo& info, bool overwrite) const {
     std::vector<GgufKV> kv = dump_run_metadata(info);
 
     std::vector<std::string> orig, op, src, type;
@@ -101,7 +101,7 @@ Status DumpWriter::write(const std::string& path, const DumpInfo& info) const {
     kv.push_back({"dump.tensor.ubatch", GgufValue::make_array(GgufValueType::INT32, ubatch)});
     kv.push_back({"dump.tensor.node_index", GgufValue::make_array(GgufValueType::INT32, node)});
     kv.push_back({"dump.tensor.kind", GgufValue::make_array(GgufValueType::INT32, kind)});
-    return gguf_write(path, kv, tensors);
+    return gguf_write(path, kv, tensors, 32, overwrite);
 }
 
 }  // namespace ls

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
@@ -28,10 +29,15 @@ struct NpyArray {
 Result<NpyArray> read_npy(const std::string& path);
 // Parses .npy bytes already in memory; `what` names them in errors.
 Result<NpyArray> parse_npy(const uint8_t* data, size_t size, const std::string& what);
-// Writes a C-order array as .npy version 1 (dtype "<f4", "<i4" or "<i8"), via a temp file and a
-// rename so that no half-written file is left behind.
-Status write_npy(const std::string& path, const std::string& dtype, const std::vector<int64_t>& shape,
+// Writes a C-order array as .npy version 1 (dtype "<f4", "<i4" or "<i8") to `out`; `what` names
+// it in errors.
+Status write_npy(std::FILE* out, const std::string& what, const std::string& dtype, const std::vector<int64_t>& shape,
                  const void* data);
+// The same to the file `path`, through a staging file that takes the name only when complete
+// (engine/util/safe_write.h): an existing file is replaced only with `overwrite`, and only a
+// regular file.
+Status write_npy(const std::string& path, const std::string& dtype, const std::vector<int64_t>& shape,
+                 const void* data, bool overwrite = false);
 
 // ---- folder of .npy + manifest.json ------------------------------------------------------------
 

@@ -41,6 +41,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cstdio>
 #include <map>
 #include <cstring>
@@ -52,6 +53,7 @@
 #include "engine/compare/reference_formats.h"
 #include "engine/forward/event.h"
 #include "engine/gguf/mapped_file.h"
+#include "engine/util/safe_write.h"
 
 namespace ls {
 namespace {
@@ -276,10 +278,10 @@ Result<NpyArray> read_npy(const std::string& path) {
     return parse_npy(file.value()->data(), static_cast<size_t>(file.value()->size()), path);
 }
 
-Status write_npy(const std::string& path, const std::string& dtype, const std::vector<int64_t>& shape,
+Status write_npy(std::FILE* out, const std::string& what, const std::string& dtype, const std::vector<int64_t>& shape,
                  const void* data) {
     int elem = dtype == "<f4" || dtype == "<i4" ? 4 : dtype == "<i8" || dtype == "<f8" ? 8 : dtype == "<f2" ? 2 : 0;
-    if (elem == 0) return make_error(ErrorCode::kUsage, fmt::format("{}: cannot write dtype '{}'", path, dtype));
+    if (elem == 0) return make_error(ErrorCode::kUsage, fmt::format("{}: cannot write dtype '{}'", what, dtype));
     std::string shape_text = "(";
     int64_t n = 1;
     for (size_t i = 0; i < shape.size(); ++i) {
@@ -292,26 +294,21 @@ Status write_npy(const std::string& path, const std::string& dtype, const std::v
     const size_t total = 10 + header.size() + 1;
     header.append((64 - total % 64) % 64, ' ');
     header += '\n';
-    const std::string tmp = path + ".tmp";
-    {
-        std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-        const uint16_t len = static_cast<uint16_t>(header.size());
-        const char pre[10] = {'\x93', 'N', 'U', 'M', 'P', 'Y', 1, 0, static_cast<char>(len & 0xff), static_cast<char>(len >> 8)};
-        out.write(pre, 10);
-        out.write(header.data(), static_cast<std::streamsize>(header.size()));
-        out.write(static_cast<const char*>(data), static_cast<std::streamsize>(n * elem));
-        if (!out.good()) {
-            std::remove(tmp.c_str());
-            return make_error(ErrorCode::kIo, fmt::format("{}: cannot write", tmp));
-        }
-    }
-    std::error_code ec;
-    fs::rename(tmp, path, ec);
-    if (ec) {
-        std::remove(tmp.c_str());
-        return make_error(ErrorCode::kIo, fmt::format("{}: cannot rename into place: {}", path, ec.message()));
-    }
+    const uint16_t len = static_cast<uint16_t>(header.size());
+    const char pre[10] = {'\x93', 'N', 'U', 'M', 'P', 'Y', 1, 0, static_cast<char>(len & 0xff), static_cast<char>(len >> 8)};
+    const size_t data_bytes = static_cast<size_t>(n) * elem;
+    if (std::fwrite(pre, 1, 10, out) != 10 || std::fwrite(header.data(), 1, header.size(), out) != header.size() ||
+        (data_bytes && std::fwrite(data, 1, data_bytes, out) != data_bytes))
+        return make_error(ErrorCode::kIo, fmt::format("writing {} failed: {}", what, std::strerror(errno)));
     return {};
+}
+
+Status write_npy(const std::string& path, const std::string& dtype, const std::vector<int64_t>& shape,
+                 const void* data, bool overwrite) {
+    auto staged = StagedFile::create(path, overwrite);
+    if (!staged) return staged.error();
+    if (Status s = write_npy(staged.value()->file(), path, dtype, shape, data); !s) return s;
+    return staged.value()->commit();
 }
 
 Result<NpyFolder> load_npy_folder(const std::string& dir) {
