@@ -34,11 +34,7 @@ int run_make_model(const MakeModelOptions& o) {
     Status st = make_model(spec, o.out_path, &info);
     if (!st.ok()) {
         std::fprintf(stderr, "layerscope make-model: %s\n", st.error().message.c_str());
-        switch (st.error().code) {
-            case ErrorCode::kUsage: return kExitUsage;
-            case ErrorCode::kIo: return kExitWriteError;
-            default: return kExitBadInput;
-        }
+        return exit_code_for(st.error());
     }
     fmt::print("wrote {}: {} n_embd {} layers {} heads {}/{} n_ff {} vocab {} ({} token rows), {}, seed {}: "
                "{} parameters, {} bytes\n",
