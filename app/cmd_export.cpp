@@ -18,11 +18,7 @@ namespace {
 
 int fail(const Error& e) {
     std::fprintf(stderr, "layerscope export: %s\n", e.message.c_str());
-    switch (e.code) {
-        case ErrorCode::kUsage: case ErrorCode::kUnsupported: return kExitUsage;
-        case ErrorCode::kIo: return kExitWriteError;
-        default: return kExitBadInput;
-    }
+    return exit_code_for(e);
 }
 
 

@@ -34,8 +34,7 @@ int run_make_model(const MakeModelOptions& o) {
     Status st = make_model(spec, o.out_path, &info, o.force);
     if (!st.ok()) {
         std::fprintf(stderr, "layerscope make-model: %s\n", st.error().message.c_str());
-        // 2: a bad spec, or an output it may not replace; 3: the file cannot be written.
-        return st.error().code == ErrorCode::kUsage ? kExitUsage : kExitBadInput;
+        return exit_code_for(st.error());
     }
     fmt::print("wrote {}: {} n_embd {} layers {} heads {}/{} n_ff {} vocab {} ({} token rows), {}, seed {}: "
                "{} parameters, {} bytes\n",

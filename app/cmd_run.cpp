@@ -29,7 +29,7 @@ std::string printable(const std::string& s) {
 
 int fail(const Error& e) {
     std::fprintf(stderr, "layerscope run: %s\n", e.message.c_str());
-    return e.code == ErrorCode::kUsage || e.code == ErrorCode::kUnsupported ? kExitUsage : kExitBadInput;
+    return exit_code_for(e);
 }
 
 }  // namespace

@@ -1,17 +1,30 @@
-// The layerscope commands main.cpp dispatches to; each returns the process exit code
-// (0 ok, 2 bad usage, 3 unreadable or malformed input).
+// The layerscope commands main.cpp dispatches to; each returns the process exit code (DESIGN.md
+// section 7): 0 ok, 1 diverged (compare) or lint errors (inspect), 2 usage, 3 bad or unreadable input.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "engine/util/result.h"
+
 namespace ls::app {
 
 inline constexpr int kExitOk = 0;
-inline constexpr int kExitUsage = 2;
-inline constexpr int kExitBadInput = 3;
-inline constexpr int kExitWriteError = 4;
+inline constexpr int kExitDiverged = 1;    // compare: a divergence
+inline constexpr int kExitLintErrors = 1;  // inspect: lints say the model cannot run
+inline constexpr int kExitUsage = 2;       // also: nothing compared, an output that cannot be written
+inline constexpr int kExitBadInput = 3;    // also: a reference tensor that cannot be compared
+inline constexpr int kExitWriteError = kExitUsage;  // the output path given cannot take the output
+
+// The exit code of a command that failed with `e`: a flag, an unsupported request or an output
+// that cannot be written is usage (2); anything else is the input's fault (3).
+inline int exit_code_for(const Error& e) {
+    switch (e.code) {
+        case ErrorCode::kUsage: case ErrorCode::kUnsupported: case ErrorCode::kIo: return kExitUsage;
+        default: return kExitBadInput;
+    }
+}
 
 struct InspectOptions {
     std::string model_path;
@@ -73,8 +86,7 @@ struct MakeModelOptions {
     bool force = false;         // replace an existing file (never anything but a regular file)
 };
 
-// Writes a deterministic synthetic model (0 ok, 2 bad spec or an output it may not replace, 3
-// cannot write).
+// Writes a deterministic synthetic model (0 ok, 2 bad spec or cannot write).
 int run_make_model(const MakeModelOptions& options);
 
 struct ExportCmdOptions {
@@ -91,8 +103,8 @@ struct ExportCmdOptions {
     std::string backend = "auto";
 };
 
-// Exports a run's events or converts a dump (0 ok, 2 bad usage, nothing selected, or an output
-// it may not replace, 3 unreadable input, 4 cannot write).
+// Exports a run's events or converts a dump (0 ok, 2 bad usage, nothing selected, cannot write or
+// the output exists without --force, 3 unreadable input).
 int run_export(const ExportCmdOptions& options);
 
 struct BenchOptions {

@@ -28,15 +28,15 @@ namespace ls::app {
 
 namespace {
 
-// A screenshot never replaces a file: 0, or the exit code of the failure (2 the path is taken, 3
-// it cannot be written), with the message printed.
+// A screenshot never replaces a file: 0, or the exit code of the failure (2: the path is taken or
+// cannot be written), with the message printed.
 int save_framebuffer_png(GLFWwindow* window, const std::string& path) {
     int width = 0, height = 0;
     glfwGetFramebufferSize(window, &width, &height);
     Status s = views::save_png(views::read_back_buffer(width, height), path);
     if (s) return kExitOk;
     std::fprintf(stderr, "layerscope: cannot save the screenshot: %s\n", s.error().message.c_str());
-    return s.error().code == ErrorCode::kUsage ? kExitUsage : kExitBadInput;
+    return exit_code_for(s.error());
 }
 
 // ImGui's layout file, read and written here (not by ImGui's own fopen) so that it goes through

@@ -16,7 +16,8 @@ const CLI::Validator kNonEmptyPath(
     "PATH");
 
 void add_inspect_command(CLI::App& app, ls::app::InspectOptions& options) {
-    CLI::App* inspect = app.add_subcommand("inspect", "Show a GGUF file's metadata, tokenizer, tensors and lints");
+    CLI::App* inspect = app.add_subcommand("inspect", "Show a GGUF file's metadata, tokenizer, tensors and lints. Exit 1 when lints "
+                                                        "report errors (the model cannot run as it is)");
     inspect->add_option("model", options.model_path, "GGUF model file")->required();
     inspect->add_flag("--json", options.json, "Print one JSON object instead of text");
     inspect->add_flag("--tensors", options.list_tensors, "List every tensor (name, type, ne, bytes, offset)");
@@ -51,7 +52,8 @@ void add_run_command(CLI::App& app, ls::app::RunOptions& o) {
 void add_compare_command(CLI::App& app, ls::app::CompareOptions& o) {
     CLI::App* cmp = app.add_subcommand("compare",
                                        "Compare a model run (or dump A) with a reference dump (or dump B): table, first "
-                                       "divergence, doctor. Exit 0 = no divergence, 1 = diverged");
+                                       "divergence, doctor. Exit 0 = no divergence, 1 = diverged, 2 = nothing compared "
+                                       "(or bad usage), 3 = bad input (or a paired tensor without values)");
     cmp->add_option("dumps", o.files, "Two dumps to compare: ours, then the reference");
     cmp->add_option("--model,-m", o.model_path, "GGUF model to run");
     cmp->add_option("--reference,-r", o.reference_path, "Reference: a GGUF dump, a .npy folder with manifest.json, or an "

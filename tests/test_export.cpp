@@ -282,6 +282,14 @@ TEST(ExportCli, ExitCodes) {
     EXPECT_EQ(test::run_layerscope("export --model " + q(dir + "/absent.gguf") + " --tokens 1 --gguf " + q(dir + "/a.gguf"))
                   .exit_code, 3);
     EXPECT_EQ(test::run_layerscope("export --from " + q(dir + "/absent.gguf") + " --npy " + q(dir + "/a")).exit_code, 3);
+    // 2: an output that cannot be written (its folder is a regular file; refused even to root),
+    // never the undocumented 4.
+    std::ofstream(dir + "/plain-file") << "not a folder\n";
+    for (const std::string& out : {"--gguf " + q(dir + "/plain-file/run.gguf"), "--npy " + q(dir + "/plain-file/run")}) {
+        auto unwritable = test::run_layerscope("export --model " + q(model) + " --tokens 1,2 " + out, true);
+        EXPECT_EQ(unwritable.exit_code, 2) << unwritable.out;
+        EXPECT_NE(unwritable.out.find("plain-file"), std::string::npos) << unwritable.out;
+    }
     // 0, then 2 for an existing output, then 0 with --force.
     const std::string out = dir + "/run.gguf";
     auto ok = test::run_layerscope("export --model " + q(model) + " --tokens 1,2,3 -n 1 --events 'attn_norm-*,llama_logits*' --gguf " +

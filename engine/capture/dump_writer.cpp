@@ -64,7 +64,9 @@ std::vector<GgufKV> dump_run_metadata(const DumpInfo& info) {
     }
     kv.push_back({"dump.decode_n_tokens", i32s(info.decode_n_tokens)});
     kv.push_back({"dump.n_ctx", GgufValue::make_u32(info.n_ctx)});
-    kv.push_back({"dump.n_ubatch", GgufValue::make_u32(info.n_ubatch)});
+    // 0: not known (a conversion of a .npy folder); a reader then takes llama.cpp's default, as for
+    // any dump without the key, instead of a batch size no run can have.
+    if (info.n_ubatch > 0) kv.push_back({"dump.n_ubatch", GgufValue::make_u32(info.n_ubatch)});
     kv.push_back({"dump.n_threads", GgufValue::make_i32(info.n_threads)});
     kv.push_back({"dump.flash_attn", GgufValue::make_string(info.flash_attn ? "on" : "off")});
     kv.push_back({"dump.all_logits", GgufValue::make_bool(info.all_logits)});

@@ -9,6 +9,7 @@
 
 #include "engine/compare/reference_formats.h"
 #include "engine/forward/event.h"
+#include "engine/util/quote.h"
 
 namespace ls {
 namespace {
@@ -95,7 +96,7 @@ Result<std::unique_ptr<ReferenceDump>> ReferenceDump::open_gguf(const std::strin
         if (!node->empty()) t.node_index = node.value()[i];
         if (info.type != GgmlType::F32 && info.type != GgmlType::I32 && info.type != GgmlType::I64)
             return make_error(ErrorCode::kBadInput, fmt::format("{}: tensor {} is stored as {}; dumps store F32, I32 or I64",
-                                                                path, info.name, ggml_type_name(info.type)));
+                                                                path, quote_text(info.name), ggml_type_name(info.type)));
     }
     d->index();
     return d;

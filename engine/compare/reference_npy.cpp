@@ -54,6 +54,7 @@
 #include "engine/forward/event.h"
 #include "engine/gguf/mapped_file.h"
 #include "engine/util/safe_write.h"
+#include "engine/util/quote.h"
 
 namespace ls {
 namespace {
@@ -203,7 +204,7 @@ Result<NpyArray> parse_npy(const uint8_t* data, size_t size, const std::string& 
     while (ok) {
         if (p.eat('}')) break;
         std::string key;
-        ok = p.str(&key) && (p.eat(':') || p.fail("expected ':' after key '" + key + "'"));
+        ok = p.str(&key) && (p.eat(':') || p.fail("expected ':' after key " + quote_text(key)));
         if (!ok) break;
         if (key == "descr") {
             ok = p.str(&descr);
@@ -217,7 +218,7 @@ Result<NpyArray> parse_npy(const uint8_t* data, size_t size, const std::string& 
             ok = p.tuple(&shape);
             have_shape = true;
         } else {
-            ok = p.fail("unexpected key '" + key + "' (a .npy header has descr, fortran_order and shape)");
+            ok = p.fail("unexpected key " + quote_text(key) + " (a .npy header has descr, fortran_order and shape)");
         }
         if (!ok || p.eat(',')) continue;
         if (p.eat('}')) break;
@@ -230,7 +231,7 @@ Result<NpyArray> parse_npy(const uint8_t* data, size_t size, const std::string& 
     NpyArray a;
     int in_size = 0;
     if (!supported_dtype(descr, &a.stored_type, &in_size))
-        return bad(what, fmt::format("dtype '{}' is not supported; expected little-endian <f4, <f2, <f8, <i4 or <i8", descr));
+        return bad(what, fmt::format("dtype {} is not supported; expected little-endian <f4, <f2, <f8, <i4 or <i8", quote_text(descr)));
     if (fortran)
         return bad(what, "the array is in Fortran order (fortran_order: True); save it C-ordered "
                          "(np.ascontiguousarray) so that the last axis varies fastest");
@@ -320,7 +321,7 @@ Result<NpyFolder> load_npy_folder(const std::string& dir) {
     try {
         m = json::parse(text);
     } catch (const json::exception& e) {
-        return bad(manifest_path, fmt::format("not valid JSON: {}", e.what()));
+        return bad(manifest_path, fmt::format("not valid JSON: {}", quote_text(e.what(), 300)));
     }
     auto merr = [&](const std::string& msg) { return bad(manifest_path, msg); };
     if (!m.is_object()) return merr("the manifest must be a JSON object");
@@ -353,7 +354,7 @@ Result<NpyFolder> load_npy_folder(const std::string& dir) {
         const json& e = m["tensors"][i];
         auto terr = [&](const std::string& msg) {
             std::string label = e.is_object() && e.contains("name") && e["name"].is_string()
-                                    ? fmt::format("tensor {} (\"{}\")", i, e["name"].get<std::string>())
+                                    ? fmt::format("tensor {} ({})", i, quote_text(e["name"].get<std::string>()))
                                     : fmt::format("tensor {}", i);
             return bad(manifest_path, label + ": " + msg);
         };
@@ -381,7 +382,7 @@ Result<NpyFolder> load_npy_folder(const std::string& dir) {
         if (t.occurrence < 1) return terr("occurrence \"#0\" is not valid; the first tensor of a name has no suffix");
         t.name = event_dump_name(t.base_name, t.occurrence, t.decode, t.ubatch);
         if (!seen.emplace(t.name, i).second)
-            return terr(fmt::format("names the same tensor as tensor {} ({})", seen[t.name], t.name));
+            return terr(fmt::format("names the same tensor as tensor {} ({})", seen[t.name], quote_text(t.name)));
         if (e.contains("op")) {
             if (!e["op"].is_string()) return terr("\"op\" must be a string");
             t.op = e["op"].get<std::string>();
@@ -404,12 +405,12 @@ Result<NpyFolder> load_npy_folder(const std::string& dir) {
         const fs::path relp(rel);
         bool escapes = relp.is_absolute() || relp.has_root_name() || relp.has_root_directory();
         for (const fs::path& part : relp) escapes = escapes || part == "..";
-        if (escapes) return terr(fmt::format("\"file\": \"{}\" points outside the folder; use a path relative to it", rel));
+        if (escapes) return terr(fmt::format("\"file\": {} points outside the folder; use a path relative to it", quote_text(rel)));
         const fs::path full = fs::path(dir) / relp;
-        if (!fs::exists(full, ec)) return terr(fmt::format("\"file\": {} does not exist", full.string()));
+        if (!fs::exists(full, ec)) return terr(fmt::format("\"file\": {} does not exist", quote_text(full.string())));
         const fs::path real = fs::weakly_canonical(full, ec);
         if (ec || std::mismatch(root.begin(), root.end(), real.begin(), real.end()).first != root.end())
-            return terr(fmt::format("\"file\": \"{}\" resolves to {}, outside the folder", rel, real.string()));
+            return terr(fmt::format("\"file\": {} resolves to {}, outside the folder", quote_text(rel), quote_text(real.string())));
 
         auto arr = read_npy(full.string());
         if (!arr) return terr(arr.error().message);

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "engine/gguf/gguf.h"
+#include "engine/util/quote.h"
 
 namespace ls {
 
@@ -108,7 +109,7 @@ Status read_rope_scaling(const GgufFile& file, const KeyReader& keys, ModelConfi
     else if (type == "yarn") c.rope_scaling = RopeScaling::kYarn;
     else
         return make_error(ErrorCode::kBadInput,
-                          fmt::format("{} is \"{}\"; expected none, linear or yarn", keys.key("rope.scaling.type"), type));
+                          fmt::format("{} is {}; expected none, linear or yarn", keys.key("rope.scaling.type"), quote_text(type)));
     LS_ASSIGN(c.rope_scaling_factor, keys.optional_float("rope.scaling.factor", 1.0));
     LS_ASSIGN(c.rope_orig_ctx, keys.optional_int("rope.scaling.original_context_length", c.n_ctx_train));
     LS_ASSIGN(c.rope_yarn_log_multiplier, keys.optional_float("rope.scaling.yarn_log_multiplier", 0.0));
@@ -183,8 +184,8 @@ Result<ModelConfig> read_config(const GgufFile& file, bool check) {
     c.arch_name = arch_value->str;
     if (!arch_from_name(c.arch_name, &c.arch))
         return make_error(ErrorCode::kUnsupported,
-                          fmt::format("architecture \"{}\" is not supported; supported: llama, qwen2, deepseek2",
-                                      c.arch_name));
+                          fmt::format("architecture {} is not supported; supported: llama, qwen2, deepseek2",
+                                      quote_text(c.arch_name)));
 
     KeyReader keys(file, c.arch_name);
     if (const GgufValue* tokens = file.find("tokenizer.ggml.tokens"); tokens && tokens->is_array())
