@@ -32,6 +32,7 @@ struct RunOptions {
     std::string dump_path;     // write every intermediate here
     int threads = 0;           // 0 = all cores
     int64_t ctx = 0;           // KV cells; 0 = enough for the prompt and n_predict
+    bool ctx_beyond_train = false;  // allow more KV cells than the model's trained context
     int64_t ubatch = 512;
     bool flash_attn = false;
     bool all_logits = false;
