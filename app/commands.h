@@ -46,6 +46,7 @@ struct RunOptions {
     bool force = false;        // replace an existing dump file (never anything but a regular file)
     int threads = 0;           // 0 = all cores
     int64_t ctx = 0;           // KV cells; 0 = enough for the prompt and n_predict
+    bool ctx_beyond_train = false;  // allow more KV cells than the model's trained context
     int64_t ubatch = 512;
     bool flash_attn = false;
     bool all_logits = false;

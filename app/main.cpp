@@ -5,8 +5,12 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <new>
+#include <stdexcept>
+#include <system_error>
 
 #include "app/commands.h"
+#include "kernels/common/host_memory.h"
 
 namespace {
 
@@ -38,7 +42,10 @@ void add_run_command(CLI::App& app, ls::app::RunOptions& o) {
     run->add_option("--dump", o.dump_path, "Write every intermediate tensor to this GGUF dump")->check(kNonEmptyPath);
     run->add_flag("--force", o.force, "Replace an existing --dump file (only a regular file is ever replaced)");
     run->add_option("--threads,-t", o.threads, "CPU threads (default: all cores)")->check(CLI::Range(0, 1024));
-    run->add_option("--ctx,-c", o.ctx, "KV cache cells (default: prompt + n, rounded up to 256)")->check(CLI::Range(0, 1 << 24));
+    run->add_option("--ctx,-c", o.ctx, "KV cache cells (default: prompt + n, rounded up to 256); at most the model's "
+                                       "trained context")->check(CLI::Range(0, 1 << 24));
+    run->add_flag("--ctx-beyond-train", o.ctx_beyond_train, "Allow a context longer than the model's trained context "
+                                                            "(<arch>.context_length)");
     run->add_option("--ubatch", o.ubatch, "Tokens per graph evaluation (default 512)")->check(CLI::Range(1, 1 << 16));
     run->add_flag("--flash-attn", o.flash_attn, "Attention as llama.cpp's flash-attention CPU kernel computes it");
     run->add_flag("--all-logits", o.all_logits, "Keep every prompt row to the logits (llama.cpp --all-logits)");
@@ -144,6 +151,28 @@ void add_bench_command(CLI::App& app, ls::app::BenchOptions& o) {
     b->add_flag("--json", o.json, "Print one JSON object (prompt_tps, gen_tps, capture_overhead, peak_rss_bytes, op_seconds)");
 }
 
+// What escapes a command (out of memory that no estimate foresaw, an I/O failure inside a library)
+// becomes a message naming the command and exit 3, never an abort.
+template <class Command>
+int guarded(const std::string& who, Command&& run) {
+    try {
+        return run();
+    } catch (const std::bad_alloc&) {
+        const ls::HostMemory host = ls::available_host_memory();
+        const std::string left =
+            host.known ? fmt::format(" ({} available, {})", ls::bytes_text(host.available_bytes), host.source) : "";
+        std::fprintf(stderr, "%s: out of memory%s: the input or the run is too large for this machine; try a shorter run "
+                             "(-n, --ctx, --ubatch) or a smaller input\n", who.c_str(), left.c_str());
+    } catch (const std::length_error& e) {
+        std::fprintf(stderr, "%s: a size is too large: %s\n", who.c_str(), e.what());
+    } catch (const std::system_error& e) {  // std::ios_base::failure included
+        std::fprintf(stderr, "%s: %s\n", who.c_str(), e.what());
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "%s: %s\n", who.c_str(), e.what());
+    }
+    return ls::app::kExitBadInput;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -191,12 +220,13 @@ int main(int argc, char** argv) {
         return ls::app::kExitUsage;
     }
 
-    if (app.got_subcommand("inspect")) return ls::app::run_inspect(inspect);
-    if (app.got_subcommand("run")) return ls::app::run_run(run);
-    if (app.got_subcommand("compare")) return ls::app::run_compare(compare);
-    if (app.got_subcommand("make-model")) return ls::app::run_make_model(make_model);
-    if (app.got_subcommand("export")) return ls::app::run_export(export_options);
-    if (app.got_subcommand("bench")) return ls::app::run_bench(bench);
+    if (app.got_subcommand("inspect")) return guarded("layerscope inspect", [&] { return ls::app::run_inspect(inspect); });
+    if (app.got_subcommand("run")) return guarded("layerscope run", [&] { return ls::app::run_run(run); });
+    if (app.got_subcommand("compare")) return guarded("layerscope compare", [&] { return ls::app::run_compare(compare); });
+    if (app.got_subcommand("make-model"))
+        return guarded("layerscope make-model", [&] { return ls::app::run_make_model(make_model); });
+    if (app.got_subcommand("export")) return guarded("layerscope export", [&] { return ls::app::run_export(export_options); });
+    if (app.got_subcommand("bench")) return guarded("layerscope bench", [&] { return ls::app::run_bench(bench); });
 
     // `layerscope typo` would otherwise open a window that fails to load "typo".
     if (!gui.model_path.empty() && !std::filesystem::exists(gui.model_path)) {
@@ -206,7 +236,7 @@ int main(int argc, char** argv) {
     }
 
 #ifdef LAYERSCOPE_HAVE_GUI
-    return ls::app::run_gui(gui);
+    return guarded("layerscope", [&] { return ls::app::run_gui(gui); });
 #else
     std::fputs("layerscope: this build has no GUI (GLFW, OpenGL or Dear ImGui were not found when it was "
                "configured).\nInstall libglfw3-dev, libimgui-dev and an OpenGL development package, then "

@@ -406,7 +406,7 @@ TEST(Npy, ReadsTheSupportedDtypesAndVersions) {
         auto a = parse_npy(b.data(), b.size(), "h.npy");
         ASSERT_TRUE(a.ok()) << a.error().message;
         float f[2];
-        std::memcpy(f, a->bytes.data(), 8);
+        std::memcpy(f, a->data(), 8);
         EXPECT_EQ(f[0], 1.0f);
         EXPECT_EQ(f[1], -2.0f);
     }
@@ -418,7 +418,7 @@ TEST(Npy, ReadsTheSupportedDtypesAndVersions) {
         ASSERT_TRUE(a.ok()) << a.error().message;
         EXPECT_EQ(a->shape, (std::vector<int64_t>{1, 2}));
         float f[2];
-        std::memcpy(f, a->bytes.data(), 8);
+        std::memcpy(f, a->data(), 8);
         EXPECT_EQ(f[1], 3.25f);
     }
     for (const char* dt : {"<i4", "<i8"}) {

@@ -86,13 +86,14 @@ bool pairs_one_to_one(const int64_t ne[4], const int64_t rne[4], std::string* no
 
 bool align_with_reference(const float* ours, const int64_t ne[4], const ReferenceDump& dump, const RefTensor& ref,
                           AlignedValues* out, std::string* why) {
+    // The reference's values are read once a pairing is found, and only those paired: a huge
+    // reference tensor (a mapped file) that pairs with nothing is never copied.
     const int64_t* rne = ref.ne();
-    std::vector<float> r = dump.values(ref);
     out->ours.clear();
     out->note.clear();
     if (pairs_one_to_one(ne, rne, &out->note)) {
         out->ours.assign(ours, ours + ref.n_elements());
-        out->ref = std::move(r);
+        out->ref = dump.values(ref);
         return true;
     }
     // llama.cpp keeps only the rows whose logits are needed from the last layer on.
@@ -104,7 +105,7 @@ bool align_with_reference(const float* ours, const int64_t ne[4], const Referenc
                 out->ours.insert(out->ours.end(), ours + id * ne[0], ours + (id + 1) * ne[0]);
             }
             if (static_cast<int64_t>(out->ours.size()) == rne[0] * rne[1]) {
-                out->ref = std::move(r);
+                out->ref = dump.values(ref);
                 out->note = fmt::format("output rows {}", ids.size() == 1 ? std::to_string(ids[0]) : std::to_string(ids.size()));
                 return true;
             }
@@ -116,8 +117,10 @@ bool align_with_reference(const float* ours, const int64_t ne[4], const Referenc
         const int64_t rows = ne[1] * ne[2] * ne[3];
         out->ours.assign(ours, ours + ne[0] * rows);
         out->ref.resize(ne[0] * rows);
-        for (int64_t row = 0; row < rows; ++row)
-            std::copy(r.begin() + row * rne[0], r.begin() + row * rne[0] + ne[0], out->ref.begin() + row * ne[0]);
+        for (int64_t row = 0; row < rows; ++row) {
+            const std::vector<float> cells = dump.values(ref, row * rne[0], ne[0]);
+            std::copy(cells.begin(), cells.end(), out->ref.begin() + row * ne[0]);
+        }
         out->note = fmt::format("first {} of {} KV cells", ne[0], rne[0]);
         return true;
     }

@@ -15,19 +15,27 @@ namespace ls {
 
 // ---- .npy files ----------------------------------------------------------------------------
 
-// One array read from a .npy file, converted for a RefTensor: f16/f32/f64 become F32 values,
-// i4 stays I32, i8 stays I64. `shape` is numpy's (outermost first), `dtype` the descr ("<f4").
+// One array read from a .npy file, as a RefTensor takes it: f16/f32/f64 become F32 values, i4
+// stays I32, i8 stays I64. `shape` is numpy's (outermost first), `dtype` the descr ("<f4").
+// f4, i4 and i8 values are used where they are (the mapped file, nothing copied, whatever its
+// size); f2 and f8 are converted into `converted`.
 struct NpyArray {
     std::string dtype;
     std::vector<int64_t> shape;
     GgmlType stored_type = GgmlType::F32;
-    std::vector<uint8_t> bytes;  // C order, little-endian, 4 or 8 bytes per element
+    const uint8_t* in_place = nullptr;   // the values in the parsed bytes (f4, i4, i8)
+    std::vector<uint8_t> converted;      // the values converted to f32 (f2, f8)
+    std::shared_ptr<const void> owner;   // keeps `in_place` readable (read_npy: the mapping)
     int64_t n_elements() const;
+    // C order, little-endian, 4 or 8 bytes per element.
+    const uint8_t* data() const { return in_place ? in_place : converted.data(); }
 };
 
-// Reads and validates a .npy file (format versions 1, 2, 3). Errors name the file and the problem.
+// Reads and validates a .npy file (format versions 1, 2, 3), mapped rather than read. Errors name
+// the file and the problem.
 Result<NpyArray> read_npy(const std::string& path);
-// Parses .npy bytes already in memory; `what` names them in errors.
+// Parses .npy bytes already in memory; `what` names them in errors. The array points into `data`
+// unless converted. A conversion larger than the memory available is refused with the numbers.
 Result<NpyArray> parse_npy(const uint8_t* data, size_t size, const std::string& what);
 // Writes a C-order array as .npy version 1 (dtype "<f4", "<i4" or "<i8") to `out`; `what` names
 // it in errors.

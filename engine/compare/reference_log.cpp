@@ -35,13 +35,13 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
-#include <fstream>
 #include <map>
 #include <sstream>
 
 #include "engine/compare/reference_formats.h"
 #include "engine/forward/event.h"
 #include "engine/util/quote.h"
+#include "engine/util/input_file.h"
 
 namespace ls {
 namespace {
@@ -341,10 +341,9 @@ Result<std::unique_ptr<ReferenceDump>> parse_eval_log(const std::string& text, c
 }
 
 Result<std::unique_ptr<ReferenceDump>> open_eval_log(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return make_error(ErrorCode::kBadInput, fmt::format("{}: cannot open", path));
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    return parse_eval_log(text, path);
+    auto text = read_input_file(path, UINT64_MAX);
+    if (!text) return text.error();
+    return parse_eval_log(text.value(), path);
 }
 
 }  // namespace ls

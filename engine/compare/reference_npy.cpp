@@ -50,11 +50,13 @@
 #include <limits>
 
 #include "kernels/common/fp16.h"
+#include "kernels/common/host_memory.h"
 #include "engine/compare/reference_formats.h"
 #include "engine/forward/event.h"
 #include "engine/gguf/mapped_file.h"
 #include "engine/util/safe_write.h"
 #include "engine/util/quote.h"
+#include "engine/util/input_file.h"
 
 namespace ls {
 namespace {
@@ -65,6 +67,8 @@ using nlohmann::json;
 // A header longer than this is not something numpy writes for <= 32 axes; refuse rather than parse.
 constexpr uint64_t kMaxHeader = 1 << 16;
 constexpr int64_t kMaxDim = int64_t(1) << 48;
+// A manifest entry is a few hundred bytes: this is over a hundred thousand tensors.
+constexpr uint64_t kMaxManifestBytes = uint64_t{64} << 20;
 
 Error bad(const std::string& what, const std::string& msg) {
     return make_error(ErrorCode::kBadInput, fmt::format("{}: {}", what, msg));
@@ -250,24 +254,32 @@ Result<NpyArray> parse_npy(const uint8_t* data, size_t size, const std::string& 
     a.dtype = descr;
     a.shape = std::move(shape);
     const uint8_t* src = data + header_start + header_len;
+    if (in_size == 2 || descr == "<f8") {
+        const HostMemory host = available_host_memory();
+        const uint64_t f32_bytes = static_cast<uint64_t>(n) * 4;
+        if (host.known && f32_bytes > host.available_bytes)
+            return bad(what, fmt::format("converting its {} values ({}) to f32 needs {}; {} available ({}). Save it as "
+                                         "<f4 to have it read in place", n, descr, bytes_text(f32_bytes),
+                                         bytes_text(host.available_bytes), host.source));
+    }
     if (in_size == 2) {  // f16 -> f32 (exact)
-        a.bytes.resize(static_cast<size_t>(n) * 4);
+        a.converted.resize(static_cast<size_t>(n) * 4);
         for (int64_t i = 0; i < n; ++i) {
             uint16_t h;
             std::memcpy(&h, src + 2 * i, 2);
             const float f = fp16_to_fp32(h);
-            std::memcpy(a.bytes.data() + 4 * i, &f, 4);
+            std::memcpy(a.converted.data() + 4 * i, &f, 4);
         }
     } else if (descr == "<f8") {
-        a.bytes.resize(static_cast<size_t>(n) * 4);
+        a.converted.resize(static_cast<size_t>(n) * 4);
         for (int64_t i = 0; i < n; ++i) {
             double d;
             std::memcpy(&d, src + 8 * i, 8);
             const float f = static_cast<float>(d);
-            std::memcpy(a.bytes.data() + 4 * i, &f, 4);
+            std::memcpy(a.converted.data() + 4 * i, &f, 4);
         }
     } else {
-        a.bytes.assign(src, src + data_bytes);
+        a.in_place = src;
     }
     return a;
 }
@@ -276,7 +288,10 @@ Result<NpyArray> read_npy(const std::string& path) {
     auto file = MappedFile::open(path);
     if (!file) return file.error();
     if (file.value()->size() == 0) return bad(path, "empty file; expected a .npy array");
-    return parse_npy(file.value()->data(), static_cast<size_t>(file.value()->size()), path);
+    auto a = parse_npy(file.value()->data(), static_cast<size_t>(file.value()->size()), path);
+    if (!a) return a.error();
+    if (a.value().in_place) a.value().owner = std::shared_ptr<const MappedFile>(std::move(file.value()));
+    return a;
 }
 
 Status write_npy(std::FILE* out, const std::string& what, const std::string& dtype, const std::vector<int64_t>& shape,
@@ -314,12 +329,11 @@ Status write_npy(const std::string& path, const std::string& dtype, const std::v
 
 Result<NpyFolder> load_npy_folder(const std::string& dir) {
     const std::string manifest_path = (fs::path(dir) / "manifest.json").string();
-    std::ifstream in(manifest_path, std::ios::binary);
-    if (!in) return bad(manifest_path, "cannot open; a .npy reference folder needs a manifest.json");
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto text = read_input_file(manifest_path, kMaxManifestBytes);
+    if (!text) return text.error();
     json m;
     try {
-        m = json::parse(text);
+        m = json::parse(text.value());
     } catch (const json::exception& e) {
         return bad(manifest_path, fmt::format("not valid JSON: {}", quote_text(e.what(), 300)));
     }
@@ -349,6 +363,7 @@ Result<NpyFolder> load_npy_folder(const std::string& dir) {
     const fs::path root = fs::weakly_canonical(fs::path(dir), ec);
     std::vector<RefTensor> tensors;
     std::vector<std::vector<uint8_t>> storage;
+    std::vector<std::shared_ptr<const void>> owners;  // the mapped .npy files read in place
     std::map<std::string, size_t> seen;
     for (size_t i = 0; i < m["tensors"].size(); ++i) {
         const json& e = m["tensors"][i];
@@ -425,7 +440,8 @@ Result<NpyFolder> load_npy_folder(const std::string& dir) {
                 if (!ne[k].is_number_integer() || ne[k].get<int64_t>() < 1 || ne[k].get<int64_t>() > kMaxDim)
                     return terr("\"ne\" must be an array of 1 to 4 positive integers (ggml order, ne0 first)");
                 want[k] = ne[k].get<int64_t>();
-                n *= want[k];
+                if (__builtin_mul_overflow(n, want[k], &n))
+                    return terr(fmt::format("\"ne\" {}: the element count overflows 64 bits", ne.dump()));
             }
             const bool same = std::equal(want, want + 4, t.ne_);
             if (order == "ggml" && !same)
@@ -439,11 +455,16 @@ Result<NpyFolder> load_npy_folder(const std::string& dir) {
             std::copy(want, want + 4, t.ne_);
         }
         t.stored_type = arr->stored_type;
-        storage.push_back(std::move(arr->bytes));
-        t.data = storage.back().data();  // the buffer does not move when `storage` grows
+        if (arr->in_place) {
+            t.data = arr->in_place;
+            owners.push_back(std::move(arr->owner));
+        } else {
+            storage.push_back(std::move(arr->converted));
+            t.data = storage.back().data();  // the buffer does not move when `storage` grows
+        }
         tensors.push_back(std::move(t));
     }
-    folder.dump = ReferenceDump::from_tensors(dir, std::move(tensors), std::move(storage));
+    folder.dump = ReferenceDump::from_tensors(dir, std::move(tensors), std::move(storage), std::move(owners));
     return folder;
 }
 

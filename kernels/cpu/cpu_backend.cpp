@@ -9,6 +9,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/common/fp16.h"
+#include "kernels/common/host_memory.h"
 #include "kernels/cpu/dequant.h"
 #include "kernels/cpu/exact_order.h"
 #include "kernels/cpu/ggml_order.h"
@@ -60,6 +61,10 @@ public:
         }
     }
 
+    BackendMemory memory() const override {
+        const HostMemory host = available_host_memory();
+        return {host.known, host.available_bytes, "RAM (" + host.source + ")", false};
+    }
     void* alloc(size_t bytes) override {
         void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
         if (!p) throw std::bad_alloc();
