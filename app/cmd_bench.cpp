@@ -22,7 +22,7 @@ using Clock = std::chrono::steady_clock;
 
 int fail(const Error& e) {
     std::fprintf(stderr, "layerscope bench: %s\n", e.message.c_str());
-    return e.code == ErrorCode::kUsage || e.code == ErrorCode::kUnsupported ? kExitUsage : kExitBadInput;
+    return exit_code_for(e);
 }
 
 enum class Capture { kNone, kStats, kAll };

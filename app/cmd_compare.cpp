@@ -11,13 +11,14 @@
 #include "engine/compare/compare_run.h"
 #include "engine/compare/doctor.h"
 #include "engine/tokenizer/chat_template.h"
+#include "engine/util/quote.h"
 
 namespace ls::app {
 namespace {
 
 int fail(const Error& e) {
     std::fprintf(stderr, "layerscope compare: %s\n", e.message.c_str());
-    return e.code == ErrorCode::kUsage || e.code == ErrorCode::kUnsupported ? kExitUsage : kExitBadInput;
+    return exit_code_for(e);
 }
 
 Result<std::vector<int32_t>> prompt_tokens(const CompareOptions& o, const Model& model) {
@@ -35,6 +36,10 @@ void print_row(const EventComparison& c, const char* marker) {
         std::printf("\n");
         return;
     }
+    if (c.status == CompareStatus::kUnusable) {
+        std::printf(" (%s)\n", c.note.c_str());
+        return;
+    }
     if (std::isinf(c.metrics.nmse) && c.metrics.n == 0) std::printf(" shape/values cannot be paired");
     else std::printf(" nmse %-10.3g max_abs %-10.3g cos %-9.6f", c.metrics.nmse, c.metrics.max_abs, c.metrics.cosine);
     if (c.top_k_overlap >= 0) std::printf(" top-k %d ref-top1-rank %d", c.top_k_overlap, c.ref_top1_rank);
@@ -44,8 +49,8 @@ void print_row(const EventComparison& c, const char* marker) {
 
 nlohmann::json to_json(const EventComparison& c) {
     nlohmann::json j = {{"index", c.event_index}, {"name", c.name}, {"status", compare_status_name(c.status)}};
-    if (c.status != CompareStatus::kNoReference) {
-        j["reference"] = c.ref_name;
+    if (c.status != CompareStatus::kNoReference) j["reference"] = c.ref_name;
+    if (c.status != CompareStatus::kNoReference && c.status != CompareStatus::kUnusable) {
         j["nmse"] = c.metrics.nmse;
         j["max_abs"] = c.metrics.max_abs;
         j["mean_abs"] = c.metrics.mean_abs;
@@ -53,6 +58,11 @@ nlohmann::json to_json(const EventComparison& c) {
         j["cosine"] = c.metrics.cosine;
         j["pearson"] = c.metrics.pearson;
         j["n"] = c.metrics.n;
+        j["n_finite"] = c.metrics.n_finite;  // what nmse, cosine, ... cover (null when nothing was)
+        const Metrics& m = c.metrics;
+        if (m.nan_ours + m.inf_ours + m.nan_ref + m.inf_ref > 0)
+            j["nonfinite"] = {{"nan_ours", m.nan_ours}, {"inf_ours", m.inf_ours}, {"nan_reference", m.nan_ref},
+                              {"inf_reference", m.inf_ref}, {"mismatched", m.n_nonfinite}};
         if (c.partial) j["partial"] = true, j["sum_rel_error"] = c.sum_rel_error;
         if (c.top_k_overlap >= 0) j["top_k_overlap"] = c.top_k_overlap, j["ref_top1_rank"] = c.ref_top1_rank;
         if (c.floor_nmse >= 0) j["floor_nmse"] = c.floor_nmse;
@@ -64,13 +74,56 @@ nlohmann::json to_json(const EventComparison& c) {
 // Dump comparisons: how much was read and how fast (decimal GB/s, as disks are rated).
 double gb_per_s(const CompareVolume& v) { return v.seconds > 0 ? static_cast<double>(v.bytes) / v.seconds / 1e9 : 0.0; }
 
+// Up to `cap` names, quoted (they come from files), and how many more there are.
+std::string name_list(const std::vector<std::string>& names, size_t cap = 8) {
+    std::string out;
+    for (size_t i = 0; i < names.size() && i < cap; ++i) out += (i ? ", " : "") + quote_text(names[i], 60);
+    if (names.size() > cap) out += fmt::format(" and {} more", names.size() - cap);
+    return out.empty() ? "none" : out;
+}
+
+// Why a comparison that paired nothing with values says nothing, with the names on both sides.
+std::string nothing_compared(const CompareRunResult& r) {
+    std::vector<std::string> ours, theirs;
+    for (const EventComparison& c : r.comparisons)
+        if (c.status == CompareStatus::kNoReference) ours.push_back(c.name);
+    for (const auto& [name, why] : r.unmatched) theirs.push_back(name);
+    return fmt::format("nothing was compared: none of our {} events paired with a reference tensor that has values ({} "
+                       "unusable). Ours without a reference tensor: {}. Reference tensors nothing paired with: {}. "
+                       "Check that the reference was made from this model and names its tensors as llama.cpp does "
+                       "(the README's reference formats)",
+                       r.comparisons.size(), r.summary.unusable, name_list(ours), name_list(theirs));
+}
+
+// Why a comparison without a divergence still does not pass: events paired with a tensor that holds
+// no values.
+std::string unusable_events(const CompareRunResult& r) {
+    std::string list;
+    int listed = 0;
+    for (const EventComparison& c : r.comparisons) {
+        if (c.status != CompareStatus::kUnusable) continue;
+        if (listed++ < 4) list += fmt::format("{}{}: {}", listed > 1 ? "; " : "", quote_text(c.name, 60), c.note);
+    }
+    if (listed > 4) list += fmt::format("; and {} more", listed - 4);
+    return fmt::format("{} events could not be compared ({}); nothing diverged among the {} events compared",
+                       r.summary.unusable, list, r.summary.compared());
+}
+
 int report(const CompareOptions& o, const CompareRunResult& r, const ReferenceDump& reference, const Model* model,
            const CompareThresholds& th, const std::string& header) {
     const bool two_dumps = o.model_path.empty();
     DoctorReport doctor;
     if (r.summary.first_divergent >= 0)
         doctor = diagnose(r, static_cast<size_t>(r.summary.first_divergent), reference, model, th);
-    const int code = r.summary.first_divergent >= 0 ? 1 : 0;
+    const int compared = r.summary.compared();
+    const int code = compared == 0 ? kExitUsage
+                     : r.summary.first_divergent >= 0 ? kExitDiverged
+                     : r.summary.unusable > 0         ? kExitBadInput
+                                                      : kExitOk;
+    std::string problem;
+    if (compared == 0) problem = nothing_compared(r);
+    else if (code == kExitBadInput) problem = unusable_events(r);
+    if (!problem.empty()) std::fprintf(stderr, "layerscope compare: %s\n", problem.c_str());
 
     if (o.json) {
         nlohmann::json j;
@@ -80,8 +133,10 @@ int report(const CompareOptions& o, const CompareRunResult& r, const ReferenceDu
         j["noise_floor"] = r.noise_floor.empty() ? nlohmann::json() : nlohmann::json(r.noise_floor);
         j["events"] = nlohmann::json::array();
         for (const EventComparison& c : r.comparisons) j["events"].push_back(to_json(c));
-        j["summary"] = {{"ok", r.summary.ok}, {"warn", r.summary.warn}, {"diverged", r.summary.diverged},
-                        {"no_reference", r.summary.no_reference}};
+        j["summary"] = {{"compared", compared}, {"ok", r.summary.ok}, {"warn", r.summary.warn},
+                        {"diverged", r.summary.diverged}, {"no_reference", r.summary.no_reference},
+                        {"unusable", r.summary.unusable}};
+        if (!problem.empty()) j["error"] = problem;
         if (two_dumps)
             j["volume"] = {{"tensors", r.volume.tensors}, {"bytes", r.volume.bytes}, {"seconds", r.volume.seconds},
                            {"gb_per_s", gb_per_s(r.volume)}};
@@ -110,15 +165,17 @@ int report(const CompareOptions& o, const CompareRunResult& r, const ReferenceDu
     }
     if (!o.all) std::printf("  (rows shown: the first divergence with its neighbours and up to 20 warn/diverged rows; --all shows every event)\n");
     if (!r.noise_floor.empty()) std::printf("\nnoise floor: %s\n", r.noise_floor.c_str());
-    std::printf("\nsummary: %zu events: %d ok, %d warn, %d diverged, %d without a reference tensor; %zu reference tensors unmatched\n",
-                r.comparisons.size(), r.summary.ok, r.summary.warn, r.summary.diverged, r.summary.no_reference, r.unmatched.size());
+    std::printf("\nsummary: %zu events, %d compared: %d ok, %d warn, %d diverged; %d without a reference tensor, %d "
+                "unusable; %zu reference tensors unmatched\n",
+                r.comparisons.size(), compared, r.summary.ok, r.summary.warn, r.summary.diverged, r.summary.no_reference,
+                r.summary.unusable, r.unmatched.size());
     if (two_dumps)
         std::printf("compared %lld tensor pairs, %.1f MiB in %.3g s (%.2f GB/s)\n", static_cast<long long>(r.volume.tensors),
                     static_cast<double>(r.volume.bytes) / (1024.0 * 1024.0), r.volume.seconds, gb_per_s(r.volume));
     if (o.all)
         for (const auto& [name, why] : r.unmatched) std::printf("  unmatched: %s%s\n", name.c_str(), why.empty() ? "" : (" (" + why + ")").c_str());
     if (first < 0) {
-        std::printf("first divergence: none\n");
+        std::printf("first divergence: %s\n", compared == 0 ? "unknown: nothing was compared" : "none");
         return code;
     }
     const EventComparison& c = r.comparisons[first];
@@ -179,6 +236,10 @@ int run_compare(const CompareOptions& o) {
     options.forward.fault = fault;
     // Numerics as the reference was made: its batch size, flash attention and output rows.
     options.forward.n_ubatch = reference.value()->n_ubatch();
+    if (options.forward.n_ubatch <= 0)
+        return fail(make_error(ErrorCode::kBadInput, fmt::format("{}: dump.n_ubatch is {}; it records the batch size the "
+                                                                 "reference was made with, which is at least 1",
+                                                                 o.reference_path, options.forward.n_ubatch)));
     options.forward.flash_attn = reference.value()->flash_attention();
     options.forward.all_logits = reference.value()->all_logits();
     if (o.llama_isa != "auto") {

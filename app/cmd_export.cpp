@@ -18,11 +18,7 @@ namespace {
 
 int fail(const Error& e) {
     std::fprintf(stderr, "layerscope export: %s\n", e.message.c_str());
-    switch (e.code) {
-        case ErrorCode::kUsage: case ErrorCode::kUnsupported: return kExitUsage;
-        case ErrorCode::kIo: return kExitWriteError;
-        default: return kExitBadInput;
-    }
+    return exit_code_for(e);
 }
 
 
@@ -57,7 +53,9 @@ Result<ExportSet> run_model(const ExportCmdOptions& o, const std::vector<std::st
 
     ForwardOptions fo;
     fo.mode = mode;
-    fo.n_ctx = std::max<int64_t>(256, (static_cast<int64_t>(tokens.size()) + o.n_predict + 255) / 256 * 256);
+    auto n_ctx = context_for_run(model.value()->config(), static_cast<int64_t>(tokens.size()), o.n_predict, 0, false);
+    if (!n_ctx) return n_ctx.error();
+    fo.n_ctx = n_ctx.value();
     auto chosen = open_backend_for(*model.value(), o.backend, o.threads, fo);
     if (!chosen) return chosen.error();
     auto forward = make_forward(*model.value(), *chosen.value().backend, fo);

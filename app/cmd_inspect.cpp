@@ -1,5 +1,6 @@
 // `layerscope inspect`: opens a GGUF file and prints its header, metadata, tokenizer summary,
-// tensor table, per-type totals, lints and (with --tensor) one tensor's values, as text.
+// tensor table, per-type totals, lints and (with --tensor) one tensor's values, as text. Exit 1
+// when lints report errors (the model cannot run as it is), 0 with warnings only.
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -9,6 +10,7 @@
 #include "engine/model/lint.h"
 #include "engine/model/model_config.h"
 #include "engine/model/model_summary.h"
+#include "engine/util/quote.h"
 
 namespace ls::app {
 
@@ -151,7 +153,7 @@ const GgufTensorInfo* find_tensor_or_complain(const GgufFile& file, const std::s
     std::string hint;
     for (const auto& t : file.tensors()) {
         if (t.name.find(name) == std::string::npos) continue;
-        hint = fmt::format(" (did you mean {}?)", t.name);
+        hint = fmt::format(" (did you mean {}?)", quote_text(t.name));
         break;
     }
     fmt::print(stderr, "layerscope inspect: no tensor named \"{}\" in {}{}; 'layerscope inspect --tensors {}' lists them\n",
@@ -179,7 +181,21 @@ int run_inspect(const InspectOptions& options) {
     }
     // A wrong --tensor is a usage error, reported before anything is printed.
     if (!options.tensor_name.empty() && !find_tensor_or_complain(**file, options.tensor_name)) return kExitUsage;
-    return options.json ? print_inspect_json(**file, options) : print_inspect_text(**file, options);
+    const int printed = options.json ? print_inspect_json(**file, options) : print_inspect_text(**file, options);
+    if (printed != kExitOk) return printed;
+    // Lint errors are what llama.cpp refuses to load or what makes a forward pass wrong: the check fails.
+    const std::vector<Lint> lints = lint_model(**file);
+    if (const int errors = count_lints(lints, LintSeverity::kError); errors > 0) {
+        for (const Lint& l : lints)
+            if (l.severity == LintSeverity::kError) {
+                fmt::print(stderr, "layerscope inspect: {} lint error{} ({}{}{}{}); the model cannot run as it is\n",
+                           errors, errors == 1 ? "" : "s", errors == 1 ? "" : "the first: ", l.subject,
+                           l.subject.empty() ? "" : ": ", l.message);
+                break;
+            }
+        return kExitLintErrors;
+    }
+    return kExitOk;
 }
 
 }  // namespace ls::app

@@ -31,14 +31,10 @@ int run_make_model(const MakeModelOptions& o) {
     if (o.seed_given) spec.seed = o.seed;
 
     MakeModelInfo info;
-    Status st = make_model(spec, o.out_path, &info);
+    Status st = make_model(spec, o.out_path, &info, o.force);
     if (!st.ok()) {
         std::fprintf(stderr, "layerscope make-model: %s\n", st.error().message.c_str());
-        switch (st.error().code) {
-            case ErrorCode::kUsage: return kExitUsage;
-            case ErrorCode::kIo: return kExitWriteError;
-            default: return kExitBadInput;
-        }
+        return exit_code_for(st.error());
     }
     fmt::print("wrote {}: {} n_embd {} layers {} heads {}/{} n_ff {} vocab {} ({} token rows), {}, seed {}: "
                "{} parameters, {} bytes\n",

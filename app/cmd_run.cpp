@@ -10,7 +10,11 @@
 #include "app/commands.h"
 #include "app/token_list.h"
 #include "engine/forward/generate.h"
+#include "engine/forward/memory_estimate.h"
+#include "engine/session/event_plan.h"
+#include "kernels/common/host_memory.h"
 #include "engine/tokenizer/chat_template.h"
+#include "engine/util/safe_write.h"
 
 namespace ls::app {
 namespace {
@@ -26,9 +30,31 @@ std::string printable(const std::string& s) {
     return out;
 }
 
+// A dump holds a host copy of every event of every decode call until it is written: refuse up
+// front, with the numbers, a run whose dump cannot fit (it grows with -n squared: attention over
+// the cells so far).
+Status check_dump_memory(const Model& model, const ForwardOptions& fo, const std::vector<int32_t>& tokens, int n_predict,
+                         uint64_t n_vocab) {
+    auto volume = planned_event_volume(model, fo, tokens, n_predict);
+    if (!volume) return volume.error();
+    // Per event: its record while collected and its metadata while written (names, op, indices).
+    constexpr uint64_t kBytesPerEvent = 2048;  // measured: about 1.8 KiB (peak RSS of long dumps)
+    const EventVolume& v = volume.value();
+    const uint64_t logit_rows = (fo.all_logits ? tokens.size() : 1) + static_cast<uint64_t>(n_predict);
+    MemoryEstimate need;
+    need.add("tensor copies", fmt::format("{} events over {} decode calls", v.n_events, 1 + n_predict), v.f32_bytes);
+    need.add("event records", fmt::format("{} x about {} bytes", v.n_events, kBytesPerEvent),
+             mul_sat(v.n_events, kBytesPerEvent));
+    need.add("logits", fmt::format("{} rows x {} x 4 bytes", logit_rows, n_vocab), mul_sat(mul_sat(logit_rows, n_vocab), 4));
+    const HostMemory host = available_host_memory();
+    return check_memory(fmt::format("--dump with -n {}", n_predict), need,
+                        BackendMemory{host.known, host.available_bytes, "RAM (" + host.source + ")", false},
+                        "Lower -n, or dump a shorter run.");
+}
+
 int fail(const Error& e) {
     std::fprintf(stderr, "layerscope run: %s\n", e.message.c_str());
-    return e.code == ErrorCode::kUsage || e.code == ErrorCode::kUnsupported ? kExitUsage : kExitBadInput;
+    return exit_code_for(e);
 }
 
 }  // namespace
@@ -38,6 +64,9 @@ int run_run(const RunOptions& o) {
     if (!math_mode_from_name(o.mode, &mode)) return fail(make_error(ErrorCode::kUsage, "--mode must be exact or llama"));
     if (o.prompt.empty() == o.tokens.empty())
         return fail(make_error(ErrorCode::kUsage, "give exactly one of --prompt TEXT or --tokens 1,2,3"));
+    // A dump that would be refused is refused before the run, not after it.
+    if (!o.dump_path.empty())
+        if (Status s = check_file_target(o.dump_path, o.force); !s) return fail(s.error());
 
     auto model = Model::open(o.model_path);
     if (!model) return fail(model.error());
@@ -68,12 +97,19 @@ int run_run(const RunOptions& o) {
     fo.n_ubatch = o.ubatch;
     fo.flash_attn = o.flash_attn;
     fo.all_logits = o.all_logits;
-    fo.n_ctx = o.ctx > 0 ? o.ctx : std::max<int64_t>(256, (static_cast<int64_t>(tokens.size()) + o.n_predict + 255) / 256 * 256);
+    auto n_ctx = context_for_run(model.value()->config(), static_cast<int64_t>(tokens.size()), o.n_predict, o.ctx,
+                                 o.ctx_beyond_train);
+    if (!n_ctx) return fail(n_ctx.error());
+    fo.n_ctx = n_ctx.value();
     auto chosen = open_backend_for(*model.value(), o.backend, o.threads, fo);
     if (!chosen) return fail(chosen.error());
     Backend* backend = chosen.value().backend.get();
     auto forward = make_forward(*model.value(), *backend, fo);
     if (!forward) return fail(forward.error());
+    if (!o.dump_path.empty()) {
+        const uint64_t n_vocab = forward.value()->last_logits().size();
+        if (Status s = check_dump_memory(*model.value(), fo, tokens, o.n_predict, n_vocab); !s) return fail(s.error());
+    }
 
     const ModelConfig& c = model.value()->config();
     std::printf("model:   %s (%s, %lld layers, n_embd %lld)\n", o.model_path.c_str(), c.arch_name.c_str(),
@@ -131,10 +167,7 @@ int run_run(const RunOptions& o) {
         info.all_logits = fo.all_logits;
         info.system_info = backend->name() + ", math mode " + math_mode_name(mode) +
                            (mode == MathMode::kLlama ? std::string(", llama.cpp build ") + llama_isa_name(fo.llama_isa) : "");
-        if (Status s = dump.write(o.dump_path, info); !s) {
-            std::fprintf(stderr, "layerscope run: %s\n", s.error().message.c_str());
-            return kExitBadInput;
-        }
+        if (Status s = dump.write(o.dump_path, info, o.force); !s) return fail(s.error());
         std::printf("dump:    %zu tensors, %.2f MiB -> %s\n", dump.n_tensors(), dump.bytes() / 1048576.0, o.dump_path.c_str());
     }
     return kExitOk;

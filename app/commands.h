@@ -1,17 +1,30 @@
-// The layerscope commands main.cpp dispatches to; each returns the process exit code
-// (0 ok, 2 bad usage, 3 unreadable or malformed input).
+// The layerscope commands main.cpp dispatches to; each returns the process exit code (DESIGN.md
+// section 7): 0 ok, 1 diverged (compare) or lint errors (inspect), 2 usage, 3 bad or unreadable input.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "engine/util/result.h"
+
 namespace ls::app {
 
 inline constexpr int kExitOk = 0;
-inline constexpr int kExitUsage = 2;
-inline constexpr int kExitBadInput = 3;
-inline constexpr int kExitWriteError = 4;
+inline constexpr int kExitDiverged = 1;    // compare: a divergence
+inline constexpr int kExitLintErrors = 1;  // inspect: lints say the model cannot run
+inline constexpr int kExitUsage = 2;       // also: nothing compared, an output that cannot be written
+inline constexpr int kExitBadInput = 3;    // also: a reference tensor that cannot be compared
+inline constexpr int kExitWriteError = kExitUsage;  // the output path given cannot take the output
+
+// The exit code of a command that failed with `e`: a flag, an unsupported request or an output
+// that cannot be written is usage (2); anything else is the input's fault (3).
+inline int exit_code_for(const Error& e) {
+    switch (e.code) {
+        case ErrorCode::kUsage: case ErrorCode::kUnsupported: case ErrorCode::kIo: return kExitUsage;
+        default: return kExitBadInput;
+    }
+}
 
 struct InspectOptions {
     std::string model_path;
@@ -30,8 +43,10 @@ struct RunOptions {
     int n_predict = 16;
     std::string mode = "llama";
     std::string dump_path;     // write every intermediate here
+    bool force = false;        // replace an existing dump file (never anything but a regular file)
     int threads = 0;           // 0 = all cores
     int64_t ctx = 0;           // KV cells; 0 = enough for the prompt and n_predict
+    bool ctx_beyond_train = false;  // allow more KV cells than the model's trained context
     int64_t ubatch = 512;
     bool flash_attn = false;
     bool all_logits = false;
@@ -69,9 +84,10 @@ struct MakeModelOptions {
     int n_embd = 0, n_layer = 0, n_head = 0, n_head_kv = 0, n_ff = 0, vocab = 0, ctx_train = 0;
     bool seed_given = false;
     uint64_t seed = 0;
+    bool force = false;         // replace an existing file (never anything but a regular file)
 };
 
-// Writes a deterministic synthetic model (0 ok, 2 bad spec, 4 cannot write).
+// Writes a deterministic synthetic model (0 ok, 2 bad spec or cannot write).
 int run_make_model(const MakeModelOptions& options);
 
 struct ExportCmdOptions {
@@ -88,8 +104,8 @@ struct ExportCmdOptions {
     std::string backend = "auto";
 };
 
-// Exports a run's events or converts a dump (0 ok, 2 bad usage or nothing selected, 3 unreadable
-// input, 4 cannot write or the output exists without --force).
+// Exports a run's events or converts a dump (0 ok, 2 bad usage, nothing selected, cannot write or
+// the output exists without --force, 3 unreadable input).
 int run_export(const ExportCmdOptions& options);
 
 struct BenchOptions {

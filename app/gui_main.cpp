@@ -12,6 +12,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -19,16 +21,41 @@
 #include "app/commands.h"
 #include "app/gui_script.h"
 #include "app/gui_view.h"
+#include "engine/util/safe_write.h"
 #include "views/screenshot.h"
 
 namespace ls::app {
 
 namespace {
 
-bool save_framebuffer_png(GLFWwindow* window, const std::string& path) {
+// A screenshot never replaces a file: 0, or the exit code of the failure (2: the path is taken or
+// cannot be written), with the message printed.
+int save_framebuffer_png(GLFWwindow* window, const std::string& path) {
     int width = 0, height = 0;
     glfwGetFramebufferSize(window, &width, &height);
-    return views::save_png(views::read_back_buffer(width, height), path);
+    Status s = views::save_png(views::read_back_buffer(width, height), path);
+    if (s) return kExitOk;
+    std::fprintf(stderr, "layerscope: cannot save the screenshot: %s\n", s.error().message.c_str());
+    return exit_code_for(s.error());
+}
+
+// ImGui's layout file, read and written here (not by ImGui's own fopen) so that it goes through
+// the same safe writes as everything else.
+void load_layout(const std::string& path) {
+    if (path.empty() || path_kind(path) != PathKind::kRegular) return;
+    std::ifstream in(path, std::ios::binary);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    ImGui::LoadIniSettingsFromMemory(text.data(), text.size());
+}
+
+void save_layout(const std::string& path) {
+    ImGuiIO& io = ImGui::GetIO();
+    io.WantSaveIniSettings = false;
+    if (path.empty()) return;
+    size_t size = 0;
+    const char* text = ImGui::SaveIniSettingsToMemory(&size);
+    if (Status s = write_file_safely(path, std::string_view(text, size), true); !s)
+        std::fprintf(stderr, "layerscope: cannot save the window layout: %s\n", s.error().message.c_str());
 }
 
 constexpr const char* kFontPath = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
@@ -92,12 +119,14 @@ int run_gui(const GuiOptions& options) {
     const std::string settings_dir = reproducible ? "" : settings_directory();
     const std::string ini_path = settings_dir.empty() ? "" : settings_dir + "/imgui.ini";
     const std::string settings_path = settings_dir.empty() ? "" : settings_dir + "/settings.json";
-    if (!settings_dir.empty()) std::filesystem::create_directories(settings_dir);
+    std::error_code ec;
+    if (!settings_dir.empty()) std::filesystem::create_directories(settings_dir, ec);
 
     IMGUI_CHECKVERSION();
     ImGui::CreateContext();
     ImGuiIO& io = ImGui::GetIO();
-    io.IniFilename = ini_path.empty() ? nullptr : ini_path.c_str();
+    io.IniFilename = nullptr;  // load_layout / save_layout
+    load_layout(ini_path);
     float scale_x = 1.0f, scale_y = 1.0f;
     glfwGetWindowContentScale(window, &scale_x, &scale_y);
     float scale = std::max(1.0f, scale_y);
@@ -168,19 +197,13 @@ int run_gui(const GuiOptions& options) {
         glClearColor(0.10f, 0.10f, 0.12f, 1.0f);
         glClear(GL_COLOR_BUFFER_BIT);
         ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
-        for (const std::string& shot : {script_shot, view->pending_screenshot}) {
-            if (shot.empty()) continue;
-            if (!save_framebuffer_png(window, shot)) {
-                std::fprintf(stderr, "layerscope: cannot write %s\n", shot.c_str());
-                exit_code = 4;
-            }
-        }
+        for (const std::string& shot : {script_shot, view->pending_screenshot})
+            if (!shot.empty())
+                if (int code = save_framebuffer_png(window, shot); code != kExitOk) exit_code = code;
         view->pending_screenshot.clear();
+        if (io.WantSaveIniSettings) save_layout(ini_path);
         if (!options.screenshot_path.empty() && frame >= options.frames) {
-            if (!save_framebuffer_png(window, options.screenshot_path)) {
-                std::fprintf(stderr, "layerscope: cannot write %s\n", options.screenshot_path.c_str());
-                exit_code = 4;
-            }
+            if (int code = save_framebuffer_png(window, options.screenshot_path); code != kExitOk) exit_code = code;
             break;
         }
         if (options.measure_frames > 0 && static_cast<int>(frame_ms.size()) >= options.measure_frames + 10) break;
@@ -200,6 +223,7 @@ int run_gui(const GuiOptions& options) {
                     steady[std::min(steady.size() - 1, steady.size() * 95 / 100)], steady.back());
     }
     if (!settings_path.empty()) view->save_settings(settings_path);
+    if (!ini_path.empty()) save_layout(ini_path);
     view.reset();
     ImGui_ImplOpenGL3_Shutdown();
     ImGui_ImplGlfw_Shutdown();

@@ -28,6 +28,7 @@
 #include "views/stepping_toolbar.h"
 #include "views/tensor_inspector.h"
 #include "views/tensor_panel.h"
+#include "engine/util/safe_write.h"
 
 namespace ls::app {
 
@@ -79,8 +80,12 @@ MainView::~MainView() {
 }
 
 void MainView::set_state_log(const std::string& path) {
-    state_log_ = std::fopen(path.c_str(), "a");
-    if (!state_log_) std::fprintf(stderr, "layerscope: cannot write the state log %s\n", path.c_str());
+    auto opened = open_for_append(path);
+    if (!opened) {
+        std::fprintf(stderr, "layerscope: cannot write the state log: %s\n", opened.error().message.c_str());
+        return;
+    }
+    state_log_ = opened.value();
 }
 
 void MainView::log(const std::string& line) {
@@ -272,7 +277,9 @@ void MainView::handle_keys() {
         else if (k.key == GLFW_KEY_F5) continue_run();
         else if (k.key == GLFW_KEY_F12) {
             std::string dir = screenshot_dir.empty() ? "." : screenshot_dir;
-            pending_screenshot = fmt::format("{}/layerscope-{:03d}.png", dir, ++screenshot_count_);
+            // The next number not taken: earlier screenshots are never replaced.
+            do pending_screenshot = fmt::format("{}/layerscope-{:03d}.png", dir, ++screenshot_count_);
+            while (path_kind(pending_screenshot) != PathKind::kMissing);
             log("screenshot " + pending_screenshot);
         }
     }
@@ -398,6 +405,7 @@ void MainView::draw() {
 }
 
 void MainView::load_settings(const std::string& path) {
+    if (path_kind(path) != PathKind::kRegular) return;  // absent, or nothing we could have written
     std::ifstream in(path);
     if (!in) return;
     nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
@@ -411,13 +419,9 @@ void MainView::save_settings(const std::string& path) const {
     for (const PanelEntry& e : panels_) j["panels"][e.name] = *e.open;
     std::error_code ec;
     std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
-    const std::string tmp = path + ".tmp";
-    {
-        std::ofstream out(tmp);
-        out << j.dump(2) << "\n";
-        if (!out) return;
-    }
-    std::filesystem::rename(tmp, path, ec);
+    // Our own settings file: replaced each time, but only if it is a regular file.
+    if (Status s = write_file_safely(path, j.dump(2) + "\n", true); !s)
+        std::fprintf(stderr, "layerscope: cannot save the settings: %s\n", s.error().message.c_str());
 }
 
 }  // namespace ls::app

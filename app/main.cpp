@@ -5,13 +5,23 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <new>
+#include <stdexcept>
+#include <system_error>
 
 #include "app/commands.h"
+#include "kernels/common/host_memory.h"
 
 namespace {
 
+// An output path given as "" would silently write nothing.
+const CLI::Validator kNonEmptyPath(
+    [](std::string& path) { return path.empty() ? std::string("an empty path; give a file name") : std::string(); },
+    "PATH");
+
 void add_inspect_command(CLI::App& app, ls::app::InspectOptions& options) {
-    CLI::App* inspect = app.add_subcommand("inspect", "Show a GGUF file's metadata, tokenizer, tensors and lints");
+    CLI::App* inspect = app.add_subcommand("inspect", "Show a GGUF file's metadata, tokenizer, tensors and lints. Exit 1 when lints "
+                                                        "report errors (the model cannot run as it is)");
     inspect->add_option("model", options.model_path, "GGUF model file")->required();
     inspect->add_flag("--json", options.json, "Print one JSON object instead of text");
     inspect->add_flag("--tensors", options.list_tensors, "List every tensor (name, type, ne, bytes, offset)");
@@ -29,9 +39,13 @@ void add_run_command(CLI::App& app, ls::app::RunOptions& o) {
     run->add_option("-n,--n-predict", o.n_predict, "Tokens to generate (default 16)")->check(CLI::Range(0, 1 << 20));
     run->add_option("--mode", o.mode, "exact (f32 math on dequantized weights) or llama (ggml's CPU arithmetic; default)")
         ->check(CLI::IsMember({"exact", "llama"}));
-    run->add_option("--dump", o.dump_path, "Write every intermediate tensor to this GGUF dump");
+    run->add_option("--dump", o.dump_path, "Write every intermediate tensor to this GGUF dump")->check(kNonEmptyPath);
+    run->add_flag("--force", o.force, "Replace an existing --dump file (only a regular file is ever replaced)");
     run->add_option("--threads,-t", o.threads, "CPU threads (default: all cores)")->check(CLI::Range(0, 1024));
-    run->add_option("--ctx,-c", o.ctx, "KV cache cells (default: prompt + n, rounded up to 256)")->check(CLI::Range(0, 1 << 24));
+    run->add_option("--ctx,-c", o.ctx, "KV cache cells (default: prompt + n, rounded up to 256); at most the model's "
+                                       "trained context")->check(CLI::Range(0, 1 << 24));
+    run->add_flag("--ctx-beyond-train", o.ctx_beyond_train, "Allow a context longer than the model's trained context "
+                                                            "(<arch>.context_length)");
     run->add_option("--ubatch", o.ubatch, "Tokens per graph evaluation (default 512)")->check(CLI::Range(1, 1 << 16));
     run->add_flag("--flash-attn", o.flash_attn, "Attention as llama.cpp's flash-attention CPU kernel computes it");
     run->add_flag("--all-logits", o.all_logits, "Keep every prompt row to the logits (llama.cpp --all-logits)");
@@ -45,7 +59,8 @@ void add_run_command(CLI::App& app, ls::app::RunOptions& o) {
 void add_compare_command(CLI::App& app, ls::app::CompareOptions& o) {
     CLI::App* cmp = app.add_subcommand("compare",
                                        "Compare a model run (or dump A) with a reference dump (or dump B): table, first "
-                                       "divergence, doctor. Exit 0 = no divergence, 1 = diverged");
+                                       "divergence, doctor. Exit 0 = no divergence, 1 = diverged, 2 = nothing compared "
+                                       "(or bad usage), 3 = bad input (or a paired tensor without values)");
     cmp->add_option("dumps", o.files, "Two dumps to compare: ours, then the reference");
     cmp->add_option("--model,-m", o.model_path, "GGUF model to run");
     cmp->add_option("--reference,-r", o.reference_path, "Reference: a GGUF dump, a .npy folder with manifest.json, or an "
@@ -78,7 +93,8 @@ void add_compare_command(CLI::App& app, ls::app::CompareOptions& o) {
 void add_make_model_command(CLI::App& app, ls::app::MakeModelOptions& o) {
     CLI::App* mk = app.add_subcommand("make-model", "Write a deterministic synthetic GGUF model (random weights, generated "
                                                     "vocabulary) for tests and demos");
-    mk->add_option("out", o.out_path, "Output GGUF file")->required();
+    mk->add_option("out", o.out_path, "Output GGUF file")->required()->check(kNonEmptyPath);
+    mk->add_flag("--force", o.force, "Replace an existing output file (only a regular file is ever replaced)");
     mk->add_flag("--demo", o.demo, "The GUI's built-in demo model (other flags override its values)");
     mk->add_option("--arch", o.arch, "llama (default) or qwen2")->check(CLI::IsMember({"llama", "qwen2"}));
     mk->add_option("--type", o.type, "Weight type: f32, f16 (default), bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_K..q6_K");
@@ -135,6 +151,28 @@ void add_bench_command(CLI::App& app, ls::app::BenchOptions& o) {
     b->add_flag("--json", o.json, "Print one JSON object (prompt_tps, gen_tps, capture_overhead, peak_rss_bytes, op_seconds)");
 }
 
+// What escapes a command (out of memory that no estimate foresaw, an I/O failure inside a library)
+// becomes a message naming the command and exit 3, never an abort.
+template <class Command>
+int guarded(const std::string& who, Command&& run) {
+    try {
+        return run();
+    } catch (const std::bad_alloc&) {
+        const ls::HostMemory host = ls::available_host_memory();
+        const std::string left =
+            host.known ? fmt::format(" ({} available, {})", ls::bytes_text(host.available_bytes), host.source) : "";
+        std::fprintf(stderr, "%s: out of memory%s: the input or the run is too large for this machine; try a shorter run "
+                             "(-n, --ctx, --ubatch) or a smaller input\n", who.c_str(), left.c_str());
+    } catch (const std::length_error& e) {
+        std::fprintf(stderr, "%s: a size is too large: %s\n", who.c_str(), e.what());
+    } catch (const std::system_error& e) {  // std::ios_base::failure included
+        std::fprintf(stderr, "%s: %s\n", who.c_str(), e.what());
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "%s: %s\n", who.c_str(), e.what());
+    }
+    return ls::app::kExitBadInput;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -146,7 +184,8 @@ int main(int argc, char** argv) {
     ls::app::GuiOptions gui;
     app.add_option("model", gui.model_path, "GGUF model to open in the GUI");
     app.add_option("--screenshot", gui.screenshot_path,
-                   "GUI check: render --frames frames, save the window as PNG to this path and exit");
+                   "GUI check: render --frames frames, save the window as PNG to this path (a new file) and exit")
+        ->check(kNonEmptyPath);
     app.add_option("--frames", gui.frames, "Frames to render before --screenshot (default 3)")
         ->check(CLI::Range(1, 100000));
     app.add_option("--reference,-r", gui.reference_path, "Reference dump to load at start");
@@ -181,12 +220,13 @@ int main(int argc, char** argv) {
         return ls::app::kExitUsage;
     }
 
-    if (app.got_subcommand("inspect")) return ls::app::run_inspect(inspect);
-    if (app.got_subcommand("run")) return ls::app::run_run(run);
-    if (app.got_subcommand("compare")) return ls::app::run_compare(compare);
-    if (app.got_subcommand("make-model")) return ls::app::run_make_model(make_model);
-    if (app.got_subcommand("export")) return ls::app::run_export(export_options);
-    if (app.got_subcommand("bench")) return ls::app::run_bench(bench);
+    if (app.got_subcommand("inspect")) return guarded("layerscope inspect", [&] { return ls::app::run_inspect(inspect); });
+    if (app.got_subcommand("run")) return guarded("layerscope run", [&] { return ls::app::run_run(run); });
+    if (app.got_subcommand("compare")) return guarded("layerscope compare", [&] { return ls::app::run_compare(compare); });
+    if (app.got_subcommand("make-model"))
+        return guarded("layerscope make-model", [&] { return ls::app::run_make_model(make_model); });
+    if (app.got_subcommand("export")) return guarded("layerscope export", [&] { return ls::app::run_export(export_options); });
+    if (app.got_subcommand("bench")) return guarded("layerscope bench", [&] { return ls::app::run_bench(bench); });
 
     // `layerscope typo` would otherwise open a window that fails to load "typo".
     if (!gui.model_path.empty() && !std::filesystem::exists(gui.model_path)) {
@@ -196,7 +236,7 @@ int main(int argc, char** argv) {
     }
 
 #ifdef LAYERSCOPE_HAVE_GUI
-    return ls::app::run_gui(gui);
+    return guarded("layerscope", [&] { return ls::app::run_gui(gui); });
 #else
     std::fputs("layerscope: this build has no GUI (GLFW, OpenGL or Dear ImGui were not found when it was "
                "configured).\nInstall libglfw3-dev, libimgui-dev and an OpenGL development package, then "

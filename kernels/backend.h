@@ -83,6 +83,13 @@ enum class BackendKind { kCpu, kCuda, kCudaEmulated, kAuto };
 const char* backend_kind_name(BackendKind kind);  // "cpu", "cuda", "cuda-emulated", "auto"
 bool backend_kind_from_name(const std::string& name, BackendKind* out);
 
+struct BackendMemory {
+    bool known = false;
+    uint64_t available_bytes = 0;
+    std::string where;            // "RAM (MemAvailable)", "CUDA device memory (NVIDIA H100)"
+    bool weights_copied = false;  // weight() uploads a copy rather than using the mapped file in place
+};
+
 class Backend {
 public:
     virtual ~Backend() = default;
@@ -96,6 +103,10 @@ public:
     // ignore it).
     virtual void set_llama_isa(LlamaIsa) {}
 
+    // Where alloc() takes its memory and how much of it is left, for the checks that refuse a
+    // run up front. The default knows nothing (no check is made): a backend that allocates almost
+    // nothing, or one that cannot tell.
+    virtual BackendMemory memory() const { return {}; }
     // Device memory. alloc'ed memory is zeroed.
     virtual void* alloc(size_t bytes) = 0;
     virtual void release(void* ptr) = 0;

@@ -31,7 +31,8 @@ namespace {
 bool save_screenshot(GLFWwindow* window, const std::string& path) {
     int width = 0, height = 0;
     glfwGetFramebufferSize(window, &width, &height);
-    return ls::views::save_png(ls::views::read_back_buffer(width, height), path);
+    // The screenshot left to look at replaces the one of the last run.
+    return ls::views::save_png(ls::views::read_back_buffer(width, height), path, true).ok();
 }
 
 int failures = 0;

@@ -1,12 +1,17 @@
 // `layerscope compare` end to end: clean runs against llama.cpp's dumps and eval-callback logs exit
 // 0, a fault exits 1 with its first divergence and the doctor's verdict, two dumps compare, and
-// bad input gets exit codes 2 and 3.
+// bad input gets exit codes 2 and 3: a comparison that compared nothing, a reference tensor
+// without values, a reference's bad token ids or batch size, file bytes quoted in a message.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "engine/capture/export.h"
+#include "engine/gguf/gguf.h"
+#include "tests/gguf_builder.h"
 #include "tests/test_support.h"
 
 namespace {
@@ -15,6 +20,26 @@ using ls::test::fixture_path;
 using ls::test::run_layerscope;
 
 std::string q(const std::string& path) { return "'" + path + "'"; }
+
+std::vector<float> ramp(size_t n, float scale) {
+    std::vector<float> v(n);
+    for (size_t i = 0; i < n; ++i) v[i] = std::sin(scale * static_cast<float>(i) + 0.25f);
+    return v;
+}
+
+// Writes a dump of `tensors` (dump name, ne, values) with `info`; returns its path.
+std::string write_dump(const std::string& path, const std::vector<std::tuple<std::string, std::vector<int64_t>, std::vector<float>>>& tensors,
+                       const ls::DumpInfo& info = {}, std::vector<ls::GgufKV> metadata = {}) {
+    ls::ExportSet set;
+    set.info = info;
+    set.source_metadata = std::move(metadata);
+    for (const auto& [name, ne, values] : tensors) set.tensors.push_back(ls::make_export_tensor(name, ne, values));
+    ls::ExportOptions o;
+    o.path = path;
+    auto r = ls::export_tensors(set, o);
+    EXPECT_TRUE(r) << (r ? "" : r.error().message);
+    return path;
+}
 
 TEST(CompareCli, CleanRunsAgainstDumpsAndLogsExitZero) {
     LS_REQUIRE_FIXTURES();
@@ -64,10 +89,12 @@ TEST(CompareCli, TwoDumps) {
     auto same = run_layerscope("compare " + q(dir + "/ours.gguf") + " " + q(fixture_path("dumps/stories260K_once_n0_fa-off.gguf")));
     EXPECT_EQ(same.exit_code, 0) << same.out;
     EXPECT_NE(same.out.find("compared 119 tensor pairs, "), std::string::npos) << same.out;
+    EXPECT_NE(same.out.find("events, 119 compared: "), std::string::npos) << same.out;
     auto js = run_layerscope("compare --json " + q(dir + "/ours.gguf") + " " + q(fixture_path("dumps/stories260K_once_n0_fa-off.gguf")));
     EXPECT_EQ(js.exit_code, 0) << js.out;
     auto doc = nlohmann::json::parse(js.out);
     EXPECT_EQ(doc["volume"]["tensors"], 119);
+    EXPECT_EQ(doc["summary"]["compared"], 119);
     EXPECT_GT(doc["volume"]["bytes"].get<int64_t>(), 0);
     // Our dump against llama.cpp's flash-attention dump: kqv_out pairs with the unnamed FA node.
     auto fa = run_layerscope("compare " + q(dir + "/ours.gguf") + " " + q(fixture_path("dumps/stories260K_once_n0.gguf")) +
@@ -101,6 +128,108 @@ TEST(CompareCli, BadInput) {
         EXPECT_NE(cut.out.find("cut.gguf: malformed GGUF"), std::string::npos) << cut.out;
         EXPECT_NE(cut.out.find("truncated"), std::string::npos) << cut.out;
     }
+    std::filesystem::remove_all(dir);
+}
+
+TEST(CompareCli, NothingComparedExitsTwoAndNamesBothSides) {
+    const std::string dir = ls::test::make_temp_dir();
+    const std::string ours = write_dump(dir + "/ours.gguf", {{"ffn_out-0", {8, 2}, ramp(16, 0.1f)},
+                                                             {"l_out-0", {8, 2}, ramp(16, 0.2f)}});
+    const std::string ref = write_dump(dir + "/ref.gguf", {{"blk0.ffn", {8, 2}, ramp(16, 0.1f)},
+                                                           {"blk0.out", {8, 2}, ramp(16, 0.2f)}});
+    auto r = run_layerscope("compare " + q(ours) + " " + q(ref), true);
+    EXPECT_EQ(r.exit_code, 2) << r.out;
+    EXPECT_NE(r.out.find("2 events, 0 compared"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("first divergence: unknown: nothing was compared"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("nothing was compared"), std::string::npos) << r.out;
+    for (const char* name : {"\"ffn_out-0\"", "\"l_out-0\"", "\"blk0.ffn\"", "\"blk0.out\""})
+        EXPECT_NE(r.out.find(name), std::string::npos) << name << " not named:\n" << r.out;
+    auto j = run_layerscope("compare --json " + q(ours) + " " + q(ref));
+    EXPECT_EQ(j.exit_code, 2);
+    auto doc = nlohmann::json::parse(j.out);
+    EXPECT_EQ(doc["summary"]["compared"], 0);
+    EXPECT_NE(doc["error"].get<std::string>().find("nothing was compared"), std::string::npos);
+    std::filesystem::remove_all(dir);
+}
+
+TEST(CompareCli, AReferenceTensorWithoutValuesIsBadInputUnlessSomethingDiverged) {
+    const std::string dir = ls::test::make_temp_dir();
+    const std::string ours = write_dump(dir + "/ours.gguf", {{"attn_norm-0", {8, 2}, ramp(16, 0.1f)},
+                                                             {"l_out-0", {8, 2}, ramp(16, 0.2f)}});
+    // attn_norm-0 with ne [8, 0]: what our exporter refuses to write, so written field by field.
+    auto raw = [&](const std::string& path, const std::vector<float>& l_out) {
+        std::vector<ls::GgufWriteTensor> t = {{"attn_norm-0", ls::GgmlType::F32, {8, 0}, l_out.data(), 0},
+                                              {"l_out-0", ls::GgmlType::F32, {8, 2}, l_out.data(), l_out.size() * 4}};
+        EXPECT_TRUE(ls::gguf_write(path, {{"dump.format_version", ls::GgufValue::make_u32(1)}}, t));
+        return path;
+    };
+    const std::vector<float> same = ramp(16, 0.2f), other = ramp(16, 0.7f);
+    auto r = run_layerscope("compare " + q(ours) + " " + q(raw(dir + "/empty.gguf", same)), true);
+    EXPECT_EQ(r.exit_code, 3) << r.out;
+    EXPECT_NE(r.out.find("1 unusable"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("could not be compared"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("holds no values (ne [8, 0, 1, 1])"), std::string::npos) << r.out;
+    // A real divergence after it is the first divergence, and the exit code says diverged.
+    auto d = run_layerscope("compare " + q(ours) + " " + q(raw(dir + "/empty-and-diverged.gguf", other)), true);
+    EXPECT_EQ(d.exit_code, 1) << d.out;
+    EXPECT_NE(d.out.find("first divergence: l_out-0 (event 1)"), std::string::npos) << d.out;
+    std::filesystem::remove_all(dir);
+}
+
+TEST(CompareCli, BadTokenIdsOrBatchSizeInAReferenceAreBadInput) {
+    const std::string dir = ls::test::make_temp_dir();
+    const std::string model = dir + "/model.gguf";
+    ASSERT_EQ(run_layerscope("make-model " + q(model) + " --type f32 --embd 32 --layers 1 --heads 2 --kv-heads 1 --ff 64 "
+                             "--vocab 400").exit_code, 0);
+    const std::vector<float> v = ramp(64, 0.3f);
+    auto compare = [&](const std::string& ref) { return run_layerscope("compare -m " + q(model) + " -r " + q(ref), true); };
+
+    ls::DumpInfo bad_prompt;
+    bad_prompt.prompt_tokens = {1, 99999};
+    auto r = compare(write_dump(dir + "/bad-prompt.gguf", {{"attn_norm-0", {32, 2}, v}}, bad_prompt));
+    EXPECT_EQ(r.exit_code, 3) << r.out;
+    EXPECT_NE(r.out.find("dump.prompt_tokens holds token id 99999"), std::string::npos) << r.out;
+
+    ls::DumpInfo bad_generated;
+    bad_generated.prompt_tokens = {1, 2};
+    bad_generated.n_predict = 1;
+    bad_generated.generated_tokens = {-5};
+    bad_generated.decode_n_tokens = {2, 1};
+    r = compare(write_dump(dir + "/bad-generated.gguf", {{"attn_norm-0", {32, 2}, v}}, bad_generated));
+    EXPECT_EQ(r.exit_code, 3) << r.out;
+    EXPECT_NE(r.out.find("dump.generated_tokens holds token id -5"), std::string::npos) << r.out;
+
+    r = compare(write_dump(dir + "/no-batch.gguf", {{"attn_norm-0", {32, 2}, v}}, {},
+                           {{"dump.format_version", ls::GgufValue::make_u32(1)},
+                            {"dump.prompt_tokens", ls::GgufValue::make_array(ls::GgufValueType::INT32,
+                                                                             {ls::GgufValue::make_i32(1), ls::GgufValue::make_i32(2)})},
+                            {"dump.n_ubatch", ls::GgufValue::make_u32(0)}}));
+    EXPECT_EQ(r.exit_code, 3) << r.out;
+    EXPECT_NE(r.out.find("dump.n_ubatch is 0"), std::string::npos) << r.out;
+    std::filesystem::remove_all(dir);
+}
+
+TEST(CompareCli, FileBytesInAnErrorAreEscapedAndCapped) {
+    const std::string dir = ls::test::make_temp_dir();
+    // A GGUF whose one metadata key appears twice; the key holds ESC, BEL, NUL and 8 KB of junk.
+    const std::string key = std::string("\x1b[2J\x07") + '\0' + std::string(8192, 'j');
+    ls::test::GgufBuilder b;
+    b.put<uint32_t>(0x46554747);
+    b.put<uint32_t>(3);
+    b.put<uint64_t>(0);
+    b.put<uint64_t>(2);
+    for (int k = 0; k < 2; ++k) {
+        b.str(key);
+        b.put<uint32_t>(4);  // u32
+        b.put<uint32_t>(7);
+    }
+    std::ofstream(dir + "/junk.gguf", std::ios::binary).write(reinterpret_cast<const char*>(b.bytes.data()), b.size());
+    auto r = run_layerscope("compare " + q(dir + "/junk.gguf") + " " + q(dir + "/junk.gguf"), true);
+    EXPECT_EQ(r.exit_code, 3) << r.out;
+    EXPECT_NE(r.out.find("metadata key \"\\x1b[2J\\x07\\x00jjj"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("more bytes) appears twice"), std::string::npos) << r.out;  // the NUL cut nothing
+    EXPECT_LT(r.out.size(), 400u) << r.out;
+    for (char c : r.out) EXPECT_TRUE(c == '\n' || (static_cast<unsigned char>(c) >= 0x20 && c != 0x7f)) << int(c);
     std::filesystem::remove_all(dir);
 }
 

@@ -4,8 +4,10 @@
 // the way read the same afterwards.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 
 #include "engine/capture/export.h"
@@ -216,7 +218,7 @@ TEST(CompareDumps, DataThatCannotBeReadInPlaceComparesTheSame) {
             std::vector<GgufWriteTensor> tensors;
             for (const GgufTensorInfo& t : dump.file()->tensors())
                 tensors.push_back({t.name, t.type, std::vector<int64_t>(t.ne, t.ne + t.n_dims), t.data, t.n_bytes});
-            EXPECT_TRUE(gguf_write(path, kv, tensors, 2));
+            EXPECT_TRUE(gguf_write(path, kv, tensors, 2, /*overwrite=*/true));
             auto d = ReferenceDump::open_gguf(path);
             EXPECT_TRUE(d) << (d ? "" : d.error().message);
             if (d && d.value()->tensors()[1].complete() && !d.value()->tensors()[1].f32()) return std::move(d.value());
@@ -229,6 +231,97 @@ TEST(CompareDumps, DataThatCannotBeReadInPlaceComparesTheSame) {
     expect_same(compare_dumps(*ours_odd, *ref_odd, {}, 2), aligned);
     expect_same(compare_dumps(*ours_odd, *ref.value(), {}, 1), aligned);
     expect_same(compare_dumps(*ours.value(), *ref_odd, {}, 3), aligned);
+}
+
+// A reference dump written field by field, so that it can hold what our exporter refuses to write
+// (a tensor of zero elements).
+std::string write_raw_dump(const std::string& path, const std::vector<std::pair<std::string, std::vector<int64_t>>>& shapes,
+                           const std::vector<std::vector<float>>& values) {
+    std::vector<GgufWriteTensor> tensors;
+    for (size_t i = 0; i < shapes.size(); ++i)
+        tensors.push_back({shapes[i].first, GgmlType::F32, shapes[i].second, values[i].data(), values[i].size() * 4});
+    Status s = gguf_write(path, {{"dump.format_version", GgufValue::make_u32(1)}}, tensors);
+    EXPECT_TRUE(s) << (s ? "" : s.error().message);
+    return path;
+}
+
+TEST(CompareDumps, AnEmptyReferenceTensorIsUnusableAndTheRealFirstDivergenceIsStillFound) {
+    const std::string dir = test::make_temp_dir();
+    ExportSet ours_set;
+    ours_set.tensors = {node("attn_norm-0", {8, 3}, values(24, 0.3f)), node("Qcur-0", {8, 3}, values(24, 0.7f)),
+                        node("l_out-0", {8, 3}, values(24, 0.9f))};
+    auto ours = ReferenceDump::open_gguf(write(ours_set, dir + "/ours.gguf"));
+    // The reference's attn_norm-0 has ne [8, 0]: no values at all. Qcur-0 agrees, l_out-0 does not.
+    auto ref = ReferenceDump::open_gguf(write_raw_dump(dir + "/ref.gguf",
+                                                       {{"attn_norm-0", {8, 0}}, {"Qcur-0", {8, 3}}, {"l_out-0", {8, 3}}},
+                                                       {{}, values(24, 0.7f), values(24, 0.9f, 0.5f)}));
+    ASSERT_TRUE(ours && ref);
+
+    const CompareRunResult r = compare_dumps(*ours.value(), *ref.value(), {}, 1);
+    ASSERT_EQ(r.comparisons.size(), 3u);
+    EXPECT_EQ(r.comparisons[0].status, CompareStatus::kUnusable) << r.comparisons[0].note;
+    EXPECT_NE(r.comparisons[0].note.find("holds no values"), std::string::npos) << r.comparisons[0].note;
+    EXPECT_NE(r.comparisons[0].note.find("[8, 0, 1, 1]"), std::string::npos) << r.comparisons[0].note;
+    EXPECT_EQ(r.comparisons[1].status, CompareStatus::kOk);
+    EXPECT_EQ(r.summary.unusable, 1);
+    EXPECT_EQ(r.summary.compared(), 2);
+    EXPECT_EQ(r.summary.first_divergent, 2);  // l_out-0, not the empty tensor and not nothing
+    std::filesystem::remove_all(dir);
+}
+
+TEST(CompareDumps, ATensorWiderThanOursIsNotPaddedKvCells) {
+    const std::string dir = test::make_temp_dir();
+    ExportSet ours_set, ref_set;
+    ours_set.tensors = {node("l_out-0", {8, 3}, values(24, 0.9f)), node("kq_soft_max-0", {5, 3}, values(15, 0.2f))};
+    // The reference is 16 wide; its first 8 columns of each row are ours. Only attention over KV
+    // cells is padded that way, so l_out-0 cannot be paired while kq_soft_max-0 can.
+    std::vector<float> wide(16 * 3, 0.0f), cells(8 * 3, 0.0f);
+    const std::vector<float> mine = values(24, 0.9f), soft = values(15, 0.2f);
+    for (int row = 0; row < 3; ++row) {
+        std::copy(mine.begin() + row * 8, mine.begin() + row * 8 + 8, wide.begin() + row * 16);
+        std::copy(soft.begin() + row * 5, soft.begin() + row * 5 + 5, cells.begin() + row * 8);
+    }
+    ref_set.tensors = {node("l_out-0", {16, 3}, wide), node("kq_soft_max-0", {8, 3}, cells)};
+    auto ours = ReferenceDump::open_gguf(write(ours_set, dir + "/ours.gguf"));
+    auto ref = ReferenceDump::open_gguf(write(ref_set, dir + "/ref.gguf"));
+    ASSERT_TRUE(ours && ref);
+    const CompareRunResult r = compare_dumps(*ours.value(), *ref.value(), {}, 1);
+    ASSERT_EQ(r.comparisons.size(), 2u);
+    EXPECT_EQ(r.comparisons[0].status, CompareStatus::kDiverged) << r.comparisons[0].note;
+    EXPECT_NE(r.comparisons[0].note.find("cannot be paired"), std::string::npos) << r.comparisons[0].note;
+    EXPECT_EQ(r.comparisons[1].status, CompareStatus::kOk) << r.comparisons[1].note;
+    EXPECT_EQ(r.comparisons[1].note, "first 5 of 8 KV cells");
+    std::filesystem::remove_all(dir);
+}
+
+TEST(CompareDumps, NanInTheReferenceIsReportedNotMeasuredAsAgreement) {
+    const std::string dir = test::make_temp_dir();
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    ExportSet ours_set, ref_set;
+    std::vector<float> finite(4096), all_nan(4096, nan);
+    for (size_t i = 0; i < finite.size(); ++i) finite[i] = std::sin(0.01f * static_cast<float>(i));
+    ours_set.tensors = {node("attn_norm-0", {64, 64}, finite), node("l_out-0", {64, 64}, all_nan)};
+    ref_set.tensors = {node("attn_norm-0", {64, 64}, all_nan), node("l_out-0", {64, 64}, all_nan)};
+    auto ours = ReferenceDump::open_gguf(write(ours_set, dir + "/ours.gguf"));
+    auto ref = ReferenceDump::open_gguf(write(ref_set, dir + "/ref.gguf"));
+    ASSERT_TRUE(ours && ref);
+    const CompareRunResult r = compare_dumps(*ours.value(), *ref.value(), {}, 1);
+    ASSERT_EQ(r.comparisons.size(), 2u);
+    for (const EventComparison& c : r.comparisons) {
+        SCOPED_TRACE(c.name);
+        EXPECT_EQ(c.status, CompareStatus::kDiverged);
+        // Nothing was measured: no nmse 0, no cosine 1.
+        EXPECT_TRUE(std::isnan(c.metrics.nmse)) << c.metrics.nmse;
+        EXPECT_TRUE(std::isnan(c.metrics.cosine)) << c.metrics.cosine;
+        EXPECT_EQ(c.metrics.n_finite, 0);
+        EXPECT_EQ(c.metrics.nan_ref, 4096);
+        EXPECT_NE(c.note.find("reference has NaN in 4096 of 4096 values"), std::string::npos) << c.note;
+        EXPECT_NE(c.note.find("nothing measured"), std::string::npos) << c.note;
+    }
+    EXPECT_EQ(r.comparisons[0].metrics.nan_ours, 0);
+    EXPECT_EQ(r.comparisons[1].metrics.nan_ours, 4096);
+    EXPECT_EQ(r.summary.first_divergent, 0);
+    std::filesystem::remove_all(dir);
 }
 
 }  // namespace

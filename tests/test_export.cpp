@@ -1,12 +1,24 @@
 // Export: GGUF and .npy round trips through ReferenceDump::open, refusal to overwrite, nothing left
-// behind by a cancelled export, and `layerscope export` end to end (exit codes, --from).
+// behind by a cancelled export, nothing of the user's lost to one (folders that appear while it
+// runs, --force on a folder that is not an export, concurrent exports, a FIFO, staging left by a
+// killed export), and `layerscope export` end to end (exit codes, --from).
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <barrier>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <iterator>
 #include <limits>
+#include <optional>
+#include <thread>
 
 #include "engine/capture/export.h"
 #include "engine/compare/reference_formats.h"
@@ -169,7 +181,7 @@ TEST(Export, RefusesToOverwriteUnlessAsked) {
         smaller.tensors.push_back(set.tensors[0]);
         auto again = export_tensors(smaller, o);
         ASSERT_FALSE(again);
-        EXPECT_EQ(again.error().code, ErrorCode::kIo);
+        EXPECT_EQ(again.error().code, ErrorCode::kUsage);  // exit 2, as a refusal to overwrite
         EXPECT_NE(again.error().message.find("already exists"), std::string::npos) << again.error().message;
         auto old = ReferenceDump::open(o.path);
         ASSERT_TRUE(old);
@@ -270,13 +282,21 @@ TEST(ExportCli, ExitCodes) {
     EXPECT_EQ(test::run_layerscope("export --model " + q(dir + "/absent.gguf") + " --tokens 1 --gguf " + q(dir + "/a.gguf"))
                   .exit_code, 3);
     EXPECT_EQ(test::run_layerscope("export --from " + q(dir + "/absent.gguf") + " --npy " + q(dir + "/a")).exit_code, 3);
-    // 0, then 4 for an existing output, then 0 with --force.
+    // 2: an output that cannot be written (its folder is a regular file; refused even to root),
+    // never the undocumented 4.
+    std::ofstream(dir + "/plain-file") << "not a folder\n";
+    for (const std::string& out : {"--gguf " + q(dir + "/plain-file/run.gguf"), "--npy " + q(dir + "/plain-file/run")}) {
+        auto unwritable = test::run_layerscope("export --model " + q(model) + " --tokens 1,2 " + out, true);
+        EXPECT_EQ(unwritable.exit_code, 2) << unwritable.out;
+        EXPECT_NE(unwritable.out.find("plain-file"), std::string::npos) << unwritable.out;
+    }
+    // 0, then 2 for an existing output, then 0 with --force.
     const std::string out = dir + "/run.gguf";
     auto ok = test::run_layerscope("export --model " + q(model) + " --tokens 1,2,3 -n 1 --events 'attn_norm-*,llama_logits*' --gguf " +
                                    q(out), true);
     ASSERT_EQ(ok.exit_code, 0) << ok.out;
     auto exists = test::run_layerscope("export --model " + q(model) + " --tokens 1,2,3 --gguf " + q(out), true);
-    EXPECT_EQ(exists.exit_code, 4) << exists.out;
+    EXPECT_EQ(exists.exit_code, 2) << exists.out;
     EXPECT_NE(exists.out.find("--force"), std::string::npos) << exists.out;
     EXPECT_EQ(test::run_layerscope("export --model " + q(model) + " --tokens 1,2,3 --force --gguf " + q(out)).exit_code, 0);
     // The forced run exported every event; the dump reads back with the prompt.
@@ -368,6 +388,242 @@ TEST(ExportCli, FromFixtureDumpToNpyIsIdentical) {
     for (const RefTensor& t : c.value()->tensors()) EXPECT_EQ(t.base_name.rfind("l_out-", 0), 0u) << t.name;
     EXPECT_EQ(c.value()->prompt(), a.value()->prompt());
     EXPECT_EQ(c.value()->prompt_tokens(), a.value()->prompt_tokens());
+    fs::remove_all(dir);
+}
+
+// ---- nothing the user made is lost ------------------------------------------------------------
+
+// Every file and folder under `dir` with its contents ("sub/" for a folder), to compare before
+// and after.
+std::vector<std::string> tree(const std::string& dir) {
+    std::vector<std::string> out;
+    for (const auto& e : fs::recursive_directory_iterator(dir)) {
+        const std::string rel = fs::relative(e.path(), dir).string();
+        if (e.is_directory()) {
+            out.push_back(rel + "/");
+        } else {
+            std::ifstream in(e.path(), std::ios::binary);
+            out.push_back(rel + ": " + std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()));
+        }
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+std::vector<std::string> sorted_entries(const std::string& dir) {
+    std::vector<std::string> names = entries(dir);
+    std::sort(names.begin(), names.end());
+    return names;
+}
+
+// A folder of the user's: a file, a subfolder and a manifest.json that is not ours.
+void make_user_folder(const std::string& path) {
+    fs::create_directories(path + "/icons");
+    std::ofstream(path + "/manifest.json") << "{}";
+    std::ofstream(path + "/notes.txt") << "keep me";
+    std::ofstream(path + "/icons/icon.png") << "PNG";
+}
+
+// Calls `during` once, after the last tensor is written and before the export is put in place.
+std::function<bool(size_t, size_t)> just_before_the_end(const ExportSet& set, std::function<void()> during) {
+    return [&set, during, called = false](size_t, size_t total) mutable {
+        if (total > set.tensors.size() && !called) called = true, during();
+        return true;
+    };
+}
+
+TEST(Export, AFolderCreatedWhileItRunsIsNeverDeleted) {
+    const ExportSet set = sample_set();
+    for (bool overwrite : {false, true}) {
+        SCOPED_TRACE(overwrite ? "with overwrite" : "without overwrite");
+        const std::string dir = test::make_temp_dir();
+        const std::string out = dir + "/out";
+        ExportOptions o;
+        o.format = ExportFormat::kNpyFolder;
+        o.path = out;
+        o.overwrite = overwrite;
+        o.progress = just_before_the_end(set, [&] { make_user_folder(out); });
+        auto r = export_tensors(set, o);
+        ASSERT_FALSE(r) << "the export replaced a folder that appeared while it ran";
+        EXPECT_EQ(r.error().code, ErrorCode::kUsage);
+        EXPECT_NE(r.error().message.find(overwrite ? "not replaced" : "already exists"), std::string::npos)
+            << r.error().message;
+        EXPECT_EQ(tree(out), (std::vector<std::string>{"icons/", "icons/icon.png: PNG", "manifest.json: {}",
+                                                       "notes.txt: keep me"}));
+        EXPECT_EQ(sorted_entries(dir), std::vector<std::string>{"out"}) << "a staging folder was left behind";
+        fs::remove_all(dir);
+    }
+}
+
+TEST(Export, AFileCreatedWhileAGgufExportRunsIsNeverReplaced) {
+    const ExportSet set = sample_set();
+    const std::string dir = test::make_temp_dir();
+    ExportOptions o;
+    o.format = ExportFormat::kGgufDump;
+    o.path = dir + "/out.gguf";
+    o.progress = just_before_the_end(set, [&] { std::ofstream(o.path) << "the user's"; });
+    auto r = export_tensors(set, o);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().code, ErrorCode::kUsage);
+    EXPECT_EQ(tree(dir), std::vector<std::string>{"out.gguf: the user's"});
+    // With overwrite a regular file may be replaced, but a FIFO that took the name is not.
+    fs::remove(o.path);
+    o.overwrite = true;
+    o.progress = just_before_the_end(set, [&] { ASSERT_EQ(mkfifo(o.path.c_str(), 0600), 0); });
+    r = export_tensors(set, o);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().code, ErrorCode::kUsage);
+    struct stat st {};
+    ASSERT_EQ(lstat(o.path.c_str(), &st), 0);
+    EXPECT_TRUE(S_ISFIFO(st.st_mode)) << "the FIFO was replaced";
+    EXPECT_EQ(sorted_entries(dir), std::vector<std::string>{"out.gguf"});
+    fs::remove_all(dir);
+}
+
+TEST(Export, ForceRefusesAFolderWithAManifestButNoMarker) {
+    const ExportSet set = sample_set();
+    const std::string dir = test::make_temp_dir();
+    const std::string extension = dir + "/extension";
+    make_user_folder(extension);
+    const std::vector<std::string> before = tree(extension);
+    ExportOptions o;
+    o.format = ExportFormat::kNpyFolder;
+    o.path = extension;
+    o.overwrite = true;
+    auto r = export_tensors(set, o);
+    ASSERT_FALSE(r) << "--force replaced a folder holding a manifest.json that no export wrote";
+    EXPECT_EQ(r.error().code, ErrorCode::kUsage);
+    EXPECT_NE(r.error().message.find(".layerscope-folder.json"), std::string::npos) << r.error().message;
+    EXPECT_EQ(tree(extension), before);
+
+    // An earlier export is replaced, but not once something of the user's was put into it.
+    o.path = dir + "/export";
+    o.overwrite = false;
+    ASSERT_TRUE(export_tensors(set, o));
+    std::ofstream(o.path + "/notes.txt") << "my notes";
+    o.overwrite = true;
+    r = export_tensors(set, o);
+    ASSERT_FALSE(r);
+    EXPECT_NE(r.error().message.find("notes.txt"), std::string::npos) << r.error().message;
+    EXPECT_TRUE(fs::exists(o.path + "/notes.txt"));
+    fs::remove(o.path + "/notes.txt");
+    ExportSet smaller;
+    smaller.tensors.push_back(set.tensors[0]);
+    ASSERT_TRUE(export_tensors(smaller, o));
+    auto now = ReferenceDump::open(o.path);
+    ASSERT_TRUE(now) << now.error().message;
+    expect_same(smaller, *now.value());
+    EXPECT_EQ(sorted_entries(dir), (std::vector<std::string>{"export", "extension"}));
+    fs::remove_all(dir);
+}
+
+// Two exports to one new folder or file: one wins, the other fails cleanly and leaves the
+// winner's output intact. Here the second export (another process) runs to its end while the
+// first is about to put its own in place.
+TEST(Export, OfTwoExportsToOneNewTargetOneWins) {
+    const ExportSet set = sample_set();
+    for (ExportFormat format : {ExportFormat::kGgufDump, ExportFormat::kNpyFolder}) {
+        SCOPED_TRACE(export_format_name(format));
+        const std::string dir = test::make_temp_dir();
+        const std::string source = dir + "/source.gguf";
+        ExportSet other;
+        other.tensors.push_back(set.tensors[1]);
+        ExportOptions so;
+        so.path = source;
+        ASSERT_TRUE(export_tensors(other, so));
+        ExportOptions o;
+        o.format = format;
+        o.path = dir + "/out";
+        o.progress = just_before_the_end(set, [&] {
+            auto r = test::run_layerscope(std::string("export --from ") + q(source) +
+                                              (format == ExportFormat::kGgufDump ? " --gguf " : " --npy ") + q(o.path),
+                                          true);
+            EXPECT_EQ(r.exit_code, 0) << r.out;
+        });
+        auto r = export_tensors(set, o);
+        ASSERT_FALSE(r) << "both exports succeeded";
+        EXPECT_EQ(r.error().code, ErrorCode::kUsage);
+        EXPECT_NE(r.error().message.find("already exists"), std::string::npos) << r.error().message;
+        auto winner = ReferenceDump::open(o.path);
+        ASSERT_TRUE(winner) << winner.error().message;
+        expect_same(other, *winner.value());
+        EXPECT_EQ(sorted_entries(dir), (std::vector<std::string>{"out", "source.gguf"}));
+        fs::remove_all(dir);
+    }
+}
+
+// The same with threads started together: however they interleave, exactly one succeeds.
+TEST(Export, OfConcurrentExportsToOneNewTargetExactlyOneSucceeds) {
+    const ExportSet set = sample_set();
+    constexpr int kWriters = 4;
+    for (ExportFormat format : {ExportFormat::kGgufDump, ExportFormat::kNpyFolder}) {
+        SCOPED_TRACE(export_format_name(format));
+        const std::string dir = test::make_temp_dir();
+        ExportOptions o;
+        o.format = format;
+        o.path = dir + "/out";
+        std::barrier start(kWriters);
+        std::vector<std::optional<Result<ExportSummary>>> results(kWriters);
+        std::vector<std::thread> writers;
+        for (int i = 0; i < kWriters; ++i)
+            writers.emplace_back([&, i] {
+                start.arrive_and_wait();
+                results[i].emplace(export_tensors(set, o));
+            });
+        for (std::thread& t : writers) t.join();
+        int succeeded = 0;
+        for (const auto& r : results) {
+            if (r->ok()) {
+                ++succeeded;
+                continue;
+            }
+            EXPECT_EQ(r->error().code, ErrorCode::kUsage);
+            EXPECT_NE(r->error().message.find("already exists"), std::string::npos) << r->error().message;
+        }
+        EXPECT_EQ(succeeded, 1);
+        auto winner = ReferenceDump::open(o.path);
+        ASSERT_TRUE(winner) << winner.error().message;
+        expect_same(set, *winner.value());
+        EXPECT_EQ(sorted_entries(dir), std::vector<std::string>{"out"});
+        fs::remove_all(dir);
+    }
+}
+
+// What a killed export leaves (its staging folder or file) is removed by the next export to the
+// same name, once the process that left it is gone.
+TEST(Export, StagingLeftByAKilledExportIsRemovedByTheNextOne) {
+    const ExportSet set = sample_set();
+    const std::string dir = test::make_temp_dir();
+    ExportOptions o;
+    o.format = ExportFormat::kNpyFolder;
+    o.path = dir + "/out";
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        o.progress = [](size_t done, size_t) {
+            if (done == 3) kill(getpid(), SIGKILL);  // kill -9 halfway through
+            return true;
+        };
+        (void)export_tensors(set, o);
+        _exit(0);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    ASSERT_EQ(entries(dir).size(), 1u) << "the killed export left nothing to clean up";
+    EXPECT_FALSE(fs::exists(o.path));
+
+    // A GGUF writer killed while writing leaves its staging file, named after the target and the
+    // writer's process id: this child's, which is gone.
+    const std::string stale_gguf = dir + "/.out.gguf.layerscope-staging." + std::to_string(child) + ".0";
+    std::ofstream(stale_gguf) << "GGUF half";
+
+    o.progress = nullptr;
+    ASSERT_TRUE(export_tensors(set, o));
+    o.format = ExportFormat::kGgufDump;
+    o.path = dir + "/out.gguf";
+    ASSERT_TRUE(export_tensors(set, o));
+    EXPECT_EQ(sorted_entries(dir), (std::vector<std::string>{"out", "out.gguf"}));
     fs::remove_all(dir);
 }
 

@@ -93,7 +93,7 @@ TEST(Gguf, EveryValueTypeRoundTrips) {
     std::string dir = test::make_temp_dir();
     std::string path = dir + "/rt.gguf";
     for (uint32_t alignment : {32u, 64u}) {
-        ASSERT_TRUE(gguf_write(path, kv, tensors, alignment).ok());
+        ASSERT_TRUE(gguf_write(path, kv, tensors, alignment, /*overwrite=*/true).ok());
         auto r = GgufFile::open(path);
         ASSERT_TRUE(r.ok()) << r.error().message;
         const GgufFile& f = *r.value();
@@ -320,7 +320,7 @@ TEST(GgufFixtures, RewritingReproducesTheFileByteForByte) {
             tensors.push_back({t.name, t.type, std::vector<int64_t>(t.ne, t.ne + t.n_dims), t.data, t.n_bytes});
         std::vector<GgufKV> kv = f.metadata();
         std::string out = dir + "/copy.gguf";
-        Status s = gguf_write(out, kv, tensors, static_cast<uint32_t>(f.alignment()));
+        Status s = gguf_write(out, kv, tensors, static_cast<uint32_t>(f.alignment()), /*overwrite=*/true);
         ASSERT_TRUE(s.ok()) << s.error().message;
         EXPECT_TRUE(read_all(out) == read_all(src)) << "rewritten file differs from " << rel;
     }

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "engine/gguf/gguf.h"
+#include "engine/util/quote.h"
 #include "tests/gguf_builder.h"
 
 namespace ls {
@@ -187,6 +188,73 @@ TEST(GgufMalformed, DuplicatesAndBadAlignment) {
     m = b;
     m.patch<uint32_t>("kv1.value", 0);
     expect_bad(m.bytes, {"general.alignment"});
+}
+
+// Whether `message` could go to a terminal as it is: no control byte but newlines.
+bool printable(const std::string& message) {
+    for (char c : message)
+        if (c != '\n' && (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)) return false;
+    return true;
+}
+
+TEST(GgufMalformed, FileBytesInMessagesAreEscapedAndCapped) {
+    // Metadata key 0 renamed to ESC, BEL, NUL and 8 KB of junk, then key 1 renamed the same.
+    const std::string junk = std::string("\x1b]0;owned\x07") + '\0' + std::string(8192, 'J');
+    GgufBuilder b;
+    b.put<uint32_t>(0x46554747);
+    b.put<uint32_t>(3);
+    b.put<uint64_t>(1);
+    b.put<uint64_t>(2);
+    for (int k = 0; k < 2; ++k) {
+        b.str(junk);
+        b.put<uint32_t>(4);
+        b.put<uint32_t>(1);
+    }
+    auto r = GgufFile::parse(b.bytes, "junk.gguf");
+    ASSERT_FALSE(r.ok());
+    const std::string& m = r.error().message;
+    EXPECT_TRUE(printable(m)) << m;
+    EXPECT_NE(m.find("metadata key \"\\x1b]0;owned\\x07\\x00JJJ"), std::string::npos) << m;
+    EXPECT_NE(m.find("\"... (8103 more bytes) appears twice"), std::string::npos) << m;
+    EXPECT_LT(m.size(), 250u) << m;
+
+    // A tensor name of the same junk, in a tensor that runs past the end of the file.
+    GgufBuilder t;
+    t.put<uint32_t>(0x46554747);
+    t.put<uint32_t>(3);
+    t.put<uint64_t>(1);
+    t.put<uint64_t>(0);
+    t.str(junk);
+    t.put<uint32_t>(1);
+    t.put<int64_t>(1024);
+    t.put<uint32_t>(0);  // F32
+    t.put<uint64_t>(0);
+    t.pad(32);  // the data section starts at the end of the file: the tensor's data runs past it
+    auto tr = GgufFile::parse(t.bytes, "junk.gguf");
+    ASSERT_FALSE(tr.ok());
+    EXPECT_TRUE(printable(tr.error().message)) << tr.error().message;
+    EXPECT_NE(tr.error().message.find("more bytes) data [0, 4096)"), std::string::npos) << tr.error().message;
+}
+
+TEST(QuoteText, EscapesWhatATerminalWouldActOnAndKeepsText) {
+    EXPECT_EQ(quote_text("attn_norm-0"), "\"attn_norm-0\"");
+    EXPECT_EQ(quote_text("a\"b\\c"), "\"a\\\"b\\\\c\"");
+    EXPECT_EQ(quote_text("\n\r\t"), "\"\\n\\r\\t\"");
+    EXPECT_EQ(quote_text(std::string("\x1b[31m\x07") + '\0' + "\x7f"), "\"\\x1b[31m\\x07\\x00\\x7f\"");
+    // UTF-8 stays as it is; C1 controls, stray, overlong, surrogate and cut-off bytes do not.
+    EXPECT_EQ(quote_text("h\xc3\xa9llo \xe2\x9c\x93 \xf0\x9d\x84\x9e"), "\"h\xc3\xa9llo \xe2\x9c\x93 \xf0\x9d\x84\x9e\"");
+    EXPECT_EQ(quote_text("\xc2\x9b" "2J"), "\"\\xc2\\x9b2J\"");
+    EXPECT_EQ(quote_text("\xff\x80"), "\"\\xff\\x80\"");
+    EXPECT_EQ(quote_text("\xc0\xaf"), "\"\\xc0\\xaf\"");
+    EXPECT_EQ(quote_text("\xed\xa0\x80"), "\"\\xed\\xa0\\x80\"");
+    EXPECT_EQ(quote_text("ab\xe2\x9c"), "\"ab\\xe2\\x9c\"");
+    // The cap counts the file's bytes and never splits a character.
+    std::string capped(1, '"');
+    capped.append(100, 'a').append("\"... (30 more bytes)");
+    EXPECT_EQ(quote_text(std::string(130, 'a')), capped);
+    EXPECT_EQ(quote_text("ab\xe2\x9c\x93", 3), "\"ab\"... (3 more bytes)");
+    EXPECT_EQ(quote_text(std::string(10, '\0'), 4), "\"\\x00\\x00\\x00\\x00\"... (6 more bytes)");
+    EXPECT_EQ(quote_text(""), "\"\"");
 }
 
 TEST(GgufMalformed, RandomMutationsNeverCrash) {

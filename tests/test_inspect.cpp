@@ -10,11 +10,13 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "engine/gguf/gguf.h"
 #include "tests/test_support.h"
 
 namespace {
@@ -225,6 +227,53 @@ TEST(Inspect, ExitCodes) {
     EXPECT_EQ(run("inspect --json '" + truncated + "'").exit_code, 3);
     EXPECT_EQ(run("inspect '" + garbage + "'").exit_code, 3);
     EXPECT_EQ(run("inspect '" + dir + "/missing.gguf'").exit_code, 3);
+    std::filesystem::remove_all(dir);
+}
+
+// A copy of `model` with `edit` applied to its metadata and tensors.
+std::string rewritten(const std::string& model, const std::string& out,
+                      const std::function<void(std::vector<ls::GgufKV>&, std::vector<ls::GgufWriteTensor>&)>& edit) {
+    auto file = ls::GgufFile::open(model);
+    EXPECT_TRUE(file.ok()) << (file.ok() ? "" : file.error().message);
+    std::vector<ls::GgufKV> kv = file.value()->metadata();
+    std::vector<ls::GgufWriteTensor> tensors;
+    for (const ls::GgufTensorInfo& t : file.value()->tensors())
+        tensors.push_back({t.name, t.type, std::vector<int64_t>(t.ne, t.ne + t.n_dims), t.data, t.n_bytes});
+    edit(kv, tensors);
+    ls::Status s = ls::gguf_write(out, kv, tensors);
+    EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error().message);
+    return out;
+}
+
+TEST(Inspect, LintErrorsExitOneWarningsAlone0) {
+    std::string dir = ls::test::make_temp_dir();
+    const std::string model = dir + "/model.gguf";
+    ASSERT_EQ(run("make-model '" + model + "' --type f32 --embd 32 --layers 1 --heads 2 --kv-heads 1 --ff 64 --vocab 400")
+                  .exit_code, 0);
+    EXPECT_EQ(run("inspect '" + model + "'").exit_code, 0);
+
+    // A zero dimension: the model cannot run, its lints say so, the check fails.
+    const std::string zero = rewritten(model, dir + "/zero.gguf", [](auto& kv, auto&) {
+        for (ls::GgufKV& x : kv)
+            if (x.key == "llama.embedding_length") x.value = ls::GgufValue::make_u32(0);
+    });
+    RunResult text = ls::test::run_layerscope("inspect '" + zero + "'", true);
+    EXPECT_EQ(text.exit_code, 1) << text.out;
+    EXPECT_NE(text.out.find("lints: 1 errors"), std::string::npos) << text.out;
+    EXPECT_NE(text.out.find("1 lint error (llama.embedding_length: llama.embedding_length is 0"), std::string::npos)
+        << text.out;
+    RunResult js = run("inspect --json '" + zero + "'");
+    EXPECT_EQ(js.exit_code, 1);
+    EXPECT_EQ(json::parse(js.out)["lints"][0]["severity"], "error");
+
+    // A warning alone (a tensor no llama model has) passes.
+    std::vector<float> extra(4, 0.0f);
+    const std::string warned = rewritten(model, dir + "/warned.gguf", [&](auto&, auto& tensors) {
+        tensors.push_back({"extra.weight", ls::GgmlType::F32, {4}, extra.data(), 16});
+    });
+    RunResult w = run("inspect '" + warned + "'");
+    EXPECT_EQ(w.exit_code, 0) << w.out;
+    EXPECT_NE(w.out.find("lints: 0 errors, 1 warnings"), std::string::npos) << w.out;
     std::filesystem::remove_all(dir);
 }
 

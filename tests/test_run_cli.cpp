@@ -1,10 +1,14 @@
 // `layerscope run` end to end: the text llama-completion printed for every llama fixture model,
-// our dumps lining up with llama.cpp's by name and value, and exit codes for bad input.
+// our dumps lining up with llama.cpp's by name and value, exit codes for bad input, and --dump
+// never replacing what it must not.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include "engine/compare/metrics.h"
@@ -105,6 +109,73 @@ TEST(RunCli, ExitCodes) {
     EXPECT_EQ(test::run_layerscope("run -m /no/such/model.gguf -p hi").exit_code, 3);
     auto r = test::run_layerscope("run " + m + " --tokens 1,403 -n 2", true);
     EXPECT_EQ(r.exit_code, 0) << r.out;
+}
+
+// ---- --dump never loses a file -----------------------------------------------------------------
+
+std::string q(const std::string& s) { return "'" + s + "'"; }
+
+// A small synthetic model made by the CLI itself, so these tests need no fixtures.
+std::string tiny_model(const std::string& dir) {
+    const std::string path = dir + "/tiny.gguf";
+    auto r = test::run_layerscope("make-model " + q(path) +
+                                  " --type f32 --embd 32 --layers 1 --heads 2 --kv-heads 1 --ff 64 --vocab 400");
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+    return path;
+}
+
+std::string read_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+TEST(RunCli, DumpRefusesAnExistingFileWithoutForce) {
+    const std::string dir = test::make_temp_dir();
+    const std::string run = "run -m " + q(tiny_model(dir)) + " --tokens 1,2,3 -n 1 --dump ";
+    const std::string thesis = dir + "/thesis.txt";
+    std::ofstream(thesis) << "three years of work\n";
+    auto refused = test::run_layerscope(run + q(thesis), true);
+    EXPECT_EQ(refused.exit_code, 2) << refused.out;
+    EXPECT_NE(refused.out.find("already exists"), std::string::npos) << refused.out;
+    EXPECT_NE(refused.out.find("--force"), std::string::npos) << refused.out;
+    EXPECT_EQ(read_file(thesis), "three years of work\n");
+    // --force replaces a regular file, with a complete dump.
+    auto forced = test::run_layerscope(run + q(thesis) + " --force", true);
+    ASSERT_EQ(forced.exit_code, 0) << forced.out;
+    auto dump = ReferenceDump::open(thesis);
+    ASSERT_TRUE(dump) << dump.error().message;
+    EXPECT_EQ(dump.value()->prompt_tokens(), (std::vector<int32_t>{1, 2, 3}));
+    std::vector<std::string> names;
+    for (const auto& e : std::filesystem::directory_iterator(dir)) names.push_back(e.path().filename().string());
+    std::sort(names.begin(), names.end());
+    EXPECT_EQ(names, (std::vector<std::string>{"thesis.txt", "tiny.gguf"})) << "a staging file was left behind";
+    std::filesystem::remove_all(dir);
+}
+
+TEST(RunCli, EmptyDumpPathIsAUsageError) {
+    const std::string dir = test::make_temp_dir();
+    auto r = test::run_layerscope("run -m " + q(tiny_model(dir)) + " --tokens 1,2,3 --dump ''", true);
+    EXPECT_EQ(r.exit_code, 2) << r.out;
+    EXPECT_NE(r.out.find("--dump"), std::string::npos) << r.out;
+    std::filesystem::remove_all(dir);
+}
+
+// A FIFO or a device is never replaced by a dump, --force or not; it stays what it was.
+TEST(RunCli, DumpRefusesAFifo) {
+    const std::string dir = test::make_temp_dir();
+    const std::string model = tiny_model(dir);
+    const std::string fifo = dir + "/pipe";
+    ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+    for (const char* force : {"", " --force"}) {
+        SCOPED_TRACE(force);
+        auto r = test::run_layerscope("run -m " + q(model) + " --tokens 1,2,3 -n 1 --dump " + q(fifo) + force, true);
+        EXPECT_EQ(r.exit_code, 2) << r.out;
+        EXPECT_NE(r.out.find("FIFO"), std::string::npos) << r.out;
+        struct stat st {};
+        ASSERT_EQ(lstat(fifo.c_str(), &st), 0);
+        EXPECT_TRUE(S_ISFIFO(st.st_mode)) << "the FIFO was replaced";
+    }
+    std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -171,7 +171,7 @@ TEST(TokenizerUnit, FindsEveryTokenByItsText) {
     md[1].value = GgufValue::make_string_array(texts);
     auto dup = tokenizer_from_metadata(md);
     ASSERT_FALSE(dup.ok());
-    EXPECT_NE(dup.error().message.find("duplicate token 'ab' at index " + std::to_string(texts.size() - 1)),
+    EXPECT_NE(dup.error().message.find("duplicate token \"ab\" at index " + std::to_string(texts.size() - 1)),
               std::string::npos)
         << dup.error().message;
 }

@@ -13,6 +13,7 @@
 #include "kernels/common/fp16.h"
 #include "kernels/common/quant_blocks.h"
 #include "kernels/cpu/dequant.h"
+#include "kernels/cpu/ggml_order.h"
 #include "kernels/cpu/quantize.h"
 #include "kernels/cpu/vec_dot.h"
 #include "kernels/cpu/vec_dot_x86.h"
@@ -346,6 +347,68 @@ TEST(ExactAvx2, EveryKernelSumsInTheExactOrder) {
         }
     }
     EXPECT_EQ(compared, 8 * 10 * (1 + 2 + 3 + 4 + 5 + 7));  // cases x (1 + 2 + 3 + 4 rows) x columns
+}
+
+// Activations are quantized to Q8_K on AVX2 with the same bytes as the scalar loop, whatever the
+// input: signed zeros, ties between +max and -max (the first wins), NaNs with any payload,
+// infinities, subnormals, the largest magnitude in any lane.
+TEST(QuantizeQ8KAvx2, SameBytesAsTheScalarLoop) {
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") || !__builtin_cpu_supports("f16c"))
+        GTEST_SKIP() << "this processor has no AVX2/FMA/F16C: the scalar loop runs everywhere";
+    uint32_t state = 12345;
+    auto next = [&] { return state = state * 1664525u + 1013904223u; };
+    auto from_bits = [](uint32_t u) {
+        float f;
+        std::memcpy(&f, &u, sizeof f);
+        return f;
+    };
+    const int kBlocks = 64;
+    std::vector<float> x(static_cast<size_t>(kBlocks) * kQK_K);
+    for (int b = 0; b < kBlocks; ++b) {
+        float* v = x.data() + b * kQK_K;
+        const float scale = std::ldexp(1.f, static_cast<int>(next() % 40) - 20);
+        for (int j = 0; j < kQK_K; ++j) v[j] = scale * (static_cast<float>(next() % 20001) / 10000.f - 1.f);
+        const int at = static_cast<int>(next() % kQK_K), at2 = static_cast<int>(next() % kQK_K);
+        switch (b % 12) {
+            case 0: std::fill(v, v + kQK_K, 0.f); break;
+            case 1: std::fill(v, v + kQK_K, -0.f); break;
+            case 2: v[at] = 4 * scale, v[at2] = -4 * scale; break;  // a tie: whichever comes first
+            case 3: v[at] = -4 * scale, v[at2] = 4 * scale; break;
+            case 4: v[at] = from_bits(0x7fc00000u); break;             // quiet NaN
+            case 5: v[at] = from_bits(0xffc12345u), v[at2] = from_bits(0x7f800001u); break;  // payloads
+            case 6: v[at] = INFINITY; break;
+            case 7: v[at] = -INFINITY, v[at2] = from_bits(0x7fc00000u); break;
+            case 8: for (int j = 0; j < kQK_K; ++j) v[j] = from_bits(next() % 0x00800000u); break;  // subnormal
+            case 9: std::fill(v, v + kQK_K, from_bits(0x7fc00000u)); break;  // all NaN
+            case 10: v[kQK_K - 1] = 8 * scale; break;                      // the last lane
+            default: break;
+        }
+    }
+    std::vector<block_q8_K> want(kBlocks), got(kBlocks);
+    quantize_row_q8_K_ref(x.data(), want.data(), static_cast<int64_t>(x.size()));
+    std::memset(got.data(), 0x5a, got.size() * sizeof(block_q8_K));
+    quantize_row_q8_K_avx2(x.data(), got.data(), static_cast<int64_t>(x.size()));
+    for (int b = 0; b < kBlocks; ++b)
+        EXPECT_EQ(std::memcmp(&want[b], &got[b], sizeof(block_q8_K)), 0) << "block " << b << " (case " << b % 12 << ")";
+}
+
+// llama mode's f32 attention dots on AVX2 give the bits of the scalar emulation of ggml's orders.
+TEST(AttentionDotsAvx2, SameBitsAsTheEmulation) {
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") || !__builtin_cpu_supports("f16c"))
+        GTEST_SKIP() << "this processor has no AVX2/FMA/F16C: the emulation runs everywhere";
+    int checked = 0;
+    for (int64_t n : {8, 32, 64, 96, 128, 256, 1024}) {
+        for (int seed = 0; seed < 6; ++seed) {
+            const std::vector<float> a = wavy_row(n, 0.1f * seed, 3.0f), b = wavy_row(n, 1.7f + seed, 0.01f * (seed + 1));
+            EXPECT_EQ(bits_of(dot_tinyblas8_avx2(a.data(), b.data(), n)), bits_of(ggml_order::dot_tinyblas8(a.data(), b.data(), n)))
+                << "tinyBLAS n " << n;
+            const int64_t np = n & ~int64_t(31);
+            EXPECT_EQ(bits_of(dot_blocks8_avx2(a.data(), b.data(), np)), bits_of(ggml_order::dot_blocks<8>(a.data(), b.data(), np)))
+                << "vec_dot blocks n " << np;
+            checked += 2;
+        }
+    }
+    EXPECT_EQ(checked, 7 * 6 * 2);
 }
 
 }  // namespace

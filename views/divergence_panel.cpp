@@ -27,7 +27,9 @@ void DivergencePanel::refresh(const DebugContext& ctx) {
     n_diverged_ = n_warn_ = n_compared_ = 0;
     for (size_t i = 0; i < records.size(); ++i) {
         const EventRecord* r = records[i].get();
-        if (!r || !r->compared || r->comparison.status == CompareStatus::kNoReference) continue;
+        if (!r || !r->compared || r->comparison.status == CompareStatus::kNoReference ||
+            r->comparison.status == CompareStatus::kUnusable)
+            continue;
         ++n_compared_;
         const double nmse = r->comparison.metrics.nmse;
         // NaN stays NaN: the widget draws it full height, which a NaN mismatch deserves.

@@ -43,6 +43,7 @@ EventShade event_shade(const DebugContext& ctx, int64_t index) {
         case CompareStatus::kWarn: return EventShade::kWarn;
         case CompareStatus::kDiverged: return EventShade::kDiverged;
         case CompareStatus::kNoReference: return EventShade::kNoReference;
+        case CompareStatus::kUnusable: return EventShade::kWarn;  // the reference tensor holds no values
     }
     return EventShade::kNoReference;
 }

@@ -160,7 +160,8 @@ void ExportPanel::draw(DebugContext& ctx) {
     if (ImGui::BeginPopupModal("Replace existing?", nullptr, ImGuiWindowFlags_AlwaysAutoResize)) {
         ImGui::Text("%s already exists.", pending_path_.c_str());
         ImGui::TextDisabled(format == ExportFormat::kNpyFolder
-                                ? "Only an earlier export folder (with manifest.json) or an empty folder is replaced."
+                                ? "Only a folder an earlier export wrote (its .layerscope-folder.json marker, and "
+                                  "nothing else added) is replaced."
                                 : "The file is replaced once the new one is completely written.");
         if (ImGui::Button("Replace")) {
             if (path == pending_path_) start(ctx, true);

@@ -1,9 +1,12 @@
-// Framebuffer read-back and PNG writing (stb_image_write, compiled into Debian's libstb).
+// Framebuffer read-back and PNG writing (stb_image_write, compiled into Debian's libstb, encodes
+// into memory; engine/util/safe_write.h writes the file).
 #include "views/screenshot.h"
 
 #include <stb/stb_image_write.h>
 
 #include <algorithm>
+
+#include "engine/util/safe_write.h"
 
 #define GL_GLEXT_PROTOTYPES
 #include <GL/gl.h>
@@ -20,12 +23,18 @@ Pixels read_back_buffer(int width, int height) {
     return p;
 }
 
-bool save_png(const Pixels& p, const std::string& path) {
+Status save_png(const Pixels& p, const std::string& path, bool overwrite) {
     const size_t row_bytes = static_cast<size_t>(p.width) * 4;
     std::vector<unsigned char> flipped(p.rgba.size());
     for (int y = 0; y < p.height; ++y)
         std::copy_n(&p.rgba[static_cast<size_t>(p.height - 1 - y) * row_bytes], row_bytes, &flipped[y * row_bytes]);
-    return stbi_write_png(path.c_str(), p.width, p.height, 4, flipped.data(), static_cast<int>(row_bytes)) != 0;
+    std::string png;
+    auto append = [](void* context, void* data, int size) {
+        static_cast<std::string*>(context)->append(static_cast<const char*>(data), static_cast<size_t>(size));
+    };
+    if (!stbi_write_png_to_func(append, &png, p.width, p.height, 4, flipped.data(), static_cast<int>(row_bytes)))
+        return make_error(ErrorCode::kInternal, path + ": the PNG encoder failed");
+    return write_file_safely(path, png, overwrite);
 }
 
 }  // namespace ls::views

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/util/result.h"
+
 namespace ls::views {
 
 struct Pixels {
@@ -14,7 +16,8 @@ struct Pixels {
 
 // The current framebuffer (width x height) of the bound context, read before the swap.
 Pixels read_back_buffer(int width, int height);
-// Writes `pixels` as a PNG (rows flipped to top-down); false when the file cannot be written.
-bool save_png(const Pixels& pixels, const std::string& path);
+// Writes `pixels` as a PNG (rows flipped to top-down) through engine/util/safe_write.h: an
+// existing file is replaced only with `overwrite`, and only a regular file.
+Status save_png(const Pixels& pixels, const std::string& path, bool overwrite = false);
 
 }  // namespace ls::views

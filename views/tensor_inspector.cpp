@@ -124,7 +124,7 @@ void TensorInspector::draw_metrics(const EventRecord& r) {
                                                                             : EventShade::kNoReference);
     ImGui::TextColored(color, "%s", compare_status_name(c.status));
     ImGui::SameLine();
-    if (c.status == CompareStatus::kNoReference) {
+    if (c.status == CompareStatus::kNoReference || c.status == CompareStatus::kUnusable) {
         ImGui::TextDisabled("%s", c.note.empty() ? "not paired with a reference tensor" : c.note.c_str());
         return;
     }

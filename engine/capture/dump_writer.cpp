@@ -64,7 +64,9 @@ std::vector<GgufKV> dump_run_metadata(const DumpInfo& info) {
     }
     kv.push_back({"dump.decode_n_tokens", i32s(info.decode_n_tokens)});
     kv.push_back({"dump.n_ctx", GgufValue::make_u32(info.n_ctx)});
-    kv.push_back({"dump.n_ubatch", GgufValue::make_u32(info.n_ubatch)});
+    // 0: not known (a conversion of a .npy folder); a reader then takes llama.cpp's default, as for
+    // any dump without the key, instead of a batch size no run can have.
+    if (info.n_ubatch > 0) kv.push_back({"dump.n_ubatch", GgufValue::make_u32(info.n_ubatch)});
     kv.push_back({"dump.n_threads", GgufValue::make_i32(info.n_threads)});
     kv.push_back({"dump.flash_attn", GgufValue::make_string(info.flash_attn ? "on" : "off")});
     kv.push_back({"dump.all_logits", GgufValue::make_bool(info.all_logits)});
@@ -75,7 +77,7 @@ std::vector<GgufKV> dump_run_metadata(const DumpInfo& info) {
     return kv;
 }
 
-Status DumpWriter::write(const std::string& path, const DumpInfo& info) const {
+Status DumpWriter::write(const std::string& path, const DumpInfo& info, bool overwrite) const {
     std::vector<GgufKV> kv = dump_run_metadata(info);
 
     std::vector<std::string> orig, op, src, type;
@@ -101,7 +103,7 @@ Status DumpWriter::write(const std::string& path, const DumpInfo& info) const {
     kv.push_back({"dump.tensor.ubatch", GgufValue::make_array(GgufValueType::INT32, ubatch)});
     kv.push_back({"dump.tensor.node_index", GgufValue::make_array(GgufValueType::INT32, node)});
     kv.push_back({"dump.tensor.kind", GgufValue::make_array(GgufValueType::INT32, kind)});
-    return gguf_write(path, kv, tensors);
+    return gguf_write(path, kv, tensors, 32, overwrite);
 }
 
 }  // namespace ls

@@ -42,7 +42,9 @@ public:
 
     size_t n_tensors() const { return tensors_.size(); }
     uint64_t bytes() const { return bytes_; }
-    Status write(const std::string& path, const DumpInfo& info) const;
+    // Through a staging file (engine/util/safe_write.h): an existing file is replaced only with
+    // `overwrite`, and only a regular file.
+    Status write(const std::string& path, const DumpInfo& info, bool overwrite = false) const;
 
 private:
     struct Captured {

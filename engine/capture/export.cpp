@@ -1,16 +1,16 @@
-// Export of captured tensors (see export.h): selection, the GGUF dump and the .npy folder writers,
-// and the temp-then-rename dance that keeps half-written exports out of sight.
+// Export of captured tensors (see export.h): selection, and the GGUF dump and .npy folder writers,
+// which write through engine/util/safe_write.h so that half-written exports stay out of sight.
 #include "engine/capture/export.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <set>
 #include <sstream>
 
@@ -19,6 +19,7 @@
 #include "engine/forward/event.h"
 #include "engine/gguf/gguf.h"
 #include "engine/session/breakpoint.h"
+#include "engine/util/safe_write.h"
 
 namespace ls {
 namespace {
@@ -138,14 +139,14 @@ Result<ExportSummary> write_gguf(const ExportSet& set, const ExportOptions& o, c
     kv.push_back({"dump.tensor.kind", GgufValue::make_array(GgufValueType::INT32, kind)});
     // The last chance to cancel before the file appears: gguf_write itself is not interruptible.
     if (wants_cancel(o, total, total + 1)) return ExportSummary{path, 0, 0, true};
-    if (Status s = gguf_write(path, kv, tensors); !s) return s.error();
+    if (Status s = gguf_write(path, kv, tensors, 32, o.overwrite); !s) return s.error();
     if (o.progress) o.progress(total, total);
     summary.path = path;
     summary.n_tensors = total;
     return summary;
 }
 
-Status write_manifest(const ExportSet& set, const std::vector<std::string>& files, const std::string& dir) {
+Status write_manifest(const ExportSet& set, const std::vector<std::string>& files, StagedFolder& folder) {
     nlohmann::ordered_json m;  // keys in the order a reader expects them: format first
     m["format"] = "layerscope-npy";
     m["version"] = 1;
@@ -169,68 +170,40 @@ Status write_manifest(const ExportSet& set, const std::vector<std::string>& file
     m["prompt_tokens"] = set.info.prompt_tokens;
     m["generated_tokens"] = set.info.generated_tokens;
     if (!set.info.prompt.empty()) m["prompt"] = set.info.prompt;
-    const std::string path = (fs::path(dir) / "manifest.json").string();
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
     // Dump names may hold bytes that are not UTF-8; replace them rather than throw.
-    out << m.dump(1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << '\n';
-    out.close();
-    if (!out) return io_error(fmt::format("{}: cannot write", path));
-    return {};
+    const std::string text = m.dump(1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+    return folder.write_file("manifest.json", [&](std::FILE* f) -> Status {
+        if (std::fwrite(text.data(), 1, text.size(), f) != text.size())
+            return io_error(fmt::format("writing {}/manifest.json failed: {}", folder.target(), std::strerror(errno)));
+        return {};
+    });
 }
 
 Result<ExportSummary> write_npy_folder(const ExportSet& set, const ExportOptions& o, const std::string& path) {
-    const std::string tmp = fmt::format("{}.tmp.{}", path, getpid());
-    std::error_code ec;
-    // A leftover of this very process id is ours to clear; nobody else writes under this name.
-    fs::remove_all(tmp, ec);
-    if (!fs::create_directory(tmp, ec) || ec)
-        return io_error(fmt::format("cannot create {}: {}; check that the parent folder exists and is writable", tmp,
-                                    ec ? ec.message() : "it exists"));
-    auto abandon = [&](Error e) -> Result<ExportSummary> {
-        std::error_code ignore;
-        fs::remove_all(tmp, ignore);
-        return e;
-    };
+    // Written under a staging name, swapped in complete; the staging folder goes away with
+    // `folder` on an error or a cancel.
+    auto staged = StagedFolder::create(path, o.overwrite);
+    if (!staged) return staged.error();
+    StagedFolder& folder = *staged.value();
 
     ExportSummary summary;
     std::set<std::string> used;
     std::vector<std::string> files;
     const size_t total = set.tensors.size();
     for (size_t i = 0; i < total; ++i) {
-        if (wants_cancel(o, i, total)) {
-            fs::remove_all(tmp, ec);
-            return ExportSummary{path, 0, 0, true};
-        }
+        if (wants_cancel(o, i, total)) return ExportSummary{path, 0, 0, true};
         const ExportTensor& t = set.tensors[i];
         files.push_back(npy_file_name(t.dump_name(), &used));
         std::vector<int64_t> shape = trimmed(t.ne);
         std::reverse(shape.begin(), shape.end());  // numpy shows ggml's ne reversed
-        if (Status s = write_npy((fs::path(tmp) / files.back()).string(), npy_dtype(t.type), shape, t.data); !s)
-            return abandon(s.error());
+        const std::string what = (fs::path(path) / files.back()).string();
+        Status s = folder.write_file(files.back(), [&](std::FILE* f) { return write_npy(f, what, npy_dtype(t.type), shape, t.data); });
+        if (!s) return s.error();
         summary.bytes += t.n_bytes();
     }
-    if (Status s = write_manifest(set, files, tmp); !s) return abandon(s.error());
-    if (wants_cancel(o, total, total + 1)) {
-        fs::remove_all(tmp, ec);
-        return ExportSummary{path, 0, 0, true};
-    }
-
-    // Into place. An old export being replaced is moved aside first and removed only once the
-    // new one stands under the name, so a failure leaves the old one.
-    std::string aside;
-    if (export_target_exists(path)) {
-        aside = fmt::format("{}.old.{}", path, getpid());
-        fs::remove_all(aside, ec);
-        fs::rename(path, aside, ec);
-        if (ec) return abandon(io_error(fmt::format("cannot move the old {} aside: {}", path, ec.message())));
-    }
-    fs::rename(tmp, path, ec);
-    if (ec) {
-        const std::string why = ec.message();
-        if (!aside.empty()) fs::rename(aside, path, ec);
-        return abandon(io_error(fmt::format("cannot rename {} to {}: {}", tmp, path, why)));
-    }
-    if (!aside.empty()) fs::remove_all(aside, ec);
+    if (Status s = write_manifest(set, files, folder); !s) return s.error();
+    if (wants_cancel(o, total, total + 1)) return ExportSummary{path, 0, 0, true};
+    if (Status s = folder.commit(); !s) return s.error();
     if (o.progress) o.progress(total, total);
     summary.path = path;
     summary.n_tensors = total;
@@ -393,26 +366,12 @@ Result<ExportSummary> export_tensors(const ExportSet& set, const ExportOptions& 
     if (path.empty()) return make_error(ErrorCode::kUsage, "no output path given");
     if (Status s = check_set(set); !s) return s.error();
 
-    std::error_code ec;
-    const fs::file_status st = fs::symlink_status(path, ec);
-    if (export_target_exists(path)) {
-        if (!o.overwrite)
-            return io_error(fmt::format("{} already exists; choose another name or allow overwriting (--force)", path));
-        if (o.format == ExportFormat::kGgufDump && st.type() != fs::file_type::regular)
-            return io_error(fmt::format("{} exists and is not a regular file; it is not replaced by a GGUF export", path));
-        if (o.format == ExportFormat::kNpyFolder) {
-            // --force replaces an earlier export, never a folder of other things.
-            const bool is_dir = st.type() == fs::file_type::directory;
-            const bool empty = is_dir && fs::is_empty(path, ec);
-            const bool earlier_export = is_dir && fs::exists(fs::path(path) / "manifest.json", ec);
-            if (!is_dir || !(empty || earlier_export))
-                return io_error(fmt::format("{} exists and is not an empty folder or an earlier .npy export (no "
-                                            "manifest.json); it is not replaced. Choose another name", path));
-        }
-    }
-    const fs::path parent = fs::path(path).parent_path();
-    if (!parent.empty() && !fs::is_directory(parent, ec))
-        return io_error(fmt::format("cannot write {}: the folder {} does not exist", path, parent.string()));
+    // Refused before any work: an existing target without overwrite, a target that is not a
+    // regular file (GGUF) or not an earlier export folder holding only what it wrote (npy).
+    // The writers check again when they put the result in place.
+    Status target = o.format == ExportFormat::kGgufDump ? check_file_target(path, o.overwrite)
+                                                         : check_folder_target(path, o.overwrite);
+    if (!target) return target.error();
 
     return o.format == ExportFormat::kGgufDump ? write_gguf(set, o, path) : write_npy_folder(set, o, path);
 }

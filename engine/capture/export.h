@@ -104,12 +104,12 @@ struct ExportSummary {
 // before it exports with overwrite = true.
 bool export_target_exists(const std::string& path);
 
-// Writes `set` to options.path. The export appears under its final name complete or not at all:
-// a GGUF goes through gguf_write's temp file and rename; a folder is written as
-// "<path>.tmp.<pid>" and renamed into place. An existing target is an error (kIo) unless
-// overwrite; even then only a file (GGUF) or a folder holding a manifest.json or nothing (npy)
-// is replaced, never an unrelated folder. Errors: kUsage for an empty set or bad shapes, kIo for
-// the file system.
+// Writes `set` to options.path through engine/util/safe_write.h: the export appears under its
+// final name complete or not at all (a staging file or folder beside it is renamed into place).
+// An existing target is refused (kUsage) unless overwrite; even then only a regular file (GGUF)
+// or a folder an earlier export wrote (its marker, and nothing in it but what it wrote) is
+// replaced, never anything else, and the old one is removed only once the new one stands. Errors:
+// kUsage for an empty set, bad shapes or a refused target, kIo for the file system.
 Result<ExportSummary> export_tensors(const ExportSet& set, const ExportOptions& options);
 
 }  // namespace ls

@@ -43,6 +43,21 @@ private:
 
 namespace {
 
+// Token ids the reference records must index the model's embedding rows; a bad one is the
+// reference file's fault (bad input), not a flag's.
+Status check_reference_tokens(const Model& model, const ReferenceDump& reference, const std::vector<int32_t>& ids,
+                              const char* key) {
+    const GgufTensorInfo* embd = model.find("token_embd.weight");
+    const int64_t n_rows = embd ? embd->ne[1] : model.config().n_vocab;
+    for (size_t i = 0; i < ids.size(); ++i)
+        if (ids[i] < 0 || ids[i] >= n_rows)
+            return make_error(ErrorCode::kBadInput,
+                              fmt::format("{}: {} holds token id {} (entry {}), but {} has {} tokens; the reference was "
+                                          "made with another model, or its file is damaged",
+                                          reference.source(), key, ids[i], i, model.path(), n_rows));
+    return {};
+}
+
 Result<CompareRunResult> run_and_compare(const Model& model, Backend& backend, const ReferenceDump& reference,
                                          const CompareRunOptions& options) {
     CompareRunResult result;
@@ -53,6 +68,10 @@ Result<CompareRunResult> run_and_compare(const Model& model, Backend& backend, c
     const std::vector<int32_t> generated = reference.generated_tokens();
     int n_decode = options.n_decode >= 0 ? options.n_decode : std::max<int>(1, static_cast<int>(reference.decode_n_tokens().size()));
     n_decode = std::min<int>(n_decode, 1 + static_cast<int>(generated.size()));
+    if (options.prompt.empty())
+        if (Status s = check_reference_tokens(model, reference, result.prompt, "dump.prompt_tokens"); !s) return s.error();
+    const std::vector<int32_t> fed(generated.begin(), generated.begin() + std::max(0, n_decode - 1));
+    if (Status s = check_reference_tokens(model, reference, fed, "dump.generated_tokens"); !s) return s.error();
 
     ForwardOptions fo = options.forward;
     fo.n_ctx = std::max<int64_t>(fo.n_ctx, (static_cast<int64_t>(result.prompt.size()) + n_decode + 255) / 256 * 256);

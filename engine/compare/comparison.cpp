@@ -31,6 +31,20 @@ std::string layer_of(const std::string& name) {
     return name.substr(dash + 1, end - dash - 1);
 }
 
+// Appends a clause to an event's note.
+void add_note(EventComparison& c, const std::string& more) {
+    if (!more.empty()) c.note += (c.note.empty() ? "" : "; ") + more;
+}
+
+std::string ne_text(const int64_t* ne) { return fmt::format("[{}, {}, {}, {}]", ne[0], ne[1], ne[2], ne[3]); }
+
+// Why the printed sum moved an event's status: the two sums side by side.
+std::string sum_reason(const PartialComparison& pc) {
+    if (!std::isfinite(pc.ref_sum)) return fmt::format("the reference's sum is {} (ours {:.7g})", pc.ref_sum, pc.ours_sum);
+    if (!std::isfinite(pc.ours_sum)) return fmt::format("our sum is {} (the reference's {:.7g})", pc.ours_sum, pc.ref_sum);
+    return fmt::format("sums differ: ours {:.7g}, the reference's {:.7g}", pc.ours_sum, pc.ref_sum);
+}
+
 }  // namespace
 
 const char* compare_status_name(CompareStatus status) {
@@ -39,6 +53,7 @@ const char* compare_status_name(CompareStatus status) {
         case CompareStatus::kWarn: return "warn";
         case CompareStatus::kDiverged: return "diverged";
         case CompareStatus::kNoReference: return "no reference";
+        case CompareStatus::kUnusable: return "unusable";
     }
     return "?";
 }
@@ -123,6 +138,17 @@ EventComparison Comparator::measure(int64_t event_index, const HostTensor& ours,
     const RefTensor& r = *paired;
     c.ref_name = r.name;
 
+    // A tensor of zero elements (ne [64, 0]) holds nothing to compare: calling it ok would claim an
+    // agreement nobody measured, calling it the first divergence would hide the real one.
+    const int64_t n_ours = ours.ne[0] * ours.ne[1] * ours.ne[2] * ours.ne[3];
+    if (r.n_elements() == 0 || n_ours == 0) {
+        c.status = CompareStatus::kUnusable;
+        c.metrics.max_abs = c.metrics.mean_abs = c.metrics.rel_l2 = c.metrics.nmse = c.metrics.cosine = c.metrics.pearson = NAN;
+        c.note = r.n_elements() == 0 ? fmt::format("the reference tensor holds no values (ne {})", ne_text(r.ne()))
+                                     : fmt::format("our tensor holds no values (ne {})", ne_text(ours.ne));
+        return c;
+    }
+
     if (!r.complete()) {
         // A text log: the printed values at their positions, and the sum.
         PartialComparison pc;
@@ -136,16 +162,18 @@ EventComparison Comparator::measure(int64_t event_index, const HostTensor& ours,
             return c;
         }
         c.metrics = pc.metrics;
+        c.note = pc.note.rfind("partial", 0) == 0 ? pc.note : "partial: " + pc.note;
         // Logs print 4 decimals: differences within half a printed digit are not differences.
         c.status = c.metrics.n_nonfinite == 0 && c.metrics.max_abs <= 0.6e-4 ? CompareStatus::kOk : status_of(c.metrics);
+        add_note(c, nonfinite_reason(c.metrics));
         if (pc.has_sum) {
             // The sum covers every value: relative to the values' magnitude, it catches what the
             // few printed values miss. Printed sums have ~6 significant digits.
             c.sum_rel_error = pc.sum_err_l1;
             if (pc.sum_err_l1 > 1e-3 && c.status == CompareStatus::kOk) c.status = CompareStatus::kWarn;
             if (pc.sum_err_l1 > 1e-2) c.status = CompareStatus::kDiverged;
+            if (!(pc.sum_err_l1 <= 1e-3)) add_note(c, sum_reason(pc));
         }
-        c.note = pc.note.rfind("partial", 0) == 0 ? pc.note : "partial: " + pc.note;
         return c;
     }
 
@@ -155,6 +183,7 @@ EventComparison Comparator::measure(int64_t event_index, const HostTensor& ours,
         const int64_t n = r.n_elements();
         c.metrics = compute_metrics(ours.data, ref_values, n);
         c.status = status_of(c.metrics);
+        add_note(c, nonfinite_reason(c.metrics));
         if (starts_with(ours.name, "result_output") && ours.ne[0] == r.ne()[0]) {
             const int64_t n_vocab = ours.ne[0];
             const int64_t rows = n / n_vocab;
@@ -175,6 +204,7 @@ EventComparison Comparator::measure(int64_t event_index, const HostTensor& ours,
     c.note = aligned.note;
     c.metrics = compute_metrics(aligned.ours.data(), aligned.ref.data(), static_cast<int64_t>(aligned.ours.size()));
     c.status = status_of(c.metrics);
+    add_note(c, nonfinite_reason(c.metrics));
     if (starts_with(ours.name, "result_output") && ours.ne[0] == r.ne()[0]) {
         const int64_t n_vocab = ours.ne[0];
         const int64_t rows = static_cast<int64_t>(aligned.ref.size()) / n_vocab;
@@ -198,7 +228,7 @@ std::vector<std::pair<std::string, std::string>> Comparator::unmatched() const {
 }
 
 void apply_noise_floor(EventComparison& c, double floor_nmse, const CompareThresholds& th) {
-    if (c.status == CompareStatus::kNoReference || c.partial) return;
+    if (c.status == CompareStatus::kNoReference || c.status == CompareStatus::kUnusable || c.partial) return;
     c.floor_nmse = floor_nmse;
     const Metrics& m = c.metrics;
     if (m.n_nonfinite > 0 || !(m.nmse <= std::max(th.diverged_nmse, kFloorDivergedFactor * floor_nmse)))
@@ -220,6 +250,7 @@ ComparisonSummary summarize(const std::vector<EventComparison>& comparisons) {
                 if (s.first_divergent < 0) s.first_divergent = static_cast<int64_t>(i);
                 break;
             case CompareStatus::kNoReference: ++s.no_reference; break;
+            case CompareStatus::kUnusable: ++s.unusable; break;
         }
     }
     return s;

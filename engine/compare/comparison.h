@@ -11,7 +11,9 @@
 
 namespace ls {
 
-enum class CompareStatus { kOk, kWarn, kDiverged, kNoReference };
+// kUnusable: paired with a reference tensor that holds nothing to compare (zero elements); it is
+// neither ok nor the first divergence, and a comparison that has one does not pass.
+enum class CompareStatus { kOk, kWarn, kDiverged, kNoReference, kUnusable };
 const char* compare_status_name(CompareStatus status);
 
 struct CompareThresholds {
@@ -85,8 +87,10 @@ private:
 };
 
 struct ComparisonSummary {
-    int ok = 0, warn = 0, diverged = 0, no_reference = 0;
+    int ok = 0, warn = 0, diverged = 0, no_reference = 0, unusable = 0;
     int64_t first_divergent = -1;  // index into the comparisons, in execution order
+    // Events whose values were measured against the reference (ok, warn or diverged).
+    int compared() const { return ok + warn + diverged; }
 };
 ComparisonSummary summarize(const std::vector<EventComparison>& comparisons);
 

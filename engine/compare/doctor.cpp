@@ -8,6 +8,7 @@
 #include <functional>
 
 #include "kernels/common/fp16.h"
+#include "kernels/common/host_memory.h"
 #include "kernels/cpu/dequant.h"
 #include "engine/forward/faults.h"
 #include "engine/forward/forward.h"
@@ -17,6 +18,13 @@ namespace ls {
 namespace {
 
 bool starts_with(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
+
+// Whether a copy of the whole reference tensor fits in half the memory left (a mapped .npy file
+// may be far larger than anything it could be paired with).
+bool fits_in_memory(const RefTensor& t) {
+    const HostMemory host = available_host_memory();
+    return !host.known || t.n_bytes() <= host.available_bytes / 2;
+}
 
 int layer_of(const std::string& base) {
     size_t dash = base.rfind('-');
@@ -63,7 +71,8 @@ public:
                 // A text log: transforms are checked at the printed positions (same shape only).
                 if (r->n_elements() == static_cast<int64_t>(ours_.data.size())) samples_ = &r->samples;
             } else {
-                ref_values_ = align_with_reference(ours_.data.data(), ours_.ne, ref, *r, &a, &why) ? a.ref : ref.values(*r);
+                if (align_with_reference(ours_.data.data(), ours_.ne, ref, *r, &a, &why)) ref_values_ = a.ref;
+                else if (fits_in_memory(*r)) ref_values_ = ref.values(*r);
             }
         }
         before_ = cmp_.metrics.nmse;

@@ -15,6 +15,8 @@ Metrics compute_metrics(const float* ours, const float* ref, int64_t n) {
     for (int64_t i = 0; i < n; ++i) {
         const double o = ours[i], r = ref[i];
         if (!std::isfinite(o) || !std::isfinite(r)) {
+            m.nan_ours += std::isnan(o), m.inf_ours += std::isinf(o);
+            m.nan_ref += std::isnan(r), m.inf_ref += std::isinf(r);
             if (!(o == r) && !(std::isnan(o) && std::isnan(r))) ++m.n_nonfinite;
             continue;
         }
@@ -30,7 +32,11 @@ Metrics compute_metrics(const float* ours, const float* ref, int64_t n) {
         ++finite;
     }
     m.n = n;
-    if (finite == 0) return m;
+    m.n_finite = finite;
+    if (finite == 0) {
+        if (n > 0) m.max_abs = m.mean_abs = m.rel_l2 = m.nmse = m.cosine = m.pearson = NAN;  // nothing measured
+        return m;
+    }
     m.mean_abs = sum_abs / finite;
     m.rel_l2 = sum_r2 > 0 ? std::sqrt(sum_d2 / sum_r2) : (sum_d2 > 0 ? INFINITY : 0.0);
     m.nmse = sum_r2 > 0 ? sum_d2 / sum_r2 : (sum_d2 > 0 ? INFINITY : 0.0);
@@ -40,6 +46,27 @@ Metrics compute_metrics(const float* ours, const float* ref, int64_t n) {
     m.pearson = (var_o > 0 && var_r > 0) ? cov / std::sqrt(var_o * var_r) : (sum_d2 == 0 ? 1.0 : 0.0);
     if (m.n_nonfinite > 0) m.nmse = m.rel_l2 = INFINITY;
     return m;
+}
+
+std::string nonfinite_reason(const Metrics& m) {
+    const bool unmeasured = m.n > 0 && m.n_finite == 0;
+    if (m.n_nonfinite == 0 && !unmeasured) return "";
+    std::string out;
+    auto count = [&](int64_t k, const char* side, const char* what) {
+        if (k == 0) return;
+        out += fmt::format("{}{} has {} in {} of {} values", out.empty() ? "" : ", ", side, what, k, m.n);
+    };
+    count(m.nan_ref, "reference", "NaN");
+    count(m.inf_ref, "reference", "Inf");
+    count(m.nan_ours, "ours", "NaN");
+    count(m.inf_ours, "ours", "Inf");
+    if (unmeasured) out += "; no position where both are finite, nothing measured";
+    else out += fmt::format("; they differ at {} position{}", m.n_nonfinite, m.n_nonfinite == 1 ? "" : "s");
+    return out;
+}
+
+bool kv_cells_along_ne0(const RefTensor& ref) {
+    return ref.base_name.rfind("kq-", 0) == 0 || ref.base_name.rfind("kq_soft_max-", 0) == 0;
 }
 
 static std::string ne_text(const int64_t* ne) { return fmt::format("[{}, {}, {}, {}]", ne[0], ne[1], ne[2], ne[3]); }
@@ -59,13 +86,14 @@ bool pairs_one_to_one(const int64_t ne[4], const int64_t rne[4], std::string* no
 
 bool align_with_reference(const float* ours, const int64_t ne[4], const ReferenceDump& dump, const RefTensor& ref,
                           AlignedValues* out, std::string* why) {
+    // The reference's values are read once a pairing is found, and only those paired: a huge
+    // reference tensor (a mapped file) that pairs with nothing is never copied.
     const int64_t* rne = ref.ne();
-    std::vector<float> r = dump.values(ref);
     out->ours.clear();
     out->note.clear();
     if (pairs_one_to_one(ne, rne, &out->note)) {
         out->ours.assign(ours, ours + ref.n_elements());
-        out->ref = std::move(r);
+        out->ref = dump.values(ref);
         return true;
     }
     // llama.cpp keeps only the rows whose logits are needed from the last layer on.
@@ -77,7 +105,7 @@ bool align_with_reference(const float* ours, const int64_t ne[4], const Referenc
                 out->ours.insert(out->ours.end(), ours + id * ne[0], ours + (id + 1) * ne[0]);
             }
             if (static_cast<int64_t>(out->ours.size()) == rne[0] * rne[1]) {
-                out->ref = std::move(r);
+                out->ref = dump.values(ref);
                 out->note = fmt::format("output rows {}", ids.size() == 1 ? std::to_string(ids[0]) : std::to_string(ids.size()));
                 return true;
             }
@@ -85,12 +113,14 @@ bool align_with_reference(const float* ours, const int64_t ne[4], const Referenc
     }
     // KV cells: the reference attends over a padded cache (ne0 = 256 cells); ours over the
     // filled cells only. The extra cells hold exact zeros after softmax.
-    if (ne[0] < rne[0] && ne[1] == rne[1] && ne[2] == rne[2] && ne[3] == rne[3]) {
+    if (kv_cells_along_ne0(ref) && ne[0] < rne[0] && ne[1] == rne[1] && ne[2] == rne[2] && ne[3] == rne[3]) {
         const int64_t rows = ne[1] * ne[2] * ne[3];
         out->ours.assign(ours, ours + ne[0] * rows);
         out->ref.resize(ne[0] * rows);
-        for (int64_t row = 0; row < rows; ++row)
-            std::copy(r.begin() + row * rne[0], r.begin() + row * rne[0] + ne[0], out->ref.begin() + row * ne[0]);
+        for (int64_t row = 0; row < rows; ++row) {
+            const std::vector<float> cells = dump.values(ref, row * rne[0], ne[0]);
+            std::copy(cells.begin(), cells.end(), out->ref.begin() + row * ne[0]);
+        }
         out->note = fmt::format("first {} of {} KV cells", ne[0], rne[0]);
         return true;
     }
@@ -119,7 +149,7 @@ bool compare_partial(const float* ours, const int64_t ne[4], const RefTensor& re
         for (int64_t r = 0; r < rne[1]; ++r) rows.push_back(use_ids ? out_ids[r] : ne[1] - rne[1] + r);
         how = use_ids ? fmt::format(", output rows {}", rows.size() == 1 ? std::to_string(rows[0]) : std::to_string(rows.size()))
                       : fmt::format(", our last {} row{}", rne[1], rne[1] == 1 ? "" : "s");
-    } else if (ne[0] < rne[0] && ne[1] == rne[1] && ne[2] == rne[2] && ne[3] == rne[3]) {
+    } else if (kv_cells_along_ne0(ref) && ne[0] < rne[0] && ne[1] == rne[1] && ne[2] == rne[2] && ne[3] == rne[3]) {
         padded = true;
         how = fmt::format(", first {} of {} KV cells", ne[0], rne[0]);
     } else {

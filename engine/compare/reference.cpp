@@ -9,6 +9,8 @@
 
 #include "engine/compare/reference_formats.h"
 #include "engine/forward/event.h"
+#include "engine/util/quote.h"
+#include "engine/util/input_file.h"
 
 namespace ls {
 namespace {
@@ -100,18 +102,20 @@ Result<std::unique_ptr<ReferenceDump>> ReferenceDump::from_gguf(std::unique_ptr<
         if (!node->empty()) t.node_index = node.value()[i];
         if (info.type != GgmlType::F32 && info.type != GgmlType::I32 && info.type != GgmlType::I64)
             return make_error(ErrorCode::kBadInput, fmt::format("{}: tensor {} is stored as {}; dumps store F32, I32 or I64",
-                                                                path, info.name, ggml_type_name(info.type)));
+                                                                path, quote_text(info.name), ggml_type_name(info.type)));
     }
     d->index();
     return d;
 }
 
 std::unique_ptr<ReferenceDump> ReferenceDump::from_tensors(std::string source, std::vector<RefTensor> tensors,
-                                                           std::vector<std::vector<uint8_t>> storage) {
+                                                           std::vector<std::vector<uint8_t>> storage,
+                                                           std::vector<std::shared_ptr<const void>> owners) {
     std::unique_ptr<ReferenceDump> d(new ReferenceDump());
     d->source_ = std::move(source);
     d->tensors_ = std::move(tensors);
     d->storage_ = std::move(storage);
+    d->owners_ = std::move(owners);
     d->index();
     return d;
 }
@@ -126,11 +130,13 @@ const RefTensor* ReferenceDump::find(const std::string& dump_name) const {
     return it == by_name_.end() ? nullptr : &tensors_[it->second];
 }
 
-std::vector<float> ReferenceDump::values(const RefTensor& t) const {
-    if (!t.complete()) return {};
-    const int64_t n = t.n_elements();
+std::vector<float> ReferenceDump::values(const RefTensor& t) const { return values(t, 0, t.n_elements()); }
+
+std::vector<float> ReferenceDump::values(const RefTensor& t, int64_t first, int64_t count) const {
+    if (!t.complete() || first < 0 || count < 0 || count > t.n_elements() - first) return {};
+    const int64_t n = count;
     std::vector<float> out(static_cast<size_t>(n));
-    const uint8_t* p = t.data;
+    const uint8_t* p = t.data + static_cast<uint64_t>(first) * (t.stored_type == GgmlType::I64 ? 8 : 4);
     for (int64_t i = 0; i < n; ++i) {
         switch (t.stored_type) {
             case GgmlType::F32: std::memcpy(&out[i], p + 4 * i, 4); break;
@@ -182,6 +188,7 @@ Result<std::unique_ptr<ReferenceDump>> ReferenceDump::open(const std::string& pa
                                                                 "reference holds .npy files and a manifest.json", path));
         return open_npy_folder(path);
     }
+    if (Status s = check_input_file(path); !s) return s.error();  // a FIFO would block the read below
     std::ifstream in(path, std::ios::binary);
     if (!in) return make_error(ErrorCode::kBadInput, fmt::format("{}: cannot open", path));
     char magic[6] = {};

@@ -58,9 +58,11 @@ public:
     // A GGUF dump already opened or parsed (GgufFile::parse reads one from memory).
     static Result<std::unique_ptr<ReferenceDump>> from_gguf(std::unique_ptr<GgufFile> file);
 
-    // For loaders of other formats: tensors whose `data` points into `storage`.
+    // For loaders of other formats: tensors whose `data` points into `storage` or into what
+    // `owners` keep alive (mapped files).
     static std::unique_ptr<ReferenceDump> from_tensors(std::string source, std::vector<RefTensor> tensors,
-                                                       std::vector<std::vector<uint8_t>> storage);
+                                                       std::vector<std::vector<uint8_t>> storage,
+                                                       std::vector<std::shared_ptr<const void>> owners = {});
 
     const std::string& source() const { return source_; }
     const std::vector<RefTensor>& tensors() const { return tensors_; }
@@ -70,6 +72,9 @@ public:
 
     // Values as f32 (F32 data copied, integer data converted); empty for a partial tensor.
     std::vector<float> values(const RefTensor& t) const;
+    // Values [first, first + count) only, so that a huge tensor (a mapped .npy file) is read where
+    // needed and never copied whole; empty for a partial tensor or a range outside it.
+    std::vector<float> values(const RefTensor& t, int64_t first, int64_t count) const;
     // The output rows llama.cpp kept in the last layer of (decode, ubatch): the `out_ids` input.
     // Empty when the dump has none.
     std::vector<int32_t> out_ids(int decode, int ubatch) const;
@@ -94,6 +99,7 @@ private:
     std::string source_;
     std::unique_ptr<GgufFile> file_;
     std::vector<std::vector<uint8_t>> storage_;
+    std::vector<std::shared_ptr<const void>> owners_;
     std::vector<RefTensor> tensors_;
     std::map<std::string, size_t> by_name_;
 };

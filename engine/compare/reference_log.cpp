@@ -35,12 +35,13 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
-#include <fstream>
 #include <map>
 #include <sstream>
 
 #include "engine/compare/reference_formats.h"
 #include "engine/forward/event.h"
+#include "engine/util/quote.h"
+#include "engine/util/input_file.h"
 
 namespace ls {
 namespace {
@@ -106,7 +107,7 @@ bool parse_header(const std::string& line, Header* h, std::string* why) {
         errno = 0;
         long long v = std::strtoll(item.c_str(), &end, 10);
         if (item.empty() || *end != '\0' || errno != 0 || v < 0 || v > kMaxNe || k >= 4) {
-            *why = fmt::format("tensor shape {{{}}} is not 1 to 4 sizes", tail.substr(0, tail.size() - 1));
+            *why = fmt::format("tensor shape {} is not 1 to 4 sizes", quote_text("{" + tail));
             return true;
         }
         h->ne[k++] = v;
@@ -222,9 +223,9 @@ Result<std::unique_ptr<ReferenceDump>> parse_eval_log(const std::string& text, c
         if (cur.started && !cur.complete) {
             if (!at_end)
                 return err(cur.interrupted_at ? cur.interrupted_at : cur.line,
-                           fmt::format("the printout of {} (line {}) is cut short{}; the log is damaged", cur.t.name,
+                           fmt::format("the printout of {} (line {}) is cut short{}; the log is damaged", quote_text(cur.t.name),
                                        cur.line,
-                                       cur.interrupted_at ? fmt::format(" by \"{}\"", cur.interrupted_text.substr(0, 60))
+                                       cur.interrupted_at ? fmt::format(" by {}", quote_text(cur.interrupted_text, 60))
                                                           : " by the next tensor"));
             out.push_back(std::move(cur.t));  // cut off at the end of the log: no values
             return {};
@@ -286,10 +287,10 @@ Result<std::unique_ptr<ReferenceDump>> parse_eval_log(const std::string& text, c
         if (t == "[") {
             if (cur.depth == 0) { cur.blocks.emplace_back(); cur.started = true; cur.complete = false; }
             else if (cur.depth == 1) cur.blocks.back().groups.emplace_back();
-            else return err(ln, fmt::format("unexpected '[' inside a row of {}", cur.t.name));
+            else return err(ln, fmt::format("unexpected '[' inside a row of {}", quote_text(cur.t.name)));
             ++cur.depth;
         } else if (t == "]" || t == "],") {
-            if (cur.depth == 0) return err(ln, fmt::format("unbalanced ']' in the printout of {}", cur.t.name));
+            if (cur.depth == 0) return err(ln, fmt::format("unbalanced ']' in the printout of {}", quote_text(cur.t.name)));
             --cur.depth;
         } else if (t == "..." || t == "...,") {
             int* elide = cur.depth == 0 ? &cur.block_elide
@@ -298,14 +299,14 @@ Result<std::unique_ptr<ReferenceDump>> parse_eval_log(const std::string& text, c
             const size_t count = cur.depth == 0 ? cur.blocks.size()
                                  : cur.depth == 1 ? cur.blocks.back().groups.size()
                                                   : cur.blocks.back().groups.back().rows.size();
-            if (!elide || *elide >= 0) return err(ln, fmt::format("unexpected '...' in the printout of {}", cur.t.name));
+            if (!elide || *elide >= 0) return err(ln, fmt::format("unexpected '...' in the printout of {}", quote_text(cur.t.name)));
             *elide = static_cast<int>(count);
         } else if (t.compare(0, 5, "sum =") == 0 && cur.started && cur.depth == 0) {
             const std::string v = trim(t.substr(5));
             char* end = nullptr;
             double s = std::strtod(v.c_str(), &end);
             if (v.empty() || *end != '\0')
-                return err(ln, fmt::format("the sum of {} is not a number: \"{}\"", cur.t.name, v.substr(0, 40)));
+                return err(ln, fmt::format("the sum of {} is not a number: {}", quote_text(cur.t.name), quote_text(v, 40)));
             cur.sums.push_back(s);
             cur.complete = true;
         } else if (cur.depth == 2 && !t.empty() && t[0] == '[') {
@@ -317,8 +318,8 @@ Result<std::unique_ptr<ReferenceDump>> parse_eval_log(const std::string& text, c
                 continue;
             }
             if (!bad_value.empty())
-                return err(ln, fmt::format("value \"{}\" in the printout of {} is not a number", bad_value.substr(0, 40),
-                                           cur.t.name));
+                return err(ln, fmt::format("value {} in the printout of {} is not a number", quote_text(bad_value, 40),
+                                           quote_text(cur.t.name)));
             cur.blocks.back().groups.back().rows.push_back(std::move(row));
         } else if (!cur.started && !t.empty()) {
             // A header without a printout (quantized tensors are not printed), then other output.
@@ -340,10 +341,9 @@ Result<std::unique_ptr<ReferenceDump>> parse_eval_log(const std::string& text, c
 }
 
 Result<std::unique_ptr<ReferenceDump>> open_eval_log(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return make_error(ErrorCode::kBadInput, fmt::format("{}: cannot open", path));
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    return parse_eval_log(text, path);
+    auto text = read_input_file(path, UINT64_MAX);
+    if (!text) return text.error();
+    return parse_eval_log(text.value(), path);
 }
 
 }  // namespace ls

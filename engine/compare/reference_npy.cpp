@@ -41,6 +41,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cstdio>
 #include <map>
 #include <cstring>
@@ -49,9 +50,13 @@
 #include <limits>
 
 #include "kernels/common/fp16.h"
+#include "kernels/common/host_memory.h"
 #include "engine/compare/reference_formats.h"
 #include "engine/forward/event.h"
 #include "engine/gguf/mapped_file.h"
+#include "engine/util/safe_write.h"
+#include "engine/util/quote.h"
+#include "engine/util/input_file.h"
 
 namespace ls {
 namespace {
@@ -62,6 +67,8 @@ using nlohmann::json;
 // A header longer than this is not something numpy writes for <= 32 axes; refuse rather than parse.
 constexpr uint64_t kMaxHeader = 1 << 16;
 constexpr int64_t kMaxDim = int64_t(1) << 48;
+// A manifest entry is a few hundred bytes: this is over a hundred thousand tensors.
+constexpr uint64_t kMaxManifestBytes = uint64_t{64} << 20;
 
 Error bad(const std::string& what, const std::string& msg) {
     return make_error(ErrorCode::kBadInput, fmt::format("{}: {}", what, msg));
@@ -201,7 +208,7 @@ Result<NpyArray> parse_npy(const uint8_t* data, size_t size, const std::string& 
     while (ok) {
         if (p.eat('}')) break;
         std::string key;
-        ok = p.str(&key) && (p.eat(':') || p.fail("expected ':' after key '" + key + "'"));
+        ok = p.str(&key) && (p.eat(':') || p.fail("expected ':' after key " + quote_text(key)));
         if (!ok) break;
         if (key == "descr") {
             ok = p.str(&descr);
@@ -215,7 +222,7 @@ Result<NpyArray> parse_npy(const uint8_t* data, size_t size, const std::string& 
             ok = p.tuple(&shape);
             have_shape = true;
         } else {
-            ok = p.fail("unexpected key '" + key + "' (a .npy header has descr, fortran_order and shape)");
+            ok = p.fail("unexpected key " + quote_text(key) + " (a .npy header has descr, fortran_order and shape)");
         }
         if (!ok || p.eat(',')) continue;
         if (p.eat('}')) break;
@@ -228,7 +235,7 @@ Result<NpyArray> parse_npy(const uint8_t* data, size_t size, const std::string& 
     NpyArray a;
     int in_size = 0;
     if (!supported_dtype(descr, &a.stored_type, &in_size))
-        return bad(what, fmt::format("dtype '{}' is not supported; expected little-endian <f4, <f2, <f8, <i4 or <i8", descr));
+        return bad(what, fmt::format("dtype {} is not supported; expected little-endian <f4, <f2, <f8, <i4 or <i8", quote_text(descr)));
     if (fortran)
         return bad(what, "the array is in Fortran order (fortran_order: True); save it C-ordered "
                          "(np.ascontiguousarray) so that the last axis varies fastest");
@@ -247,24 +254,32 @@ Result<NpyArray> parse_npy(const uint8_t* data, size_t size, const std::string& 
     a.dtype = descr;
     a.shape = std::move(shape);
     const uint8_t* src = data + header_start + header_len;
+    if (in_size == 2 || descr == "<f8") {
+        const HostMemory host = available_host_memory();
+        const uint64_t f32_bytes = static_cast<uint64_t>(n) * 4;
+        if (host.known && f32_bytes > host.available_bytes)
+            return bad(what, fmt::format("converting its {} values ({}) to f32 needs {}; {} available ({}). Save it as "
+                                         "<f4 to have it read in place", n, descr, bytes_text(f32_bytes),
+                                         bytes_text(host.available_bytes), host.source));
+    }
     if (in_size == 2) {  // f16 -> f32 (exact)
-        a.bytes.resize(static_cast<size_t>(n) * 4);
+        a.converted.resize(static_cast<size_t>(n) * 4);
         for (int64_t i = 0; i < n; ++i) {
             uint16_t h;
             std::memcpy(&h, src + 2 * i, 2);
             const float f = fp16_to_fp32(h);
-            std::memcpy(a.bytes.data() + 4 * i, &f, 4);
+            std::memcpy(a.converted.data() + 4 * i, &f, 4);
         }
     } else if (descr == "<f8") {
-        a.bytes.resize(static_cast<size_t>(n) * 4);
+        a.converted.resize(static_cast<size_t>(n) * 4);
         for (int64_t i = 0; i < n; ++i) {
             double d;
             std::memcpy(&d, src + 8 * i, 8);
             const float f = static_cast<float>(d);
-            std::memcpy(a.bytes.data() + 4 * i, &f, 4);
+            std::memcpy(a.converted.data() + 4 * i, &f, 4);
         }
     } else {
-        a.bytes.assign(src, src + data_bytes);
+        a.in_place = src;
     }
     return a;
 }
@@ -273,13 +288,16 @@ Result<NpyArray> read_npy(const std::string& path) {
     auto file = MappedFile::open(path);
     if (!file) return file.error();
     if (file.value()->size() == 0) return bad(path, "empty file; expected a .npy array");
-    return parse_npy(file.value()->data(), static_cast<size_t>(file.value()->size()), path);
+    auto a = parse_npy(file.value()->data(), static_cast<size_t>(file.value()->size()), path);
+    if (!a) return a.error();
+    if (a.value().in_place) a.value().owner = std::shared_ptr<const MappedFile>(std::move(file.value()));
+    return a;
 }
 
-Status write_npy(const std::string& path, const std::string& dtype, const std::vector<int64_t>& shape,
+Status write_npy(std::FILE* out, const std::string& what, const std::string& dtype, const std::vector<int64_t>& shape,
                  const void* data) {
     int elem = dtype == "<f4" || dtype == "<i4" ? 4 : dtype == "<i8" || dtype == "<f8" ? 8 : dtype == "<f2" ? 2 : 0;
-    if (elem == 0) return make_error(ErrorCode::kUsage, fmt::format("{}: cannot write dtype '{}'", path, dtype));
+    if (elem == 0) return make_error(ErrorCode::kUsage, fmt::format("{}: cannot write dtype '{}'", what, dtype));
     std::string shape_text = "(";
     int64_t n = 1;
     for (size_t i = 0; i < shape.size(); ++i) {
@@ -292,38 +310,32 @@ Status write_npy(const std::string& path, const std::string& dtype, const std::v
     const size_t total = 10 + header.size() + 1;
     header.append((64 - total % 64) % 64, ' ');
     header += '\n';
-    const std::string tmp = path + ".tmp";
-    {
-        std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-        const uint16_t len = static_cast<uint16_t>(header.size());
-        const char pre[10] = {'\x93', 'N', 'U', 'M', 'P', 'Y', 1, 0, static_cast<char>(len & 0xff), static_cast<char>(len >> 8)};
-        out.write(pre, 10);
-        out.write(header.data(), static_cast<std::streamsize>(header.size()));
-        out.write(static_cast<const char*>(data), static_cast<std::streamsize>(n * elem));
-        if (!out.good()) {
-            std::remove(tmp.c_str());
-            return make_error(ErrorCode::kIo, fmt::format("{}: cannot write", tmp));
-        }
-    }
-    std::error_code ec;
-    fs::rename(tmp, path, ec);
-    if (ec) {
-        std::remove(tmp.c_str());
-        return make_error(ErrorCode::kIo, fmt::format("{}: cannot rename into place: {}", path, ec.message()));
-    }
+    const uint16_t len = static_cast<uint16_t>(header.size());
+    const char pre[10] = {'\x93', 'N', 'U', 'M', 'P', 'Y', 1, 0, static_cast<char>(len & 0xff), static_cast<char>(len >> 8)};
+    const size_t data_bytes = static_cast<size_t>(n) * elem;
+    if (std::fwrite(pre, 1, 10, out) != 10 || std::fwrite(header.data(), 1, header.size(), out) != header.size() ||
+        (data_bytes && std::fwrite(data, 1, data_bytes, out) != data_bytes))
+        return make_error(ErrorCode::kIo, fmt::format("writing {} failed: {}", what, std::strerror(errno)));
     return {};
+}
+
+Status write_npy(const std::string& path, const std::string& dtype, const std::vector<int64_t>& shape,
+                 const void* data, bool overwrite) {
+    auto staged = StagedFile::create(path, overwrite);
+    if (!staged) return staged.error();
+    if (Status s = write_npy(staged.value()->file(), path, dtype, shape, data); !s) return s;
+    return staged.value()->commit();
 }
 
 Result<NpyFolder> load_npy_folder(const std::string& dir) {
     const std::string manifest_path = (fs::path(dir) / "manifest.json").string();
-    std::ifstream in(manifest_path, std::ios::binary);
-    if (!in) return bad(manifest_path, "cannot open; a .npy reference folder needs a manifest.json");
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto text = read_input_file(manifest_path, kMaxManifestBytes);
+    if (!text) return text.error();
     json m;
     try {
-        m = json::parse(text);
+        m = json::parse(text.value());
     } catch (const json::exception& e) {
-        return bad(manifest_path, fmt::format("not valid JSON: {}", e.what()));
+        return bad(manifest_path, fmt::format("not valid JSON: {}", quote_text(e.what(), 300)));
     }
     auto merr = [&](const std::string& msg) { return bad(manifest_path, msg); };
     if (!m.is_object()) return merr("the manifest must be a JSON object");
@@ -351,12 +363,13 @@ Result<NpyFolder> load_npy_folder(const std::string& dir) {
     const fs::path root = fs::weakly_canonical(fs::path(dir), ec);
     std::vector<RefTensor> tensors;
     std::vector<std::vector<uint8_t>> storage;
+    std::vector<std::shared_ptr<const void>> owners;  // the mapped .npy files read in place
     std::map<std::string, size_t> seen;
     for (size_t i = 0; i < m["tensors"].size(); ++i) {
         const json& e = m["tensors"][i];
         auto terr = [&](const std::string& msg) {
             std::string label = e.is_object() && e.contains("name") && e["name"].is_string()
-                                    ? fmt::format("tensor {} (\"{}\")", i, e["name"].get<std::string>())
+                                    ? fmt::format("tensor {} ({})", i, quote_text(e["name"].get<std::string>()))
                                     : fmt::format("tensor {}", i);
             return bad(manifest_path, label + ": " + msg);
         };
@@ -384,7 +397,7 @@ Result<NpyFolder> load_npy_folder(const std::string& dir) {
         if (t.occurrence < 1) return terr("occurrence \"#0\" is not valid; the first tensor of a name has no suffix");
         t.name = event_dump_name(t.base_name, t.occurrence, t.decode, t.ubatch);
         if (!seen.emplace(t.name, i).second)
-            return terr(fmt::format("names the same tensor as tensor {} ({})", seen[t.name], t.name));
+            return terr(fmt::format("names the same tensor as tensor {} ({})", seen[t.name], quote_text(t.name)));
         if (e.contains("op")) {
             if (!e["op"].is_string()) return terr("\"op\" must be a string");
             t.op = e["op"].get<std::string>();
@@ -407,12 +420,12 @@ Result<NpyFolder> load_npy_folder(const std::string& dir) {
         const fs::path relp(rel);
         bool escapes = relp.is_absolute() || relp.has_root_name() || relp.has_root_directory();
         for (const fs::path& part : relp) escapes = escapes || part == "..";
-        if (escapes) return terr(fmt::format("\"file\": \"{}\" points outside the folder; use a path relative to it", rel));
+        if (escapes) return terr(fmt::format("\"file\": {} points outside the folder; use a path relative to it", quote_text(rel)));
         const fs::path full = fs::path(dir) / relp;
-        if (!fs::exists(full, ec)) return terr(fmt::format("\"file\": {} does not exist", full.string()));
+        if (!fs::exists(full, ec)) return terr(fmt::format("\"file\": {} does not exist", quote_text(full.string())));
         const fs::path real = fs::weakly_canonical(full, ec);
         if (ec || std::mismatch(root.begin(), root.end(), real.begin(), real.end()).first != root.end())
-            return terr(fmt::format("\"file\": \"{}\" resolves to {}, outside the folder", rel, real.string()));
+            return terr(fmt::format("\"file\": {} resolves to {}, outside the folder", quote_text(rel), quote_text(real.string())));
 
         auto arr = read_npy(full.string());
         if (!arr) return terr(arr.error().message);
@@ -428,8 +441,7 @@ Result<NpyFolder> load_npy_folder(const std::string& dir) {
                     return terr("\"ne\" must be an array of 1 to 4 positive integers (ggml order, ne0 first)");
                 want[k] = ne[k].get<int64_t>();
                 if (__builtin_mul_overflow(n, want[k], &n))
-                    return terr(fmt::format("\"ne\" {} has more elements than a tensor can have; {} has {}", ne.dump(),
-                                            full.string(), arr->n_elements()));
+                    return terr(fmt::format("\"ne\" {}: the element count overflows 64 bits", ne.dump()));
             }
             const bool same = std::equal(want, want + 4, t.ne_);
             if (order == "ggml" && !same)
@@ -443,11 +455,16 @@ Result<NpyFolder> load_npy_folder(const std::string& dir) {
             std::copy(want, want + 4, t.ne_);
         }
         t.stored_type = arr->stored_type;
-        storage.push_back(std::move(arr->bytes));
-        t.data = storage.back().data();  // the buffer does not move when `storage` grows
+        if (arr->in_place) {
+            t.data = arr->in_place;
+            owners.push_back(std::move(arr->owner));
+        } else {
+            storage.push_back(std::move(arr->converted));
+            t.data = storage.back().data();  // the buffer does not move when `storage` grows
+        }
         tensors.push_back(std::move(t));
     }
-    folder.dump = ReferenceDump::from_tensors(dir, std::move(tensors), std::move(storage));
+    folder.dump = ReferenceDump::from_tensors(dir, std::move(tensors), std::move(storage), std::move(owners));
     return folder;
 }
 

@@ -63,6 +63,14 @@ Result<ChosenBackend> open_backend_for(const Model& model, const std::string& na
 // RoPE parameters of a model as llama.cpp derives them (mode, rotated dims, base, scaling).
 RopeParams rope_params_for(const ModelConfig& config);
 
+// KV cells for a run of `n_prompt` tokens and then `n_predict` generated ones: `requested` when
+// > 0, else what the run needs rounded up to 256 (at least 256; no more than the trained context
+// when the need fits in it). Past the model's trained context (<arch>.context_length) is a usage
+// error unless `beyond_train`: positions there were never trained (llama.cpp warns and runs; we
+// ask for --ctx-beyond-train).
+Result<int64_t> context_for_run(const ModelConfig& config, int64_t n_prompt, int64_t n_predict, int64_t requested,
+                                bool beyond_train);
+
 // The forward pass for the model's architecture (llama, qwen2).
 Result<std::unique_ptr<ForwardPass>> make_forward(const Model& model, Backend& backend, const ForwardOptions& options);
 

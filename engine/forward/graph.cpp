@@ -7,7 +7,10 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <new>
 #include <tuple>
+
+#include "kernels/common/host_memory.h"
 
 namespace ls {
 namespace {
@@ -132,6 +135,14 @@ Status GraphBuilder::init() {
         if (t.n_dims >= 2 && t.name != "token_embd.weight") ops_used_.push_back({Op::kMulMat, t.type});
     if (Status s = check_backend_support(); !s) return s;
 
+    // Before anything is allocated or uploaded: refuse what cannot fit, with the numbers.
+    n_logits_ = std::max(n_vocab_, knobs_.logits_rows);
+    const BackendMemory memory = be_.memory();
+    if (Status s = check_memory(fmt::format("running {} with n_ctx {} and ubatch {}", model_.path(), opt_.n_ctx, opt_.n_ubatch),
+                                memory_estimate(memory.weights_copied), memory, memory_hint(memory.weights_copied));
+        !s)
+        return s;
+
     LS_TRY_LOAD(token_embd_, "token_embd.weight", false);
     LS_TRY_LOAD(output_norm_, "output_norm.weight", false);
     // Tied embeddings (qwen2 and others): the LM head is token_embd.
@@ -144,10 +155,23 @@ Status GraphBuilder::init() {
     rope_.attn_factor *= knobs_.rope_attn_factor;
     kq_scale_ = knobs_.scale_by_head_dim ? 1.0f / static_cast<float>(cfg_.head_dim_k) : attention_kq_scale(cfg_);
     rms_eps_ = static_cast<float>(cfg_.rms_eps) * knobs_.rms_eps_factor;
+    try {
+        allocate_buffers();
+    } catch (const std::bad_alloc&) {
+        // The estimate fitted when it was checked, and the memory went elsewhere since.
+        return make_error(ErrorCode::kBadInput, fmt::format("out of memory allocating the buffers of {}: they need {}. {}",
+                                                            model_.path(), memory_estimate(false).describe(),
+                                                            memory_hint(false)));
+    }
+    return {};
+}
 
+void GraphBuilder::allocate_buffers() {
+    // No evaluation holds more tokens than the context, so no buffer needs more rows than that
+    // (llama.cpp clamps n_ubatch the same way).
     const int64_t n_embd = cfg_.n_embd, hd = cfg_.head_dim_k, hd_v = cfg_.head_dim_v;
     const int64_t n_q = cfg_.n_head * hd, n_k = cfg_.n_head_kv * hd, n_v = cfg_.n_head_kv * hd_v;
-    const int64_t T = opt_.n_ubatch, n_ctx = opt_.n_ctx;
+    const int64_t T = std::min(opt_.n_ubatch, opt_.n_ctx), n_ctx = opt_.n_ctx;
     buf_.x = buffer(n_embd, T);
     buf_.norm = buffer(n_embd, T), buf_.cur = buffer(n_embd, T);
     buf_.q = buffer(n_q, T), buf_.q_b = buffer(n_q, T), buf_.q_rope = buffer(n_q, T);
@@ -161,7 +185,6 @@ Status GraphBuilder::init() {
     buf_.ffn_inp = buffer(n_embd, T);
     buf_.gate = buffer(cfg_.n_ff, T), buf_.up = buffer(cfg_.n_ff, T), buf_.swiglu = buffer(cfg_.n_ff, T);
     buf_.ffn_out = buffer(n_embd, T);
-    n_logits_ = std::max(n_vocab_, knobs_.logits_rows);
     buf_.logits = buffer(n_logits_, T);
     if (n_logits_ > n_vocab_) {
         // The padded-vocabulary fault: the rows the LM head never writes hold what was there
@@ -183,7 +206,55 @@ Status GraphBuilder::init() {
     inp_rope_pos_ = buffer(T, 1, 1, GgmlType::I32);
     inp_out_ids_ = buffer(T, 1, 1, GgmlType::I32);
     last_logits_.resize(n_logits_);
-    return {};
+}
+
+MemoryEstimate GraphBuilder::memory_estimate(bool weights_copied) const {
+    // Saturating arithmetic over the metadata's dims, which are not checked against the weights
+    // yet: an absurd one gives an absurd size, not an overflow (a negative one counts as 0 here;
+    // loading the weights refuses it).
+    auto dim = [](int64_t v) { return v > 0 ? static_cast<uint64_t>(v) : uint64_t{0}; };
+    auto f32 = [](std::initializer_list<uint64_t> dims) {
+        uint64_t bytes = sizeof(float);
+        for (uint64_t d : dims) bytes = mul_sat(bytes, d);
+        return bytes;
+    };
+    const uint64_t n_ctx = dim(opt_.n_ctx), T = std::min(dim(opt_.n_ubatch), n_ctx), n_layer = dim(cfg_.n_layer);
+    const uint64_t n_embd = dim(cfg_.n_embd), hd = dim(cfg_.head_dim_k), hd_v = dim(cfg_.head_dim_v);
+    const uint64_t n_head = dim(cfg_.n_head), n_head_kv = dim(cfg_.n_head_kv), n_ff = dim(cfg_.n_ff);
+    const uint64_t n_q = mul_sat(n_head, hd), n_k = mul_sat(n_head_kv, hd), n_v = mul_sat(n_head_kv, hd_v);
+    MemoryEstimate e;
+    e.add("attention scores", fmt::format("n_ctx {} x ubatch {} x {} heads x 2 (kq, kq_soft_max) x 4 bytes", n_ctx, T, n_head),
+          mul_sat(2, f32({n_ctx, T, n_head})));
+    e.add("KV cache", fmt::format("n_ctx {} x {} layers x {} KV heads x (head_dim {} + {}) x 4 bytes", n_ctx, n_layer,
+                                  n_head_kv, hd, hd_v),
+          f32({n_ctx, n_layer, n_head_kv, add_sat(hd, hd_v)}));
+    e.add("feed-forward activations", fmt::format("ubatch {} x n_ff {} x 3 (gate, up, swiglu) x 4 bytes", T, n_ff),
+          mul_sat(3, f32({T, n_ff})));
+    e.add("logits", fmt::format("ubatch {} x {} rows x 4 bytes", T, n_logits_), f32({T, dim(n_logits_)}));
+    // Per token: x, norm, cur, attn_out, out_attn, out_x, ffn_inp, ffn_out (n_embd each); q, q_b,
+    // q_rope; k, k_b, k_rope; v, v_b; kqv and kqv_out (n_head x head_dim_v each); 4 I32 inputs.
+    uint64_t per_token = add_sat(mul_sat(8, n_embd), mul_sat(3, n_q));
+    per_token = add_sat(per_token, add_sat(mul_sat(3, n_k), mul_sat(2, n_v)));
+    per_token = add_sat(per_token, add_sat(mul_sat(2, mul_sat(n_head, hd_v)), 4));
+    e.add("other activations", fmt::format("ubatch {} x {} values x 4 bytes", T, per_token), f32({T, per_token}));
+    if (weights_copied) {
+        uint64_t weights = 0;
+        for (const TensorSpec& spec : layout_)
+            if (const GgufTensorInfo* info = model_.find(spec.name)) weights = add_sat(weights, info->n_bytes);
+        e.add("weights", "copied from the file", weights);
+    }
+    return e;
+}
+
+std::string GraphBuilder::memory_hint(bool weights_copied) const {
+    const MemoryEstimate e = memory_estimate(weights_copied);
+    const MemoryPart* largest = &e.parts.front();
+    for (const MemoryPart& p : e.parts)
+        if (p.bytes > largest->bytes) largest = &p;
+    if (largest->what == "weights") return "The model does not fit here; use the CPU backend (it reads the weights in place).";
+    if (largest->what == "KV cache") return "Lower --ctx.";
+    if (largest->what == "attention scores") return "Lower --ctx or --ubatch.";
+    return "Lower --ubatch.";
 }
 
 Status GraphBuilder::check_backend_support() const {
@@ -423,6 +494,27 @@ RopeParams rope_params_for(const ModelConfig& c) {
         rope.beta_slow = static_cast<float>(c.rope_yarn_beta_slow);
     }
     return rope;
+}
+
+Result<int64_t> context_for_run(const ModelConfig& config, int64_t n_prompt, int64_t n_predict, int64_t requested,
+                                bool beyond_train) {
+    const int64_t train = config.n_ctx_train, need = n_prompt + n_predict;
+    const std::string key = config.arch_name + ".context_length";
+    if (requested > 0) {
+        if (train > 0 && requested > train && !beyond_train)
+            return make_error(ErrorCode::kUsage,
+                              fmt::format("--ctx {} is beyond the model's trained context ({} = {}); positions past it "
+                                          "were never trained. Lower --ctx, or add --ctx-beyond-train to run there anyway",
+                                          requested, key, train));
+        return requested;
+    }
+    if (train > 0 && need > train && !beyond_train)
+        return make_error(ErrorCode::kUsage,
+                          fmt::format("a {}-token prompt and -n {} need {} KV cells, beyond the model's trained context "
+                                      "({} = {}). Lower -n (`layerscope run` goes past it with --ctx N --ctx-beyond-train)",
+                                      n_prompt, n_predict, need, key, train));
+    const int64_t rounded = std::max<int64_t>(256, (need + 255) / 256 * 256);
+    return train > 0 && need <= train ? std::min(rounded, train) : rounded;
 }
 
 Result<std::unique_ptr<ForwardPass>> make_forward(const Model& model, Backend& backend, const ForwardOptions& options) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/forward/forward.h"
+#include "engine/forward/memory_estimate.h"
 #include "engine/model/tensor_layout.h"
 
 namespace ls {
@@ -123,6 +124,10 @@ protected:
 private:
     Tensor buffer(int64_t ne0, int64_t ne1 = 1, int64_t ne2 = 1, GgmlType type = GgmlType::F32);
     Status check_backend_support() const;
+    void allocate_buffers();  // the activations, the logits and the KV cache (std::bad_alloc when out of memory)
+    // What init() allocates on the backend, by part; the weights too when the backend copies them.
+    MemoryEstimate memory_estimate(bool weights_copied) const;
+    std::string memory_hint(bool weights_copied) const;  // which flag lowers the largest part
     void eval_ubatch(const int32_t* tokens, int64_t T, int ubatch, const std::vector<int32_t>& out_rows);
 
     Tensor token_embd_, output_norm_, output_;

@@ -155,9 +155,11 @@ struct GgufWriteTensor {
     uint64_t n_bytes = 0;
 };
 
-// Writes a GGUF v3 file: to `path`.tmp.<pid> first, then renamed over `path`, so an interrupted
-// write never leaves a half file. Validates that every tensor's byte size matches its type and ne.
+// Writes a GGUF v3 file through a staging file that takes the name `path` only when complete
+// (engine/util/safe_write.h), so an interrupted write never leaves a half file. An existing file
+// is replaced only with `overwrite`, and only a regular file (kUsage otherwise). Validates that
+// every tensor's byte size matches its type and ne.
 Status gguf_write(const std::string& path, const std::vector<GgufKV>& metadata,
-                  const std::vector<GgufWriteTensor>& tensors, uint32_t alignment = 32);
+                  const std::vector<GgufWriteTensor>& tensors, uint32_t alignment = 32, bool overwrite = false);
 
 }  // namespace ls

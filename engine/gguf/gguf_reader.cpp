@@ -9,6 +9,7 @@
 
 #include "engine/gguf/gguf.h"
 #include "engine/gguf/mapped_file.h"
+#include "engine/util/quote.h"
 
 namespace ls {
 namespace {
@@ -236,13 +237,13 @@ Status GgufFile::parse_all() {
         uint64_t key_at = c.pos();
         if (Status s = c.read_string(&kv.key, [&] { return fmt::format("metadata key #{}", i); }); !s) return s;
         if (!kv_index_.emplace(kv.key, i).second)
-            return c.error_at(key_at, fmt::format("metadata key \"{}\" appears twice", kv.key));
+            return c.error_at(key_at, fmt::format("metadata key {} appears twice", quote_text(kv.key)));
         uint64_t type_at = c.pos();
         uint32_t type = 0;
-        if (Status s = c.read(&type, [&] { return fmt::format("type of metadata \"{}\"", kv.key); }); !s) return s;
+        if (Status s = c.read(&type, [&] { return fmt::format("type of metadata {}", quote_text(kv.key)); }); !s) return s;
         if (!valid_value_type(type))
-            return c.error_at(type_at, fmt::format("metadata \"{}\" has unknown value type {}", kv.key, type));
-        if (Status s = read_value(c, static_cast<GgufValueType>(type), &kv.value, fmt::format("metadata \"{}\"", kv.key), 0); !s)
+            return c.error_at(type_at, fmt::format("metadata {} has unknown value type {}", quote_text(kv.key), type));
+        if (Status s = read_value(c, static_cast<GgufValueType>(type), &kv.value, fmt::format("metadata {}", quote_text(kv.key)), 0); !s)
             return s;
     }
 
@@ -260,8 +261,8 @@ Status GgufFile::parse_all() {
         uint64_t info_at = c.pos();
         if (Status s = c.read_string(&t.name, [&] { return fmt::format("name of tensor #{}", i); }); !s) return s;
         if (!tensor_index_.emplace(t.name, i).second)
-            return c.error_at(info_at, fmt::format("tensor name \"{}\" appears twice", t.name));
-        const auto what = [&] { return fmt::format("tensor \"{}\"", t.name); };
+            return c.error_at(info_at, fmt::format("tensor name {} appears twice", quote_text(t.name)));
+        const auto what = [&] { return fmt::format("tensor {}", quote_text(t.name)); };
         uint64_t dims_at = c.pos();
         if (Status s = c.read(&t.n_dims, [&] { return what() + " n_dims"; }); !s) return s;
         if (t.n_dims == 0 || t.n_dims > kGgmlMaxDims)
@@ -307,8 +308,8 @@ Status GgufFile::parse_all() {
     for (GgufTensorInfo& t : tensors_) {
         if (t.offset > data_size || t.n_bytes > data_size - t.offset)
             return c.error_at(data_offset_ + std::min(t.offset, data_size),
-                              fmt::format("tensor \"{}\" data [{}, {}) of the data section runs past its end ({} bytes); the file is truncated or corrupt",
-                                          t.name, t.offset, t.offset + t.n_bytes, data_size));
+                              fmt::format("tensor {} data [{}, {}) of the data section runs past its end ({} bytes); the file is truncated or corrupt",
+                                          quote_text(t.name), t.offset, t.offset + t.n_bytes, data_size));
         t.data = base_ + data_offset_ + t.offset;
     }
 
@@ -321,8 +322,8 @@ Status GgufFile::parse_all() {
         const GgufTensorInfo* cur = by_offset[i];
         if (prev->n_bytes > 0 && cur->n_bytes > 0 && prev->offset + prev->n_bytes > cur->offset)
             return c.error_at(data_offset_ + cur->offset,
-                              fmt::format("tensor \"{}\" [{}, {}) overlaps tensor \"{}\" [{}, {})", cur->name, cur->offset,
-                                          cur->offset + cur->n_bytes, prev->name, prev->offset, prev->offset + prev->n_bytes));
+                              fmt::format("tensor {} [{}, {}) overlaps tensor {} [{}, {})", quote_text(cur->name), cur->offset,
+                                          cur->offset + cur->n_bytes, quote_text(prev->name), prev->offset, prev->offset + prev->n_bytes));
     }
     return {};
 }

@@ -8,6 +8,8 @@
 #include <cstring>
 #include <limits>
 
+#include "engine/util/quote.h"
+
 namespace ls {
 
 const char* gguf_value_type_name(GgufValueType type) {
@@ -190,23 +192,7 @@ bool GgufValue::item_float(size_t i, double* out) const {
     return size != 0 && float_of(load_scalar(elem_type, packed.data() + i * size), out);
 }
 
-static std::string quote(const std::string& s, size_t max_chars = 120) {
-    std::string out = "\"";
-    size_t n = 0;
-    for (unsigned char c : s) {
-        if (n++ >= max_chars) {
-            out += "...";
-            break;
-        }
-        if (c == '"') out += "\\\"";
-        else if (c == '\\') out += "\\\\";
-        else if (c == '\n') out += "\\n";
-        else if (c == '\t') out += "\\t";
-        else if (c < 0x20) out += fmt::format("\\x{:02x}", c);
-        else out += static_cast<char>(c);
-    }
-    return out + "\"";
-}
+static std::string quote(const std::string& s, size_t max_bytes = 120) { return quote_text(s, max_bytes); }
 
 std::string GgufValue::to_string(size_t max_items) const {
     switch (type) {

@@ -1,15 +1,14 @@
-// GGUF v3 writer: metadata and tensors go to a temporary file that is renamed over the target
-// only when complete, so an interrupted write never leaves a half-written file.
+// GGUF v3 writer: metadata and tensors go to a staging file (engine/util/safe_write.h) that takes
+// the target's name only when complete, so an interrupted write never leaves a half-written file.
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <set>
 
 #include "engine/gguf/gguf.h"
+#include "engine/util/safe_write.h"
 
 namespace ls {
 namespace {
@@ -18,10 +17,11 @@ class Out {
 public:
     explicit Out(std::FILE* f) : f_(f) {}
     bool ok() const { return ok_; }
+    int error() const { return errno_; }  // of the first failed write
     uint64_t pos() const { return pos_; }
 
     void bytes(const void* p, size_t n) {
-        if (ok_ && n && std::fwrite(p, 1, n, f_) != n) ok_ = false;
+        if (ok_ && n && std::fwrite(p, 1, n, f_) != n) ok_ = false, errno_ = errno;
         pos_ += n;
     }
     template <class T>
@@ -39,6 +39,7 @@ private:
     std::FILE* f_;
     uint64_t pos_ = 0;
     bool ok_ = true;
+    int errno_ = 0;
 };
 
 Status check_value(const GgufValue& v, const std::string& key, int depth) {
@@ -93,7 +94,7 @@ void write_value(Out& out, const GgufValue& v) {
 }  // namespace
 
 Status gguf_write(const std::string& path, const std::vector<GgufKV>& metadata,
-                  const std::vector<GgufWriteTensor>& tensors, uint32_t alignment) {
+                  const std::vector<GgufWriteTensor>& tensors, uint32_t alignment, bool overwrite) {
     if (alignment == 0 || (alignment & (alignment - 1)) != 0)
         return make_error(ErrorCode::kInternal, fmt::format("alignment {} is not a power of two", alignment));
 
@@ -132,11 +133,9 @@ Status gguf_write(const std::string& path, const std::vector<GgufKV>& metadata,
         data_size += (alignment - data_size % alignment) % alignment;
     }
 
-    std::string tmp = fmt::format("{}.tmp.{}", path, getpid());
-    std::FILE* f = std::fopen(tmp.c_str(), "wb");
-    if (!f) return make_error(ErrorCode::kIo, fmt::format("cannot create {}: {}", tmp, std::strerror(errno)));
-
-    Out out(f);
+    auto staged = StagedFile::create(path, overwrite);
+    if (!staged) return staged.error();
+    Out out(staged.value()->file());
     out.put<uint32_t>(0x46554747);
     out.put<uint32_t>(3);
     out.put<uint64_t>(tensors.size());
@@ -165,19 +164,8 @@ Status gguf_write(const std::string& path, const std::vector<GgufKV>& metadata,
         out.pad_to(alignment);
     }
 
-    bool ok = out.ok() && std::fflush(f) == 0 && fsync(fileno(f)) == 0;
-    int err = errno;
-    ok = (std::fclose(f) == 0) && ok;
-    if (!ok) {
-        std::remove(tmp.c_str());
-        return make_error(ErrorCode::kIo, fmt::format("writing {} failed: {}", path, std::strerror(err)));
-    }
-    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-        err = errno;
-        std::remove(tmp.c_str());
-        return make_error(ErrorCode::kIo, fmt::format("cannot rename {} to {}: {}", tmp, path, std::strerror(err)));
-    }
-    return {};
+    if (!out.ok()) return make_error(ErrorCode::kIo, fmt::format("writing {} failed: {}", path, std::strerror(out.error())));
+    return staged.value()->commit();
 }
 
 }  // namespace ls

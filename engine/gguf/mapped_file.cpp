@@ -10,17 +10,16 @@
 #include <cerrno>
 #include <cstring>
 
+#include "engine/util/input_file.h"
+
 namespace ls {
 
 Result<std::unique_ptr<MappedFile>> MappedFile::open(const std::string& path) {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return make_error(ErrorCode::kBadInput, path + ": cannot open: " + std::strerror(errno));
+    auto opened = open_input_file(path);  // a FIFO or a directory is refused before open() could block
+    if (!opened) return opened.error();
+    const int fd = opened.value();
     struct stat st {};
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        ::close(fd);
-        return make_error(ErrorCode::kBadInput, path + ": not a regular file");
-    }
+    fstat(fd, &st);
     std::unique_ptr<MappedFile> file(new MappedFile());
     file->size_ = static_cast<uint64_t>(st.st_size);
     if (file->size_ > 0) {

@@ -10,6 +10,7 @@
 #include "engine/gguf/gguf.h"
 #include "engine/model/model_config.h"
 #include "engine/model/tensor_layout.h"
+#include "engine/util/quote.h"
 
 namespace ls {
 
@@ -75,9 +76,9 @@ void lint_vocab(const GgufFile& file, const ModelConfig& c, std::vector<Lint>& l
         }
         if (n_pad > 0)
             lints.push_back({LintSeverity::kInfo, "tokenizer.ggml.token_type",
-                             fmt::format("the last {} of {} tokens are UNUSED padding (e.g. \"{}\"): the vocabulary "
+                             fmt::format("the last {} of {} tokens are UNUSED padding (e.g. {}): the vocabulary "
                                          "is padded to the embedding rows; they should never be sampled",
-                                         n_pad, c.n_vocab, tokens->strings.empty() ? "" : tokens->strings.back())});
+                                         n_pad, c.n_vocab, quote_text(tokens->strings.empty() ? "" : tokens->strings.back(), 40))});
     }
     for (const char* id_key : {"tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id",
                                "tokenizer.ggml.unknown_token_id", "tokenizer.ggml.padding_token_id",

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <unordered_set>
 #include <utility>
 
@@ -14,6 +15,7 @@
 #include "engine/gguf/gguf.h"
 #include "engine/model/model_config.h"
 #include "engine/model/tensor_layout.h"
+#include "engine/util/safe_write.h"
 
 namespace ls {
 namespace {
@@ -429,9 +431,11 @@ std::vector<float> generate_values(const MakeModelSpec& s, const PlannedTensor& 
 
 }  // namespace
 
-Status make_model(const MakeModelSpec& s, const std::string& path, MakeModelInfo* info) {
+Status make_model(const MakeModelSpec& s, const std::string& path, MakeModelInfo* info, bool overwrite) {
     Status st = validate_make_model_spec(s);
     if (!st.ok()) return st;
+    // Refused before the weights are made, not after.
+    if (st = check_file_target(path, overwrite); !st.ok()) return st;
     const bool qwen = is_qwen2(s);
     const std::string a = s.arch;
     const int64_t rows = padded_rows(s);
@@ -530,14 +534,11 @@ Status make_model(const MakeModelSpec& s, const std::string& path, MakeModelInfo
         w.n_bytes = buf.size();
         tensors.push_back(std::move(w));
     }
-    st = gguf_write(path, kv, tensors);
+    st = gguf_write(path, kv, tensors, 32, overwrite);
     if (!st.ok()) return st;
-    uint64_t total = 0;
-    if (std::FILE* f = std::fopen(path.c_str(), "rb")) {
-        if (std::fseek(f, 0, SEEK_END) == 0) total = static_cast<uint64_t>(std::ftell(f));
-        std::fclose(f);
-    }
-    inf.file_bytes = total;
+    std::error_code ec;
+    const uintmax_t total = std::filesystem::file_size(path, ec);
+    inf.file_bytes = ec ? 0 : static_cast<uint64_t>(total);
     return {};
 }
 

@@ -63,11 +63,13 @@ struct MakeModelInfo {
     std::vector<std::string> fallbacks;  // "blk.0.ffn_down.weight: q5_0 (ne0 384 is not a multiple of 256)"
 };
 
-// Writes the model to `path` (tmp file + rename, so a failed write leaves no half file). The same
+// Writes the model to `path` (a staging file renamed into place, so a failed write leaves no half
+// file; an existing file is replaced only with `overwrite`, and only a regular file). The same
 // spec gives a byte-identical file on every run and machine: all randomness is a fixed integer
 // generator per tensor, seeded from the spec's seed and the tensor's name. Errors: kUsage (bad
-// spec), kIo (cannot write).
-Status make_model(const MakeModelSpec& spec, const std::string& path, MakeModelInfo* info = nullptr);
+// spec, or a target it may not replace), kIo (cannot write).
+Status make_model(const MakeModelSpec& spec, const std::string& path, MakeModelInfo* info = nullptr,
+                  bool overwrite = false);
 
 // The generated vocabulary alone (token texts, scores, GGUF token types), for tests.
 struct MakeModelVocab {

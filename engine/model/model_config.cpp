@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "engine/gguf/gguf.h"
+#include "engine/util/quote.h"
 
 namespace ls {
 
@@ -108,7 +109,7 @@ Status read_rope_scaling(const GgufFile& file, const KeyReader& keys, ModelConfi
     else if (type == "yarn") c.rope_scaling = RopeScaling::kYarn;
     else
         return make_error(ErrorCode::kBadInput,
-                          fmt::format("{} is \"{}\"; expected none, linear or yarn", keys.key("rope.scaling.type"), type));
+                          fmt::format("{} is {}; expected none, linear or yarn", keys.key("rope.scaling.type"), quote_text(type)));
     LS_ASSIGN(c.rope_scaling_factor, keys.optional_float("rope.scaling.factor", 1.0));
     LS_ASSIGN(c.rope_orig_ctx, keys.optional_int("rope.scaling.original_context_length", c.n_ctx_train));
     LS_ASSIGN(c.rope_yarn_log_multiplier, keys.optional_float("rope.scaling.yarn_log_multiplier", 0.0));
@@ -183,8 +184,8 @@ Result<ModelConfig> read_config(const GgufFile& file, bool check) {
     c.arch_name = arch_value->str;
     if (!arch_from_name(c.arch_name, &c.arch))
         return make_error(ErrorCode::kUnsupported,
-                          fmt::format("architecture \"{}\" is not supported; supported: llama, qwen2, deepseek2",
-                                      c.arch_name));
+                          fmt::format("architecture {} is not supported; supported: llama, qwen2, deepseek2",
+                                      quote_text(c.arch_name)));
 
     KeyReader keys(file, c.arch_name);
     if (const GgufValue* tokens = file.find("tokenizer.ggml.tokens"); tokens && tokens->is_array())
@@ -197,6 +198,12 @@ Result<ModelConfig> read_config(const GgufFile& file, bool check) {
     LS_ASSIGN(c.n_head, keys.required_int("attention.head_count"));
     if (c.n_embd <= 0) return positive_error(keys, "embedding_length", c.n_embd);
     if (c.n_layer <= 0) return positive_error(keys, "block_count", c.n_layer);
+    // Every block has tensors of its own, so a count beyond the file's tensors is nonsense (and
+    // would size per-layer tables before any tensor is looked at).
+    if (static_cast<uint64_t>(c.n_layer) > file.tensors().size())
+        return make_error(ErrorCode::kBadInput, fmt::format("{} is {} but the file holds only {} tensors; every block has "
+                                                            "tensors of its own", keys.key("block_count"), c.n_layer,
+                                                            file.tensors().size()));
     if (c.n_head <= 0) return positive_error(keys, "attention.head_count", c.n_head);
     LS_ASSIGN(c.n_head_kv, keys.optional_int("attention.head_count_kv", c.n_head));
     if (c.n_head_kv <= 0) return positive_error(keys, "attention.head_count_kv", c.n_head_kv);
@@ -238,6 +245,19 @@ Result<ModelConfig> read_config(const GgufFile& file, bool check) {
             if (Status s = read_mla(keys, c); !s) return s.error();
             break;
     }
+    // Shapes multiply these (n_head x head dim, ...): beyond 2^30 a product could overflow, and no
+    // model comes near it (llama.cpp keeps them in 32 bits).
+    constexpr int64_t kMaxDim = int64_t{1} << 30;
+    for (auto [suffix, value] : {std::pair{"embedding_length", c.n_embd}, {"attention.head_count", c.n_head},
+                                 {"attention.head_count_kv", c.n_head_kv}, {"attention.key_length", c.head_dim_k},
+                                 {"attention.value_length", c.head_dim_v}, {"rope.dimension_count", c.n_rot},
+                                 {"feed_forward_length", c.n_ff}, {"expert_count", c.n_expert},
+                                 {"expert_feed_forward_length", c.n_ff_expert}, {"attention.q_lora_rank", c.q_lora_rank},
+                                 {"attention.kv_lora_rank", c.kv_lora_rank}, {"attention.key_length_mla", c.head_dim_k_mla},
+                                 {"attention.value_length_mla", c.head_dim_v_mla}})
+        if (value > kMaxDim)
+            return make_error(ErrorCode::kBadInput, fmt::format("{} is {}; a model dimension is at most 2^30 ({})",
+                                                                keys.key(suffix), value, kMaxDim));
     return c;
 }
 

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <map>
 
+#include "kernels/common/host_memory.h"
 #include "kernels/cpu/dequant.h"
 #include "engine/gguf/gguf.h"
 
@@ -83,6 +84,11 @@ Result<std::vector<float>> dequantize_tensor(const GgufTensorInfo& tensor) {
         return make_error(ErrorCode::kUnsupported,
                           fmt::format("{}: type {} cannot be dequantized yet", tensor.name,
                                       traits ? traits->name : "?"));
+    const uint64_t f32_bytes = mul_sat(static_cast<uint64_t>(tensor.n_elements()), sizeof(float));
+    if (const HostMemory host = available_host_memory(); host.known && f32_bytes > host.available_bytes)
+        return make_error(ErrorCode::kBadInput, fmt::format("{}: its {} values as f32 need {}; {} available ({})", tensor.name,
+                                                            tensor.n_elements(), bytes_text(f32_bytes),
+                                                            bytes_text(host.available_bytes), host.source));
     std::vector<float> values(static_cast<size_t>(tensor.n_elements()));
     if (!dequantize_rows(tensor.type, tensor.data, 0, values.data(), tensor.n_rows(), tensor.ne[0]))
         return make_error(ErrorCode::kBadInput,

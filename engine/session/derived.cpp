@@ -38,10 +38,11 @@ std::shared_ptr<const AttentionProbs> reference_attention(const ReferenceDump& r
     // Its own softmax, when it has one: KV cells may be padded beyond ours (ggml pads to 256).
     if (const RefTensor* t = ref.find(sm.name); t && t->complete() && t->ne()[0] >= n_key && t->ne()[1] == n_query &&
                                                 t->ne()[2] == n_head) {
-        const std::vector<float> v = ref.values(*t);
         auto probs = std::make_shared<std::vector<float>>(static_cast<size_t>(n_key * n_query * n_head));
-        for (int64_t r = 0; r < n_query * n_head; ++r)
-            std::copy_n(v.begin() + r * t->ne()[0], n_key, probs->begin() + r * n_key);
+        for (int64_t r = 0; r < n_query * n_head; ++r) {
+            const std::vector<float> row = ref.values(*t, r * t->ne()[0], n_key);  // not the padding cells
+            std::copy(row.begin(), row.end(), probs->begin() + r * n_key);
+        }
         a->probs = std::move(probs);
         return a;
     }
@@ -177,10 +178,8 @@ std::vector<float> reference_last_logits(const ReferenceDump& ref, const EventIn
             if (c.kind == RefKind::kLogits && c.complete() && c.decode == info.decode && c.ubatch == info.ubatch) t = &c;
     }
     if (!t || t->ne()[0] <= 0) return {};
-    std::vector<float> v = ref.values(*t);
     const int64_t n = t->ne()[0];
-    if (static_cast<int64_t>(v.size()) < n) return {};
-    return std::vector<float>(v.end() - n, v.end());
+    return ref.values(*t, t->n_elements() - n, n);  // the last row
 }
 
 }  // namespace ls

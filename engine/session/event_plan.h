@@ -31,7 +31,19 @@ EventInfo event_info(const Event& event);
 // Why a null backend rather than the real forward on a throwaway CPU backend: it costs no
 // arithmetic and no activation memory at any model size, and it runs the very same forward code,
 // so the list cannot drift from what the real run emits.
+// A run longer than the context is refused up front (kUsage), before a single event is planned.
 Result<std::vector<EventInfo>> plan_events(const Model& model, const ForwardOptions& options,
                                            const std::vector<int32_t>& prompt, int n_generated);
+
+// How many events such a run announces and the bytes of their f32 values: what a dump of it holds.
+// Counted without listing them (a plan of a million decode calls would itself take gigabytes): an
+// event's size grows with the position at most linearly (attention over the cells so far), so dry
+// runs of the prompt and of two single-token calls give the whole run in closed form.
+struct EventVolume {
+    uint64_t n_events = 0;
+    uint64_t f32_bytes = 0;  // saturates at UINT64_MAX
+};
+Result<EventVolume> planned_event_volume(const Model& model, const ForwardOptions& options,
+                                         const std::vector<int32_t>& prompt, int n_generated);
 
 }  // namespace ls

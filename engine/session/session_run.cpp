@@ -8,6 +8,9 @@
 // of a decode call lets the call finish first, so "step token" ends with the call complete.
 #include <fmt/format.h>
 
+#include <new>
+#include <stdexcept>
+
 #include "engine/compare/llama_variant.h"
 #include "engine/forward/generate.h"
 #include "engine/model/model_config.h"
@@ -30,9 +33,26 @@ void SessionWorker::main_loop() {
         current_ticket_ = c->ticket;
         error_.reset();
         message_.clear();
-        handle_idle(*c);
+        handle_guarded(*c);
         if (quitting_) return;
     }
+}
+
+void SessionWorker::handle_guarded(Command& c) {
+    // Out of memory (or a library's exception) in a command fails that command, never the program;
+    // the run is abandoned since it may have stopped anywhere.
+    std::string why;
+    try {
+        return handle_idle(c);
+    } catch (const std::bad_alloc&) {
+        why = "out of memory";
+    } catch (const std::exception& e) {
+        why = e.what();
+    }
+    in_eval_ = false;
+    run_valid_ = false;
+    state_ = SessionState::kError;
+    fail(make_error(ErrorCode::kBadInput, fmt::format("{} while running the session's command; the run was abandoned", why)));
 }
 
 void SessionWorker::complete(std::string message) {

@@ -79,6 +79,7 @@ private:
 
     // Worker thread.
     void main_loop();
+    void handle_guarded(Command& c);  // handle_idle, with exceptions turned into the command's error
     void handle_idle(Command& c);
     void handle_motion(Command& c);
     void pause_here();  // blocks inside on_event, answering commands until one moves on

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "engine/gguf/gguf.h"
+#include "engine/util/quote.h"
 
 namespace ls {
 namespace {
@@ -172,7 +173,7 @@ Result<ChatTemplateFamily> chat_template_family_from_name(std::string_view name)
     std::string list;
     for (const std::string& n : chat_template_family_names()) list += (list.empty() ? "" : ", ") + n;
     return make_error(ErrorCode::kUsage,
-                      "unknown chat template family '" + std::string(name) + "'; known: " + list);
+                      "unknown chat template family " + quote_text(name) + "; known: " + list);
 }
 
 ChatTemplateFamily detect_chat_template(std::string_view t) {
@@ -558,11 +559,9 @@ Result<ChatTemplateFamily> chat_template_from_gguf(const GgufFile& file) {
                           file.path() + " has no tokenizer.chat_template; pass --chat-template NAME");
     const ChatTemplateFamily f = detect_chat_template(text);
     if (f != ChatTemplateFamily::kNone) return f;
-    std::string head = text.substr(0, 80);
-    std::replace(head.begin(), head.end(), '\n', ' ');
     return make_error(ErrorCode::kUnsupported,
-                      "tokenizer.chat_template is not a family Layerscope recognises (first 80 chars: " +
-                          head + "); pass --chat-template NAME");
+                      "tokenizer.chat_template is not a family Layerscope recognises (it begins " + quote_text(text, 80) +
+                          "); pass --chat-template NAME");
 }
 
 }  // namespace ls

@@ -6,6 +6,7 @@
 
 #include "engine/gguf/gguf.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "engine/util/quote.h"
 
 namespace ls {
 
@@ -97,8 +98,8 @@ Status Tokenizer::load(const GgufFile& file) {
         PreInfo info{};
         if (!pre_info(pre_name_, &info)) {
             return make_error(ErrorCode::kUnsupported,
-                              "tokenizer.ggml.pre: pre-tokenizer '" + pre_name_ +
-                                  "' is not supported\nHINT: supported: llama-bpe, qwen2, deepseek-llm, gpt-2 "
+                              "tokenizer.ggml.pre: pre-tokenizer " + quote_text(pre_name_) +
+                                  " is not supported\nHINT: supported: llama-bpe, qwen2, deepseek-llm, gpt-2 "
                                   "(and their aliases), default");
         }
         pre_ = info.pre;
@@ -108,8 +109,8 @@ Status Tokenizer::load(const GgufFile& file) {
     } else if (model_name_.empty()) {
         return bad("tokenizer.ggml.model", "missing; the file has no tokenizer");
     } else {
-        return make_error(ErrorCode::kUnsupported, "tokenizer.ggml.model: '" + model_name_ +
-                                                       "' is not supported\nHINT: supported: llama (SentencePiece), "
+        return make_error(ErrorCode::kUnsupported, "tokenizer.ggml.model: " + quote_text(model_name_) +
+                                                       " is not supported\nHINT: supported: llama (SentencePiece), "
                                                        "gpt2 (byte-level BPE)");
     }
     add_space_prefix_ = file.get_bool("tokenizer.ggml.add_space_prefix", add_space_prefix_);
@@ -147,7 +148,7 @@ Status Tokenizer::load(const GgufFile& file) {
             tok.attr = attr_from_token_type(ty);
         }
         if (!index_token(static_cast<TokenId>(i))) {
-            return bad("tokenizer.ggml.tokens", "duplicate token '" + tok.text + "' at index " + std::to_string(i));
+            return bad("tokenizer.ggml.tokens", "duplicate token " + quote_text(tok.text) + " at index " + std::to_string(i));
         }
     }
 

@@ -9,6 +9,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/common/fp16.h"
+#include "kernels/common/host_memory.h"
 #include "kernels/cpu/dequant.h"
 #include "kernels/cpu/exact_order.h"
 #include "kernels/cpu/ggml_order.h"
@@ -60,6 +61,10 @@ public:
         }
     }
 
+    BackendMemory memory() const override {
+        const HostMemory host = available_host_memory();
+        return {host.known, host.available_bytes, "RAM (" + host.source + ")", false};
+    }
     void* alloc(size_t bytes) override {
         void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
         if (!p) throw std::bad_alloc();
@@ -481,14 +486,28 @@ private:
     // ggml's f16 dot product and tinyBLAS dot in the order of the llama.cpp build reproduced.
     float dot_f16(const float* a, const float* b, int64_t n) const {
         if (isa_ == LlamaIsa::kAvx512Fp16) return ggml_order::vec_dot_f16(a, b, n);
+#if defined(LS_HAVE_VEC_DOT_AVX2)
+        if (isa_ == LlamaIsa::kAvx2 && avx2_) {  // vec_dot_f16_f32acc's order on AVX2 instructions
+            const int64_t np = n & ~int64_t(31);
+            double sum = dot_blocks8_avx2(a, b, np);
+            for (int64_t i = np; i < n; ++i) sum += static_cast<double>(a[i] * b[i]);
+            return static_cast<float>(sum);
+        }
+#endif
         return ggml_order::vec_dot_f16_f32acc(a, b, n, isa_ == LlamaIsa::kAvx512);
     }
     float dot_tinyblas(const float* a, const float* b, int64_t k) const {
+#if defined(LS_HAVE_VEC_DOT_AVX2)
+        if (isa_ == LlamaIsa::kAvx2 && avx2_) return dot_tinyblas8_avx2(a, b, k);
+#endif
         return isa_ == LlamaIsa::kAvx2 ? ggml_order::dot_tinyblas8(a, b, k) : ggml_order::dot_tinyblas(a, b, k);
     }
     int64_t tinyblas_k() const { return isa_ == LlamaIsa::kAvx2 ? 8 : 16; }
 
     LlamaIsa isa_ = host_llama_isa();
+#if defined(LS_HAVE_VEC_DOT_AVX2)
+    bool avx2_ = avx2_kernels_usable();
+#endif
     ThreadPool pool_;
     std::vector<uint8_t> act_scratch_;  // activations converted for llama-mode matmuls
     std::vector<float> act_f32_;        // f16-rounded activations for F16 weights

@@ -4,6 +4,8 @@
 #include "kernels/cpu/thread_pool.h"
 
 #include <algorithm>
+#include <string>
+#include <system_error>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -31,10 +33,19 @@ inline void relax() {
 ThreadPool::ThreadPool(int n_threads) {
     if (n_threads <= 0) n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     n_threads_ = n_threads;
-    for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this] { worker_loop(); });
+    try {
+        for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this] { worker_loop(); });
+    } catch (const std::system_error& e) {
+        // The threads already started must end before the members they wait on go away.
+        stop_workers();
+        throw std::system_error(e.code(), "cannot start " + std::to_string(n_threads_) + " CPU threads (" +
+                                              std::to_string(workers_.size() + 1) + " started); lower --threads");
+    }
 }
 
-ThreadPool::~ThreadPool() {
+ThreadPool::~ThreadPool() { stop_workers(); }
+
+void ThreadPool::stop_workers() {
     {
         std::lock_guard<std::mutex> lock(mu_);
         stop_.store(true, std::memory_order_release);

@@ -25,6 +25,7 @@ public:
     void parallel_for(int64_t n, int64_t min_chunk, const std::function<void(int64_t, int64_t)>& fn);
 
 private:
+    void stop_workers();  // wakes the workers to end and joins them
     void worker_loop();
     void run_share();
 

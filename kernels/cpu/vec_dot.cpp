@@ -7,6 +7,9 @@
 #include <cmath>
 
 #include "kernels/cpu/quantize.h"
+#if LS_HAVE_VEC_DOT_AVX2
+#include "kernels/cpu/vec_dot_avx2.h"
+#endif
 
 namespace ls {
 
@@ -313,7 +316,15 @@ bool quantize_activation_row(GgmlType activation_type, const float* x, void* y, 
     switch (activation_type) {
         case GgmlType::Q8_0: quantize_activation_q8_0(x, static_cast<block_q8_0*>(y), n); return true;
         case GgmlType::Q8_1: quantize_activation_q8_1(x, static_cast<block_q8_1*>(y), n); return true;
-        case GgmlType::Q8_K: quantize_row_q8_K_ref(x, static_cast<block_q8_K*>(y), n); return true;
+        case GgmlType::Q8_K:
+#if LS_HAVE_VEC_DOT_AVX2
+            if (avx2_kernels_usable()) {  // the same bytes, eight values at a time
+                quantize_row_q8_K_avx2(x, static_cast<block_q8_K*>(y), n);
+                return true;
+            }
+#endif
+            quantize_row_q8_K_ref(x, static_cast<block_q8_K*>(y), n);
+            return true;
         case GgmlType::F16: fp32_to_fp16_row(x, static_cast<uint16_t*>(y), n); return true;
         case GgmlType::BF16: fp32_to_bf16_row(x, static_cast<uint16_t*>(y), n); return true;
         case GgmlType::F32:

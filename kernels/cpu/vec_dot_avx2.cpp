@@ -235,7 +235,7 @@ struct alignas(32) Q4KUnpacked {
     float d, dmin;
 };
 
-LS_AVX2 void unpack_q4_K(const block_q4_K& w, Q4KUnpacked* u) {
+LS_AVX2 inline __attribute__((always_inline)) void unpack_q4_K(const block_q4_K& w, Q4KUnpacked* u) {
     const __m256i low4 = _mm256_set1_epi8(0x0F);
     uint32_t packed[4];
     std::memcpy(packed, w.scales, 12);
@@ -387,6 +387,102 @@ LS_AVX2 float dot_q6_K_avx2(int64_t n, const block_q6_K* w, const block_q8_K* a)
         acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
     }
     return hsum8(acc);
+}
+
+}  // namespace ls
+
+namespace ls {
+
+// quantize_row_q8_K_ref eight values at a time. The largest magnitude is found with MAXPS, which
+// keeps its second operand when either is NaN, so NaNs are skipped as the scalar `ax > amax` skips
+// them; its sign comes from the first value of that magnitude, as in the scalar loop. The rounding
+// adds 1.5 * 2^23 and keeps the low mantissa bits like nearest_int, and each int32 keeps its low
+// byte like the scalar cast, so every byte is the same for any input.
+LS_AVX2 void quantize_row_q8_K_avx2(const float* x, block_q8_K* y, int64_t n) {
+    const __m256 sign_bit = _mm256_set1_ps(-0.f);
+    for (int64_t i = 0; i < n / kQK_K; ++i, x += kQK_K) {
+        __m256 m = _mm256_setzero_ps();
+        for (int j = 0; j < kQK_K; j += 8) m = _mm256_max_ps(_mm256_andnot_ps(sign_bit, _mm256_loadu_ps(x + j)), m);
+        alignas(32) float lanes[8];
+        _mm256_store_ps(lanes, m);
+        float amax = 0;
+        for (float v : lanes) amax = std::max(amax, v);
+        if (amax == 0) {
+            std::memset(&y[i], 0, sizeof(block_q8_K));
+            continue;
+        }
+        const __m256 target = _mm256_set1_ps(amax);
+        float max = 0;
+        for (int j = 0; j < kQK_K; j += 8) {
+            const int hits = _mm256_movemask_ps(
+                _mm256_cmp_ps(_mm256_andnot_ps(sign_bit, _mm256_loadu_ps(x + j)), target, _CMP_EQ_OQ));
+            if (hits != 0) {
+                max = x[j + __builtin_ctz(static_cast<unsigned>(hits))];
+                break;
+            }
+        }
+        const float iscale = -127.f / max;
+        const __m256 vscale = _mm256_set1_ps(iscale);
+        const __m256 magic = _mm256_set1_ps(12582912.f);
+        const __m256i mantissa = _mm256_set1_epi32(0x007fffff);
+        const __m256i bias = _mm256_set1_epi32(0x00400000);
+        const __m256i top = _mm256_set1_epi32(127);
+        // Byte 0 of each int32 lane, to the low 4 bytes of each 128-bit half.
+        const __m256i low_bytes = _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,  //
+                                                   0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+        for (int j = 0; j < kQK_K; j += 8) {
+            const __m256 biased = _mm256_add_ps(_mm256_mul_ps(vscale, _mm256_loadu_ps(x + j)), magic);
+            __m256i q = _mm256_sub_epi32(_mm256_and_si256(_mm256_castps_si256(biased), mantissa), bias);
+            q = _mm256_min_epi32(q, top);
+            const __m256i b = _mm256_shuffle_epi8(q, low_bytes);
+            const uint32_t lo = static_cast<uint32_t>(_mm256_extract_epi32(b, 0));
+            const uint32_t hi = static_cast<uint32_t>(_mm256_extract_epi32(b, 4));
+            const uint64_t bytes = lo | (static_cast<uint64_t>(hi) << 32);
+            std::memcpy(y[i].qs + j, &bytes, 8);
+        }
+        const __m256i ones = _mm256_set1_epi16(1);
+        for (int j = 0; j < kQK_K / 16; j += 2) {  // two sums of 16 bytes
+            const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].qs + 16 * j));
+            const __m256i lo16 = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(v));
+            const __m256i hi16 = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(v, 1));
+            // Pairs to int32, then the eight int32 of each 16-byte group summed.
+            const __m256i s = _mm256_hadd_epi32(_mm256_madd_epi16(lo16, ones), _mm256_madd_epi16(hi16, ones));
+            alignas(32) int32_t p[8];
+            _mm256_store_si256(reinterpret_cast<__m256i*>(p), s);
+            // hadd lanes: p[0..1] lo's low half, p[2..3] hi's low half, p[4..5] lo's high, p[6..7] hi's high.
+            y[i].bsums[j] = static_cast<int16_t>(p[0] + p[1] + p[4] + p[5]);
+            y[i].bsums[j + 1] = static_cast<int16_t>(p[2] + p[3] + p[6] + p[7]);
+        }
+        y[i].d = 1 / iscale;
+    }
+}
+
+}  // namespace ls
+
+namespace ls {
+
+// ggml_order::dot_tinyblas8: lane i fuses products i, i + 8, ... in order, then hsum8.
+LS_AVX2 float dot_tinyblas8_avx2(const float* a, const float* b, int64_t k) {
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t l = 0; l < k; l += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + l), _mm256_loadu_ps(b + l), acc);
+    return hsum8(acc);
+}
+
+// ggml_order::dot_blocks<8>: four accumulators over blocks of 32, x0 += x2, x1 += x3, x0 += x1, hadd8.
+LS_AVX2 float dot_blocks8_avx2(const float* a, const float* b, int64_t np) {
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    for (int64_t i = 0; i < np; i += 32) {
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
+        s2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 16), _mm256_loadu_ps(b + i + 16), s2);
+        s3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 24), _mm256_loadu_ps(b + i + 24), s3);
+    }
+    s0 = _mm256_add_ps(s0, s2);
+    s1 = _mm256_add_ps(s1, s3);
+    s0 = _mm256_add_ps(s0, s1);
+    alignas(32) float v[8];
+    _mm256_store_ps(v, s0);
+    return ggml_order::hadd8(v);
 }
 
 }  // namespace ls

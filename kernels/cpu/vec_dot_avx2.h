@@ -13,6 +13,8 @@ namespace ls {
 bool avx2_kernels_usable();
 
 float dot_q4_K_avx2(int64_t n, const block_q4_K* w, const block_q8_K* a);
+// quantize_row_q8_K_ref on AVX2: the same bytes for any input, NaN and infinity included.
+void quantize_row_q8_K_avx2(const float* x, block_q8_K* y, int64_t n);
 
 // Exact mode, in the one order of exact_order.h, so each equals the portable exact_dot_f32 of the
 // dequantized row, bit for bit.
@@ -29,6 +31,10 @@ void dequantize_q4_K_avx2(const block_q4_K* w, float* out, int64_t n_blocks);
 // decoded once for all the columns.
 void matmul_exact_avx2(GgmlType type, const void* w, uint64_t row_bytes, int rows, int64_t K, const float* x,
                        int64_t T, float* y, int64_t y_stride);
+// llama mode's f32 attention dots on AVX2, bit for bit: ggml_order::dot_tinyblas8 (k a multiple of 8)
+// and ggml_order::dot_blocks<8> (np a multiple of 32).
+float dot_tinyblas8_avx2(const float* a, const float* b, int64_t k);
+float dot_blocks8_avx2(const float* a, const float* b, int64_t np);
 float dot_q6_K_avx2(int64_t n, const block_q6_K* w, const block_q8_K* a);
 // One q4_K row against `count` activation rows (a_stride_blocks blocks apart): out[i * out_stride]
 // is exactly dot_q4_K_avx2 of row i, with each weight block unpacked once for all of them.

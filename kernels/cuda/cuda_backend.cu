@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/backend.h"
+#include "kernels/common/host_memory.h"
 #include "kernels/cuda/dequant.h"
 #include "kernels/cuda/stats.h"
 #include "kernels/simt/simt.h"
@@ -63,6 +64,17 @@ public:
         }
     }
 
+    BackendMemory memory() const override {
+#if LS_SIMT_EMULATED
+        // The emulator's device memory is the host's.
+        const HostMemory host = available_host_memory();
+        return {host.known, host.available_bytes, "RAM (" + host.source + ")", true};
+#else
+        size_t free_bytes = 0, total_bytes = 0;
+        if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) return {};
+        return {true, free_bytes, "CUDA device memory (" + name_ + ")", true};
+#endif
+    }
     void* alloc(size_t bytes) override {
         void* p = nullptr;
         LS_CUDA_CHECK(cudaMalloc(&p, bytes == 0 ? 1 : bytes));
