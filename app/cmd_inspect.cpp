@@ -176,7 +176,7 @@ int print_inspect_text(const GgufFile& file, const InspectOptions& options) {
 int run_inspect(const InspectOptions& options) {
     auto file = GgufFile::open(options.model_path);
     if (!file.ok()) {
-        fmt::print(stderr, "layerscope inspect: cannot read {}: {}\n", options.model_path, file.error().message);
+        fmt::print(stderr, "layerscope inspect: {}\n", file.error().message);  // it names the file
         return kExitBadInput;
     }
     // A wrong --tensor is a usage error, reported before anything is printed.
