@@ -12,6 +12,10 @@
 
 namespace ls::views {
 
+// A local-error cell: "local 0.31" / "inherited 1e-14" / "unknown" (why in the tooltip); nothing
+// for nullptr.
+void draw_local_error(const EventComparison* local);
+
 struct DivergencePanel {
     bool open = true;
     bool only_diverged = false;  // the table: diverged events only (warn rows hidden)
