@@ -5,6 +5,7 @@
 #include <imgui.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "views/debug_context.h"
@@ -29,6 +30,8 @@ struct DivergencePanel {
     ImVec2 waterfall_min() const { return waterfall_min_; }
     ImVec2 waterfall_max() const { return waterfall_max_; }
     int bar_count() const { return static_cast<int>(log10_nmse_.size()); }
+    // The local-error summary line drawn last frame ("" when none).
+    const std::string& local_line() const { return local_line_; }
 
 private:
     void refresh(const DebugContext& ctx);
@@ -42,6 +45,7 @@ private:
     std::vector<int64_t> flagged_;                 // warn or diverged events, execution order
     int n_diverged_ = 0, n_warn_ = 0, n_compared_ = 0;
 
+    std::string local_line_;
     int64_t last_clicked_ = -1;
     ImVec2 waterfall_min_{0, 0}, waterfall_max_{0, 0};
 };
