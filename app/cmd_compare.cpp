@@ -10,6 +10,7 @@
 #include "app/token_list.h"
 #include "engine/compare/compare_run.h"
 #include "engine/compare/doctor.h"
+#include "engine/compare/local_error.h"
 #include "engine/tokenizer/chat_template.h"
 #include "engine/util/quote.h"
 
@@ -43,6 +44,10 @@ void print_row(const EventComparison& c, const char* marker) {
     if (std::isinf(c.metrics.nmse) && c.metrics.n == 0) std::printf(" shape/values cannot be paired");
     else std::printf(" nmse %-10.3g max_abs %-10.3g cos %-9.6f", c.metrics.nmse, c.metrics.max_abs, c.metrics.cosine);
     if (c.top_k_overlap >= 0) std::printf(" top-k %d ref-top1-rank %d", c.top_k_overlap, c.ref_top1_rank);
+    // Local error: our op on the reference's inputs (engine/compare/local_error.h).
+    if (c.local_origin == LocalOrigin::kUnknown) std::printf(" | local ? (%s)", c.local_why.c_str());
+    else if (c.local_origin != LocalOrigin::kNotComputed)
+        std::printf(" | local %-9.3g %-9s", c.local_nmse, local_origin_name(c.local_origin));
     if (!c.note.empty()) std::printf("  (%s)", c.note.c_str());
     std::printf("\n");
 }
@@ -66,6 +71,12 @@ nlohmann::json to_json(const EventComparison& c) {
         if (c.partial) j["partial"] = true, j["sum_rel_error"] = c.sum_rel_error;
         if (c.top_k_overlap >= 0) j["top_k_overlap"] = c.top_k_overlap, j["ref_top1_rank"] = c.ref_top1_rank;
         if (c.floor_nmse >= 0) j["floor_nmse"] = c.floor_nmse;
+    }
+    if (c.local_origin != LocalOrigin::kNotComputed) {
+        const bool known = c.local_origin != LocalOrigin::kUnknown;
+        j["local_nmse"] = known ? nlohmann::json(c.local_nmse) : nlohmann::json();
+        j["origin"] = known ? nlohmann::json(local_origin_name(c.local_origin)) : nlohmann::json();
+        if (!known) j["origin_why"] = c.local_why;
     }
     if (!c.note.empty()) j["note"] = c.note;
     return j;
@@ -109,9 +120,11 @@ std::string unusable_events(const CompareRunResult& r) {
                        r.summary.unusable, list, r.summary.compared());
 }
 
-int report(const CompareOptions& o, const CompareRunResult& r, const ReferenceDump& reference, const Model* model,
-           const CompareThresholds& th, const std::string& header) {
+int report(const CompareOptions& o, CompareRunResult& r, const ReferenceDump& reference, const Model* model,
+           const CompareThresholds& th, const std::string& header, const ForwardOptions& forward = {}) {
     const bool two_dumps = o.model_path.empty();
+    const double local_seconds = compute_local_errors(model, reference, {forward, th}, r);
+    const std::string local_line = local_summary_line(r.comparisons);
     DoctorReport doctor;
     if (r.summary.first_divergent >= 0)
         doctor = diagnose(r, static_cast<size_t>(r.summary.first_divergent), reference, model, th);
@@ -142,6 +155,11 @@ int report(const CompareOptions& o, const CompareRunResult& r, const ReferenceDu
                            {"gb_per_s", gb_per_s(r.volume)}};
         j["first_divergence"] = r.summary.first_divergent >= 0 ? to_json(r.comparisons[r.summary.first_divergent]) : nlohmann::json();
         j["doctor"] = nlohmann::json::array();
+        if (!local_line.empty()) {
+            const LocalSummary sum = summarize_local(r.comparisons);
+            j["local_error"] = {{"summary", local_line}, {"origin", sum.origin >= 0 ? nlohmann::json(r.comparisons[sum.origin].name) : nlohmann::json()},
+                                {"local", sum.local}, {"inherited", sum.inherited}, {"unknown", sum.unknown}, {"seconds", local_seconds}};
+        }
         for (const DoctorFinding& f : doctor.findings)
             j["doctor"].push_back({{"transform", f.transform}, {"verdict", f.verdict}, {"nmse_before", f.nmse_before},
                                    {"nmse_after", f.nmse_after}});
@@ -184,6 +202,7 @@ int report(const CompareOptions& o, const CompareRunResult& r, const ReferenceDu
                 c.note.empty() ? "" : (", " + c.note).c_str());
     if (doctor.findings.empty())
         std::printf("doctor: no known transform explains it (tried: %zu transforms)\n", doctor.tried.size());
+    if (!local_line.empty()) std::printf("local error: %s\n", local_line.c_str());
     for (const DoctorFinding& f : doctor.findings)
         std::printf("doctor: %s (nmse %.3g -> %.3g)\n", f.verdict.c_str(), f.nmse_before, f.nmse_after);
     return code;
@@ -259,7 +278,7 @@ int run_compare(const CompareOptions& o) {
     if (mode == MathMode::kLlama)
         header += fmt::format("llama.cpp build reproduced: {} ({})\n", llama_isa_name(run.value().llama_isa),
                               run.value().llama_isa_why);
-    return report(o, run.value(), *reference.value(), model.value().get(), th, header);
+    return report(o, run.value(), *reference.value(), model.value().get(), th, header, options.forward);
 }
 
 }  // namespace ls::app

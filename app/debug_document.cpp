@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "engine/capture/snapshot_tools.h"
+#include "engine/compare/local_error.h"
 #include "app/demo.h"
 
 namespace ls::app {
@@ -111,6 +112,33 @@ std::shared_ptr<const SessionSnapshot> DebugDocument::snapshot() {
     if (session_) return session_->snapshot();
     if (capture_snapshot_) return capture_snapshot_;
     return empty_;
+}
+
+const std::vector<EventComparison>& DebugDocument::local_errors(const SessionSnapshot& snap) {
+    if (snap.version == local_version_ && snap.events.get() == local_events_) return local_errors_;
+    local_version_ = snap.version;
+    local_events_ = snap.events.get();
+    local_errors_.clear();
+    if (!model_ || !reference_ || !session_) return local_errors_;
+    bool flagged = false;
+    for (const auto& r : snap.records)
+        flagged = flagged || (r && (r->comparison.status == CompareStatus::kWarn || r->comparison.status == CompareStatus::kDiverged));
+    if (!flagged) return local_errors_;
+    // Our op as the session runs it (start_session): llama mode, the reference's numerics, the fault.
+    LocalErrorOptions options;
+    options.forward.fault = fault_;
+    options.forward.n_ubatch = reference_->n_ubatch();
+    options.forward.flash_attn = reference_->flash_attention();
+    options.forward.all_logits = reference_->all_logits();
+    options.thresholds = snap.thresholds;
+    CompareRunResult run = compare_run_from_snapshot(snap);
+    run.llama_isa = options.forward.llama_isa;
+    compute_local_errors(model_.get(), *reference_, options, run);
+    local_errors_.resize(snap.records.size());
+    size_t k = 0;
+    for (size_t i = 0; i < snap.records.size(); ++i)
+        if (snap.records[i]) local_errors_[i] = run.comparisons[k++];
+    return local_errors_;
 }
 
 const std::string& DebugDocument::doctor_verdict(const SessionSnapshot& snap) {

@@ -48,6 +48,9 @@ public:
     std::shared_ptr<const SessionSnapshot> snapshot();
     // The doctor's verdict on the snapshot's first divergent event ("" when none or not yet run).
     const std::string& doctor_verdict(const SessionSnapshot& snap);
+    // Local vs inherited error of the snapshot's warn/diverged events, by event index (empty
+    // without a model and a reference); recomputed when the snapshot changes.
+    const std::vector<EventComparison>& local_errors(const SessionSnapshot& snap);
 
 private:
     Status start_session(std::vector<int32_t> tokens, int n_generate);
@@ -70,6 +73,10 @@ private:
     // Doctor cache: the verdict for (snapshot version of the divergence, event).
     int64_t doctor_event_ = -2;
     std::string doctor_verdict_;
+    // Local-error cache: for the snapshot version it was computed on.
+    uint64_t local_version_ = UINT64_MAX;
+    const void* local_events_ = nullptr;
+    std::vector<EventComparison> local_errors_;
 };
 
 }  // namespace ls::app

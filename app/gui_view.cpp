@@ -252,6 +252,7 @@ views::DebugContext MainView::make_context() {
     ctx.model = doc_->model();
     ctx.reference = doc_->reference();
     ctx.reference_path = doc_->reference_path();
+    ctx.local_errors = &doc_->local_errors(*ctx.snap);
     ctx.cursor = cursor_;
     ctx.log = [this](const std::string& line) { log(line); };
     return ctx;

@@ -16,6 +16,8 @@
 #include <thread>
 #include <vector>
 
+#include "engine/capture/snapshot_tools.h"
+#include "engine/compare/local_error.h"
 #include "engine/compare/reference.h"
 #include "views/debug_context.h"
 #include "tests/gui_test_window.h"
@@ -184,6 +186,19 @@ int main(int argc, char** argv) {
         check(end->state == ls::SessionState::kFinished, "the run finishes once the breakpoint is disabled");
         for (int i = 0; i < 2; ++i) frame(window, p, ctx);
         check(p.divergence.bar_count() == static_cast<int>(end->events->size()), "one waterfall bar per event");
+
+        // Local vs inherited error, as the app computes it for the panels: the roped Q is local.
+        ls::CompareRunResult run = ls::compare_run_from_snapshot(*end);
+        ls::LocalErrorOptions local_options;
+        local_options.forward = options.forward;
+        local_options.thresholds = end->thresholds;
+        run.llama_isa = options.forward.llama_isa;
+        ls::compute_local_errors(&session->model(), *ref, local_options, run);
+        ctx.local_errors = &run.comparisons;
+        ctx.snap = end;
+        for (int i = 0; i < 2; ++i) frame(window, p, ctx);
+        check(p.divergence.local_line().find("the bug is local to Qcur-0#3 ") == 0,
+              "divergence panel names the local event: '" + p.divergence.local_line() + "'");
 
         // A scripted click in the waterfall's middle: hover, press, release.
         ImVec2 a = p.divergence.waterfall_min(), b = p.divergence.waterfall_max();

@@ -68,6 +68,9 @@ TEST(CompareCli, FaultIsFoundAndExplained) {
     EXPECT_EQ(r.exit_code, 1) << r.out;
     EXPECT_NE(r.out.find("first divergence: Qcur-0#3 "), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("doctor: Qcur-0#3 matches the reference if RoPE is interleaved pairs (NORM)"), std::string::npos) << r.out;
+    // The local-error column and summary: the bug is in the roped Q, the rest only inherited it.
+    EXPECT_NE(r.out.find("local error: the bug is local to Qcur-0#3 (event "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(" inherited"), std::string::npos) << r.out;
 
     auto j = run_layerscope("compare --json -m " + q(fixture_path("models/stories260K.gguf")) + " -r " +
                             q(fixture_path("dumps/stories260K_once_n0_fa-off.gguf")) + " --fault no-causal-mask");
@@ -78,6 +81,24 @@ TEST(CompareCli, FaultIsFoundAndExplained) {
     ASSERT_FALSE(doc["doctor"].empty());
     EXPECT_EQ(doc["doctor"][0]["transform"], "attention");
     EXPECT_GT(doc["events"].size(), 100u);
+    // Per event: the local error of the flagged ones (kq_soft_max-0's own op differs: no mask).
+    EXPECT_EQ(doc["local_error"]["origin"], "kq_soft_max-0") << doc["local_error"];
+    EXPECT_GT(doc["local_error"]["inherited"].get<int>(), 0);
+    int flagged = 0, inherited = 0;
+    for (const auto& e : doc["events"]) {
+        if (e["status"] != "diverged" && e["status"] != "warn") {
+            EXPECT_FALSE(e.contains("origin")) << e;
+            continue;
+        }
+        ++flagged;
+        ASSERT_TRUE(e.contains("origin") && e.contains("local_nmse")) << e;
+        if (e["name"] == "kq_soft_max-0") {
+            EXPECT_EQ(e["origin"], "local") << e;
+        }
+        inherited += e["origin"] == "inherited";
+    }
+    EXPECT_GT(flagged, 10);
+    EXPECT_GT(inherited, flagged / 2);
 }
 
 TEST(CompareCli, TwoDumps) {

@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "engine/session/session.h"
 
@@ -20,6 +21,9 @@ struct DebugContext {
     const Model* model = nullptr;              // nullptr without a model
     const ReferenceDump* reference = nullptr;  // the loaded reference, if any
     std::string reference_path;
+    // Local vs inherited error of the warn/diverged events, by event index (local_origin,
+    // local_nmse; engine/compare/local_error.h); nullptr when not computed (no model or reference).
+    const std::vector<EventComparison>* local_errors = nullptr;
 
     // The selected event: the one cursor every panel follows. Panels change it with select();
     // the main view applies the request after the frame.
@@ -35,6 +39,12 @@ struct DebugContext {
         return &(*snap->events)[static_cast<size_t>(index)];
     }
     const EventRecord* record(int64_t index) const { return snap ? snap->record(index) : nullptr; }
+    // The local-error verdict of event `index`; nullptr when none was computed.
+    const EventComparison* local_error(int64_t index) const {
+        if (!local_errors || index < 0 || index >= static_cast<int64_t>(local_errors->size())) return nullptr;
+        const EventComparison& c = (*local_errors)[static_cast<size_t>(index)];
+        return c.local_origin == LocalOrigin::kNotComputed ? nullptr : &c;
+    }
     std::shared_ptr<const CapturedTensor> capture(int64_t index) const {
         return snap ? snap->capture(index) : nullptr;
     }

@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "engine/compare/local_error.h"
 #include "views/event_browser.h"
 
 namespace ls::views {
@@ -15,6 +16,21 @@ namespace {
 constexpr float kFloor = -12.0f;
 
 }  // namespace
+
+void draw_local_error(const EventComparison* local) {
+    if (!local) return;
+    if (local->local_origin == LocalOrigin::kUnknown) {
+        ImGui::TextDisabled("unknown");
+        if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", local->local_why.c_str());
+        return;
+    }
+    const bool own = local->local_origin == LocalOrigin::kLocal;
+    const ImVec4 color = event_shade_color(own ? EventShade::kDiverged : EventShade::kOk);
+    ImGui::TextColored(color, "%s %.2g", local_origin_name(local->local_origin), local->local_nmse);
+    if (ImGui::IsItemHovered())
+        ImGui::SetTooltip(own ? "Our op on the reference's own inputs disagrees with its output: the error starts here"
+                              : "Our op on the reference's own inputs agrees with its output: the error came with the inputs");
+}
 
 void DivergencePanel::refresh(const DebugContext& ctx) {
     if (snap_ == ctx.snap.get() && version_ == ctx.snap->version) return;
@@ -64,7 +80,7 @@ void DivergencePanel::draw_table(DebugContext& ctx) {
     }
     const ImGuiTableFlags flags = ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY | ImGuiTableFlags_BordersInnerV |
                                   ImGuiTableFlags_Resizable | ImGuiTableFlags_SizingStretchProp;
-    if (!ImGui::BeginTable("flagged", 7, flags)) return;
+    if (!ImGui::BeginTable("flagged", 8, flags)) return;
     ImGui::TableSetupScrollFreeze(0, 1);
     ImGui::TableSetupColumn("#", ImGuiTableColumnFlags_WidthStretch, 0.5f);
     ImGui::TableSetupColumn("event", ImGuiTableColumnFlags_WidthStretch, 2.0f);
@@ -72,6 +88,7 @@ void DivergencePanel::draw_table(DebugContext& ctx) {
     ImGui::TableSetupColumn("NMSE", ImGuiTableColumnFlags_WidthStretch, 0.9f);
     ImGui::TableSetupColumn("max |diff|", ImGuiTableColumnFlags_WidthStretch, 0.9f);
     ImGui::TableSetupColumn("cosine", ImGuiTableColumnFlags_WidthStretch, 0.9f);
+    ImGui::TableSetupColumn("local error", ImGuiTableColumnFlags_WidthStretch, 1.3f);
     ImGui::TableSetupColumn("note", ImGuiTableColumnFlags_WidthStretch, 2.0f);
     ImGui::TableHeadersRow();
     ImGuiListClipper clipper;
@@ -98,6 +115,8 @@ void DivergencePanel::draw_table(DebugContext& ctx) {
             ImGui::Text("%.3g", c.metrics.max_abs);
             ImGui::TableNextColumn();
             ImGui::Text("%.5f", c.metrics.cosine);
+            ImGui::TableNextColumn();
+            draw_local_error(ctx.local_error(i));
             ImGui::TableNextColumn();
             ImGui::TextDisabled("%s", c.note.c_str());
             ImGui::PopID();
@@ -134,6 +153,8 @@ void DivergencePanel::draw(DebugContext& ctx) {
                            c.metrics.cosine, c.note.empty() ? "" : "  - ", c.note.c_str());
         ImGui::SameLine();
         if (ImGui::SmallButton("show")) ctx.select(s.first_divergent);
+        local_line_ = ctx.local_errors ? local_summary_line(*ctx.local_errors) : "";
+        if (!local_line_.empty()) ImGui::TextWrapped("Local error: %s", local_line_.c_str());
     } else {
         ImGui::TextColored(event_shade_color(EventShade::kOk), "No divergence in the %zu events run so far.",
                            s.records.size());

@@ -5,12 +5,17 @@
 #include <imgui.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "views/debug_context.h"
 #include "views/widgets/plots.h"
 
 namespace ls::views {
+
+// A local-error cell: "local 0.31" / "inherited 1e-14" / "unknown" (why in the tooltip); nothing
+// for nullptr.
+void draw_local_error(const EventComparison* local);
 
 struct DivergencePanel {
     bool open = true;
@@ -25,6 +30,8 @@ struct DivergencePanel {
     ImVec2 waterfall_min() const { return waterfall_min_; }
     ImVec2 waterfall_max() const { return waterfall_max_; }
     int bar_count() const { return static_cast<int>(log10_nmse_.size()); }
+    // The local-error summary line drawn last frame ("" when none).
+    const std::string& local_line() const { return local_line_; }
 
 private:
     void refresh(const DebugContext& ctx);
@@ -38,6 +45,7 @@ private:
     std::vector<int64_t> flagged_;                 // warn or diverged events, execution order
     int n_diverged_ = 0, n_warn_ = 0, n_compared_ = 0;
 
+    std::string local_line_;
     int64_t last_clicked_ = -1;
     ImVec2 waterfall_min_{0, 0}, waterfall_max_{0, 0};
 };

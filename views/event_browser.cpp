@@ -6,6 +6,8 @@
 
 #include <algorithm>
 
+#include "views/divergence_panel.h"
+
 namespace ls::views {
 
 namespace {
@@ -268,9 +270,13 @@ void EventBrowser::draw_row(DebugContext& ctx, const Row& row, int64_t row_index
     ImGui::TextUnformatted(shape_text(e).c_str());
     ImGui::TableNextColumn();
     const EventRecord* r = ctx.record(row.id);
-    if (r && r->compared && r->comparison.status != CompareStatus::kNoReference)
+    if (r && r->compared && r->comparison.status != CompareStatus::kNoReference) {
         ImGui::TextColored(color, "%.2g", r->comparison.metrics.nmse);
-    else
+        if (const EventComparison* local = ctx.local_error(row.id)) {
+            ImGui::SameLine();
+            draw_local_error(local);
+        }
+    } else
         ImGui::TextColored(color, "%s", event_shade_name(shade));
     ImGui::PopID();
     ImGui::PopID();

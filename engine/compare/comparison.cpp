@@ -58,6 +58,16 @@ const char* compare_status_name(CompareStatus status) {
     return "?";
 }
 
+const char* local_origin_name(LocalOrigin origin) {
+    switch (origin) {
+        case LocalOrigin::kNotComputed: return "";
+        case LocalOrigin::kUnknown: return "unknown";
+        case LocalOrigin::kLocal: return "local";
+        case LocalOrigin::kInherited: return "inherited";
+    }
+    return "?";
+}
+
 Comparator::Comparator(const ReferenceDump& reference, CompareThresholds thresholds)
     : ref_(reference), thresholds_(thresholds) {
     // Our base name for each reference tensor, following unnamed nodes to what they compute.

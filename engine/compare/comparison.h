@@ -16,6 +16,12 @@ namespace ls {
 enum class CompareStatus { kOk, kWarn, kDiverged, kNoReference, kUnusable };
 const char* compare_status_name(CompareStatus status);
 
+// Where a warn or diverged event's error comes from (engine/compare/local_error.h): its own op
+// (kLocal), or only its inputs (kInherited). kNotComputed: not asked (ok events, no model);
+// kUnknown: asked, but the reference lacks an input (local_why says which).
+enum class LocalOrigin { kNotComputed, kUnknown, kLocal, kInherited };
+const char* local_origin_name(LocalOrigin origin);  // "", "unknown", "local", "inherited"
+
 struct CompareThresholds {
     double warn_nmse = 1e-6;      // above: warn
     double diverged_nmse = 1e-4;  // above: diverged (NaN/Inf mismatches always diverge)
@@ -41,6 +47,10 @@ struct EventComparison {
     int top_k_overlap = -1;    // |top-k ours ∩ top-k ref|
     int ref_top1_rank = -1;    // rank of the reference's argmax among our logits (0 = also our top-1)
     double floor_nmse = -1;    // the noise floor it was judged against (-1: none)
+    // Our op run on the reference's own inputs, against the reference's output (local_error.h).
+    LocalOrigin local_origin = LocalOrigin::kNotComputed;
+    double local_nmse = -1;    // -1: not measured
+    std::string local_why;     // kUnknown: why it could not be measured
 };
 
 // Re-judges a compared event against a noise floor: warn above max(warn, 10 floor), diverged

@@ -1,0 +1,670 @@
+// Local vs inherited error (see local_error.h): each flagged event's op recomputed on the host
+// from the reference's tensors, with the CPU backend's kernels in the comparison's math mode, so
+// that the op is ours bit for bit (faults included) and only its inputs are the reference's.
+#include "engine/compare/local_error.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <tuple>
+
+#include "engine/model/model_config.h"
+
+namespace ls {
+namespace {
+
+bool starts_with(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
+
+// "Qcur-12" -> ("Qcur", 12); "embd" -> ("embd", -1).
+std::pair<std::string, int> split_base(const std::string& base) {
+    const size_t dash = base.rfind('-');
+    if (dash == std::string::npos || dash + 1 >= base.size() ||
+        base.find_first_not_of("0123456789", dash + 1) != std::string::npos)
+        return {base, -1};
+    return {base.substr(0, dash), std::stoi(base.substr(dash + 1))};
+}
+
+// "blk.12.attn_output.weight" -> 12, else -1.
+int attn_output_layer(const std::string& weight) {
+    int layer = -1;
+    char tail[64] = {};
+    if (std::sscanf(weight.c_str(), "blk.%d.%63s", &layer, tail) == 2 && std::string(tail) == "attn_output.weight")
+        return layer;
+    return -1;
+}
+
+// Our base name for a reference tensor: its own, or for llama.cpp's unnamed nodes what they
+// compute (the output projection: attn_out-L; flash attention: kqv_out-L); "" for the rest.
+std::string our_base(const RefTensor& t) {
+    if (t.kind == RefKind::kLogits) return "result_output";
+    if (!starts_with(t.base_name, "node_")) return t.base_name;
+    if (t.op == "MUL_MAT" && attn_output_layer(t.src0) >= 0) return fmt::format("attn_out-{}", attn_output_layer(t.src0));
+    if (t.op == "FLASH_ATTN_EXT" && starts_with(t.src0, "Qcur-")) {
+        // "Qcur-7 (view) (permuted)" -> "kqv_out-7"
+        const size_t end = t.src0.find_first_not_of("0123456789", 5);
+        return "kqv_out-" + t.src0.substr(5, end == std::string::npos ? std::string::npos : end - 5);
+    }
+    return "";
+}
+
+using Group = std::pair<int, int>;  // decode call, ubatch
+
+// Host values in ggml order with their shape.
+struct Values {
+    std::vector<float> v;
+    int64_t ne[4] = {1, 1, 1, 1};
+    int64_t cols() const { return ne[1] * ne[2] * ne[3]; }
+};
+
+class LocalPass {
+public:
+    LocalPass(const Model& model, const ReferenceDump& ref, const LocalErrorOptions& o, const CompareRunResult& run)
+        : model_(model), cfg_(model.config()), ref_(ref), opt_(o), run_(run) {
+        be_ = make_cpu_backend(0);
+        be_->set_llama_isa(run.llama_isa);
+        mode_ = o.forward.mode;
+        // The knobs our engine runs the fault with (a fault the model cannot have leaves them clean:
+        // the comparison would not have run).
+        FaultModelFacts facts;
+        facts.config = &cfg_;
+        const GgufTensorInfo* out = model.find("output.weight");
+        const GgufTensorInfo* emb = model.find("token_embd.weight");
+        facts.n_vocab = out ? out->ne[1] : emb ? emb->ne[1] : cfg_.n_vocab;
+        facts.has_qkv_bias = model.find("blk.0.attn_q.bias") != nullptr;
+        for (const GgufTensorInfo& t : model.file().tensors()) facts.has_q4_k = facts.has_q4_k || t.type == GgmlType::Q4_K;
+        if (auto k = fault_knobs(o.forward.fault, facts)) knobs_ = k.value();
+        rope_ = rope_params_for(cfg_);
+        if (knobs_.rope_swap_pairing) rope_.mode = rope_.mode == RopeMode::kNorm ? RopeMode::kNeox : RopeMode::kNorm;
+        rope_.attn_factor *= knobs_.rope_attn_factor;
+        kq_scale_ = knobs_.scale_by_head_dim ? 1.0f / static_cast<float>(cfg_.head_dim_k) : attention_kq_scale(cfg_);
+        rms_eps_ = static_cast<float>(cfg_.rms_eps) * knobs_.rms_eps_factor;
+
+        // The reference's tensors by (group, our base name), in file order.
+        for (const RefTensor& t : ref.tensors()) {
+            if (t.kind == RefKind::kInput) {
+                inputs_[{t.decode, t.ubatch, t.base_name}] = &t;
+                continue;
+            }
+            const std::string base = our_base(t);
+            if (!base.empty()) by_base_[{t.decode, t.ubatch, base}].push_back(&t);
+        }
+        // Our groups in execution order, their token counts and our positions.
+        int64_t pos = 0;
+        int last_decode = -1;
+        for (const CapturedEvent& e : run.captures.events) {
+            const Group g{e.decode, e.ubatch};
+            if (e.base_name != "embd" || starts_.count(g)) continue;
+            if (knobs_.position_stuck && e.decode != last_decode) pos = 0;
+            last_decode = e.decode;
+            order_.push_back(g);
+            starts_[g] = pos;
+            n_tokens_[g] = e.ne[1];
+            pos += e.ne[1];
+        }
+    }
+
+    void measure(size_t index, EventComparison& c) {
+        why_.clear();
+        const CapturedEvent& e = run_.captures.events[index];
+        const Group g{e.decode, e.ubatch};
+        Values out;
+        const RefTensor* target = nullptr;
+        if (!starts_.count(g)) why_ = "the token count of this decode call is unknown (no embd event)";
+        const bool computed = why_.empty() && compute(index, e, g, &out, &target);
+        if (!computed || !target) {
+            c.local_origin = LocalOrigin::kUnknown;
+            c.local_why = why_.empty() ? "no reference tensor for this op's output" : why_;
+            return;
+        }
+        // A reference that kept only the output rows: ours too.
+        const int64_t target_cols = target->ne()[0] > 0 ? target->n_elements() / target->ne()[0] : 0;
+        if (target->ne()[0] == out.ne[0] && target_cols > 0 && out.cols() > target_cols &&
+            out.ne[2] * out.ne[3] == 1)
+            keep_rows(&out, target_cols, g);
+        // Ours in the reference's shape when they hold as many values (a reshape moves none).
+        if (static_cast<int64_t>(out.v.size()) == target->n_elements())
+            for (int d = 0; d < 4; ++d) out.ne[d] = target->ne()[d];
+        AlignedValues a;
+        std::string why;
+        if (!align_with_reference(out.v.data(), out.ne, ref_, *target, &a, &why)) {
+            // Our op's output does not even pair with the reference's: the op itself differs.
+            c.local_origin = LocalOrigin::kLocal;
+            c.local_nmse = INFINITY;
+            c.local_why = "our op's output cannot be paired with the reference's: " + why;
+            return;
+        }
+        const Metrics m = compute_metrics(a.ours.data(), a.ref.data(), static_cast<int64_t>(a.ours.size()));
+        c.local_nmse = m.nmse;
+        const double limit = std::max(opt_.thresholds.warn_nmse, kFloorWarnFactor * std::max(0.0, c.floor_nmse));
+        c.local_origin = m.n_nonfinite > 0 || !(m.nmse <= limit) ? LocalOrigin::kLocal : LocalOrigin::kInherited;
+    }
+
+private:
+    // ---- the reference's tensors
+
+    const std::vector<const RefTensor*>* list(const Group& g, const std::string& base) const {
+        auto it = by_base_.find({g.first, g.second, base});
+        return it == by_base_.end() ? nullptr : &it->second;
+    }
+    static bool ops_known(const std::vector<const RefTensor*>& l) {
+        return std::any_of(l.begin(), l.end(), [](const RefTensor* t) { return !t->op.empty(); });
+    }
+    const RefTensor* nth(const Group& g, const std::string& base, int occurrence) const {
+        if (const auto* l = list(g, base))
+            for (const RefTensor* t : *l)
+                if (t->occurrence == occurrence || (occurrence == 1 && t->base_name != base)) return t;
+        return nullptr;
+    }
+    // Q/K/V of a layer: the projection, the value that goes to RoPE (or attention, for V) and the
+    // roped one, by the op the reference records, or by position when it records none.
+    const RefTensor* projection(const Group& g, const std::string& base) const {
+        const auto* l = list(g, base);
+        if (!l) return nullptr;
+        if (ops_known(*l))
+            for (const RefTensor* t : *l)
+                if (t->op == "MUL_MAT") return t;
+        return l->front();
+    }
+    const RefTensor* roped(const Group& g, const std::string& base) const {
+        const auto* l = list(g, base);
+        if (!l) return nullptr;
+        if (ops_known(*l)) {
+            for (const RefTensor* t : *l)
+                if (t->op == "ROPE") return t;
+            return nullptr;
+        }
+        return l->size() >= 2 ? l->back() : nullptr;
+    }
+    const RefTensor* before_rope(const Group& g, const std::string& base, bool has_rope) const {
+        const auto* l = list(g, base);
+        if (!l) return nullptr;
+        if (!has_rope) return l->back();
+        const RefTensor* r = roped(g, base);
+        const RefTensor* last = nullptr;
+        for (const RefTensor* t : *l) {
+            if (t == r) break;
+            last = t;
+        }
+        return r ? last : (l->size() >= 2 ? (*l)[l->size() - 2] : l->front());
+    }
+
+    // The values of a reference tensor as an input with rows of `ne0` values; KV cells beyond
+    // `ne0` (llama.cpp pads them) are dropped when `cells` is set.
+    bool input(const RefTensor* t, const std::string& what, int64_t ne0, Values* out, int64_t cells_rows = 0) {
+        if (!t) {
+            why_ = fmt::format("the reference has no {}", what);
+            return false;
+        }
+        if (!t->complete()) {
+            why_ = fmt::format("the reference's {} holds only printed values", t->name);
+            return false;
+        }
+        std::vector<float> v = ref_.values(*t);
+        const int64_t n = static_cast<int64_t>(v.size());
+        if (cells_rows > 0 && t->ne()[0] > ne0 && kv_cells_along_ne0(*t) && n / t->ne()[0] == cells_rows) {
+            out->v.clear();
+            for (int64_t r = 0; r < cells_rows; ++r) out->v.insert(out->v.end(), v.begin() + r * t->ne()[0], v.begin() + r * t->ne()[0] + ne0);
+        } else if (ne0 > 0 && n % ne0 == 0 && n > 0) {
+            out->v = std::move(v);
+        } else {
+            why_ = fmt::format("the reference's {} has ne [{}, {}, {}, {}], not rows of {}", t->name, t->ne()[0], t->ne()[1],
+                               t->ne()[2], t->ne()[3], ne0);
+            return false;
+        }
+        out->ne[0] = ne0;
+        out->ne[1] = static_cast<int64_t>(out->v.size()) / ne0;
+        out->ne[2] = out->ne[3] = 1;
+        return true;
+    }
+
+    // ---- the model's weights, as our engine loads them (a fault may rewrite one)
+
+    bool weight(const std::string& name, Tensor* out) {
+        auto it = weights_.find(name);
+        if (it == weights_.end()) {
+            const GgufTensorInfo* info = model_.find(name);
+            if (!info) {
+                why_ = fmt::format("the model has no {}", name);
+                return false;
+            }
+            Loaded l;
+            l.rewritten = fault_weight(opt_.forward.fault, name, info->type, info->ne, info->data, info->n_bytes);
+            l.tensor = l.rewritten.rewrote ? make_tensor(l.rewritten.bytes.data(), info->ne[0], info->ne[1], info->ne[2],
+                                                         info->ne[3], l.rewritten.type)
+                                           : be_->weight(info->type, info->ne, info->data);
+            it = weights_.emplace(name, std::move(l)).first;
+            if (it->second.rewritten.rewrote) it->second.tensor.data = it->second.rewritten.bytes.data();
+        }
+        *out = it->second.tensor;
+        return true;
+    }
+    static std::string blk(int L, const std::string& name) { return fmt::format("blk.{}.{}", L, name); }
+
+    // ---- our ops on host values
+
+    bool matmul(const std::string& w_name, const Values& x, Values* y) {
+        Tensor w;
+        if (!weight(w_name, &w)) return false;
+        if (w.ne[0] != x.ne[0]) {
+            why_ = fmt::format("{} takes rows of {}, the reference's input has rows of {}", w_name, w.ne[0], x.ne[0]);
+            return false;
+        }
+        const int64_t T = x.cols();
+        y->v.assign(static_cast<size_t>(w.ne[1] * T), 0.0f);
+        y->ne[0] = w.ne[1], y->ne[1] = T, y->ne[2] = y->ne[3] = 1;
+        Tensor xt = make_tensor(const_cast<float*>(x.v.data()), x.ne[0], T);
+        Tensor yt = make_tensor(y->v.data(), w.ne[1], T);
+        be_->matmul(w, xt, yt, mode_);
+        return true;
+    }
+    bool add_row(const std::string& b_name, Values* x) {
+        Tensor b;
+        if (!weight(b_name, &b)) return false;
+        Tensor xt = make_tensor(x->v.data(), x->ne[0], x->cols());
+        be_->add(xt, b, xt);
+        return true;
+    }
+    bool mul_row(const std::string& w_name, Values* x, bool twice) {
+        Tensor w;
+        if (!weight(w_name, &w)) return false;
+        Tensor xt = make_tensor(x->v.data(), x->ne[0], x->cols());
+        be_->mul_row(xt, w, xt);
+        if (twice) be_->mul_row(xt, w, xt);
+        return true;
+    }
+    Values add(const Values& a, const Values& b) {
+        Values y = a;
+        Tensor at = make_tensor(const_cast<float*>(a.v.data()), a.ne[0], a.cols());
+        Tensor bt = make_tensor(const_cast<float*>(b.v.data()), b.ne[0], b.cols());
+        Tensor yt = make_tensor(y.v.data(), y.ne[0], y.cols());
+        be_->add(at, bt, yt);
+        return y;
+    }
+    Values rms(const Values& x) {
+        Values y = x;
+        Tensor xt = make_tensor(const_cast<float*>(x.v.data()), x.ne[0], x.cols());
+        Tensor yt = make_tensor(y.v.data(), y.ne[0], y.cols());
+        be_->rms_norm(xt, rms_eps_, yt);
+        return y;
+    }
+    // Only `keep` columns of `x`: the output rows llama.cpp keeps in its last layer (the
+    // reference's out_ids when it records them, else the last rows).
+    void keep_rows(Values* x, int64_t keep, const Group& g) const {
+        const std::vector<int32_t> ids = ref_.out_ids(g.first, g.second);
+        const int64_t n = x->ne[0];
+        Values sel;
+        sel.ne[0] = n, sel.ne[1] = keep;
+        for (int64_t i = 0; i < keep; ++i) {
+            const int64_t col = static_cast<int64_t>(ids.size()) == keep ? ids[i] : x->cols() - keep + i;
+            sel.v.insert(sel.v.end(), x->v.begin() + col * n, x->v.begin() + (col + 1) * n);
+        }
+        *x = std::move(sel);
+    }
+
+    std::vector<int32_t> positions(const Group& g, int offset) const {
+        const int64_t start = starts_.at(g), T = n_tokens_.at(g);
+        std::vector<int32_t> pos(static_cast<size_t>(T));
+        for (int64_t t = 0; t < T; ++t) pos[t] = static_cast<int32_t>(start + t + offset);
+        return pos;
+    }
+
+    // The KV cache of layer L as our engine holds it when group `g` runs: the reference's roped K
+    // and V of every group so far, written at our positions.
+    bool kv_cache(int L, const Group& g, std::vector<float>* k, std::vector<float>* v, int64_t* n_kv) {
+        const int64_t hd = cfg_.head_dim_k, hd_v = cfg_.head_dim_v, nkv = cfg_.n_head_kv;
+        // Cells: as many as any group so far wrote (a stuck position rewrites the first ones).
+        *n_kv = 0;
+        for (const Group& h : order_) {
+            *n_kv = std::max(*n_kv, starts_.at(h) + n_tokens_.at(h));
+            if (h == g) break;
+        }
+        k->assign(static_cast<size_t>(hd * nkv * *n_kv), 0.0f);
+        v->assign(static_cast<size_t>(hd_v * nkv * *n_kv), 0.0f);
+        Tensor ck = make_tensor(k->data(), hd, nkv, *n_kv), cv = make_tensor(v->data(), hd_v, nkv, *n_kv);
+        for (const Group& h : order_) {
+            Values kh, vh;
+            const std::string kb = fmt::format("Kcur-{}", L), vb = fmt::format("Vcur-{}", L);
+            if (!input(roped(h, kb), fmt::format("roped {}{}", kb, h.first ? fmt::format(" of decode call {}", h.first) : ""), hd, &kh) ||
+                !input(before_rope(h, vb, false), fmt::format("{}{}", vb, h.first ? fmt::format(" of decode call {}", h.first) : ""), hd_v, &vh))
+                return false;
+            const int64_t T = n_tokens_.at(h);
+            if (kh.v.size() != static_cast<size_t>(hd * nkv * T) || vh.v.size() != static_cast<size_t>(hd_v * nkv * T)) {
+                why_ = fmt::format("the reference's K/V of layer {} do not hold {} tokens", L, T);
+                return false;
+            }
+            Tensor kt = make_tensor(kh.v.data(), hd, nkv, T), vt = make_tensor(vh.v.data(), hd_v, nkv, T);
+            be_->store_kv(kt, vt, ck, cv, starts_.at(h), mode_);
+            if (h == g) break;
+        }
+        return true;
+    }
+
+    // Our op of event `index` on the reference's inputs: `out` and the reference tensor to compare
+    // it with. False with why_ when an input is missing.
+    bool compute(size_t index, const CapturedEvent& e, const Group& g, Values* out, const RefTensor** target) {
+        const auto [prefix, L] = split_base(e.base_name);
+        const int64_t n_embd = cfg_.n_embd, hd = cfg_.head_dim_k, hd_v = cfg_.head_dim_v;
+        const int64_t n_head = cfg_.n_head, n_head_kv = cfg_.n_head_kv, T = n_tokens_.at(g);
+        const std::string lname = L >= 0 ? fmt::format("{}-{}", prefix, L) : prefix;
+        // The residual stream entering layer L.
+        auto residual_in = [&](int layer) {
+            return layer == 0 ? nth(g, "embd", 1) : nth(g, fmt::format("l_out-{}", layer - 1), 1);
+        };
+        auto residual_name = [&](int layer) { return layer == 0 ? std::string("embd") : fmt::format("l_out-{}", layer - 1); };
+
+        if (prefix == "embd") {
+            std::vector<int32_t> tokens;
+            auto it = inputs_.find({g.first, g.second, "inp_tokens"});
+            if (it != inputs_.end() && it->second->complete())
+                for (float f : ref_.values(*it->second)) tokens.push_back(static_cast<int32_t>(f));
+            else if (g == Group{0, 0} && static_cast<int64_t>(run_.prompt.size()) == T)
+                tokens = run_.prompt;
+            if (tokens.empty()) {
+                why_ = "the reference records no token ids (inp_tokens) for this call";
+                return false;
+            }
+            Tensor table;
+            if (!weight("token_embd.weight", &table)) return false;
+            out->v.assign(static_cast<size_t>(table.ne[0] * tokens.size()), 0.0f);
+            out->ne[0] = table.ne[0], out->ne[1] = static_cast<int64_t>(tokens.size());
+            Tensor ids = make_tensor(tokens.data(), out->ne[1], 1, 1, 1, GgmlType::I32);
+            Tensor y = make_tensor(out->v.data(), out->ne[0], out->ne[1]);
+            be_->get_rows(table, ids, y);
+            *target = nth(g, "embd", 1);
+            return true;
+        }
+        if (prefix == "norm") {  // RMSNorm: before attention (#1), before the FFN (#2), before the head (no layer)
+            Values x;
+            const RefTensor* in = L < 0 ? nth(g, fmt::format("l_out-{}", cfg_.n_layer - 1), 1)
+                                  : e.occurrence == 1 ? residual_in(L) : nth(g, fmt::format("ffn_inp-{}", L), 1);
+            const std::string what = L < 0 ? fmt::format("l_out-{}", cfg_.n_layer - 1)
+                                     : e.occurrence == 1 ? residual_name(L) : fmt::format("ffn_inp-{}", L);
+            if (!input(in, what, n_embd, &x)) return false;
+            *out = rms(x);
+            *target = nth(g, lname, L < 0 ? 1 : e.occurrence);
+            return true;
+        }
+        if (prefix == "attn_norm" || prefix == "ffn_norm" || prefix == "result_norm") {
+            Values x;
+            const RefTensor* in = L < 0 ? nth(g, "norm", 1) : nth(g, fmt::format("norm-{}", L), prefix == "attn_norm" ? 1 : 2);
+            const std::string w = L < 0 ? "output_norm.weight" : blk(L, prefix == "attn_norm" ? "attn_norm.weight" : "ffn_norm.weight");
+            if (!input(in, L < 0 ? "norm" : fmt::format("norm-{}{}", L, prefix == "attn_norm" ? "" : "#2"), n_embd, &x)) return false;
+            if (!mul_row(w, &x, knobs_.norm_weight_twice)) return false;
+            *out = std::move(x);
+            *target = nth(g, lname, 1);
+            return true;
+        }
+        if (prefix == "Qcur" || prefix == "Kcur" || prefix == "Vcur") {
+            const char* which = prefix == "Qcur" ? "attn_q" : prefix == "Kcur" ? "attn_k" : "attn_v";
+            const bool has_rope = prefix != "Vcur";
+            // Rows as the projection writes them: every head of a token in one row.
+            const int64_t head = (prefix == "Qcur" ? n_head : n_head_kv) * (prefix == "Vcur" ? hd_v : hd);
+            // What our event is: the product, the bias added, a reshape, or RoPE (by its op, or by
+            // its place among our events of that name when a dump of ours records no op).
+            Op op = e.op;
+            if (op == Op::kNone) {
+                int last = 0;
+                for (const CapturedEvent& o : run_.captures.events)
+                    if (o.decode == e.decode && o.ubatch == e.ubatch && o.base_name == e.base_name) last = std::max(last, o.occurrence);
+                op = e.occurrence == 1 ? Op::kMulMat : has_rope && e.occurrence == last ? Op::kRope : Op::kReshape;
+            }
+            if (op == Op::kMulMat) {
+                Values x;
+                if (!input(nth(g, fmt::format("attn_norm-{}", L), 1), fmt::format("attn_norm-{}", L), n_embd, &x)) return false;
+                if (!matmul(blk(L, fmt::format("{}.weight", which)), x, out)) return false;
+                *target = projection(g, lname);
+                return true;
+            }
+            if (op == Op::kAdd) {
+                if (!input(projection(g, lname), lname + " (the product)", head, out)) return false;
+                if (!add_row(blk(L, fmt::format("{}.bias", which)), out)) return false;
+                *target = before_rope(g, lname, has_rope);
+                return true;
+            }
+            if (op == Op::kRope) {
+                if (!input(before_rope(g, lname, true), lname + " before RoPE", hd, out)) return false;
+                out->ne[0] = hd, out->ne[1] = prefix == "Qcur" ? n_head : n_head_kv, out->ne[2] = static_cast<int64_t>(out->v.size()) / (hd * out->ne[1]);
+                if (out->ne[2] != T) {
+                    why_ = fmt::format("the reference's {} before RoPE does not hold {} tokens", lname, T);
+                    return false;
+                }
+                if (!knobs_.rope_skipped) {
+                    std::vector<int32_t> pos = positions(g, knobs_.rope_position_offset);
+                    Tensor xt = make_tensor(out->v.data(), out->ne[0], out->ne[1], out->ne[2]);
+                    const Tensor pt = make_tensor(pos.data(), T, 1, 1, 1, GgmlType::I32);
+                    be_->rope(xt, pt, rope_, mode_);
+                }
+                *target = roped(g, lname);
+                return true;
+            }
+            // A reshape: the value before RoPE as our engine has it, from the previous event of ours
+            // of that name (the product, so a bias our engine adds is added here; or the bias ADD).
+            const CapturedEvent* prev = nullptr;
+            for (size_t i = index; i-- > 0;) {
+                const CapturedEvent& o = run_.captures.events[i];
+                if (o.decode != e.decode || o.ubatch != e.ubatch) break;
+                if (o.base_name == e.base_name) {
+                    prev = &o;
+                    break;
+                }
+            }
+            const bool after_product = !prev || prev->op == Op::kMulMat || (prev->op == Op::kNone && prev->occurrence == 1);
+            if (!input(after_product ? projection(g, lname) : before_rope(g, lname, has_rope), lname, head, out)) return false;
+            *target = before_rope(g, lname, has_rope);
+            return true;
+        }
+        if (prefix == "kq" || prefix == "kq_soft_max" || prefix == "kqv") {
+            const std::vector<int32_t> pos = positions(g, 0);
+            const Tensor pt = make_tensor(const_cast<int32_t*>(pos.data()), T, 1, 1, 1, GgmlType::I32);
+            const int64_t n_kv = starts_.at(g) + T;
+            if (prefix == "kq") {
+                Values q;
+                std::vector<float> k, v;
+                int64_t cells = 0;
+                if (!input(roped(g, fmt::format("Qcur-{}", L)), fmt::format("roped Qcur-{}", L), hd, &q)) return false;
+                if (q.v.size() != static_cast<size_t>(hd * n_head * T)) {
+                    why_ = fmt::format("the reference's roped Qcur-{} does not hold {} tokens", L, T);
+                    return false;
+                }
+                if (!kv_cache(L, g, &k, &v, &cells)) return false;
+                Tensor qt = make_tensor(q.v.data(), hd, n_head, T);
+                Tensor ck = make_tensor(k.data(), hd, n_head_kv, cells);
+                out->v.assign(static_cast<size_t>(n_kv * T * n_head), 0.0f);
+                out->ne[0] = n_kv, out->ne[1] = T, out->ne[2] = n_head;
+                Tensor y = make_tensor(out->v.data(), n_kv, T, n_head);
+                be_->attn_scores(qt, ck, n_kv, y, mode_);
+            } else if (prefix == "kq_soft_max") {
+                Values kq;
+                if (!input(nth(g, fmt::format("kq-{}", L), 1), fmt::format("kq-{}", L), n_kv, &kq, T * n_head)) return false;
+                out->v.assign(kq.v.size(), 0.0f);
+                out->ne[0] = n_kv, out->ne[1] = T, out->ne[2] = n_head;
+                Tensor in = make_tensor(kq.v.data(), n_kv, T, n_head), y = make_tensor(out->v.data(), n_kv, T, n_head);
+                be_->softmax_masked(in, kq_scale_, pt, knobs_.causal_mask, y, mode_);
+            } else {
+                Values p;
+                std::vector<float> k, v;
+                int64_t cells = 0;
+                if (!input(nth(g, fmt::format("kq_soft_max-{}", L), 1), fmt::format("kq_soft_max-{}", L), n_kv, &p, T * n_head))
+                    return false;
+                if (!kv_cache(L, g, &k, &v, &cells)) return false;
+                Tensor pt2 = make_tensor(p.v.data(), n_kv, T, n_head), cv = make_tensor(v.data(), hd_v, n_head_kv, cells);
+                out->v.assign(static_cast<size_t>(hd_v * T * n_head), 0.0f);
+                out->ne[0] = hd_v, out->ne[1] = T, out->ne[2] = n_head;
+                Tensor y = make_tensor(out->v.data(), hd_v, T, n_head);
+                be_->attn_values(pt2, cv, n_kv, y, mode_);
+            }
+            *target = nth(g, lname, 1);
+            return true;
+        }
+        if (prefix == "kqv_out") {
+            out->v.assign(static_cast<size_t>(hd_v * n_head * T), 0.0f);
+            out->ne[0] = hd_v * n_head, out->ne[1] = T;
+            Tensor y = make_tensor(out->v.data(), hd_v * n_head, T);
+            if (opt_.forward.flash_attn && mode_ == MathMode::kLlama) {
+                Values q;
+                std::vector<float> k, v;
+                int64_t cells = 0;
+                if (!input(roped(g, fmt::format("Qcur-{}", L)), fmt::format("roped Qcur-{}", L), hd, &q)) return false;
+                if (q.v.size() != static_cast<size_t>(hd * n_head * T)) {
+                    why_ = fmt::format("the reference's roped Qcur-{} does not hold {} tokens", L, T);
+                    return false;
+                }
+                if (!kv_cache(L, g, &k, &v, &cells)) return false;
+                const std::vector<int32_t> pos = positions(g, 0);
+                const Tensor pt = make_tensor(const_cast<int32_t*>(pos.data()), T, 1, 1, 1, GgmlType::I32);
+                Tensor qt = make_tensor(q.v.data(), hd, n_head, T), ck = make_tensor(k.data(), hd, n_head_kv, cells),
+                       cv = make_tensor(v.data(), hd_v, n_head_kv, cells);
+                Tensor fa = y.reshaped(hd_v, n_head, T);
+                be_->attn_flash(qt, ck, cv, starts_.at(g) + T, kq_scale_, pt, knobs_.causal_mask, fa);
+            } else {
+                Values kqv;
+                if (!input(nth(g, fmt::format("kqv-{}", L), 1), fmt::format("kqv-{}", L), hd_v, &kqv)) return false;
+                if (kqv.v.size() != out->v.size()) {
+                    why_ = fmt::format("the reference's kqv-{} does not hold {} tokens", L, T);
+                    return false;
+                }
+                Tensor x = make_tensor(kqv.v.data(), hd_v, T, n_head);
+                be_->merge_heads(x, y);
+            }
+            *target = nth(g, lname, 1);
+            return true;
+        }
+        if (prefix == "attn_out" || prefix == "ffn_gate" || prefix == "ffn_up" || prefix == "ffn_out") {
+            const std::string in = prefix == "attn_out" ? fmt::format("kqv_out-{}", L)
+                                   : prefix == "ffn_out" ? fmt::format("ffn_swiglu-{}", L)
+                                                         : fmt::format("ffn_norm-{}", L);
+            const char* w = prefix == "attn_out" ? "attn_output.weight" : prefix == "ffn_gate" ? "ffn_gate.weight"
+                            : prefix == "ffn_up" ? "ffn_up.weight" : "ffn_down.weight";
+            Tensor wt;
+            if (!weight(blk(L, w), &wt)) return false;
+            Values x;
+            if (!input(nth(g, in, 1), in, wt.ne[0], &x) || !matmul(blk(L, w), x, out)) return false;
+            *target = nth(g, lname, 1);
+            return true;
+        }
+        if (prefix == "ffn_swiglu") {
+            Values gate, up;
+            if (!input(nth(g, fmt::format("ffn_gate-{}", L), 1), fmt::format("ffn_gate-{}", L), cfg_.n_ff, &gate) ||
+                !input(nth(g, fmt::format("ffn_up-{}", L), 1), fmt::format("ffn_up-{}", L), cfg_.n_ff, &up))
+                return false;
+            if (gate.v.size() != up.v.size()) {
+                why_ = fmt::format("the reference's ffn_gate-{} and ffn_up-{} differ in size", L, L);
+                return false;
+            }
+            *out = gate;
+            Tensor gt = make_tensor(gate.v.data(), gate.ne[0], gate.cols()), ut = make_tensor(up.v.data(), up.ne[0], up.cols());
+            Tensor y = make_tensor(out->v.data(), out->ne[0], out->cols());
+            be_->swiglu(gt, ut, y, mode_);
+            *target = nth(g, lname, 1);
+            return true;
+        }
+        if (prefix == "ffn_inp" || prefix == "l_out") {
+            const std::string a = prefix == "ffn_inp" ? fmt::format("attn_out-{}", L) : fmt::format("ffn_out-{}", L);
+            const std::string b = prefix == "ffn_inp" ? residual_name(L) : fmt::format("ffn_inp-{}", L);
+            Values x, r;
+            if (!input(nth(g, a, 1), a, n_embd, &x) || !input(nth(g, b, 1), b, n_embd, &r)) return false;
+            // The last layer keeps only the output rows: both operands take them.
+            if (x.cols() > r.cols()) keep_rows(&x, r.cols(), g);
+            if (r.cols() > x.cols()) keep_rows(&r, x.cols(), g);
+            *out = add(x, r);
+            *target = nth(g, lname, 1);
+            return true;
+        }
+        if (prefix == "result_output") {
+            Values x;
+            const std::string w = model_.find("output.weight") ? "output.weight" : "token_embd.weight";
+            if (!input(nth(g, "result_norm", 1), "result_norm", n_embd, &x) || !matmul(w, x, out)) return false;
+            if (knobs_.logits_rows > out->ne[0]) {
+                // Our logits rows are padded: the extra rows are not the LM head's.
+                Values padded;
+                padded.ne[0] = knobs_.logits_rows, padded.ne[1] = out->ne[1];
+                padded.v.assign(static_cast<size_t>(padded.ne[0] * padded.ne[1]), 0.0f);
+                for (int64_t t = 0; t < out->ne[1]; ++t)
+                    std::copy(out->v.begin() + t * out->ne[0], out->v.begin() + (t + 1) * out->ne[0], padded.v.begin() + t * padded.ne[0]);
+                *out = std::move(padded);
+            }
+            *target = run_.comparisons[index].ref_name.empty() ? nth(g, "result_output", 1) : ref_.find(run_.comparisons[index].ref_name);
+            return true;
+        }
+        why_ = fmt::format("no local recomputation for {} events", prefix);
+        return false;
+    }
+
+    struct Loaded {
+        FaultWeight rewritten;
+        Tensor tensor;
+    };
+
+    const Model& model_;
+    const ModelConfig& cfg_;
+    const ReferenceDump& ref_;
+    const LocalErrorOptions& opt_;
+    const CompareRunResult& run_;
+    std::unique_ptr<Backend> be_;
+    MathMode mode_ = MathMode::kLlama;
+    FaultKnobs knobs_;
+    RopeParams rope_;
+    float kq_scale_ = 1, rms_eps_ = 0;
+    std::map<std::tuple<int, int, std::string>, std::vector<const RefTensor*>> by_base_;
+    std::map<std::tuple<int, int, std::string>, const RefTensor*> inputs_;
+    std::vector<Group> order_;
+    std::map<Group, int64_t> starts_, n_tokens_;
+    std::map<std::string, Loaded> weights_;
+    std::string why_;
+};
+
+}  // namespace
+
+double compute_local_errors(const Model* model, const ReferenceDump& reference, const LocalErrorOptions& options,
+                            CompareRunResult& run) {
+    if (!model) return 0;
+    const auto start = std::chrono::steady_clock::now();
+    std::unique_ptr<LocalPass> pass;
+    for (size_t i = 0; i < run.comparisons.size() && i < run.captures.events.size(); ++i) {
+        EventComparison& c = run.comparisons[i];
+        if (c.status != CompareStatus::kWarn && c.status != CompareStatus::kDiverged) continue;
+        if (c.partial) {
+            c.local_origin = LocalOrigin::kUnknown;
+            c.local_why = "the reference holds only printed values";
+            continue;
+        }
+        if (!pass) pass = std::make_unique<LocalPass>(*model, reference, options, run);
+        pass->measure(i, c);
+    }
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+LocalSummary summarize_local(const std::vector<EventComparison>& comparisons) {
+    LocalSummary s;
+    for (size_t i = 0; i < comparisons.size(); ++i) {
+        switch (comparisons[i].local_origin) {
+            case LocalOrigin::kNotComputed: break;
+            case LocalOrigin::kUnknown: ++s.unknown; break;
+            case LocalOrigin::kInherited: ++s.inherited; break;
+            case LocalOrigin::kLocal:
+                if (s.origin < 0) s.origin = static_cast<int64_t>(i);
+                ++s.local;
+                break;
+        }
+    }
+    return s;
+}
+
+std::string local_summary_line(const std::vector<EventComparison>& comparisons) {
+    const LocalSummary s = summarize_local(comparisons);
+    if (s.local + s.inherited + s.unknown == 0) return "";
+    std::string unknown = s.unknown ? fmt::format("; {} unknown (an input missing in the reference)", s.unknown) : "";
+    if (s.origin < 0)
+        return fmt::format("no event has a large local error: {} warn/diverged events only inherited theirs{}", s.inherited, unknown);
+    const EventComparison& c = comparisons[static_cast<size_t>(s.origin)];
+    std::string more = s.local > 1 ? fmt::format("; {} more with a large local error of their own", s.local - 1) : "";
+    return fmt::format("the bug is local to {} (event {}): local nmse {:.3g}; {} other warn/diverged events only inherited it{}{}",
+                       c.name, c.event_index, c.local_nmse, s.inherited, more, unknown);
+}
+
+}  // namespace ls

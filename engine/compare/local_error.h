@@ -1,0 +1,44 @@
+// Local vs inherited error: for each warn or diverged event, our op is run on the reference's own
+// inputs (the reference's tensors for what the op reads; the weights from the model, as our engine
+// loads them) and compared with the reference's output. An op whose own error is small only
+// inherited the divergence from its inputs; the first event with a large local error is where the
+// bug lives.
+//
+// The rule: an event is local when its local NMSE (or a NaN/Inf mismatch) would itself make the
+// event warn, i.e. NMSE above max(warn_nmse, kFloorWarnFactor x the event's noise floor); else
+// inherited. Where the reference lacks an input the origin is unknown, with the reason.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "engine/compare/compare_run.h"
+#include "engine/forward/forward.h"
+#include "engine/forward/model.h"
+
+namespace ls {
+
+struct LocalErrorOptions {
+    // Our op as the comparison ran it: math mode, flash attention and the planted fault (a fault
+    // is part of our op); llama mode reproduces `run.llama_isa`.
+    ForwardOptions forward;
+    CompareThresholds thresholds;
+};
+
+// Fills local_origin, local_nmse and local_why of every warn or diverged comparison in `run`
+// (llama and qwen2 graphs). Does nothing without a model. Returns the wall time it took, seconds.
+double compute_local_errors(const Model* model, const ReferenceDump& reference, const LocalErrorOptions& options,
+                            CompareRunResult& run);
+
+// What the local errors say together.
+struct LocalSummary {
+    int64_t origin = -1;  // index into the comparisons of the first local event (-1: none)
+    int local = 0, inherited = 0, unknown = 0;  // among warn and diverged events
+};
+LocalSummary summarize_local(const std::vector<EventComparison>& comparisons);
+
+// One line: "the bug is local to Qcur-0#3 (event 8): local nmse 0.3; 41 other warn/diverged events
+// only inherited it", or why nothing is local; "" when no local error was computed.
+std::string local_summary_line(const std::vector<EventComparison>& comparisons);
+
+}  // namespace ls
