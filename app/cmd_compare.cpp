@@ -122,7 +122,7 @@ std::string unusable_events(const CompareRunResult& r) {
 
 int report(const CompareOptions& o, CompareRunResult& r, const ReferenceDump& reference, const Model* model,
            const CompareThresholds& th, const std::string& header, const ForwardOptions& forward = {}) {
-    const bool two_dumps = o.model_path.empty();
+    const bool two_dumps = !o.files.empty();
     const double local_seconds = compute_local_errors(model, reference, {forward, th}, r);
     const std::string local_line = local_summary_line(r.comparisons);
     DoctorReport doctor;
@@ -162,7 +162,7 @@ int report(const CompareOptions& o, CompareRunResult& r, const ReferenceDump& re
         }
         for (const DoctorFinding& f : doctor.findings)
             j["doctor"].push_back({{"transform", f.transform}, {"verdict", f.verdict}, {"nmse_before", f.nmse_before},
-                                   {"nmse_after", f.nmse_after}});
+                                   {"nmse_after", f.nmse_after}, {"floor_nmse", f.floor_nmse}, {"from_rerun", f.from_rerun}});
         j["unmatched_reference"] = nlohmann::json::array();
         for (const auto& [name, why] : r.unmatched) j["unmatched_reference"].push_back({{"name", name}, {"why", why}});
         std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
@@ -218,20 +218,34 @@ int run_compare(const CompareOptions& o) {
     if (!(th.warn_nmse <= th.diverged_nmse))
         return fail(make_error(ErrorCode::kUsage, "--warn must not be larger than --diverged"));
 
-    if (o.model_path.empty()) {
-        // Two dumps.
+    if (o.model_path.empty() || !o.files.empty()) {
+        // Two dumps; with --model, the doctor reads the model's weights and config too.
         if (o.files.size() != 2 || !o.reference_path.empty())
-            return fail(make_error(ErrorCode::kUsage, "give --model M --reference DUMP, or two dumps: compare A.gguf B.gguf"));
+            return fail(make_error(ErrorCode::kUsage, "give --model M --reference DUMP, or two dumps: compare A.gguf B.gguf "
+                                                      "[--model M]"));
         auto a = ReferenceDump::open(o.files[0]);
         if (!a) return fail(a.error());
         auto b = ReferenceDump::open(o.files[1]);
         if (!b) return fail(b.error());
+        std::unique_ptr<Model> model;
+        if (!o.model_path.empty()) {
+            auto opened = Model::open(o.model_path);
+            if (!opened) return fail(opened.error());
+            model = std::move(opened.value());
+        }
         CompareRunResult r = compare_dumps(*a.value(), *b.value(), th, o.threads);
+        if (model) load_doctor_inputs(r, *a.value());
         std::string header = fmt::format("ours:      {} ({} tensors)\nreference: {} ({} tensors)\n", o.files[0],
                                          a.value()->tensors().size(), o.files[1], b.value()->tensors().size());
-        return report(o, r, *b.value(), nullptr, th, header);
+        if (model) header += fmt::format("model:     {} ({}), for the doctor\n", o.model_path, model->config().arch_name);
+        // Our ops for the local errors, with the reference's numerics: its batch size, flash
+        // attention and output rows, in llama.cpp's arithmetic.
+        ForwardOptions forward;
+        if (b.value()->n_ubatch() > 0) forward.n_ubatch = b.value()->n_ubatch();
+        forward.flash_attn = b.value()->flash_attention();
+        forward.all_logits = b.value()->all_logits();
+        return report(o, r, *b.value(), model.get(), th, header, forward);
     }
-    if (!o.files.empty()) return fail(make_error(ErrorCode::kUsage, "with --model, give the reference as --reference DUMP"));
     if (o.reference_path.empty()) return fail(make_error(ErrorCode::kUsage, "--reference DUMP is required with --model"));
 
     MathMode mode;

@@ -24,6 +24,9 @@ Status DebugDocument::open(const std::string& path, const std::string& prompt) {
         auto dump = ReferenceDump::open(path);
         if (!dump) return dump.error();
         session_.reset();
+        // A model opened before stays for the doctor: a capture of another engine against a
+        // reference is then diagnosed with the model's weights and config.
+        if (model_) doctor_model_ = model_;
         model_.reset();
         model_doc_.reset();
         capture_ = std::move(dump.value());
@@ -148,7 +151,8 @@ const std::string& DebugDocument::doctor_verdict(const SessionSnapshot& snap) {
     doctor_verdict_.clear();
     if (first < 0 || !reference_ || !snap.capture(first)) return doctor_verdict_;
     CompareRunResult run = compare_run_from_snapshot(snap);
-    DoctorReport report = diagnose(run, static_cast<size_t>(first), *reference_, model_.get(), CompareThresholds{});
+    const Model* model = model_ ? model_.get() : doctor_model_.get();
+    DoctorReport report = diagnose(run, static_cast<size_t>(first), *reference_, model, CompareThresholds{});
     doctor_verdict_ = report.findings.empty() ? "no known transform explains it" : report.findings.front().verdict;
     return doctor_verdict_;
 }

@@ -56,6 +56,7 @@ private:
     Status start_session(std::vector<int32_t> tokens, int n_generate);
 
     std::shared_ptr<const Model> model_;
+    std::shared_ptr<const Model> doctor_model_;  // the model opened before a capture, for the doctor
     std::unique_ptr<Session> session_;
     std::string backend_ = "auto";
     std::shared_ptr<const views::ModelDocument> model_doc_;

@@ -62,7 +62,7 @@ void add_compare_command(CLI::App& app, ls::app::CompareOptions& o) {
                                        "divergence, doctor. Exit 0 = no divergence, 1 = diverged, 2 = nothing compared "
                                        "(or bad usage), 3 = bad input (or a paired tensor without values)");
     cmp->add_option("dumps", o.files, "Two dumps to compare: ours, then the reference");
-    cmp->add_option("--model,-m", o.model_path, "GGUF model to run");
+    cmp->add_option("--model,-m", o.model_path, "GGUF model to run; with two dumps, the model the doctor reads");
     cmp->add_option("--reference,-r", o.reference_path, "Reference: a GGUF dump, a .npy folder with manifest.json, or an "
                                                         "eval-callback log");
     auto* prompt = cmp->add_option("--prompt,-p", o.prompt, "Prompt (default: the reference's prompt tokens)");

@@ -26,6 +26,7 @@ struct FaultCase {
 const FaultCase kCases[] = {
     {Fault::kNone, "models/stories260K.gguf", "dumps/stories260K_once_n0_fa-off.gguf", "", "", ""},
     {Fault::kTransposedWeight, "models/stories260K.gguf", "dumps/stories260K_once_n0_fa-off.gguf", "Qcur-0", "transpose", "row-major"},
+    {Fault::kTransposedWeight, "models/llama-gqa-mini-Q4_K_M.gguf", "dumps/llama-gqa-mini-Q4_K_M_boy_n4_fa-off_nocache.gguf", "Qcur-0", "transpose", "noise floor"},
     {Fault::kRopeWrongPairing, "models/stories260K.gguf", "dumps/stories260K_once_n0_fa-off.gguf", "Qcur-0#3", "rope", "instead of halves (NEOX)"},
     {Fault::kRopeSkipped, "models/stories260K.gguf", "dumps/stories260K_once_n0_fa-off.gguf", "Qcur-0#3", "rope", "instead of not applied"},
     {Fault::kRopePositionOffByOne, "models/stories260K.gguf", "dumps/stories260K_once_n0_fa-off.gguf", "Qcur-0#3", "rope", "positions from 0 instead of interleaved pairs (NORM) at positions from 1"},
@@ -93,6 +94,9 @@ TEST_P(Faults, FirstDivergenceIsWhereTheBugLives) {
 
 INSTANTIATE_TEST_SUITE_P(Catalogue, Faults, ::testing::Combine(::testing::ValuesIn(kCases), ::testing::Bool()), [](const auto& info) {
     std::string n = std::string(std::get<1>(info.param) ? "avx2_" : "fixture_") + fault_info(std::get<0>(info.param).fault).name;
+    // A fault tried on a quantized model besides its F16 or f32 one.
+    const FaultCase& c = std::get<0>(info.param);
+    if (std::string(c.model).find("Q4_K_M") != std::string::npos && c.fault != Fault::kQ4KScaleMinSwapped) n += "_Q4_K_M";
     for (char& ch : n) if (ch == '-') ch = '_';
     return n;
 });

@@ -266,10 +266,53 @@ CompareRunResult compare_dumps(const ReferenceDump& ours, const ReferenceDump& r
         const size_t first = static_cast<size_t>(result.summary.first_divergent);
         result.captures.events[first].data = ours.values(*pairs[first].ours);
     }
+    result.prompt = ours.prompt_tokens().empty() ? reference.prompt_tokens() : ours.prompt_tokens();
     result.volume.tensors = tensors;
     result.volume.bytes = bytes;
     result.volume.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return result;
+}
+
+namespace {
+
+// The layer of a llama.cpp base name ("Qcur-3" -> 3), -1 for tensors outside the layers.
+int layer_of_name(const std::string& base) {
+    const size_t dash = base.rfind('-');
+    if (dash == std::string::npos || dash + 1 == base.size()) return -1;
+    int layer = 0;
+    for (size_t i = dash + 1; i < base.size(); ++i) {
+        if (base[i] < '0' || base[i] > '9' || layer > 100000) return -1;
+        layer = layer * 10 + (base[i] - '0');
+    }
+    return layer;
+}
+
+}  // namespace
+
+void load_doctor_inputs(CompareRunResult& result, const ReferenceDump& ours) {
+    if (result.summary.first_divergent < 0) return;
+    std::vector<CapturedEvent>& events = result.captures.events;
+    const size_t first = static_cast<size_t>(result.summary.first_divergent);
+    if (first >= events.size()) return;
+    const CapturedEvent& target = events[first];
+    const int layer = layer_of_name(target.base_name);
+    // The residual stream entering the layer: the latest l_out before it (or the embeddings).
+    size_t layer_input = events.size();
+    for (size_t i = first; i-- > 0;) {
+        const CapturedEvent& e = events[i];
+        if (e.decode != target.decode || e.ubatch != target.ubatch) break;
+        if (e.base_name.rfind("l_out-", 0) == 0 && layer_of_name(e.base_name) != layer) {
+            layer_input = i;
+            break;
+        }
+    }
+    for (size_t i = first; i-- > 0;) {
+        CapturedEvent& e = events[i];
+        if (e.decode != target.decode || e.ubatch != target.ubatch) break;
+        const bool wanted = layer_of_name(e.base_name) == layer || e.base_name == "embd" || i == layer_input;
+        if (!wanted || !e.data.empty()) continue;
+        if (const RefTensor* t = ours.find(e.name); t && t->complete()) e.data = ours.values(*t);
+    }
 }
 
 }  // namespace ls

@@ -72,4 +72,10 @@ Result<CompareRunResult> compare_with_reference(const Model& model, Backend& bac
 CompareRunResult compare_dumps(const ReferenceDump& ours, const ReferenceDump& reference, const CompareThresholds& thresholds,
                                int n_threads = 0);
 
+// For the doctor on two dumps with a model: reads from `ours` (the dump `result` compared as ours)
+// the values of the events its transforms recompute the first divergent event from: the events of
+// the same graph evaluation and layer before it, the embeddings and the previous layer's output.
+// One layer of one evaluation at most is held in memory.
+void load_doctor_inputs(CompareRunResult& result, const ReferenceDump& ours);
+
 }  // namespace ls

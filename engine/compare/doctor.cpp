@@ -4,12 +4,16 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 
 #include "kernels/common/fp16.h"
+#include "kernels/common/ggml_type.h"
 #include "kernels/common/host_memory.h"
 #include "kernels/cpu/dequant.h"
+#include "engine/compare/llama_variant.h"
 #include "engine/forward/faults.h"
 #include "engine/forward/forward.h"
 #include "engine/model/model_config.h"
@@ -36,14 +40,21 @@ int layer_of(const std::string& base) {
     }
 }
 
-// The event of ours just before `index` in the same graph evaluation with base name `base`.
+// The event of ours just before `index` in the same graph evaluation with base name `base`, when
+// its values are at hand (a dump comparison reads only those the doctor needs).
 const CapturedEvent* previous(const CaptureLog& log, size_t index, const std::string& base) {
     for (size_t i = index; i-- > 0;) {
         const CapturedEvent& e = log.events[i];
         if (e.decode != log.events[index].decode || e.ubatch != log.events[index].ubatch) break;
-        if (e.base_name == base) return &e;
+        if (e.base_name == base) return e.data.empty() ? nullptr : &e;
     }
     return nullptr;
+}
+
+double finite_nmse(const std::vector<float>& a, const std::vector<float>& b) {
+    if (a.size() != b.size() || a.empty()) return std::numeric_limits<double>::infinity();
+    const Metrics m = compute_metrics(a.data(), b.data(), static_cast<int64_t>(a.size()));
+    return m.n_nonfinite == 0 && std::isfinite(m.nmse) ? m.nmse : std::numeric_limits<double>::infinity();
 }
 
 std::vector<float> dequantized(const Model& model, const std::string& name, int64_t* rows, int64_t* cols) {
@@ -76,6 +87,8 @@ public:
             }
         }
         before_ = cmp_.metrics.nmse;
+        // The per-event noise floor the comparison was judged against, when it had one.
+        floor_ = std::max(0.0, cmp_.floor_nmse);
     }
 
     DoctorReport run() {
@@ -95,6 +108,7 @@ public:
         if (base == "embd") try_q4k_swap();
         try_scales();
         try_f16();
+        if (report_.findings.empty()) try_span();
         std::stable_sort(report_.findings.begin(), report_.findings.end(),
                          [](const DoctorFinding& a, const DoctorFinding& b) { return a.nmse_after < b.nmse_after; });
         return report_;
@@ -118,8 +132,24 @@ private:
             if (candidate.size() != ref_values_.size()) return;
             m = compute_metrics(candidate.data(), ref_values_.data(), static_cast<int64_t>(candidate.size()));
         }
-        const bool explains = m.n_nonfinite == 0 && m.nmse <= th_.diverged_nmse / 10 && !(m.nmse * 100 > before_ && before_ > 0);
-        if (explains) report_.findings.push_back({transform, verdict, before_, m.nmse});
+        const bool explains = m.n_nonfinite == 0 && m.nmse <= bar(floor_) && !(m.nmse * 100 > before_ && before_ > 0);
+        if (explains) report_.findings.push_back(finding(transform, verdict, m.nmse, floor_));
+    }
+
+    // The NMSE under which a transform explains the reference: a tenth of the divergence
+    // threshold, or, where the weight format and math mode leave more than that between two
+    // correct engines (quantized weights, activations quantized for their dot products), 10x that
+    // floor.
+    double bar(double floor) const { return std::max(th_.diverged_nmse / 10, kFloorWarnFactor * floor); }
+
+    DoctorFinding finding(const std::string& transform, std::string verdict, double after, double floor) const {
+        const bool raised = kFloorWarnFactor * floor > th_.diverged_nmse / 10;
+        if (raised)
+            verdict += fmt::format(" (judged against the noise floor nmse {:.3g}: {})", floor,
+                                   floor_source_.empty() ? "the comparison's per-event floor" : floor_source_);
+        DoctorFinding f{transform, std::move(verdict), before_, after};
+        f.floor_nmse = raised ? floor : 0;
+        return f;
     }
 
     // Rows of ours that the reference kept (its last layer keeps only output rows).
@@ -170,7 +200,7 @@ private:
                 break;
             }
         }
-        if (!in) return;
+        if (!in || in->data.size() != ours_.data.size()) return;
         const RopeParams clean = rope_params_for(model_->config());
         RopeParams other = clean;
         other.mode = clean.mode == RopeMode::kNorm ? RopeMode::kNeox : RopeMode::kNorm;
@@ -250,6 +280,8 @@ private:
             std::vector<float> w = dequantized(*model_, fmt::format("blk.{}.{}.weight", L, wi.first), &rows, &cols);
             if (!x || w.empty() || rows != cols || x->ne[0] != cols) return;
             const int64_t T = x->ne[1];
+            if (static_cast<int64_t>(x->data.size()) != cols * T) return;
+            matmul_floor(*model_->find(fmt::format("blk.{}.{}.weight", L, wi.first)), *x);
             std::vector<float> stored(static_cast<size_t>(rows * T)), transposed(stored.size());
             for (int64_t t = 0; t < T; ++t)
                 for (int64_t r = 0; r < rows; ++r) {
@@ -269,6 +301,26 @@ private:
                                                         ours_.name, L, wi.first),
                      ours_aligned(transposed));
             return;
+        }
+    }
+
+    // What the weight's format and llama mode leave anyway in this product: the NMSE between our
+    // exact (dequantized weights, f32 activations) and llama-mode (activations converted for the
+    // weight's dot product as ggml does, its summation order) products of `w` with `x`. Raises
+    // floor_ when larger.
+    void matmul_floor(const GgufTensorInfo& w, const CapturedEvent& x) {
+        const int64_t N = w.ne[1], T = x.ne[1];
+        std::vector<float> exact(static_cast<size_t>(N * T)), llama(exact.size());
+        Tensor wt = backend()->weight(w.type, w.ne, w.data);
+        Tensor xt = make_tensor(const_cast<float*>(x.data.data()), x.ne[0], T);
+        Tensor e = make_tensor(exact.data(), N, T), l = make_tensor(llama.data(), N, T);
+        backend()->matmul(wt, xt, e, MathMode::kExact);
+        backend()->matmul(wt, xt, l, MathMode::kLlama);
+        const double nmse = finite_nmse(exact, llama);
+        if (std::isfinite(nmse) && nmse > floor_) {
+            floor_ = nmse;
+            floor_source_ = fmt::format("what {}'s {} format leaves in llama mode, from our exact vs llama-mode product "
+                                        "on {}", w.name, ggml_type_name(w.type), x.name);
         }
     }
 
@@ -415,6 +467,178 @@ private:
         }
     }
 
+    // The span doctor. When ours lacks the events between the last matching one and this one (an
+    // engine that dumps only some tensors), no transform of this event's inputs can be tried; our
+    // forward pass is re-run on the reference's tokens under each fault of the catalogue that
+    // applies to the model instead, and a fault whose run gives ours where a clean run gives the
+    // reference names the bug. Each run stops at this event.
+    //
+    // A run from the prompt stands for a run of the span alone: everything before the span matched
+    // the reference, so a clean run enters the span with the inputs ours had (within the noise
+    // between correct engines). A fault that also changes an event before the span is not ours
+    // (ours matched there): each run checks the last matching event still matches.
+    void try_span() {
+        if (!model_ || samples_ || ours_.data.empty()) return;
+        std::vector<int32_t> prompt = ref_.prompt_tokens();
+        if (prompt.empty()) prompt = run_.prompt;
+        const std::vector<int32_t> generated = ref_.generated_tokens();
+        if (prompt.empty() || ours_.decode > static_cast<int>(generated.size())) return;
+        // The last event of ours that matched before this one, and its reference tensor.
+        const EventComparison* last_ok = nullptr;
+        for (size_t i = index_; i-- > 0;) {
+            const EventComparison& c = run_.comparisons[i];
+            if ((c.status == CompareStatus::kOk || c.status == CompareStatus::kWarn) && !c.partial) {
+                last_ok = &c;
+                break;
+            }
+        }
+
+        FaultModelFacts facts;
+        facts.config = &model_->config();
+        const GgufTensorInfo* out = model_->find("output.weight");
+        const GgufTensorInfo* emb = model_->find("token_embd.weight");
+        facts.n_vocab = out ? out->ne[1] : emb ? emb->ne[1] : model_->config().n_vocab;
+        for (const char* b : {"blk.0.attn_q.bias", "blk.0.attn_k.bias", "blk.0.attn_v.bias"})
+            facts.has_qkv_bias = facts.has_qkv_bias || model_->find(b) != nullptr;
+        for (const GgufTensorInfo& t : model_->file().tensors()) facts.has_q4_k = facts.has_q4_k || t.type == GgmlType::Q4_K;
+
+        ForwardOptions fo;
+        fo.mode = MathMode::kLlama;
+        fo.n_ubatch = std::max<int64_t>(1, ref_.n_ubatch());
+        fo.flash_attn = ref_.flash_attention();
+        fo.all_logits = ref_.all_logits();
+        const LlamaIsaGuess guess = guess_llama_isa(ref_);
+        if (!guess.candidates.empty()) fo.llama_isa = guess.candidates.front();
+        fo.n_ctx = (static_cast<int64_t>(prompt.size()) + ours_.decode + 1 + 255) / 256 * 256;
+
+        // The clean run: the events our engine computes up to this one (where the span starts) and
+        // what a correct engine shows against the reference here (the floor of the verdict).
+        SpanRun clean = rerun(fo, prompt, generated, last_ok ? last_ok->name : "");
+        if (!clean.ok) return;
+        const auto at = std::find(clean.names.begin(), clean.names.end(), ours_.name);
+        if (at == clean.names.end()) return;
+        auto from = clean.names.begin();
+        if (last_ok) {
+            auto l = std::find(clean.names.begin(), at, last_ok->name);
+            if (l == at) return;
+            from = l + 1;
+        }
+        if (at - from < 1) return;  // every input of this event was compared: no span
+        // A clean run that does not match the reference here cannot tell a fault that reproduces ours.
+        const double clean_nmse = reference_nmse(clean.target);
+        if (!(clean_nmse <= th_.diverged_nmse)) return;
+        const double floor = std::max(floor_, clean_nmse);
+        const std::string span = span_name(std::vector<std::string>(from, at + 1));
+
+        for (const FaultInfo& f : fault_catalogue()) {
+            if (f.fault == Fault::kNone || !fault_knobs(f.fault, facts)) continue;
+            fo.fault = f.fault;
+            SpanRun run = rerun(fo, prompt, generated, last_ok ? last_ok->name : "");
+            report_.tried.push_back(std::string("re-run with fault ") + f.name);
+            if (!run.ok || run.target.size() != ours_.data.size()) continue;
+            if (last_ok && !(last_ok_nmse(*last_ok, run.last_ok) <= bar(floor))) continue;  // changes what matched
+            const double after = finite_nmse(run.target, ours_.data);
+            if (!(after <= bar(floor)) || (before_ > 0 && after * 100 > before_)) continue;
+            std::string verdict = fmt::format("{}: reproduced by re-running our forward pass with fault {} ({}); the "
+                                              "clean run matches the reference there",
+                                              span, f.name, f.description);
+            const std::string saved = floor_source_;
+            floor_source_ = "our clean re-run against the reference at this event";
+            DoctorFinding found = finding(std::string("re-run:") + f.name, std::move(verdict), after, floor);
+            floor_source_ = saved;
+            found.from_rerun = true;
+            report_.findings.push_back(std::move(found));
+        }
+    }
+
+    struct SpanRun {
+        bool ok = false;
+        std::vector<std::string> names;  // our events up to the target, in execution order
+        std::vector<float> target, last_ok;
+    };
+
+    // Records event names, keeps the values of the target and of the last matching event, and
+    // stops the evaluation at the target.
+    class SpanSink : public EventSink {
+    public:
+        SpanSink(SpanRun& run, const std::string& target, const std::string& last_ok)
+            : run_(run), target_(target), last_ok_(last_ok) {}
+        void on_event(const Event& e) override {
+            run_.names.push_back(e.dump_name());
+            const std::string& name = run_.names.back();
+            if (name != target_ && name != last_ok_) return;
+            std::vector<float>& out = name == target_ ? run_.target : run_.last_ok;
+            out.resize(static_cast<size_t>(e.tensor.n_elements()));
+            e.backend->download(out.data(), e.tensor.data, out.size() * sizeof(float));
+            if (name == target_) throw EvalCancelled{};
+        }
+
+    private:
+        SpanRun& run_;
+        const std::string& target_;
+        const std::string& last_ok_;
+    };
+
+    SpanRun rerun(const ForwardOptions& fo, const std::vector<int32_t>& prompt, const std::vector<int32_t>& generated,
+                  const std::string& last_ok) {
+        SpanRun run;
+        if (!span_backend_) span_backend_ = make_cpu_backend(0);
+        auto forward = make_forward(*model_, *span_backend_, fo);
+        if (!forward) return run;
+        SpanSink sink(run, ours_.name, last_ok);
+        std::vector<int32_t> input = prompt;
+        try {
+            for (int d = 0; d <= ours_.decode; ++d) {
+                if (!forward.value()->eval(input, &sink)) return run;
+                if (d < ours_.decode) input = {generated[static_cast<size_t>(d)]};
+            }
+        } catch (const EvalCancelled&) {
+            run.ok = true;
+        }
+        return run;
+    }
+
+    // NMSE of values of ours (this event) against the reference, as the comparison paired them.
+    double reference_nmse(const std::vector<float>& values) const {
+        AlignedValues a;
+        std::string why;
+        if (values.size() != ours_.data.size() || !align_with_reference(values.data(), ours_.ne, ref_, *ref_tensor_, &a, &why))
+            return std::numeric_limits<double>::infinity();
+        return finite_nmse(a.ours, a.ref);
+    }
+    double last_ok_nmse(const EventComparison& c, const std::vector<float>& values) const {
+        const RefTensor* r = ref_.find(c.ref_name);
+        const CapturedEvent* e = run_.captures.find(c.name);
+        AlignedValues a;
+        std::string why;
+        if (!r || !e || static_cast<int64_t>(values.size()) != e->ne[0] * e->ne[1] * e->ne[2] * e->ne[3] ||
+            !align_with_reference(values.data(), e->ne, ref_, *r, &a, &why))
+            return std::numeric_limits<double>::infinity();
+        return finite_nmse(a.ours, a.ref);
+    }
+
+    // "layer 0 attention (attn_norm-0 .. kqv_out-0)" for the events of a span.
+    static std::string span_name(const std::vector<std::string>& names) {
+        int lo = 1 << 30, hi = -1;
+        bool attention = false, ffn = false;
+        for (const std::string& n : names) {
+            const std::string base = n.substr(0, n.find_first_of("#@"));
+            const int L = layer_of(base);
+            if (L < 0) continue;
+            lo = std::min(lo, L), hi = std::max(hi, L);
+            const bool f = starts_with(base, "ffn_") || starts_with(base, "l_out");
+            (f ? ffn : attention) = true;
+        }
+        std::string where;
+        if (hi < 0) where = "outside the layers";
+        else if (lo != hi) where = fmt::format("layers {}..{}", lo, hi);
+        else where = fmt::format("layer {}{}", lo, attention && !ffn ? " attention" : ffn && !attention ? " feed-forward" : "");
+        if (hi >= 0 && layer_of(names.front().substr(0, names.front().find_first_of("#@"))) < 0) where = "the embeddings and " + where;
+        if (hi >= 0 && layer_of(names.back().substr(0, names.back().find_first_of("#@"))) < 0) where += " and the output";
+        return fmt::format("{} ({} .. {}: {} of our events in between not compared)", where, names.front(), names.back(),
+                           names.size() - 1);
+    }
+
     void try_f16() {
         std::vector<float> v = ours_aligned(ours_.data);
         for (float& x : v) x = fp16_to_fp32(fp32_to_fp16(x));
@@ -437,11 +661,14 @@ private:
     const CompareThresholds& th_;
     const CapturedEvent& ours_;
     const EventComparison& cmp_;
+    double floor_ = 0;
+    std::string floor_source_;  // what floor_ was measured from ("" the comparison's floor)
     const RefTensor* ref_tensor_ = nullptr;
     std::vector<float> ref_values_;
     const std::vector<std::pair<int64_t, float>>* samples_ = nullptr;  // partial reference
     double before_ = 0;
     std::unique_ptr<Backend> backend_;
+    std::unique_ptr<Backend> span_backend_;  // the span doctor's re-runs, on every core
     DoctorReport report_;
 };
 

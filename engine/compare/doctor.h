@@ -16,6 +16,12 @@ struct DoctorFinding {
     std::string transform;  // short id, e.g. "rope-pairing"
     std::string verdict;    // "Qcur-0#3 matches the reference if RoPE pairs are ... "
     double nmse_before = 0, nmse_after = 0;
+    // The noise floor it was judged against: what the weight format and math mode leave between
+    // two correct engines for this event (0: none, the fixed bar alone).
+    double floor_nmse = 0;
+    // Found by re-running our forward pass under a fault of the catalogue (the span doctor), not by
+    // transforming our values of the event.
+    bool from_rerun = false;
 };
 
 struct DoctorReport {
@@ -24,7 +30,10 @@ struct DoctorReport {
 };
 
 // `event` is the index of a diverged comparison in `run`. `model` gives weights and the config
-// (nullptr for dump-vs-dump comparisons: then only transforms that need no model are tried).
+// (nullptr: only transforms that need no model are tried). With a model, when the events between
+// the last matching one and this one are missing from ours (an engine that dumps only some
+// tensors), the span doctor re-runs our forward pass on the reference's tokens under each fault
+// of the catalogue that applies to the model and reports the one that reproduces the reference.
 DoctorReport diagnose(const CompareRunResult& run, size_t event, const ReferenceDump& reference, const Model* model,
                       const CompareThresholds& thresholds);
 
