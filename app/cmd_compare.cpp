@@ -2,6 +2,7 @@
 // first divergent event and the doctor's verdict. Exit 0: no divergence, 1: diverged.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -11,6 +12,8 @@
 #include "engine/compare/compare_run.h"
 #include "engine/compare/doctor.h"
 #include "engine/compare/local_error.h"
+#include "engine/compare/pairing.h"
+#include "engine/compare/tensor_names.h"
 #include "engine/tokenizer/chat_template.h"
 #include "engine/util/quote.h"
 
@@ -31,8 +34,14 @@ Result<std::vector<int32_t>> prompt_tokens(const CompareOptions& o, const Model&
 
 std::string status_cell(const EventComparison& c) { return compare_status_name(c.status); }
 
+// Our event's name, with the engine's own first where a naming convention renamed it.
+std::string shown_name(const EventComparison& c) {
+    return c.source_name.empty() ? c.name : fmt::format("{} ({})", c.source_name, c.name);
+}
+
 void print_row(const EventComparison& c, const char* marker) {
-    std::printf("%s %5lld  %-28s %-12s", marker, static_cast<long long>(c.event_index), c.name.c_str(), status_cell(c).c_str());
+    std::printf("%s %5lld  %-28s %-12s", marker, static_cast<long long>(c.event_index), shown_name(c).c_str(),
+                status_cell(c).c_str());
     if (c.status == CompareStatus::kNoReference) {
         std::printf("\n");
         return;
@@ -55,6 +64,8 @@ void print_row(const EventComparison& c, const char* marker) {
 nlohmann::json to_json(const EventComparison& c) {
     nlohmann::json j = {{"index", c.event_index}, {"name", c.name}, {"status", compare_status_name(c.status)}};
     if (c.status != CompareStatus::kNoReference) j["reference"] = c.ref_name;
+    if (!c.source_name.empty()) j["source_name"] = c.source_name;
+    if (!c.ref_source_name.empty()) j["reference_source_name"] = c.ref_source_name;
     if (c.status != CompareStatus::kNoReference && c.status != CompareStatus::kUnusable) {
         j["nmse"] = c.metrics.nmse;
         j["max_abs"] = c.metrics.max_abs;
@@ -120,8 +131,29 @@ std::string unusable_events(const CompareRunResult& r) {
                        r.summary.unusable, list, r.summary.compared());
 }
 
+// Why a comparison that paired too little does not pass, and what did not pair with suggestions.
+std::string too_little_paired(const PairingReport& p) {
+    const int smaller = std::min(p.ours, p.reference);
+    std::string s = fmt::format("only {} of the {} tensors on the smaller side ({}) paired ({:.0f}%, below --min-paired "
+                                "{:g}): a comparison that pairs so little proves nothing",
+                                p.paired, smaller, p.side, 100 * p.share, p.min_share);
+    return s;
+}
+
+std::string unpaired_lines(const PairingReport& p) {
+    const std::string other = p.side == "ours" ? "the reference" : "ours";
+    std::string s = fmt::format("{} {} tensors did not pair:", p.n_unpaired, p.side == "ours" ? "of our" : "reference");
+    for (const UnpairedTensor& u : p.unpaired) s += "\n  " + unpaired_text(u, other);
+    if (p.n_unpaired > static_cast<int>(p.unpaired.size()))
+        s += fmt::format("\n  and {} more", p.n_unpaired - static_cast<int>(p.unpaired.size()));
+    s += "\nName the tensors as llama.cpp does, or give --names hf, meta or a name map file (the README's \"Your engine's "
+         "own tensor names\")";
+    return s;
+}
+
 int report(const CompareOptions& o, CompareRunResult& r, const ReferenceDump& reference, const Model* model,
-           const CompareThresholds& th, const std::string& header, const ForwardOptions& forward = {}) {
+           const CompareThresholds& th, const std::string& header, const nlohmann::json& names,
+           const ForwardOptions& forward = {}) {
     const bool two_dumps = !o.files.empty();
     const double local_seconds = compute_local_errors(model, reference, {forward, th}, r);
     const std::string local_line = local_summary_line(r.comparisons);
@@ -129,13 +161,16 @@ int report(const CompareOptions& o, CompareRunResult& r, const ReferenceDump& re
     if (r.summary.first_divergent >= 0)
         doctor = diagnose(r, static_cast<size_t>(r.summary.first_divergent), reference, model, th);
     const int compared = r.summary.compared();
-    const int code = compared == 0 ? kExitUsage
-                     : r.summary.first_divergent >= 0 ? kExitDiverged
-                     : r.summary.unusable > 0         ? kExitBadInput
-                                                      : kExitOk;
+    const PairingReport pairing = check_pairing(r, reference, o.min_paired);
+    const int code = compared == 0 || !pairing.enough ? kExitUsage
+                     : r.summary.first_divergent >= 0  ? kExitDiverged
+                     : r.summary.unusable > 0          ? kExitBadInput
+                                                       : kExitOk;
     std::string problem;
     if (compared == 0) problem = nothing_compared(r);
+    else if (!pairing.enough) problem = too_little_paired(pairing);
     else if (code == kExitBadInput) problem = unusable_events(r);
+    if (!pairing.enough) problem += "\n" + unpaired_lines(pairing);
     if (!problem.empty()) std::fprintf(stderr, "layerscope compare: %s\n", problem.c_str());
 
     if (o.json) {
@@ -144,6 +179,17 @@ int report(const CompareOptions& o, CompareRunResult& r, const ReferenceDump& re
         j["thresholds"] = {{"warn_nmse", th.warn_nmse}, {"diverged_nmse", th.diverged_nmse}};
         if (!r.llama_isa_why.empty()) j["llama_isa"] = {{"variant", llama_isa_name(r.llama_isa)}, {"why", r.llama_isa_why}};
         j["noise_floor"] = r.noise_floor.empty() ? nlohmann::json() : nlohmann::json(r.noise_floor);
+        j["names"] = names;
+        j["pairing"] = {{"paired", pairing.paired}, {"ours", pairing.ours}, {"reference", pairing.reference},
+                        {"share", pairing.share}, {"min_paired", pairing.min_share}, {"enough", pairing.enough},
+                        {"unpaired_side", pairing.side}, {"n_unpaired", pairing.n_unpaired}};
+        j["unpaired"] = nlohmann::json::array();
+        for (const UnpairedTensor& u : pairing.unpaired) {
+            nlohmann::json e = {{"name", u.name}, {"ne", u.ne}, {"suggestions", nlohmann::json::array()}};
+            if (!u.llama_name.empty()) e["llama_name"] = u.llama_name;
+            for (const PairSuggestion& sg : u.suggestions) e["suggestions"].push_back({{"name", sg.name}, {"ne", sg.ne}});
+            j["unpaired"].push_back(std::move(e));
+        }
         j["events"] = nlohmann::json::array();
         for (const EventComparison& c : r.comparisons) j["events"].push_back(to_json(c));
         j["summary"] = {{"compared", compared}, {"ok", r.summary.ok}, {"warn", r.summary.warn},
@@ -187,18 +233,24 @@ int report(const CompareOptions& o, CompareRunResult& r, const ReferenceDump& re
                 "unusable; %zu reference tensors unmatched\n",
                 r.comparisons.size(), compared, r.summary.ok, r.summary.warn, r.summary.diverged, r.summary.no_reference,
                 r.summary.unusable, r.unmatched.size());
+    std::printf("paired: %d of %d events of ours and %d reference tensors that could pair (%.0f%% of the smaller side; "
+                "--min-paired %g)\n",
+                pairing.paired, pairing.ours, pairing.reference, 100 * pairing.share, pairing.min_share);
     if (two_dumps)
         std::printf("compared %lld tensor pairs, %.1f MiB in %.3g s (%.2f GB/s)\n", static_cast<long long>(r.volume.tensors),
                     static_cast<double>(r.volume.bytes) / (1024.0 * 1024.0), r.volume.seconds, gb_per_s(r.volume));
     if (o.all)
         for (const auto& [name, why] : r.unmatched) std::printf("  unmatched: %s%s\n", name.c_str(), why.empty() ? "" : (" (" + why + ")").c_str());
     if (first < 0) {
-        std::printf("first divergence: %s\n", compared == 0 ? "unknown: nothing was compared" : "none");
+        std::printf("first divergence: %s\n", compared == 0      ? "unknown: nothing was compared"
+                                               : !pairing.enough ? "none among the events compared, but too little paired to pass"
+                                                                 : "none");
         return code;
     }
     const EventComparison& c = r.comparisons[first];
-    std::printf("first divergence: %s (event %lld): nmse %.3g, max_abs %.3g, cosine %.6f%s\n", c.name.c_str(),
-                static_cast<long long>(c.event_index), c.metrics.nmse, c.metrics.max_abs, c.metrics.cosine,
+    const std::string theirs = c.ref_source_name.empty() ? "" : ", the reference's " + c.ref_source_name;
+    std::printf("first divergence: %s (event %lld%s): nmse %.3g, max_abs %.3g, cosine %.6f%s\n", shown_name(c).c_str(),
+                static_cast<long long>(c.event_index), theirs.c_str(), c.metrics.nmse, c.metrics.max_abs, c.metrics.cosine,
                 c.note.empty() ? "" : (", " + c.note).c_str());
     if (doctor.findings.empty())
         std::printf("doctor: no known transform explains it (tried: %zu transforms)\n", doctor.tried.size());
@@ -210,7 +262,33 @@ int report(const CompareOptions& o, CompareRunResult& r, const ReferenceDump& re
 
 }  // namespace
 
+namespace {
+
+nlohmann::json naming_json(const NamingReport& n) {
+    return {{"convention", n.convention}, {"renamed", n.renamed}, {"relaid", n.relaid}};
+}
+nlohmann::json names_json(const NamingReport& ours, const NamingReport& reference) {
+    nlohmann::json j = {{"reference", naming_json(reference)}};
+    if (!ours.convention.empty()) j["ours"] = naming_json(ours);
+    return j;
+}
+std::string naming_text(const NamingReport& n) {
+    if (n.renamed == 0) return n.convention;
+    return fmt::format("{} ({} renamed{})", n.convention, n.renamed,
+                       n.relaid ? fmt::format(", {} re-laid", n.relaid) : std::string());
+}
+std::string names_line(const NamingReport& ours, const NamingReport& reference) {
+    return ours.convention.empty() ? fmt::format("names:     reference {}\n", naming_text(reference))
+                                   : fmt::format("names:     ours {}, reference {}\n", naming_text(ours), naming_text(reference));
+}
+
+}  // namespace
+
 int run_compare(const CompareOptions& o) {
+    if (!(o.min_paired >= 0 && o.min_paired <= 1))
+        return fail(make_error(ErrorCode::kUsage, "--min-paired must be a share between 0 and 1"));
+    auto conventions = name_conventions(o.names);
+    if (!conventions) return fail(conventions.error());
     CompareThresholds th;
     th.warn_nmse = o.warn_nmse;
     th.noise_floor = !o.thresholds_given;
@@ -233,18 +311,23 @@ int run_compare(const CompareOptions& o) {
             if (!opened) return fail(opened.error());
             model = std::move(opened.value());
         }
+        auto na = apply_names(*a.value(), conventions.value(), biased_in(*b.value()));
+        if (!na) return fail(na.error());
+        auto nb = apply_names(*b.value(), conventions.value(), biased_in(*a.value()));
+        if (!nb) return fail(nb.error());
         CompareRunResult r = compare_dumps(*a.value(), *b.value(), th, o.threads);
         if (model) load_doctor_inputs(r, *a.value());
         std::string header = fmt::format("ours:      {} ({} tensors)\nreference: {} ({} tensors)\n", o.files[0],
                                          a.value()->tensors().size(), o.files[1], b.value()->tensors().size());
         if (model) header += fmt::format("model:     {} ({}), for the doctor\n", o.model_path, model->config().arch_name);
+        header += names_line(na.value(), nb.value());
         // Our ops for the local errors, with the reference's numerics: its batch size, flash
         // attention and output rows, in llama.cpp's arithmetic.
         ForwardOptions forward;
         if (b.value()->n_ubatch() > 0) forward.n_ubatch = b.value()->n_ubatch();
         forward.flash_attn = b.value()->flash_attention();
         forward.all_logits = b.value()->all_logits();
-        return report(o, r, *b.value(), model.get(), th, header, forward);
+        return report(o, r, *b.value(), model.get(), th, header, names_json(na.value(), nb.value()), forward);
     }
     if (o.reference_path.empty()) return fail(make_error(ErrorCode::kUsage, "--reference DUMP is required with --model"));
 
@@ -258,6 +341,16 @@ int run_compare(const CompareOptions& o) {
     if (!model) return fail(model.error());
     auto reference = ReferenceDump::open(o.reference_path);
     if (!reference) return fail(reference.error());
+    // A q/k/v projection "with its bias" is llama.cpp's ADD where the model has the bias.
+    const Model& m = *model.value();
+    auto biased = [&m](const std::string& base) {
+        const size_t dash = base.rfind('-');
+        const std::string stem = base.substr(0, dash == std::string::npos ? 0 : dash);
+        const char* w = stem == "Qcur" ? "attn_q" : stem == "Kcur" ? "attn_k" : stem == "Vcur" ? "attn_v" : nullptr;
+        return w && m.find(fmt::format("blk.{}.{}.bias", base.substr(dash + 1), w)) != nullptr;
+    };
+    auto naming = apply_names(*reference.value(), conventions.value(), biased);
+    if (!naming) return fail(naming.error());
     auto tokens = prompt_tokens(o, *model.value());
     if (!tokens) return fail(tokens.error());
 
@@ -292,7 +385,9 @@ int run_compare(const CompareOptions& o) {
     if (mode == MathMode::kLlama)
         header += fmt::format("llama.cpp build reproduced: {} ({})\n", llama_isa_name(run.value().llama_isa),
                               run.value().llama_isa_why);
-    return report(o, run.value(), *reference.value(), model.value().get(), th, header, options.forward);
+    header += names_line({}, naming.value());
+    return report(o, run.value(), *reference.value(), model.value().get(), th, header, names_json({}, naming.value()),
+                  options.forward);
 }
 
 }  // namespace ls::app

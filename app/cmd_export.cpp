@@ -3,13 +3,11 @@
 #include <fmt/format.h>
 
 #include <cstdio>
-#include <filesystem>
 #include <sstream>
 
 #include "engine/capture/export.h"
 #include "app/commands.h"
 #include "app/token_list.h"
-#include "engine/compare/reference_formats.h"
 #include "engine/forward/generate.h"
 #include "engine/tokenizer/chat_template.h"
 
@@ -104,23 +102,9 @@ int run_export(const ExportCmdOptions& o) {
     if (!o.from_path.empty()) {
         if (!o.prompt.empty() || !o.tokens.empty())
             return fail(make_error(ErrorCode::kUsage, "--from converts a dump as it is; --prompt and --tokens need --model"));
-        // A .npy folder keeps its tokens in the manifest, which ReferenceDump does not carry.
-        std::vector<int32_t> prompt_tokens, generated_tokens;
-        std::unique_ptr<ReferenceDump> ref;
-        if (std::filesystem::is_directory(o.from_path)) {
-            auto folder = load_npy_folder(o.from_path);
-            if (!folder) return fail(folder.error());
-            ref = std::move(folder.value().dump);
-            prompt_tokens = folder.value().prompt_tokens;
-            generated_tokens = folder.value().generated_tokens;
-        } else {
-            auto opened = ReferenceDump::open(o.from_path);
-            if (!opened) return fail(opened.error());
-            ref = std::move(opened.value());
-        }
-        set = export_set_from_reference(std::shared_ptr<const ReferenceDump>(std::move(ref)), globs);
-        if (!prompt_tokens.empty()) set.info.prompt_tokens = prompt_tokens;
-        if (!generated_tokens.empty()) set.info.generated_tokens = generated_tokens;
+        auto opened = ReferenceDump::open(o.from_path);  // a .npy folder's tokens come from its manifest
+        if (!opened) return fail(opened.error());
+        set = export_set_from_reference(std::shared_ptr<const ReferenceDump>(std::move(opened.value())), globs);
         if (set.tensors.empty() && set.skipped_partial > 0)
             return fail(make_error(ErrorCode::kBadInput,
                                    fmt::format("{} holds only partial tensors (printed samples of a text log); there "

@@ -72,6 +72,8 @@ struct CompareOptions {
     bool all = false;                // every event and every unmatched reference tensor
     std::string backend = "auto";
     std::string llama_isa = "auto";  // the llama.cpp CPU build llama mode reproduces
+    std::string names = "auto";      // naming convention of the dumps: auto, llama, hf, meta or a map file
+    double min_paired = 0.5;         // share of the smaller side that must pair (kDefaultMinPaired)
 };
 
 int run_compare(const CompareOptions& options);

@@ -56,6 +56,10 @@ Status DebugDocument::start_session(std::vector<int32_t> tokens, int n_generate)
     options.forward.fault = fault_;
     if (reference_) {
         options.forward.n_ubatch = reference_->n_ubatch();
+        if (options.forward.n_ubatch <= 0)
+            return make_error(ErrorCode::kBadInput, fmt::format("{}: dump.n_ubatch is {}; it records the batch size the "
+                                                                "reference was made with, which is at least 1",
+                                                                reference_->source(), options.forward.n_ubatch));
         options.forward.flash_attn = reference_->flash_attention();
         options.forward.all_logits = reference_->all_logits();
     }

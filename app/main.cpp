@@ -86,6 +86,12 @@ void add_compare_command(CLI::App& app, ls::app::CompareOptions& o) {
                                                 "which variant matches its first events)")
         ->check(CLI::IsMember({"auto", "avx2", "avx512", "avx512-fp16"}));
     cmp->add_option("--backend", o.backend, "cpu, cuda, cuda-emulated or auto (default)")->check(CLI::IsMember({"cpu", "cuda", "cuda-emulated", "auto"}));
+    cmp->add_option("--names", o.names, "How the dumps name their tensors: llama (llama.cpp's names), hf (Hugging Face "
+                                        "module paths), meta (Meta / llama2.c), a name map file (JSON, see the README), or "
+                                        "auto (default: whichever names the most tensors)");
+    cmp->add_option("--min-paired", o.min_paired, "Share of the smaller side's tensors that must pair, else exit 2 with "
+                                                  "what did not pair and suggestions (default 0.5)")
+        ->check(CLI::Range(0.0, 1.0));
     cmp->add_flag("--json", o.json, "Print one JSON object");
     cmp->add_flag("--all", o.all, "Show every event and every unmatched reference tensor");
 }

@@ -295,6 +295,12 @@ ExportSet export_set_from_reference(std::shared_ptr<const ReferenceDump> referen
     set.info.prompt_tokens = reference->prompt_tokens();
     set.info.generated_tokens = reference->generated_tokens();
     set.info.decode_n_tokens = reference->decode_n_tokens();
+    // A source without dump.* keys (a .npy folder) records no context or batch size: the context
+    // its tokens need (rounded up to 256 cells) and the prompt as one batch, which a compare of
+    // the written dump runs with.
+    const int64_t n_tokens = static_cast<int64_t>(set.info.prompt_tokens.size() + set.info.generated_tokens.size());
+    set.info.n_ctx = static_cast<uint32_t>(std::max<int64_t>(256, (n_tokens + 255) / 256 * 256));
+    set.info.n_ubatch = static_cast<uint32_t>(set.info.prompt_tokens.empty() ? 512 : set.info.prompt_tokens.size());
     if (const GgufFile* f = reference->file())
         for (const GgufKV& kv : f->metadata())
             if (kv.key.rfind("dump.", 0) == 0 && kv.key.rfind("dump.tensor.", 0) != 0) set.source_metadata.push_back(kv);

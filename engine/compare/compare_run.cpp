@@ -237,6 +237,7 @@ CompareRunResult compare_dumps(const ReferenceDump& ours, const ReferenceDump& r
                 }
                 HostTensor h{e.name, {e.ne[0], e.ne[1], e.ne[2], e.ne[3]}, values};
                 result.comparisons[i] = comparator.measure(static_cast<int64_t>(i), h, p.ref);
+                result.comparisons[i].source_name = p.ours->source_name;
                 if (!p.ref) continue;
                 ++my_tensors;
                 my_bytes += p.ours->n_bytes() + (p.ref->complete() ? p.ref->n_bytes() : 0);

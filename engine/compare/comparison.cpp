@@ -147,6 +147,7 @@ EventComparison Comparator::measure(int64_t event_index, const HostTensor& ours,
     }
     const RefTensor& r = *paired;
     c.ref_name = r.name;
+    c.ref_source_name = r.source_name;
 
     // A tensor of zero elements (ne [64, 0]) holds nothing to compare: calling it ok would claim an
     // agreement nobody measured, calling it the first divergence would hide the real one.

@@ -38,6 +38,8 @@ struct EventComparison {
     int64_t event_index = -1;  // our execution order
     std::string name;          // dump name of our event
     std::string ref_name;      // the reference tensor it was paired with ("" when none)
+    // The engines' own names where a naming convention gave llama.cpp's (tensor_names.h), else "".
+    std::string source_name, ref_source_name;
     CompareStatus status = CompareStatus::kNoReference;
     Metrics metrics;
     bool partial = false;      // the reference has only some values (a text log)

@@ -76,8 +76,16 @@ bool pairs_one_to_one(const int64_t ne[4], const int64_t rne[4], std::string* no
         note->clear();
         return true;
     }
-    // A reshape (the flash-attention node {head_dim, n_head, T} against our {head_dim * n_head, T}).
-    if (rne[0] * rne[1] == ne[0] && rne[2] == ne[1] && rne[3] == 1 && ne[2] == 1 && ne[3] == 1) {
+    // A reshape that keeps the token axis (the outermost one of size > 1): {head_dim, n_head, T}
+    // against {head_dim * n_head, T}, either way round (the flash-attention node, an engine's
+    // queries saved as (T, n_head * head_dim)).
+    auto outer = [](const int64_t* n) {
+        int k = 3;
+        while (k > 0 && n[k] == 1) --k;
+        return k;
+    };
+    const int a = outer(ne), b = outer(rne);
+    if (ne[a] == rne[b] && ne[0] * ne[1] * ne[2] * ne[3] == rne[0] * rne[1] * rne[2] * rne[3] && a > 0 && b > 0) {
         *note = "reshaped";
         return true;
     }
@@ -111,7 +119,15 @@ bool align_with_reference(const float* ours, const int64_t ne[4], const Referenc
             }
         }
     }
-    // KV cells: the reference attends over a padded cache (ne0 = 256 cells); ours over the
+    // The other way round: the reference kept every row, ours only the output rows (llama.cpp's
+    // default: the last token's), which are the reference's last rows.
+    if (ne[0] == rne[0] && ne[2] == 1 && rne[2] == 1 && ne[3] == 1 && rne[3] == 1 && rne[1] > ne[1]) {
+        out->ours.assign(ours, ours + ne[0] * ne[1]);
+        out->ref = dump.values(ref, (rne[1] - ne[1]) * rne[0], ne[0] * ne[1]);
+        out->note = ne[1] == 1 ? "the reference's last row" : fmt::format("the reference's last {} rows", ne[1]);
+        return true;
+    }
+        // KV cells: the reference attends over a padded cache (ne0 = 256 cells); ours over the
     // filled cells only. The extra cells hold exact zeros after softmax.
     if (kv_cells_along_ne0(ref) && ne[0] < rne[0] && ne[1] == rne[1] && ne[2] == rne[2] && ne[3] == rne[3]) {
         const int64_t rows = ne[1] * ne[2] * ne[3];

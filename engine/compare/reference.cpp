@@ -160,10 +160,20 @@ std::vector<int32_t> ReferenceDump::out_ids(int decode, int ubatch) const {
 }
 
 std::vector<int32_t> ReferenceDump::prompt_tokens() const {
-    return file_ ? int_array(*file_, "dump.prompt_tokens") : std::vector<int32_t>{};
+    return file_ ? int_array(*file_, "dump.prompt_tokens") : prompt_tokens_;
 }
 std::vector<int32_t> ReferenceDump::generated_tokens() const {
-    return file_ ? int_array(*file_, "dump.generated_tokens") : std::vector<int32_t>{};
+    return file_ ? int_array(*file_, "dump.generated_tokens") : generated_tokens_;
+}
+
+void ReferenceDump::set_tokens(std::vector<int32_t> prompt, std::vector<int32_t> generated) {
+    prompt_tokens_ = std::move(prompt);
+    generated_tokens_ = std::move(generated);
+}
+
+const uint8_t* ReferenceDump::keep(std::vector<uint8_t> bytes) {
+    storage_.push_back(std::move(bytes));
+    return storage_.back().data();  // the buffer does not move when `storage_` grows
 }
 std::vector<int32_t> ReferenceDump::decode_n_tokens() const {
     return file_ ? int_array(*file_, "dump.decode_n_tokens") : std::vector<int32_t>{};

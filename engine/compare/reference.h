@@ -25,6 +25,12 @@ struct RefTensor {
     std::string op, src0, src1;
     int node_index = -1;
     int64_t ne_[4] = {1, 1, 1, 1};  // ggml order
+    // The engine's own name when a naming convention (tensor_names.h) gave it llama.cpp's, e.g.
+    // "model.layers.0.self_attn.q_proj" for "Qcur-0"; "" when it had llama.cpp's name already.
+    std::string source_name;
+    // Whether the source fixed the element order (a GGUF dump, or a manifest entry with "order"):
+    // else a naming convention's layout may re-lay the values.
+    bool order_given = true;
 
     // Complete data: `data` points at n_elements values of `stored_type` (F32, I32 or I64), in
     // ggml element order. nullptr for a partial tensor (a text log).
@@ -79,6 +85,7 @@ public:
     // Empty when the dump has none.
     std::vector<int32_t> out_ids(int decode, int ubatch) const;
 
+    // From the dump.* keys of a GGUF dump, or from a manifest (set_tokens).
     std::vector<int32_t> prompt_tokens() const;
     std::vector<int32_t> generated_tokens() const;
     std::vector<int32_t> decode_n_tokens() const;
@@ -93,6 +100,15 @@ public:
     std::string cpu_flags() const { return file_ ? file_->get_string("dump.cpu_flags") : ""; }
     std::string backend() const { return file_ ? file_->get_string("dump.backend") : ""; }
 
+    // For sources whose tokens are not in GGUF keys (a manifest's prompt_tokens, generated_tokens).
+    void set_tokens(std::vector<int32_t> prompt, std::vector<int32_t> generated);
+
+    // For naming conventions (tensor_names.h): tensors renamed or re-laid in place, then reindex().
+    std::vector<RefTensor>& mutable_tensors() { return tensors_; }
+    // Keeps `bytes` alive as long as the dump and returns where they are (re-laid values).
+    const uint8_t* keep(std::vector<uint8_t> bytes);
+    void reindex() { index(); }
+
 private:
     void index();
 
@@ -102,6 +118,7 @@ private:
     std::vector<std::shared_ptr<const void>> owners_;
     std::vector<RefTensor> tensors_;
     std::map<std::string, size_t> by_name_;
+    std::vector<int32_t> prompt_tokens_, generated_tokens_;  // sources without GGUF keys
 };
 
 }  // namespace ls

@@ -410,9 +410,12 @@ Result<NpyFolder> load_npy_folder(const std::string& dir) {
             else return terr("\"kind\" must be \"node\", \"input\" or \"logits\"");
         }
         std::string order = "ggml";
+        t.order_given = e.contains("order");
         if (e.contains("order")) {
             order = e["order"].is_string() ? e["order"].get<std::string>() : "";
-            if (order != "ggml" && order != "row-major") return terr("\"order\" must be \"ggml\" or \"row-major\"");
+            if (order == "token-first") order = "row-major";  // the same reading, under the name the naming maps use
+            if (order != "ggml" && order != "row-major")
+                return terr("\"order\" must be \"ggml\", \"row-major\" or \"token-first\"");
         }
 
         // The file must stay inside the folder: no absolute paths, no "..", no symlink escapes.
@@ -465,6 +468,7 @@ Result<NpyFolder> load_npy_folder(const std::string& dir) {
         tensors.push_back(std::move(t));
     }
     folder.dump = ReferenceDump::from_tensors(dir, std::move(tensors), std::move(storage), std::move(owners));
+    folder.dump->set_tokens(folder.prompt_tokens, folder.generated_tokens);
     return folder;
 }
 

@@ -518,7 +518,9 @@ Result<int64_t> context_for_run(const ModelConfig& config, int64_t n_prompt, int
 }
 
 Result<std::unique_ptr<ForwardPass>> make_forward(const Model& model, Backend& backend, const ForwardOptions& options) {
-    if (options.n_ctx <= 0 || options.n_ubatch <= 0) return make_error(ErrorCode::kUsage, "n_ctx and n_ubatch must be positive");
+    if (options.n_ctx <= 0 || options.n_ubatch <= 0)
+        return make_error(ErrorCode::kUsage, fmt::format("n_ctx ({}) and n_ubatch ({}) must be positive", options.n_ctx,
+                                                         options.n_ubatch));
     std::unique_ptr<GraphBuilder> graph;
     switch (model.config().arch) {
         case Arch::kLlama: graph = make_llama_graph(model, backend, options); break;
