@@ -151,11 +151,14 @@ std::string unpaired_lines(const PairingReport& p) {
     return s;
 }
 
+// `local_source` is the dump whose ops the local errors check: the reference for a model run, ours
+// for two dumps.
 int report(const CompareOptions& o, CompareRunResult& r, const ReferenceDump& reference, const Model* model,
            const CompareThresholds& th, const std::string& header, const nlohmann::json& names,
-           const ForwardOptions& forward = {}) {
+           const ForwardOptions& forward, const ReferenceDump& local_source) {
     const bool two_dumps = !o.files.empty();
-    const double local_seconds = compute_local_errors(model, reference, {forward, th}, r);
+    const double local_seconds =
+        compute_local_errors(model, local_source, {forward, th, two_dumps ? "our dump" : "the reference"}, r);
     const std::string local_line = local_summary_line(r.comparisons);
     DoctorReport doctor;
     if (r.summary.first_divergent >= 0)
@@ -327,7 +330,7 @@ int run_compare(const CompareOptions& o) {
         if (b.value()->n_ubatch() > 0) forward.n_ubatch = b.value()->n_ubatch();
         forward.flash_attn = b.value()->flash_attention();
         forward.all_logits = b.value()->all_logits();
-        return report(o, r, *b.value(), model.get(), th, header, names_json(na.value(), nb.value()), forward);
+        return report(o, r, *b.value(), model.get(), th, header, names_json(na.value(), nb.value()), forward, *a.value());
     }
     if (o.reference_path.empty()) return fail(make_error(ErrorCode::kUsage, "--reference DUMP is required with --model"));
 
@@ -387,7 +390,7 @@ int run_compare(const CompareOptions& o) {
                               run.value().llama_isa_why);
     header += names_line({}, naming.value());
     return report(o, run.value(), *reference.value(), model.value().get(), th, header, names_json({}, naming.value()),
-                  options.forward);
+                  options.forward, *reference.value());
 }
 
 }  // namespace ls::app

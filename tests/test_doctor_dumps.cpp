@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "engine/capture/export.h"
@@ -92,6 +93,38 @@ TEST(DoctorDumps, TwoDumpsWithTheModelNameTheRopePairing) {
     auto text = run_layerscope("compare " + q(ours) + " " + q(ref_path) + " -m " + q(model));
     EXPECT_EQ(text.exit_code, 1);
     EXPECT_NE(text.out.find("doctor: Qcur-0#3 matches the reference if RoPE is"), std::string::npos) << text.out;
+    std::filesystem::remove_all(dir);
+}
+
+// For two dumps the local error runs the model's op on our engine's own inputs and checks our
+// engine's output: the op that is wrong is local, everything after it only inherited the error.
+TEST(DoctorDumps, TwoDumpsWithTheModelNameTheLocalOp) {
+    LS_REQUIRE_FIXTURES();
+    const std::string model = fixture_path("models/stories260K.gguf");
+    const std::string ref_path = fixture_path("dumps/stories260K_once_n0_fa-off.gguf");
+    auto ref = ReferenceDump::open(ref_path);
+    ASSERT_TRUE(ref.ok()) << ref.error().message;
+    const std::string dir = test::make_temp_dir();
+    const std::string ours = dir + "/engine.gguf";
+    write_engine_dump(model, *ref.value(), Fault::kRopeWrongPairing, {}, ours);
+
+    const nlohmann::json plain = compare_json(q(ours) + " " + q(ref_path), 1);
+    EXPECT_FALSE(plain.contains("local_error")) << "no model, no op to run";
+
+    const nlohmann::json j = compare_json(q(ours) + " " + q(ref_path) + " -m " + q(model), 1);
+    ASSERT_TRUE(j.contains("local_error")) << j.dump();
+    EXPECT_EQ(j["local_error"]["origin"], "Qcur-0#3") << j["local_error"].dump();
+    EXPECT_GT(j["local_error"]["inherited"].get<int>(), 10) << j["local_error"].dump();
+    std::map<std::string, std::string> origin;
+    for (const auto& e : j["events"])
+        if (e.contains("origin")) origin[e["name"]] = e["origin"];
+    EXPECT_EQ(origin["Qcur-0#3"], "local");
+    EXPECT_EQ(origin["Kcur-0#3"], "local");  // the same wrong RoPE on K
+    EXPECT_EQ(origin["l_out-0"], "inherited");
+    EXPECT_EQ(origin["attn_norm-1"], "inherited");
+
+    auto text = run_layerscope("compare " + q(ours) + " " + q(ref_path) + " -m " + q(model));
+    EXPECT_NE(text.out.find("local error: the bug is local to Qcur-0#3"), std::string::npos) << text.out;
     std::filesystem::remove_all(dir);
 }
 

@@ -118,7 +118,7 @@ public:
         const bool computed = why_.empty() && compute(index, e, g, &out, &target);
         if (!computed || !target) {
             c.local_origin = LocalOrigin::kUnknown;
-            c.local_why = why_.empty() ? "no reference tensor for this op's output" : why_;
+            c.local_why = why_.empty() ? fmt::format("{} has no tensor for this op's output", opt_.source) : why_;
             return;
         }
         // A reference that kept only the output rows: ours too.
@@ -135,7 +135,7 @@ public:
             // Our op's output does not even pair with the reference's: the op itself differs.
             c.local_origin = LocalOrigin::kLocal;
             c.local_nmse = INFINITY;
-            c.local_why = "our op's output cannot be paired with the reference's: " + why;
+            c.local_why = fmt::format("the op's output cannot be paired with {}'s: {}", opt_.source, why);
             return;
         }
         const Metrics m = compute_metrics(a.ours.data(), a.ref.data(), static_cast<int64_t>(a.ours.size()));
@@ -197,11 +197,11 @@ private:
     // `ne0` (llama.cpp pads them) are dropped when `cells` is set.
     bool input(const RefTensor* t, const std::string& what, int64_t ne0, Values* out, int64_t cells_rows = 0) {
         if (!t) {
-            why_ = fmt::format("the reference has no {}", what);
+            why_ = fmt::format("{} has no {}", opt_.source, what);
             return false;
         }
         if (!t->complete()) {
-            why_ = fmt::format("the reference's {} holds only printed values", t->name);
+            why_ = fmt::format("{}'s {} holds only printed values", opt_.source, t->name);
             return false;
         }
         std::vector<float> v = ref_.values(*t);
@@ -212,7 +212,7 @@ private:
         } else if (ne0 > 0 && n % ne0 == 0 && n > 0) {
             out->v = std::move(v);
         } else {
-            why_ = fmt::format("the reference's {} has ne [{}, {}, {}, {}], not rows of {}", t->name, t->ne()[0], t->ne()[1],
+            why_ = fmt::format("{}'s {} has ne [{}, {}, {}, {}], not rows of {}", opt_.source, t->name, t->ne()[0], t->ne()[1],
                                t->ne()[2], t->ne()[3], ne0);
             return false;
         }
@@ -251,7 +251,7 @@ private:
         Tensor w;
         if (!weight(w_name, &w)) return false;
         if (w.ne[0] != x.ne[0]) {
-            why_ = fmt::format("{} takes rows of {}, the reference's input has rows of {}", w_name, w.ne[0], x.ne[0]);
+            why_ = fmt::format("{} takes rows of {}, {}'s input has rows of {}", w_name, w.ne[0], opt_.source, x.ne[0]);
             return false;
         }
         const int64_t T = x.cols();
@@ -334,7 +334,7 @@ private:
                 return false;
             const int64_t T = n_tokens_.at(h);
             if (kh.v.size() != static_cast<size_t>(hd * nkv * T) || vh.v.size() != static_cast<size_t>(hd_v * nkv * T)) {
-                why_ = fmt::format("the reference's K/V of layer {} do not hold {} tokens", L, T);
+                why_ = fmt::format("{}'s K/V of layer {} do not hold {} tokens", opt_.source, L, T);
                 return false;
             }
             Tensor kt = make_tensor(kh.v.data(), hd, nkv, T), vt = make_tensor(vh.v.data(), hd_v, nkv, T);
@@ -365,7 +365,7 @@ private:
             else if (g == Group{0, 0} && static_cast<int64_t>(run_.prompt.size()) == T)
                 tokens = run_.prompt;
             if (tokens.empty()) {
-                why_ = "the reference records no token ids (inp_tokens) for this call";
+                why_ = fmt::format("{} records no token ids (inp_tokens) for this call", opt_.source);
                 return false;
             }
             Tensor table;
@@ -430,7 +430,7 @@ private:
                 if (!input(before_rope(g, lname, true), lname + " before RoPE", hd, out)) return false;
                 out->ne[0] = hd, out->ne[1] = prefix == "Qcur" ? n_head : n_head_kv, out->ne[2] = static_cast<int64_t>(out->v.size()) / (hd * out->ne[1]);
                 if (out->ne[2] != T) {
-                    why_ = fmt::format("the reference's {} before RoPE does not hold {} tokens", lname, T);
+                    why_ = fmt::format("{}'s {} before RoPE does not hold {} tokens", opt_.source, lname, T);
                     return false;
                 }
                 if (!knobs_.rope_skipped) {
@@ -468,7 +468,7 @@ private:
                 int64_t cells = 0;
                 if (!input(roped(g, fmt::format("Qcur-{}", L)), fmt::format("roped Qcur-{}", L), hd, &q)) return false;
                 if (q.v.size() != static_cast<size_t>(hd * n_head * T)) {
-                    why_ = fmt::format("the reference's roped Qcur-{} does not hold {} tokens", L, T);
+                    why_ = fmt::format("{}'s roped Qcur-{} does not hold {} tokens", opt_.source, L, T);
                     return false;
                 }
                 if (!kv_cache(L, g, &k, &v, &cells)) return false;
@@ -511,7 +511,7 @@ private:
                 int64_t cells = 0;
                 if (!input(roped(g, fmt::format("Qcur-{}", L)), fmt::format("roped Qcur-{}", L), hd, &q)) return false;
                 if (q.v.size() != static_cast<size_t>(hd * n_head * T)) {
-                    why_ = fmt::format("the reference's roped Qcur-{} does not hold {} tokens", L, T);
+                    why_ = fmt::format("{}'s roped Qcur-{} does not hold {} tokens", opt_.source, L, T);
                     return false;
                 }
                 if (!kv_cache(L, g, &k, &v, &cells)) return false;
@@ -525,7 +525,7 @@ private:
                 Values kqv;
                 if (!input(nth(g, fmt::format("kqv-{}", L), 1), fmt::format("kqv-{}", L), hd_v, &kqv)) return false;
                 if (kqv.v.size() != out->v.size()) {
-                    why_ = fmt::format("the reference's kqv-{} does not hold {} tokens", L, T);
+                    why_ = fmt::format("{}'s kqv-{} does not hold {} tokens", opt_.source, L, T);
                     return false;
                 }
                 Tensor x = make_tensor(kqv.v.data(), hd_v, T, n_head);
@@ -553,7 +553,7 @@ private:
                 !input(nth(g, fmt::format("ffn_up-{}", L), 1), fmt::format("ffn_up-{}", L), cfg_.n_ff, &up))
                 return false;
             if (gate.v.size() != up.v.size()) {
-                why_ = fmt::format("the reference's ffn_gate-{} and ffn_up-{} differ in size", L, L);
+                why_ = fmt::format("{}'s ffn_gate-{} and ffn_up-{} differ in size", opt_.source, L, L);
                 return false;
             }
             *out = gate;
@@ -630,7 +630,7 @@ double compute_local_errors(const Model* model, const ReferenceDump& reference, 
         if (c.status != CompareStatus::kWarn && c.status != CompareStatus::kDiverged) continue;
         if (c.partial) {
             c.local_origin = LocalOrigin::kUnknown;
-            c.local_why = "the reference holds only printed values";
+            c.local_why = options.source + " holds only printed values";
             continue;
         }
         if (!pass) pass = std::make_unique<LocalPass>(*model, reference, options, run);
@@ -658,7 +658,7 @@ LocalSummary summarize_local(const std::vector<EventComparison>& comparisons) {
 std::string local_summary_line(const std::vector<EventComparison>& comparisons) {
     const LocalSummary s = summarize_local(comparisons);
     if (s.local + s.inherited + s.unknown == 0) return "";
-    std::string unknown = s.unknown ? fmt::format("; {} unknown (an input missing in the reference)", s.unknown) : "";
+    std::string unknown = s.unknown ? fmt::format("; {} unknown (an input not dumped)", s.unknown) : "";
     if (s.origin < 0)
         return fmt::format("no event has a large local error: {} warn/diverged events only inherited theirs{}", s.inherited, unknown);
     const EventComparison& c = comparisons[static_cast<size_t>(s.origin)];

@@ -23,6 +23,10 @@ struct LocalErrorOptions {
     // is part of our op); llama mode reproduces `run.llama_isa`.
     ForwardOptions forward;
     CompareThresholds thresholds;
+    // Whose tensors the op reads and is checked against, for the reasons given: "the reference"
+    // for a model run; for two dumps it is ours ("our dump"): the model's op on our engine's own
+    // inputs against our engine's output, so the op of ours that is wrong is the local one.
+    std::string source = "the reference";
 };
 
 // Fills local_origin, local_nmse and local_why of every warn or diverged comparison in `run`
