@@ -345,14 +345,7 @@ int run_compare(const CompareOptions& o) {
     auto reference = ReferenceDump::open(o.reference_path);
     if (!reference) return fail(reference.error());
     // A q/k/v projection "with its bias" is llama.cpp's ADD where the model has the bias.
-    const Model& m = *model.value();
-    auto biased = [&m](const std::string& base) {
-        const size_t dash = base.rfind('-');
-        const std::string stem = base.substr(0, dash == std::string::npos ? 0 : dash);
-        const char* w = stem == "Qcur" ? "attn_q" : stem == "Kcur" ? "attn_k" : stem == "Vcur" ? "attn_v" : nullptr;
-        return w && m.find(fmt::format("blk.{}.{}.bias", base.substr(dash + 1), w)) != nullptr;
-    };
-    auto naming = apply_names(*reference.value(), conventions.value(), biased);
+    auto naming = apply_names(*reference.value(), conventions.value(), biased_in(*model.value()));
     if (!naming) return fail(naming.error());
     auto tokens = prompt_tokens(o, *model.value());
     if (!tokens) return fail(tokens.error());

@@ -3,16 +3,35 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
+
 #include "engine/capture/snapshot_tools.h"
 #include "engine/compare/local_error.h"
+#include "engine/compare/tensor_names.h"
 #include "app/demo.h"
 
 namespace ls::app {
 namespace {
 
 bool is_dump(const std::string& path) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) return std::filesystem::is_regular_file(path + "/manifest.json", ec);
     auto f = GgufFile::open(path);
     return f.ok() && f.value()->find("dump.format_version") != nullptr;
+}
+
+// An engine's own tensor names (Hugging Face, Meta) given llama.cpp's, as `compare --names auto`
+// does, so that a capture pairs with a reference whoever named them.
+Status name_as_llama(ReferenceDump& dump, const BiasedProjection& biased) {
+    auto conventions = name_conventions("auto");
+    if (!conventions) return conventions.error();
+    auto named = apply_names(dump, conventions.value(), biased);
+    if (!named) return named.error();
+    return {};
+}
+
+BiasedProjection no_bias() {
+    return [](const std::string&) { return false; };
 }
 
 }  // namespace
@@ -23,6 +42,12 @@ Status DebugDocument::open(const std::string& path, const std::string& prompt) {
         // A capture without its model: every panel works from the dump's tensors.
         auto dump = ReferenceDump::open(path);
         if (!dump) return dump.error();
+        const std::shared_ptr<const Model>& known = model_ ? model_ : doctor_model_;
+        if (Status s = name_as_llama(*dump.value(), known       ? biased_in(*known)
+                                                    : reference_ ? biased_in(*reference_)
+                                                                 : no_bias());
+            !s)
+            return s;
         session_.reset();
         // A model opened before stays for the doctor: a capture of another engine against a
         // reference is then diagnosed with the model's weights and config.
@@ -78,6 +103,9 @@ Status DebugDocument::start_session(std::vector<int32_t> tokens, int n_generate)
 Status DebugDocument::load_reference(const std::string& path) {
     auto ref = ReferenceDump::open(path);
     if (!ref) return ref.error();
+    const std::shared_ptr<const Model>& known = model_ ? model_ : doctor_model_;
+    if (Status s = name_as_llama(*ref.value(), known ? biased_in(*known) : capture_ ? biased_in(*capture_) : no_bias()); !s)
+        return s;
     reference_ = std::shared_ptr<const ReferenceDump>(std::move(ref.value()));
     reference_path_ = path;
     doctor_event_ = -2;
@@ -126,21 +154,26 @@ const std::vector<EventComparison>& DebugDocument::local_errors(const SessionSna
     local_version_ = snap.version;
     local_events_ = snap.events.get();
     local_errors_.clear();
-    if (!model_ || !reference_ || !session_) return local_errors_;
+    // A session checks our ops against the reference; a capture with a model checks the
+    // capture's own ops (the model's op on its inputs), as `compare OURS REF -m MODEL` does.
+    const bool checks_capture = !session_ && capture_ && doctor_model_;
+    if (!reference_ || (!(model_ && session_) && !checks_capture)) return local_errors_;
     bool flagged = false;
     for (const auto& r : snap.records)
         flagged = flagged || (r && (r->comparison.status == CompareStatus::kWarn || r->comparison.status == CompareStatus::kDiverged));
     if (!flagged) return local_errors_;
     // Our op as the session runs it (start_session): llama mode, the reference's numerics, the fault.
     LocalErrorOptions options;
-    options.forward.fault = fault_;
+    options.forward.fault = checks_capture ? Fault::kNone : fault_;
+    if (checks_capture) options.source = "our dump";
     options.forward.n_ubatch = reference_->n_ubatch();
     options.forward.flash_attn = reference_->flash_attention();
     options.forward.all_logits = reference_->all_logits();
     options.thresholds = snap.thresholds;
     CompareRunResult run = compare_run_from_snapshot(snap);
     run.llama_isa = options.forward.llama_isa;
-    compute_local_errors(model_.get(), *reference_, options, run);
+    if (checks_capture) compute_local_errors(doctor_model_.get(), *capture_, options, run);
+    else compute_local_errors(model_.get(), *reference_, options, run);
     local_errors_.resize(snap.records.size());
     size_t k = 0;
     for (size_t i = 0; i < snap.records.size(); ++i)

@@ -29,6 +29,10 @@ public:
         reference_path_ = std::move(path);
     }
     void use_fault(Fault fault) { fault_ = fault; }
+    // The model a capture opened next is diagnosed with (the doctor, local errors); set before open().
+    void use_doctor_model(std::shared_ptr<const Model> model) { doctor_model_ = std::move(model); }
+    // The model of this document's session, or the one its capture is diagnosed with.
+    std::shared_ptr<const Model> diagnosing_model() const { return model_ ? model_ : doctor_model_; }
     void use_backend(std::string backend) { backend_ = std::move(backend); }
     const std::string& path() const { return path_; }
     std::shared_ptr<const ReferenceDump> reference_ptr() const { return reference_; }

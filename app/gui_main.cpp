@@ -159,11 +159,14 @@ int run_gui(const GuiOptions& options) {
         }
     }
     if (exit_code == kExitOk) {
-        const bool opened = options.model_path.empty() ? view->open_demo() : view->open(options.model_path);
+        // The model (or dump) and its reference load as one step: a reference cannot wait for a
+        // document still loading in the background.
+        bool opened = options.model_path.empty()
+                          ? view->open_demo()
+                          : view->open(options.model_path, options.doctor_model_path, options.reference_path);
+        if (opened && options.model_path.empty() && !options.reference_path.empty())
+            opened = view->load_reference(options.reference_path);
         if (!opened && !options.screenshot_path.empty()) exit_code = kExitBadInput;
-        if (opened && !options.reference_path.empty() && !view->load_reference(options.reference_path) &&
-            !options.screenshot_path.empty())
-            exit_code = kExitBadInput;
         if (options.all_panels) view->open_all_panels();
     }
 

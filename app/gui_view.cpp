@@ -136,15 +136,25 @@ bool MainView::finish_loading(bool block) {
     return true;
 }
 
-bool MainView::open(const std::string& path) {
-    // A new document keeps the reference and the fault of the current one.
+bool MainView::open(const std::string& path, const std::string& doctor_model_path, const std::string& new_reference) {
+    // A new document keeps the reference and the fault of the current one; a dump opened after a
+    // model is diagnosed with that model (or with the one at `doctor_model_path`).
+    const std::string what = new_reference.empty() ? "opened " + path : "opened " + path + " against " + new_reference;
     auto reference = doc_->reference_ptr();
     std::string reference_path = doc_->reference_path();
     Fault fault = doc_->fault();
-    return start_loading("opened " + path, [=](DebugDocument& d) {
+    auto model = doc_->diagnosing_model();
+    return start_loading(what, [=](DebugDocument& d) {
         d.use_reference(reference, reference_path);
         d.use_fault(fault);
-        return d.open(path);
+        d.use_doctor_model(model);
+        if (!doctor_model_path.empty()) {
+            auto opened = Model::open(doctor_model_path);
+            if (!opened) return Status(opened.error());
+            d.use_doctor_model(std::move(opened.value()));
+        }
+        if (Status s = d.open(path); !s || new_reference.empty()) return s;
+        return d.load_reference(new_reference);
     });
 }
 
@@ -155,8 +165,10 @@ bool MainView::load_reference(const std::string& path) {
     }
     std::string current = doc_->path();
     Fault fault = doc_->fault();
+    auto model = doc_->diagnosing_model();
     return start_loading("reference " + path, [=](DebugDocument& d) {
         d.use_fault(fault);
+        d.use_doctor_model(model);
         if (Status s = d.open(current); !s) return s;
         return d.load_reference(path);
     });

@@ -32,7 +32,9 @@ public:
     ~MainView();
 
     // Actions (keys, menus, scripts).
-    bool open(const std::string& path);
+    // Opens a model or a dump; with `doctor_model_path`, a dump is diagnosed with that model; with
+    // `reference`, that reference is loaded in the same step.
+    bool open(const std::string& path, const std::string& doctor_model_path = "", const std::string& reference = "");
     bool load_reference(const std::string& path);
     bool open_demo();
     bool set_fault(const std::string& name);

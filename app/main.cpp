@@ -195,6 +195,8 @@ int main(int argc, char** argv) {
     app.add_option("--frames", gui.frames, "Frames to render before --screenshot (default 3)")
         ->check(CLI::Range(1, 100000));
     app.add_option("--reference,-r", gui.reference_path, "Reference dump to load at start");
+    app.add_option("--model,-m", gui.doctor_model_path,
+                   "With a dump: the GGUF model it was made from, for the doctor and the local errors");
     app.add_option("--script", gui.script_path, "Run UI actions from this file (see app/gui_script.h)");
     app.add_option("--state-log", gui.state_log_path, "Append the app's state log to this file");
     app.add_option("--screenshot-dir", gui.screenshot_dir, "Where F12 saves screenshots");

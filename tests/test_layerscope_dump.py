@@ -104,6 +104,27 @@ class EngineDumps(unittest.TestCase):
         self.assertIn("model.layers.2.post_attention_layernorm", json.dumps(first))
         self.assertIn("ffn_norm-2", json.dumps(first))
 
+    def test_the_gui_pairs_it_too(self):
+        """`layerscope my_dump -r llama.gguf -m model.gguf` opens the same comparison in the GUI."""
+        xvfb = shutil.which("xvfb-run")
+        if not xvfb:
+            self.skipTest("needs xvfb-run for the GUI")
+        path = self.engine_dump(os.path.join(self.tmp, "gui"), plant="model.layers.2.post_attention_layernorm")
+        script = os.path.join(self.tmp, "gui.script")
+        log = os.path.join(self.tmp, "gui.log")
+        with open(script, "w", encoding="utf-8") as f:
+            f.write("wait\nframes 2\nquit\n")
+        r = subprocess.run([xvfb, "-a", "-s", "-screen 0 1280x800x24", LAYERSCOPE, path, "-r", DUMP, "-m", MODEL,
+                            "--script", script, "--state-log", log],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
+        if "has no GUI" in r.stdout:
+            self.skipTest("this build has no GUI")
+        self.assertEqual(r.returncode, 0, r.stdout)
+        with open(log, encoding="utf-8") as f:
+            state = f.read()
+        self.assertIn("ok opened", state)
+        self.assertIn("first_divergent 26", state)  # ffn_norm-2 under its Hugging Face name
+
     def test_heads_first_queries_are_permuted(self):
         path = os.path.join(self.tmp, "heads")
         with layerscope_dump.Dumper(path, prompt_tokens=self.prompt) as d:

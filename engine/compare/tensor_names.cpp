@@ -262,6 +262,15 @@ BiasedProjection biased_in(const ReferenceDump& other) {
     };
 }
 
+BiasedProjection biased_in(const Model& model) {
+    return [&model](const std::string& base) {
+        const size_t dash = base.rfind('-');
+        const std::string stem = base.substr(0, dash == std::string::npos ? 0 : dash);
+        const char* w = stem == "Qcur" ? "attn_q" : stem == "Kcur" ? "attn_k" : stem == "Vcur" ? "attn_v" : nullptr;
+        return w && model.find(fmt::format("blk.{}.{}.bias", base.substr(dash + 1), w)) != nullptr;
+    };
+}
+
 bool is_llama_name(const std::string& base) {
     static const std::set<std::string> stems = {
         "inp_tokens", "inp_embd", "embd", "inp_pos", "norm", "attn_norm", "Qcur", "Kcur", "Vcur", "kq", "kq_soft_max",

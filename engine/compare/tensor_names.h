@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/compare/reference.h"
+#include "engine/forward/model.h"
 #include "engine/util/result.h"
 
 namespace ls {
@@ -52,6 +53,8 @@ Result<std::vector<NameConvention>> name_conventions(const std::string& spec);
 using BiasedProjection = std::function<bool(const std::string& base)>;
 // A dump as that side: its "#2" of `base` is an ADD.
 BiasedProjection biased_in(const ReferenceDump& other);
+// Our run of `model` as that side: the model has the projection's bias.
+BiasedProjection biased_in(const Model& model);
 
 // Whether `base` (a name without suffixes) is one llama.cpp gives a graph node or input.
 bool is_llama_name(const std::string& base);
