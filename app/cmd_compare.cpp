@@ -9,6 +9,7 @@
 
 #include "app/commands.h"
 #include "app/token_list.h"
+#include "engine/compare/backend_ab.h"
 #include "engine/compare/compare_run.h"
 #include "engine/compare/doctor.h"
 #include "engine/compare/local_error.h"
@@ -152,13 +153,13 @@ std::string unpaired_lines(const PairingReport& p) {
 }
 
 // `local_source` is the dump whose ops the local errors check: the reference for a model run, ours
-// for two dumps.
+// for two dumps; none for two backends (the local op would be the CPU's, the very thing compared).
 int report(const CompareOptions& o, CompareRunResult& r, const ReferenceDump& reference, const Model* model,
            const CompareThresholds& th, const std::string& header, const nlohmann::json& names,
-           const ForwardOptions& forward, const ReferenceDump& local_source) {
+           const ForwardOptions& forward, const ReferenceDump* local_source) {
     const bool two_dumps = !o.files.empty();
     const double local_seconds =
-        compute_local_errors(model, local_source, {forward, th, two_dumps ? "our dump" : "the reference"}, r);
+        local_source ? compute_local_errors(model, *local_source, {forward, th, two_dumps ? "our dump" : "the reference"}, r) : 0;
     const std::string local_line = local_summary_line(r.comparisons);
     DoctorReport doctor;
     if (r.summary.first_divergent >= 0)
@@ -285,6 +286,59 @@ std::string names_line(const NamingReport& ours, const NamingReport& reference) 
                                    : fmt::format("names:     ours {}, reference {}\n", naming_text(ours), naming_text(reference));
 }
 
+// -m MODEL --backend A --against-backend B: the run on B is the reference.
+int compare_backends(const CompareOptions& o, const CompareThresholds& th) {
+    if (o.model_path.empty() || !o.reference_path.empty() || !o.files.empty())
+        return fail(make_error(ErrorCode::kUsage, "--against-backend compares two backends on one model: give -m MODEL and "
+                                                  "a prompt, without a reference or dumps"));
+    MathMode mode;
+    if (!math_mode_from_name(o.mode, &mode)) return fail(make_error(ErrorCode::kUsage, "--mode must be exact or llama"));
+    Fault fault = Fault::kNone;
+    if (!o.fault.empty() && !fault_from_name(o.fault, &fault))
+        return fail(make_error(ErrorCode::kUsage, fmt::format("--fault {}: unknown; known faults: {}", o.fault, fault_names())));
+    auto model = Model::open(o.model_path);
+    if (!model) return fail(model.error());
+    auto tokens = prompt_tokens(o, *model.value());
+    if (!tokens) return fail(tokens.error());
+    if (tokens.value().empty())
+        return fail(make_error(ErrorCode::kUsage, "--against-backend needs the tokens to run: give -p TEXT or --tokens"));
+    const int n_generate = o.n_decode > 0 ? o.n_decode - 1 : 0;  // decode calls: the prompt, then one per token
+
+    ForwardOptions forward;
+    forward.mode = mode;
+    if (o.llama_isa != "auto" && !llama_isa_from_name(o.llama_isa, &forward.llama_isa))
+        return fail(make_error(ErrorCode::kUsage, "--llama-isa must be auto, avx2, avx512 or avx512-fp16"));
+    auto n_ctx = context_for_run(model.value()->config(), static_cast<int64_t>(tokens.value().size()), n_generate, 0, false);
+    if (!n_ctx) return fail(n_ctx.error());
+    forward.n_ctx = n_ctx.value();
+    auto against = open_backend_for(*model.value(), o.against_backend, o.threads, forward);
+    if (!against) return fail(against.error());
+    auto reference = run_as_reference(*model.value(), *against.value().backend, forward, tokens.value(), n_generate,
+                                      fmt::format("the {} run", o.against_backend));
+    if (!reference) return fail(reference.error());
+    const std::string against_name = against.value().backend->name();
+    against.value().backend.reset();  // its memory back before the second run
+
+    CompareRunOptions options;
+    options.thresholds = th;
+    options.prompt = tokens.value();
+    options.forward = forward;
+    options.forward.fault = fault;
+    options.llama_isa = forward.llama_isa;
+    auto ours = open_backend_for(*model.value(), o.backend, o.threads, options.forward);
+    if (!ours) return fail(ours.error());
+    auto run = compare_with_reference(*model.value(), *ours.value().backend, *reference.value(), options);
+    if (!run) return fail(run.error());
+    std::string header = fmt::format("model:     {} ({}), mode {}{}\nbackends:  ours {}, against {} (its run is the reference: "
+                                     "{} tensors)\n",
+                                     o.model_path, model.value()->config().arch_name, math_mode_name(mode),
+                                     fault == Fault::kNone ? "" : fmt::format(", fault {}", fault_info(fault).name),
+                                     ours.value().backend->name(), against_name,
+                                     reference.value()->tensors().size());
+    return report(o, run.value(), *reference.value(), model.value().get(), th, header, names_json({}, NamingReport{"llama"}),
+                  options.forward, nullptr);
+}
+
 }  // namespace
 
 int run_compare(const CompareOptions& o) {
@@ -299,6 +353,7 @@ int run_compare(const CompareOptions& o) {
     if (!(th.warn_nmse <= th.diverged_nmse))
         return fail(make_error(ErrorCode::kUsage, "--warn must not be larger than --diverged"));
 
+    if (!o.against_backend.empty()) return compare_backends(o, th);
     if (o.model_path.empty() || !o.files.empty()) {
         // Two dumps; with --model, the doctor reads the model's weights and config too.
         if (o.files.size() != 2 || !o.reference_path.empty())
@@ -330,7 +385,7 @@ int run_compare(const CompareOptions& o) {
         if (b.value()->n_ubatch() > 0) forward.n_ubatch = b.value()->n_ubatch();
         forward.flash_attn = b.value()->flash_attention();
         forward.all_logits = b.value()->all_logits();
-        return report(o, r, *b.value(), model.get(), th, header, names_json(na.value(), nb.value()), forward, *a.value());
+        return report(o, r, *b.value(), model.get(), th, header, names_json(na.value(), nb.value()), forward, a.value().get());
     }
     if (o.reference_path.empty()) return fail(make_error(ErrorCode::kUsage, "--reference DUMP is required with --model"));
 
@@ -383,7 +438,7 @@ int run_compare(const CompareOptions& o) {
                               run.value().llama_isa_why);
     header += names_line({}, naming.value());
     return report(o, run.value(), *reference.value(), model.value().get(), th, header, names_json({}, naming.value()),
-                  options.forward, *reference.value());
+                  options.forward, reference.value().get());
 }
 
 }  // namespace ls::app

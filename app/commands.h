@@ -71,6 +71,7 @@ struct CompareOptions {
     bool json = false;
     bool all = false;                // every event and every unmatched reference tensor
     std::string backend = "auto";
+    std::string against_backend;     // set: the reference is the same run on this backend
     std::string llama_isa = "auto";  // the llama.cpp CPU build llama mode reproduces
     std::string names = "auto";      // naming convention of the dumps: auto, llama, hf, meta or a map file
     double min_paired = 0.5;         // share of the smaller side that must pair (kDefaultMinPaired)

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "engine/capture/snapshot_tools.h"
+#include "engine/compare/backend_ab.h"
 #include "engine/compare/local_error.h"
 #include "engine/compare/tensor_names.h"
 #include "app/demo.h"
@@ -108,6 +109,7 @@ Status DebugDocument::load_reference(const std::string& path) {
         return s;
     reference_ = std::shared_ptr<const ReferenceDump>(std::move(ref.value()));
     reference_path_ = path;
+    against_.clear();
     doctor_event_ = -2;
     if (capture_) {
         capture_snapshot_ = snapshot_from_dump(*capture_, nullptr, reference_.get());
@@ -119,6 +121,24 @@ Status DebugDocument::load_reference(const std::string& path) {
     std::vector<int32_t> tokens = reference_->prompt_tokens().empty() ? tokens_ : reference_->prompt_tokens();
     const int n_generate = std::max<int>(0, static_cast<int>(reference_->decode_n_tokens().size()) - 1);
     return start_session(std::move(tokens), n_generate);
+}
+
+Status DebugDocument::compare_against_backend(const std::string& backend) {
+    if (!model_ || !session_) return make_error(ErrorCode::kUsage, "open a model to compare two backends on it");
+    // The other backend runs the session's tokens clean (no fault), with the session's numerics.
+    ForwardOptions forward;
+    auto n_ctx = context_for_run(model_->config(), static_cast<int64_t>(tokens_.size()), n_generate_, 0, false);
+    if (!n_ctx) return n_ctx.error();
+    forward.n_ctx = n_ctx.value();
+    auto chosen = open_backend_for(*model_, backend, 0, forward);
+    if (!chosen) return chosen.error();
+    auto reference = run_as_reference(*model_, *chosen.value().backend, forward, tokens_, n_generate_,
+                                      fmt::format("the {} run", backend));
+    if (!reference) return reference.error();
+    reference_ = std::shared_ptr<const ReferenceDump>(std::move(reference.value()));
+    reference_path_ = fmt::format("the {} backend's run ({})", backend, chosen.value().backend->name());
+    against_ = backend;
+    return start_session(tokens_, n_generate_);
 }
 
 Status DebugDocument::set_fault(Fault fault) {

@@ -18,15 +18,21 @@ public:
     // A model (starts a session on `prompt`) or a dump file (opened as a capture).
     Status open(const std::string& path, const std::string& prompt = "Once upon a time");
     Status load_reference(const std::string& path);
+    // Backend A/B: runs the session's model and tokens on `backend` (cpu, cuda, cuda-emulated) and
+    // makes that run the reference; the session restarts against it.
+    Status compare_against_backend(const std::string& backend);
+    // The backend whose run is the reference ("" for a file, or none).
+    const std::string& against_backend() const { return against_; }
     // Re-creates the session with another fault (Fault::kNone: the clean engine), same tokens.
     Status set_fault(Fault fault);
     // The built-in demo: generated model, clean reference, one fault; runs to the first divergence.
     Status open_demo();
 
     // Opening `path` keeps this reference (set before open()).
-    void use_reference(std::shared_ptr<const ReferenceDump> reference, std::string path) {
+    void use_reference(std::shared_ptr<const ReferenceDump> reference, std::string path, std::string against = "") {
         reference_ = std::move(reference);
         reference_path_ = std::move(path);
+        against_ = std::move(against);
     }
     void use_fault(Fault fault) { fault_ = fault; }
     // The model a capture opened next is diagnosed with (the doctor, local errors); set before open().
@@ -60,7 +66,8 @@ private:
     Status start_session(std::vector<int32_t> tokens, int n_generate);
 
     std::shared_ptr<const Model> model_;
-    std::shared_ptr<const Model> doctor_model_;  // the model opened before a capture, for the doctor
+    std::shared_ptr<const Model> doctor_model_;
+    std::string against_;  // see against_backend()  // the model opened before a capture, for the doctor
     std::unique_ptr<Session> session_;
     std::string backend_ = "auto";
     std::shared_ptr<const views::ModelDocument> model_doc_;

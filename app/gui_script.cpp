@@ -56,6 +56,8 @@ Result<std::string> GuiScript::step(MainView& view) {
             if (!view.open_demo()) return bad("cannot prepare the demo");
         } else if (cmd == "fault") {
             if (!view.set_fault(arg)) return bad("unknown fault");
+        } else if (cmd == "against") {
+            if (!view.compare_against_backend(arg)) return bad("cannot compare against that backend");
         } else if (cmd == "key") {
             if (arg == "F10") view.step_op();
             else if (arg == "F11") view.step_layer();

@@ -16,6 +16,7 @@
 #include "views/divergence_panel.h"
 #include "views/event_browser.h"
 #include "views/export_panel.h"
+#include "views/backends_panel.h"
 #include "views/faults_panel.h"
 #include "views/layer_histograms.h"
 #include "views/lint_panel.h"
@@ -43,6 +44,7 @@ struct MainView::Panels {
     views::DivergencePanel divergence;
     views::PromptPanel prompt;
     views::FaultsPanel faults;
+    views::BackendsPanel backends;
     views::ExportPanel export_panel;
     views::ModelPanel model;
     views::TensorPanel weights;
@@ -63,13 +65,14 @@ MainView::MainView() : p_(std::make_unique<Panels>()) {
         {"divergence", "Divergence", "Ctrl+8", &p_->divergence.open},
         {"prompt", "Prompt and tokens", "Ctrl+9", &p_->prompt.open},
         {"faults", "Faults and lints", "Ctrl+0", &p_->faults.open},
+        {"backends", "Backends (A/B)", "", &p_->backends.open},
         {"export", "Export", "Ctrl+E", &p_->export_panel.open},
         {"model", "Model", "", &p_->model.open},
         {"weights", "Weight inspector", "", &p_->weights.open},
         {"lints", "Lints", "", &p_->lints.open},
     };
     // A first look that fits 1280x800: the debugger's core panels; the rest from the View menu.
-    for (const char* closed : {"histograms", "qk", "prompt", "faults", "export", "model", "weights", "lints"})
+    for (const char* closed : {"histograms", "qk", "prompt", "faults", "backends", "export", "model", "weights", "lints"})
         for (PanelEntry& e : panels_)
             if (std::string(e.name) == closed) *e.open = false;
     p_->status.backend = probe_cuda_backend().description;
@@ -132,6 +135,7 @@ bool MainView::finish_loading(bool block) {
     if (!l.status) return false;
     doc_ = std::move(l.doc);
     p_->faults.active = doc_->fault();
+    p_->backends.against = doc_->against_backend();
     cursor_ = -1;
     return true;
 }
@@ -144,8 +148,9 @@ bool MainView::open(const std::string& path, const std::string& doctor_model_pat
     std::string reference_path = doc_->reference_path();
     Fault fault = doc_->fault();
     auto model = doc_->diagnosing_model();
+    const std::string against = doc_->against_backend();
     return start_loading(what, [=](DebugDocument& d) {
-        d.use_reference(reference, reference_path);
+        d.use_reference(reference, reference_path, against);
         d.use_fault(fault);
         d.use_doctor_model(model);
         if (!doctor_model_path.empty()) {
@@ -155,6 +160,21 @@ bool MainView::open(const std::string& path, const std::string& doctor_model_pat
         }
         if (Status s = d.open(path); !s || new_reference.empty()) return s;
         return d.load_reference(new_reference);
+    });
+}
+
+bool MainView::compare_against_backend(const std::string& backend) {
+    if (!doc_->has_model()) {
+        report(make_error(ErrorCode::kUsage, "open a model first (Ctrl+O): two backends are compared on its run"), "");
+        return false;
+    }
+    std::string current = doc_->path();
+    Fault fault = doc_->fault();
+    auto reference = doc_->reference_ptr();
+    return start_loading("compared against the " + backend + " backend", [=](DebugDocument& d) {
+        d.use_fault(fault);
+        if (Status s = d.open(current); !s) return s;
+        return d.compare_against_backend(backend);
     });
 }
 
@@ -355,6 +375,7 @@ void MainView::draw() {
         {"qk", 0.27f, 0.50f, 0.40f, 0.50f, [&] { p_->qk.draw(ctx); }},
         {"prompt", 0.0f, 0.30f, 0.27f, 0.70f, [&] { p_->prompt.draw(ctx); }},
         {"faults", 0.67f, 0.0f, 0.33f, 0.60f, [&] { p_->faults.draw(ctx); }},
+        {"backends", 0.67f, 0.60f, 0.33f, 0.40f, [&] { p_->backends.draw(ctx); }},
         {"export", 0.67f, 0.50f, 0.33f, 0.50f, [&] { p_->export_panel.draw(ctx); }},
         {"model", 0.0f, 0.0f, 0.55f, 1.0f,
          [&] {
@@ -392,6 +413,11 @@ void MainView::draw() {
     if (p_->open_dialog.draw()) {
         if (reference_dialog_) load_reference(p_->open_dialog.chosen);
         else open(p_->open_dialog.chosen);
+    }
+    if (p_->backends.requested_against) {
+        const std::string against = *p_->backends.requested_against;
+        p_->backends.requested_against.reset();
+        compare_against_backend(against);
     }
     if (p_->faults.requested_fault) {
         Fault f = *p_->faults.requested_fault;

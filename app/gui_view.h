@@ -36,6 +36,8 @@ public:
     // `reference`, that reference is loaded in the same step.
     bool open(const std::string& path, const std::string& doctor_model_path = "", const std::string& reference = "");
     bool load_reference(const std::string& path);
+    // Backend A/B: the model's run on `backend` becomes the reference (see DebugDocument).
+    bool compare_against_backend(const std::string& backend);
     bool open_demo();
     bool set_fault(const std::string& name);
     bool step_op();

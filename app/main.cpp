@@ -86,6 +86,10 @@ void add_compare_command(CLI::App& app, ls::app::CompareOptions& o) {
                                                 "which variant matches its first events)")
         ->check(CLI::IsMember({"auto", "avx2", "avx512", "avx512-fp16"}));
     cmp->add_option("--backend", o.backend, "cpu, cuda, cuda-emulated or auto (default)")->check(CLI::IsMember({"cpu", "cuda", "cuda-emulated", "auto"}));
+    cmp->add_option("--against-backend", o.against_backend,
+                    "Compare two backends: run -m MODEL on this one too (cpu, cuda, cuda-emulated) and use that run as "
+                    "the reference, event by event")
+        ->check(CLI::IsMember({"cpu", "cuda", "cuda-emulated", "auto"}));
     cmp->add_option("--names", o.names, "How the dumps name their tensors: llama (llama.cpp's names), hf (Hugging Face "
                                         "module paths), meta (Meta / llama2.c), a name map file (JSON, see the README), or "
                                         "auto (default: whichever names the most tensors)");

@@ -107,6 +107,12 @@ TEST(Gguf, EveryValueTypeRoundTrips) {
         EXPECT_EQ(std::memcmp(f.find_tensor("a")->data, a.data(), a.size() * 4), 0);
         EXPECT_EQ(std::memcmp(f.find_tensor("q")->data, q.data(), q.size()), 0);
         EXPECT_EQ((f.data_offset() + f.find_tensor("q")->offset) % alignment, 0u);
+        // The same file in memory, byte for byte.
+        auto bytes = gguf_to_bytes(kv, tensors, alignment);
+        ASSERT_TRUE(bytes.ok()) << bytes.error().message;
+        std::ifstream in(path, std::ios::binary);
+        const std::vector<uint8_t> file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        EXPECT_TRUE(bytes.value() == file) << "in memory " << bytes.value().size() << " bytes, on disk " << file.size();
     }
     // No temporary file is left behind.
     int files = 0;

@@ -77,12 +77,12 @@ std::vector<GgufKV> dump_run_metadata(const DumpInfo& info) {
     return kv;
 }
 
-Status DumpWriter::write(const std::string& path, const DumpInfo& info, bool overwrite) const {
-    std::vector<GgufKV> kv = dump_run_metadata(info);
+void DumpWriter::layout(const DumpInfo& info, std::vector<GgufKV>& kv, std::vector<GgufWriteTensor>& tensors) const {
+    kv = dump_run_metadata(info);
 
     std::vector<std::string> orig, op, src, type;
     std::vector<GgufValue> decode, ubatch, node, kind;
-    std::vector<GgufWriteTensor> tensors;
+    tensors.clear();
     for (const Captured& c : tensors_) {
         orig.push_back(c.orig_name);
         op.push_back(c.op);
@@ -103,7 +103,20 @@ Status DumpWriter::write(const std::string& path, const DumpInfo& info, bool ove
     kv.push_back({"dump.tensor.ubatch", GgufValue::make_array(GgufValueType::INT32, ubatch)});
     kv.push_back({"dump.tensor.node_index", GgufValue::make_array(GgufValueType::INT32, node)});
     kv.push_back({"dump.tensor.kind", GgufValue::make_array(GgufValueType::INT32, kind)});
+}
+
+Status DumpWriter::write(const std::string& path, const DumpInfo& info, bool overwrite) const {
+    std::vector<GgufKV> kv;
+    std::vector<GgufWriteTensor> tensors;
+    layout(info, kv, tensors);
     return gguf_write(path, kv, tensors, 32, overwrite);
+}
+
+Result<std::vector<uint8_t>> DumpWriter::to_bytes(const DumpInfo& info) const {
+    std::vector<GgufKV> kv;
+    std::vector<GgufWriteTensor> tensors;
+    layout(info, kv, tensors);
+    return gguf_to_bytes(kv, tensors, 32);
 }
 
 }  // namespace ls

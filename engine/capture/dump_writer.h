@@ -45,8 +45,11 @@ public:
     // Through a staging file (engine/util/safe_write.h): an existing file is replaced only with
     // `overwrite`, and only a regular file.
     Status write(const std::string& path, const DumpInfo& info, bool overwrite = false) const;
+    // The same dump's bytes in memory (a run compared with another without touching the disk).
+    Result<std::vector<uint8_t>> to_bytes(const DumpInfo& info) const;
 
 private:
+    void layout(const DumpInfo& info, std::vector<GgufKV>& kv, std::vector<GgufWriteTensor>& tensors) const;
     struct Captured {
         std::string name, orig_name, op;
         int decode = 0, ubatch = 0, kind = 0, node_index = -1;

@@ -106,6 +106,28 @@ public:
             n_tokens_[g] = e.ne[1];
             pos += e.ne[1];
         }
+        // A dump without the embeddings (an engine that dumps only some modules): the token
+        // counts from its tokens, each decode call split into batches as the forward pass does.
+        if (order_.empty()) {
+            std::vector<int32_t> per_call = ref.decode_n_tokens();
+            if (per_call.empty() && !ref.prompt_tokens().empty()) {
+                per_call.push_back(static_cast<int32_t>(ref.prompt_tokens().size()));
+                per_call.resize(1 + ref.generated_tokens().size(), 1);
+            }
+            const int64_t batch = std::max<int64_t>(1, o.forward.n_ubatch);
+            for (size_t d = 0; d < per_call.size(); ++d) {
+                if (knobs_.position_stuck) pos = 0;
+                for (int64_t done = 0, u = 0; done < per_call[d]; ++u) {
+                    const Group g{static_cast<int>(d), static_cast<int>(u)};
+                    const int64_t n = std::min<int64_t>(batch, per_call[d] - done);
+                    order_.push_back(g);
+                    starts_[g] = pos;
+                    n_tokens_[g] = n;
+                    pos += n;
+                    done += n;
+                }
+            }
+        }
     }
 
     void measure(size_t index, EventComparison& c) {

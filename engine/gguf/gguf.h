@@ -161,5 +161,8 @@ struct GgufWriteTensor {
 // every tensor's byte size matches its type and ne.
 Status gguf_write(const std::string& path, const std::vector<GgufKV>& metadata,
                   const std::vector<GgufWriteTensor>& tensors, uint32_t alignment = 32, bool overwrite = false);
+// The same file's bytes, in memory (GgufFile::parse reads them).
+Result<std::vector<uint8_t>> gguf_to_bytes(const std::vector<GgufKV>& metadata, const std::vector<GgufWriteTensor>& tensors,
+                                           uint32_t alignment = 32);
 
 }  // namespace ls

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <set>
+#include <vector>
 
 #include "engine/gguf/gguf.h"
 #include "engine/util/safe_write.h"
@@ -13,15 +14,18 @@
 namespace ls {
 namespace {
 
+// Writes to a file, or appends to bytes in memory.
 class Out {
 public:
     explicit Out(std::FILE* f) : f_(f) {}
+    explicit Out(std::vector<uint8_t>* memory) : memory_(memory) {}
     bool ok() const { return ok_; }
     int error() const { return errno_; }  // of the first failed write
     uint64_t pos() const { return pos_; }
 
     void bytes(const void* p, size_t n) {
-        if (ok_ && n && std::fwrite(p, 1, n, f_) != n) ok_ = false, errno_ = errno;
+        if (memory_ && n) memory_->insert(memory_->end(), static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(p) + n);
+        else if (ok_ && n && std::fwrite(p, 1, n, f_) != n) ok_ = false, errno_ = errno;
         pos_ += n;
     }
     template <class T>
@@ -36,7 +40,8 @@ public:
     }
 
 private:
-    std::FILE* f_;
+    std::FILE* f_ = nullptr;
+    std::vector<uint8_t>* memory_ = nullptr;
     uint64_t pos_ = 0;
     bool ok_ = true;
     int errno_ = 0;
@@ -91,14 +96,11 @@ void write_value(Out& out, const GgufValue& v) {
     }
 }
 
-}  // namespace
-
-Status gguf_write(const std::string& path, const std::vector<GgufKV>& metadata,
-                  const std::vector<GgufWriteTensor>& tensors, uint32_t alignment, bool overwrite) {
+// Checks the metadata and tensors and returns each tensor's offset in the data section.
+Result<std::vector<uint64_t>> layout_gguf(const std::vector<GgufKV>& metadata, const std::vector<GgufWriteTensor>& tensors,
+                                          uint32_t alignment, bool* has_alignment_key_out) {
     if (alignment == 0 || (alignment & (alignment - 1)) != 0)
         return make_error(ErrorCode::kInternal, fmt::format("alignment {} is not a power of two", alignment));
-
-    // Validate everything before touching the disk.
     std::set<std::string> keys;
     bool has_alignment_key = false;
     for (const GgufKV& kv : metadata) {
@@ -108,7 +110,7 @@ Status gguf_write(const std::string& path, const std::vector<GgufKV>& metadata,
             if (kv.value.type != GgufValueType::UINT32 || kv.value.u64 != alignment)
                 return make_error(ErrorCode::kInternal, "general.alignment disagrees with the alignment argument");
         }
-        if (Status s = check_value(kv.value, kv.key, 0); !s) return s;
+        if (Status s = check_value(kv.value, kv.key, 0); !s) return s.error();
     }
     std::set<std::string> names;
     std::vector<uint64_t> offsets;
@@ -132,10 +134,12 @@ Status gguf_write(const std::string& path, const std::vector<GgufKV>& metadata,
         data_size += t.n_bytes;
         data_size += (alignment - data_size % alignment) % alignment;
     }
+    *has_alignment_key_out = has_alignment_key;
+    return offsets;
+}
 
-    auto staged = StagedFile::create(path, overwrite);
-    if (!staged) return staged.error();
-    Out out(staged.value()->file());
+void emit_gguf(Out& out, const std::vector<GgufKV>& metadata, const std::vector<GgufWriteTensor>& tensors,
+               uint32_t alignment, bool has_alignment_key, const std::vector<uint64_t>& offsets) {
     out.put<uint32_t>(0x46554747);
     out.put<uint32_t>(3);
     out.put<uint64_t>(tensors.size());
@@ -163,9 +167,33 @@ Status gguf_write(const std::string& path, const std::vector<GgufKV>& metadata,
         out.bytes(t.data, t.n_bytes);
         out.pad_to(alignment);
     }
+}
 
+}  // namespace
+
+Status gguf_write(const std::string& path, const std::vector<GgufKV>& metadata,
+                  const std::vector<GgufWriteTensor>& tensors, uint32_t alignment, bool overwrite) {
+    // Everything is validated before the disk is touched.
+    bool has_alignment_key = false;
+    auto offsets = layout_gguf(metadata, tensors, alignment, &has_alignment_key);
+    if (!offsets) return offsets.error();
+    auto staged = StagedFile::create(path, overwrite);
+    if (!staged) return staged.error();
+    Out out(staged.value()->file());
+    emit_gguf(out, metadata, tensors, alignment, has_alignment_key, offsets.value());
     if (!out.ok()) return make_error(ErrorCode::kIo, fmt::format("writing {} failed: {}", path, std::strerror(out.error())));
     return staged.value()->commit();
+}
+
+Result<std::vector<uint8_t>> gguf_to_bytes(const std::vector<GgufKV>& metadata, const std::vector<GgufWriteTensor>& tensors,
+                                           uint32_t alignment) {
+    bool has_alignment_key = false;
+    auto offsets = layout_gguf(metadata, tensors, alignment, &has_alignment_key);
+    if (!offsets) return offsets.error();
+    std::vector<uint8_t> bytes;
+    Out out(&bytes);
+    emit_gguf(out, metadata, tensors, alignment, has_alignment_key, offsets.value());
+    return bytes;
 }
 
 }  // namespace ls

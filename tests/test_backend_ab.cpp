@@ -1,0 +1,67 @@
+// Backend A/B: `compare -m MODEL --backend A --against-backend B` runs the same tokens on both
+// backends, keeps B's run in memory as the reference, and compares every event with the reference
+// machinery: a clean pair passes, a bug on one side diverges at its event with the doctor's
+// verdict, and misuse is a usage error.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/test_support.h"
+
+namespace {
+
+using ls::test::fixture_path;
+using ls::test::run_layerscope;
+
+std::string q(const std::string& path) { return "'" + path + "'"; }
+
+nlohmann::json compare_json(const std::string& args, int expected_exit) {
+    auto r = run_layerscope("compare " + args + " --json");
+    EXPECT_EQ(r.exit_code, expected_exit) << r.out;
+    auto j = nlohmann::json::parse(r.out, nullptr, false);
+    EXPECT_FALSE(j.is_discarded()) << r.out;
+    return j;
+}
+
+const char* kPrompt = " --tokens 1,403,407,26,94";
+
+TEST(BackendAB, TheSameBackendTwiceIsClean) {
+    LS_REQUIRE_FIXTURES();
+    const std::string m = q(fixture_path("models/stories260K.gguf"));
+    for (const char* mode : {"exact", "llama"}) {
+        const nlohmann::json j = compare_json("-m " + m + kPrompt + " -n 3 --backend cpu --against-backend cpu --mode " + mode, 0);
+        EXPECT_GT(j["summary"]["compared"].get<int>(), 150) << mode;  // 3 decode calls of ~60 events
+        EXPECT_EQ(j["summary"]["diverged"], 0) << mode;
+        EXPECT_EQ(j["summary"]["warn"], 0) << mode;
+        EXPECT_TRUE(j["first_divergence"].is_null()) << mode;
+    }
+    auto text = run_layerscope("compare -m " + m + kPrompt + " --backend cpu --against-backend cpu");
+    EXPECT_EQ(text.exit_code, 0) << text.out;
+    EXPECT_NE(text.out.find("backends:  ours CPU"), std::string::npos) << text.out;
+}
+
+TEST(BackendAB, ABugOnOneSideDivergesAtItsEvent) {
+    LS_REQUIRE_FIXTURES();
+    const std::string m = q(fixture_path("models/stories260K.gguf"));
+    const nlohmann::json j =
+        compare_json("-m " + m + kPrompt + " --backend cpu --against-backend cpu --mode exact --fault rope-pairing", 1);
+    EXPECT_EQ(j["first_divergence"]["name"], "Qcur-0#3");
+    ASSERT_FALSE(j["doctor"].empty());
+    EXPECT_EQ(j["doctor"][0]["transform"], "rope");
+}
+
+TEST(BackendAB, MisuseIsAUsageError) {
+    LS_REQUIRE_FIXTURES();
+    const std::string m = q(fixture_path("models/stories260K.gguf"));
+    const std::string ref = q(fixture_path("dumps/stories260K_once_n0_fa-off.gguf"));
+    auto with_reference = run_layerscope("compare -m " + m + " -r " + ref + " --against-backend cpu", true);
+    EXPECT_EQ(with_reference.exit_code, 2) << with_reference.out;
+    EXPECT_NE(with_reference.out.find("--against-backend compares two backends"), std::string::npos) << with_reference.out;
+    auto no_tokens = run_layerscope("compare -m " + m + " --against-backend cpu", true);
+    EXPECT_EQ(no_tokens.exit_code, 2) << no_tokens.out;
+    EXPECT_NE(no_tokens.out.find("give -p TEXT or --tokens"), std::string::npos) << no_tokens.out;
+    auto bad = run_layerscope("compare -m " + m + kPrompt + " --against-backend tpu");
+    EXPECT_EQ(bad.exit_code, 2) << bad.out;
+}
+
+}  // namespace
