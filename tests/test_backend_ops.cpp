@@ -274,7 +274,10 @@ TEST(BackendOps, GetRows) {
 
 TEST(BackendOps, RmsNorm) {
     Tally tally;
-    for (auto [n, T] : {std::pair<int64_t, int64_t>{1, 1}, {7, 3}, {64, 5}, {896, 4}, {2048, 3}, {5632, 1}}) {
+    // Rows shorter than a warp, of a warp and one, not a multiple of the CUDA block (256), and the
+    // hidden and FFN widths of TinyLlama-1.1B (2048, 5632), Qwen2.5-0.5B (896, 4864), DeepSeek-V2-Lite.
+    for (auto [n, T] : {std::pair<int64_t, int64_t>{1, 1}, {7, 3}, {33, 2}, {64, 5}, {300, 3}, {896, 4}, {2048, 3},
+                        {4864, 2}, {5632, 1}}) {
         const std::vector<float> x = randn(n * T, 11, 2.0f);
         const float eps = 1e-5f;
         std::vector<float> naive(x.size());
@@ -295,7 +298,7 @@ TEST(BackendOps, RmsNorm) {
 
 TEST(BackendOps, Mul) {
     Tally tally;
-    for (auto [n, T] : {std::pair<int64_t, int64_t>{1, 1}, {5, 3}, {896, 4}, {2048, 2}}) {
+    for (auto [n, T] : {std::pair<int64_t, int64_t>{1, 1}, {5, 3}, {300, 3}, {896, 4}, {2048, 2}, {5632, 2}}) {
         const std::vector<float> x = randn(n * T, 12), w = randn(n, 13);
         std::vector<float> naive(x.size());
         for (int64_t i = 0; i < n * T; ++i) naive[i] = x[i] * w[i % n];
@@ -311,7 +314,7 @@ TEST(BackendOps, Mul) {
 
 TEST(BackendOps, Add) {
     Tally tally;
-    for (auto [n, T] : {std::pair<int64_t, int64_t>{1, 1}, {5, 3}, {896, 4}, {2048, 2}})
+    for (auto [n, T] : {std::pair<int64_t, int64_t>{1, 1}, {5, 3}, {300, 3}, {896, 4}, {2048, 2}, {4864, 2}})
         for (bool broadcast : {false, true}) {
             const std::vector<float> a = randn(n * T, 14), b = randn(broadcast ? n : n * T, 15);
             std::vector<float> naive(a.size());
@@ -373,8 +376,11 @@ TEST(BackendOps, MulMat) {
 TEST(BackendOps, Rope) {
     Tally tally;
     struct Shape { int64_t hd, heads; int n_rot; std::vector<int32_t> pos; };
+    // Q heads of TinyLlama (32), Qwen2.5-0.5B (14; its K: 2) and DeepSeek-V2-Lite (16; k_pe: 1 head),
+    // a partial rotation, and 256-dim heads (more pairs than a CUDA block's threads).
     const Shape shapes[] = {{8, 8, 8, {0, 1, 2, 3, 4}}, {64, 32, 64, {0, 1000, 4095}}, {64, 14, 64, {5, 6}},
-                            {128, 4, 64, {0, 31, 32767}}, {64, 16, 64, {0, 3}}};
+                            {64, 2, 64, {0, 7, 100}},   {128, 4, 64, {0, 31, 32767}},  {64, 16, 64, {0, 3}},
+                            {64, 1, 64, {2, 3, 4}},     {256, 2, 256, {1, 9}}};
     for (const Shape& s : shapes)
         for (int variant = 0; variant < 3; ++variant) {
             RopeParams p;
@@ -414,7 +420,7 @@ TEST(BackendOps, Rope) {
 
 TEST(BackendOps, Swiglu) {
     Tally tally;
-    for (auto [n, T] : {std::pair<int64_t, int64_t>{1, 1}, {15, 2}, {17, 3}, {5632, 2}, {1408, 4}}) {
+    for (auto [n, T] : {std::pair<int64_t, int64_t>{1, 1}, {15, 2}, {17, 3}, {33, 2}, {5632, 2}, {4864, 2}, {1408, 4}}) {
         const std::vector<float> g = randn(n * T, 41, 4.0f), u = randn(n * T, 42);
         std::vector<float> naive(g.size());
         for (size_t i = 0; i < g.size(); ++i) naive[i] = static_cast<float>(g[i] / (1.0 + std::exp(-static_cast<double>(g[i]))) * u[i]);

@@ -1,5 +1,6 @@
 // The CUDA backend: device memory, copies, and the ops that have CUDA kernels so far (GET_ROWS on
-// every weight format, CPY, statistics with the histogram). It answers supports() for the rest, so
+// every weight format, CPY, RMS_NORM, MUL, ADD, ROPE, SWIGLU, the head merge of CONT, statistics
+// with the histogram). It answers supports() for the rest, so
 // a forward pass refuses by name what it cannot run. Built twice from this one source: by nvcc into
 // the CUDA module, and as C++ against the SIMT emulator (the cuda-emulated backend).
 #include <cmath>
@@ -11,6 +12,8 @@
 #include "kernels/backend.h"
 #include "kernels/common/host_memory.h"
 #include "kernels/cuda/dequant.h"
+#include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/rope.h"
 #include "kernels/cuda/stats.h"
 #include "kernels/simt/simt.h"
 
@@ -60,6 +63,8 @@ public:
         switch (op) {
             case Op::kGetRows: return cuda::cuda_can_dequantize(type);
             case Op::kCpy: return type == GgmlType::F32 || type == GgmlType::I32;
+            // Element-wise and normalisation ops, in both math modes.
+            case Op::kRmsNorm: case Op::kMul: case Op::kAdd: case Op::kRope: case Op::kSwiglu: case Op::kCont: return true;
             default: return false;
         }
     }
@@ -110,6 +115,35 @@ public:
                                           table.ne[0], nullptr));
     }
 
+    // The element-wise ops and RMS_NORM (kernels/cuda/elementwise.cu), ROPE (kernels/cuda/rope.cu):
+    // the CPU backend's arithmetic in each math mode, on packed f32 tensors as the CPU takes them.
+    void rms_norm(const Tensor& x, float eps, Tensor& y) override {
+        LS_CUDA_CHECK(cuda::cuda_rms_norm(x.f32(), y.f32(), x.ne[0], x.n_rows(), eps, nullptr));
+    }
+    void mul_row(const Tensor& x, const Tensor& w, Tensor& y) override {
+        LS_CUDA_CHECK(cuda::cuda_mul_row(x.f32(), w.f32(), y.f32(), x.ne[0], x.n_rows(), nullptr));
+    }
+    void add(const Tensor& a, const Tensor& b, Tensor& y) override {
+        const bool b_one_row = b.n_rows() == 1 && a.n_rows() > 1;
+        LS_CUDA_CHECK(cuda::cuda_add(a.f32(), b.f32(), y.f32(), a.ne[0], a.n_rows(), b_one_row, nullptr));
+    }
+    void rope(Tensor& x, const Tensor& pos, const RopeParams& p, MathMode mode) override {
+        const cuda::RopeArgs args =
+            cuda::cuda_rope_args(p.mode == RopeMode::kNeox, mode == MathMode::kLlama, p.n_rot, p.freq_base, p.freq_scale,
+                                 p.n_ctx_orig, p.ext_factor, p.attn_factor, p.beta_fast, p.beta_slow);
+        LS_CUDA_CHECK(cuda::cuda_rope(x.f32(), pos.i32(), x.ne[1], x.ne[2], static_cast<int64_t>(x.nb[1] / sizeof(float)),
+                                      static_cast<int64_t>(x.nb[2] / sizeof(float)), args, nullptr));
+    }
+    void swiglu(const Tensor& gate, const Tensor& up, Tensor& y, MathMode mode) override {
+        // llama mode: ggml's CPU swiglu of the llama.cpp build being reproduced (8 or 16 lanes).
+        const int lanes = mode == MathMode::kExact ? 0 : (llama_isa_ == LlamaIsa::kAvx2 ? 8 : 16);
+        LS_CUDA_CHECK(cuda::cuda_swiglu(gate.f32(), up.f32(), y.f32(), gate.ne[0], gate.n_rows(), lanes, nullptr));
+    }
+    void merge_heads(const Tensor& x, Tensor& y) override {
+        LS_CUDA_CHECK(cuda::cuda_merge_heads(x.f32(), y.f32(), x.ne[0], x.ne[1], x.ne[2], nullptr));
+    }
+    void set_llama_isa(LlamaIsa isa) override { llama_isa_ = isa; }
+
     void stats(const Tensor& x, TensorStats* out) override {
         const int64_t n = x.n_elements();
         LS_CUDA_CHECK(cuda::cuda_tensor_stats(x.f32(), n, stats_workspace_, dev_stats_, nullptr));
@@ -137,12 +171,7 @@ public:
     [[noreturn]] void unsupported(Op op) const {
         throw std::logic_error(std::string(op_name(op)) + " is not supported by " + name_);
     }
-    void rms_norm(const Tensor&, float, Tensor&) override { unsupported(Op::kRmsNorm); }
-    void mul_row(const Tensor&, const Tensor&, Tensor&) override { unsupported(Op::kMul); }
-    void add(const Tensor&, const Tensor&, Tensor&) override { unsupported(Op::kAdd); }
     void matmul(const Tensor&, const Tensor&, Tensor&, MathMode) override { unsupported(Op::kMulMat); }
-    void rope(Tensor&, const Tensor&, const RopeParams&, MathMode) override { unsupported(Op::kRope); }
-    void swiglu(const Tensor&, const Tensor&, Tensor&, MathMode) override { unsupported(Op::kSwiglu); }
     void store_kv(const Tensor&, const Tensor&, Tensor&, Tensor&, int64_t, MathMode) override {
         unsupported(Op::kSetRows);
     }
@@ -154,7 +183,6 @@ public:
     void attn_flash(const Tensor&, const Tensor&, const Tensor&, int64_t, float, const Tensor&, bool, Tensor&) override {
         unsupported(Op::kFlashAttnExt);
     }
-    void merge_heads(const Tensor&, Tensor&) override { unsupported(Op::kCont); }
 
 private:
     std::string name_;
@@ -163,6 +191,7 @@ private:
     cuda::TensorStats* dev_stats_ = nullptr;
     unsigned long long* dev_hist_ = nullptr;
     std::vector<void*> weights_;  // uploaded weights, freed with the backend
+    LlamaIsa llama_isa_ = LlamaIsa::kAvx2;  // the forward pass sets the one it reproduces
 };
 
 }  // namespace
