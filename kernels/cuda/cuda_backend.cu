@@ -1,5 +1,5 @@
-// The CUDA backend: device memory, copies, and the ops that have CUDA kernels so far (GET_ROWS on
-// every weight format, CPY, statistics with the histogram). It answers supports() for the rest, so
+// The CUDA backend: device memory, copies, and the ops that have CUDA kernels so far (GET_ROWS and
+// MUL_MAT on every weight format, CPY, statistics with the histogram). It answers supports() for the rest, so
 // a forward pass refuses by name what it cannot run. Built twice from this one source: by nvcc into
 // the CUDA module, and as C++ against the SIMT emulator (the cuda-emulated backend).
 #include <cmath>
@@ -11,6 +11,7 @@
 #include "kernels/backend.h"
 #include "kernels/common/host_memory.h"
 #include "kernels/cuda/dequant.h"
+#include "kernels/cuda/matmul.h"
 #include "kernels/cuda/stats.h"
 #include "kernels/simt/simt.h"
 
@@ -51,6 +52,8 @@ public:
         cudaFree(stats_workspace_);
         cudaFree(dev_stats_);
         cudaFree(dev_hist_);
+        cudaFree(matmul_scratch_.data);
+        if (cublas_) cublasDestroy(cublas_);
     }
 
     std::string name() const override { return name_; }
@@ -60,6 +63,10 @@ public:
         switch (op) {
             case Op::kGetRows: return cuda::cuda_can_dequantize(type);
             case Op::kCpy: return type == GgmlType::F32 || type == GgmlType::I32;
+            // Both math modes: see kernels/cuda/matmul.cu. (MUL_MAT, F16) also stands for attention's
+            // products with the f16 KV cache (engine/forward/graph.cpp), which have no CUDA kernels
+            // yet, so it stays unsupported until they do; matmul() multiplies F16 weights regardless.
+            case Op::kMulMat: return type != GgmlType::F16 && cuda::cuda_can_matmul(type);
             default: return false;
         }
     }
@@ -110,6 +117,18 @@ public:
                                           table.ne[0], nullptr));
     }
 
+    // y {N, T} = w {K, N} x {K, T}; f32 in both math modes (kernels/cuda/matmul.cu says why).
+    void matmul(const Tensor& w, const Tensor& x, Tensor& y, MathMode) override {
+        if (!cublas_ && x.ne[1] > cuda::kMatvecMaxColumns) {
+            const cublasStatus_t st = cublasCreate(&cublas_);
+            if (st != CUBLAS_STATUS_SUCCESS)
+                throw std::runtime_error(std::string("cuBLAS error: ") + cublasGetStatusName(st) +
+                                         " in cublasCreate(&cublas_) at " __FILE__ ":" + std::to_string(__LINE__));
+        }
+        cuda::cuda_matmul(cublas_, matmul_scratch_, w.type, w.data, w.nb[1], x.f32(), y.f32(), w.ne[0], w.ne[1], x.ne[1],
+                          nullptr);
+    }
+
     void stats(const Tensor& x, TensorStats* out) override {
         const int64_t n = x.n_elements();
         LS_CUDA_CHECK(cuda::cuda_tensor_stats(x.f32(), n, stats_workspace_, dev_stats_, nullptr));
@@ -140,7 +159,6 @@ public:
     void rms_norm(const Tensor&, float, Tensor&) override { unsupported(Op::kRmsNorm); }
     void mul_row(const Tensor&, const Tensor&, Tensor&) override { unsupported(Op::kMul); }
     void add(const Tensor&, const Tensor&, Tensor&) override { unsupported(Op::kAdd); }
-    void matmul(const Tensor&, const Tensor&, Tensor&, MathMode) override { unsupported(Op::kMulMat); }
     void rope(Tensor&, const Tensor&, const RopeParams&, MathMode) override { unsupported(Op::kRope); }
     void swiglu(const Tensor&, const Tensor&, Tensor&, MathMode) override { unsupported(Op::kSwiglu); }
     void store_kv(const Tensor&, const Tensor&, Tensor&, Tensor&, int64_t, MathMode) override {
@@ -163,6 +181,8 @@ private:
     cuda::TensorStats* dev_stats_ = nullptr;
     unsigned long long* dev_hist_ = nullptr;
     std::vector<void*> weights_;  // uploaded weights, freed with the backend
+    cublasHandle_t cublas_ = nullptr;  // created by the first matmul that needs cuBLAS
+    cuda::MatmulScratch matmul_scratch_;
 };
 
 }  // namespace
