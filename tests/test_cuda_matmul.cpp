@@ -9,6 +9,8 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "kernels/common/fp16.h"
@@ -228,6 +230,25 @@ TEST(WeightGemmCall, AWrongLeadingDimensionIsCaught) {
     // ldc = T: refused (ldc < m).
     auto ldc_cols = [](GemmCall& c, int64_t, int64_t, int64_t T) { c.ldc = static_cast<int>(T); };
     EXPECT_EQ(run_mapping(64, 24, 16, ldc_cols).status, CUBLAS_STATUS_INVALID_VALUE);
+}
+
+// A failing cuBLAS call surfaces as an error naming the status, the statement, the file and the line.
+TEST(CudaMatmul, ACublasFailureNamesTheCallAndWhere) {
+    Handle handle;
+    ls::cuda::MatmulScratch scratch;
+    const int64_t K = 64, N = 8, T = ls::cuda::kMatvecMaxColumns + 1;
+    DeviceBuffer<float> w(randn(static_cast<size_t>(K * N), 5)), y(std::vector<float>(static_cast<size_t>(N * T), 0));
+    const std::vector<float> host_x = randn(static_cast<size_t>(K * T), 6);  // not device memory
+    try {
+        ls::cuda::cuda_matmul(handle.h, scratch, GgmlType::F32, w.ptr, K * sizeof(float), host_x.data(), y.ptr, K, N, T,
+                              nullptr);
+        ADD_FAILURE() << "a host activation pointer was accepted";
+    } catch (const std::runtime_error& e) {
+        const std::string what = e.what();
+        EXPECT_NE(what.find("CUBLAS_STATUS_EXECUTION_FAILED in run_gemm_f32("), std::string::npos) << what;
+        EXPECT_NE(what.find("matmul.cu:"), std::string::npos) << what;
+    }
+    cudaFree(scratch.data);
 }
 
 // ---- both matmul paths, every schedule that matters
