@@ -341,6 +341,8 @@ TEST(BackendOps, MulMat) {
         {896, 4864, 1, "Qwen2.5-0.5B ffn_up"},  {4864, 896, 2, "Qwen2.5-0.5B ffn_down"},
         {896, 151936, 1, "Qwen2.5-0.5B logits"}, {2048, 1408, 1, "DeepSeek-V2-Lite expert gate"},
         {1408, 2048, 1, "DeepSeek-V2-Lite expert down"}, {2048, 576, 2, "DeepSeek-V2-Lite kv_a_mqa"},
+        // Prompt batches (GEMM paths: cuBLAS on CUDA).
+        {256, 33, 9, "edge: prompt of 9"},      {2048, 256, 16, "TinyLlama wk, prompt of 16"},
     };
     for (const Shape& s : shapes) {
         const bool logits = s.N > 100000;

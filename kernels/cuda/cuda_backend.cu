@@ -1,6 +1,6 @@
-// The CUDA backend: device memory, copies, and the ops that have CUDA kernels so far (GET_ROWS on
-// every weight format, CPY, RMS_NORM, MUL, ADD, ROPE, SWIGLU, the head merge of CONT, statistics
-// with the histogram). It answers supports() for the rest, so
+// The CUDA backend: device memory, copies, and the ops that have CUDA kernels so far (GET_ROWS and
+// MUL_MAT on every weight format, CPY, RMS_NORM, MUL, ADD, ROPE, SWIGLU, the head merge of CONT,
+// statistics with the histogram). It answers supports() for the rest, so
 // a forward pass refuses by name what it cannot run. Built twice from this one source: by nvcc into
 // the CUDA module, and as C++ against the SIMT emulator (the cuda-emulated backend).
 #include <cmath>
@@ -14,6 +14,7 @@
 #include "kernels/cuda/dequant.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/rope.h"
+#include "kernels/cuda/matmul.h"
 #include "kernels/cuda/stats.h"
 #include "kernels/simt/simt.h"
 
@@ -54,6 +55,8 @@ public:
         cudaFree(stats_workspace_);
         cudaFree(dev_stats_);
         cudaFree(dev_hist_);
+        cudaFree(matmul_scratch_.data);
+        if (cublas_) cublasDestroy(cublas_);
     }
 
     std::string name() const override { return name_; }
@@ -65,6 +68,10 @@ public:
             case Op::kCpy: return type == GgmlType::F32 || type == GgmlType::I32;
             // Element-wise and normalisation ops, in both math modes.
             case Op::kRmsNorm: case Op::kMul: case Op::kAdd: case Op::kRope: case Op::kSwiglu: case Op::kCont: return true;
+            // Both math modes: see kernels/cuda/matmul.cu. (MUL_MAT, F16) also stands for attention's
+            // products with the f16 KV cache (engine/forward/graph.cpp), which have no CUDA kernels
+            // yet, so it stays unsupported until they do; matmul() multiplies F16 weights regardless.
+            case Op::kMulMat: return type != GgmlType::F16 && cuda::cuda_can_matmul(type);
             default: return false;
         }
     }
@@ -144,6 +151,18 @@ public:
     }
     void set_llama_isa(LlamaIsa isa) override { llama_isa_ = isa; }
 
+    // y {N, T} = w {K, N} x {K, T}; f32 in both math modes (kernels/cuda/matmul.cu says why).
+    void matmul(const Tensor& w, const Tensor& x, Tensor& y, MathMode) override {
+        if (!cublas_ && x.ne[1] > cuda::kMatvecMaxColumns) {
+            const cublasStatus_t st = cublasCreate(&cublas_);
+            if (st != CUBLAS_STATUS_SUCCESS)
+                throw std::runtime_error(std::string("cuBLAS error: ") + cublasGetStatusName(st) +
+                                         " in cublasCreate(&cublas_) at " __FILE__ ":" + std::to_string(__LINE__));
+        }
+        cuda::cuda_matmul(cublas_, matmul_scratch_, w.type, w.data, w.nb[1], x.f32(), y.f32(), w.ne[0], w.ne[1], x.ne[1],
+                          nullptr);
+    }
+
     void stats(const Tensor& x, TensorStats* out) override {
         const int64_t n = x.n_elements();
         LS_CUDA_CHECK(cuda::cuda_tensor_stats(x.f32(), n, stats_workspace_, dev_stats_, nullptr));
@@ -171,7 +190,6 @@ public:
     [[noreturn]] void unsupported(Op op) const {
         throw std::logic_error(std::string(op_name(op)) + " is not supported by " + name_);
     }
-    void matmul(const Tensor&, const Tensor&, Tensor&, MathMode) override { unsupported(Op::kMulMat); }
     void store_kv(const Tensor&, const Tensor&, Tensor&, Tensor&, int64_t, MathMode) override {
         unsupported(Op::kSetRows);
     }
@@ -192,6 +210,8 @@ private:
     unsigned long long* dev_hist_ = nullptr;
     std::vector<void*> weights_;  // uploaded weights, freed with the backend
     LlamaIsa llama_isa_ = LlamaIsa::kAvx2;  // the forward pass sets the one it reproduces
+    cublasHandle_t cublas_ = nullptr;  // created by the first matmul that needs cuBLAS
+    cuda::MatmulScratch matmul_scratch_;
 };
 
 }  // namespace

@@ -112,6 +112,7 @@ void add_block_counts(uint64_t threads, uint64_t barrier_releases, uint64_t warp
 }
 
 bool is_device_pointer(const void* p) { return device_bytes_after(p) >= 0; }
+int64_t device_bytes_from(const void* p) { return device_bytes_after(p); }
 
 void record_launch_error(cudaError_t code, const std::string& message) { fail(code, message); }
 
