@@ -1,5 +1,5 @@
 // The CUDA backend: device memory, copies, and the ops that have CUDA kernels so far (GET_ROWS on
-// every weight format, CPY, statistics with the histogram). It answers supports() for the rest, so
+// every weight format, CPY, attention over the KV cache, statistics with the histogram). It answers supports() for the rest, so
 // a forward pass refuses by name what it cannot run. Built twice from this one source: by nvcc into
 // the CUDA module, and as C++ against the SIMT emulator (the cuda-emulated backend).
 #include <cmath>
@@ -10,6 +10,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/common/host_memory.h"
+#include "kernels/cuda/attention.h"
 #include "kernels/cuda/dequant.h"
 #include "kernels/cuda/stats.h"
 #include "kernels/simt/simt.h"
@@ -56,10 +57,16 @@ public:
     std::string name() const override { return name_; }
     BackendKind kind() const override { return kind_; }
 
-    bool supports(Op op, MathMode, GgmlType type) const override {
+    bool supports(Op op, MathMode mode, GgmlType type) const override {
         switch (op) {
             case Op::kGetRows: return cuda::cuda_can_dequantize(type);
             case Op::kCpy: return type == GgmlType::F32 || type == GgmlType::I32;
+            case Op::kSetRows: case Op::kSoftMax: return true;
+            // Attention's products with the KV cache are asked as MUL_MAT (F16); F16 weight rows
+            // run through the same dot-product kernel (see matmul()).
+            case Op::kMulMat: return type == GgmlType::F16;
+            // The kernel computes what ggml's CPU flash attention computes, which is llama mode's.
+            case Op::kFlashAttnExt: return mode == MathMode::kLlama;
             default: return false;
         }
     }
@@ -132,6 +139,49 @@ public:
         for (int b = 0; b < kHistogramBins; ++b) out->hist[b] = static_cast<int64_t>(hist[b]);
     }
 
+    // Attention over the KV cache (kernels/cuda/attention.cu); every tensor contiguous, as the
+    // forward pass makes them.
+    void store_kv(const Tensor& k, const Tensor& v, Tensor& cache_k, Tensor& cache_v, int64_t first,
+                  MathMode mode) override {
+        const bool round = mode == MathMode::kLlama;  // ggml's f16 cache
+        LS_CUDA_CHECK(cuda::cuda_store_cells(k.f32(), cache_k.f32() + first * k.ne[0] * k.ne[1], k.n_elements(), round,
+                                             nullptr));
+        LS_CUDA_CHECK(cuda::cuda_store_cells(v.f32(), cache_v.f32() + first * v.ne[0] * v.ne[1], v.n_elements(), round,
+                                             nullptr));
+    }
+    void attn_scores(const Tensor& q, const Tensor& cache_k, int64_t n_kv, Tensor& kq, MathMode mode) override {
+        cuda::AttnDims d;
+        d.hd_k = q.ne[0], d.n_head = q.ne[1], d.T = q.ne[2], d.n_head_kv = cache_k.ne[1], d.n_kv = n_kv;
+        LS_CUDA_CHECK(cuda::cuda_attn_scores(q.f32(), cache_k.data, false, kq.f32(), d, mode == MathMode::kLlama, nullptr));
+    }
+    void softmax_masked(const Tensor& kq, float scale, const Tensor& pos, bool causal, Tensor& p,
+                        MathMode) override {
+        // Both modes: f32 exponentials, f32 sums (the CPU's order differs by rounding only).
+        LS_CUDA_CHECK(cuda::cuda_softmax_masked(kq.f32(), pos.i32(), p.f32(), kq.ne[0], kq.ne[1], kq.n_rows(), scale,
+                                                causal, nullptr));
+    }
+    void attn_values(const Tensor& p, const Tensor& cache_v, int64_t n_kv, Tensor& kqv, MathMode mode) override {
+        cuda::AttnDims d;
+        d.hd_v = kqv.ne[0], d.T = kqv.ne[1], d.n_head = kqv.ne[2], d.n_head_kv = cache_v.ne[1], d.n_kv = n_kv;
+        LS_CUDA_CHECK(cuda::cuda_attn_values(p.f32(), cache_v.f32(), kqv.f32(), d, mode == MathMode::kLlama, nullptr));
+    }
+    void attn_flash(const Tensor& q, const Tensor& cache_k, const Tensor& cache_v, int64_t n_kv, float scale,
+                    const Tensor& pos, bool causal, Tensor& out) override {
+        cuda::AttnDims d;
+        d.hd_k = q.ne[0], d.n_head = q.ne[1], d.T = q.ne[2], d.hd_v = cache_v.ne[0], d.n_head_kv = cache_k.ne[1];
+        d.n_kv = n_kv;
+        LS_CUDA_CHECK(cuda::cuda_attn_flash(q.f32(), cache_k.f32(), cache_v.f32(), pos.i32(), out.f32(), d, scale, causal,
+                                            nullptr));
+    }
+    // y {N, T} = w {K, N} x {K, T} for F16 weights: the attention-scores kernel with one head, the
+    // weight rows as the cells (llama mode rounds x to f16, as ggml does for F16 weights).
+    void matmul(const Tensor& w, const Tensor& x, Tensor& y, MathMode mode) override {
+        if (w.type != GgmlType::F16) unsupported(Op::kMulMat);
+        cuda::AttnDims d;
+        d.hd_k = w.ne[0], d.n_head = 1, d.n_head_kv = 1, d.T = x.ne[1], d.n_kv = w.ne[1];
+        LS_CUDA_CHECK(cuda::cuda_attn_scores(x.f32(), w.data, true, y.f32(), d, mode == MathMode::kLlama, nullptr));
+    }
+
     // The ops below have no CUDA kernels yet: supports() says so, and a forward pass checks it
     // before it runs, so reaching one of them is our own mistake.
     [[noreturn]] void unsupported(Op op) const {
@@ -140,20 +190,8 @@ public:
     void rms_norm(const Tensor&, float, Tensor&) override { unsupported(Op::kRmsNorm); }
     void mul_row(const Tensor&, const Tensor&, Tensor&) override { unsupported(Op::kMul); }
     void add(const Tensor&, const Tensor&, Tensor&) override { unsupported(Op::kAdd); }
-    void matmul(const Tensor&, const Tensor&, Tensor&, MathMode) override { unsupported(Op::kMulMat); }
     void rope(Tensor&, const Tensor&, const RopeParams&, MathMode) override { unsupported(Op::kRope); }
     void swiglu(const Tensor&, const Tensor&, Tensor&, MathMode) override { unsupported(Op::kSwiglu); }
-    void store_kv(const Tensor&, const Tensor&, Tensor&, Tensor&, int64_t, MathMode) override {
-        unsupported(Op::kSetRows);
-    }
-    void attn_scores(const Tensor&, const Tensor&, int64_t, Tensor&, MathMode) override { unsupported(Op::kMulMat); }
-    void softmax_masked(const Tensor&, float, const Tensor&, bool, Tensor&, MathMode) override {
-        unsupported(Op::kSoftMax);
-    }
-    void attn_values(const Tensor&, const Tensor&, int64_t, Tensor&, MathMode) override { unsupported(Op::kMulMat); }
-    void attn_flash(const Tensor&, const Tensor&, const Tensor&, int64_t, float, const Tensor&, bool, Tensor&) override {
-        unsupported(Op::kFlashAttnExt);
-    }
     void merge_heads(const Tensor&, Tensor&) override { unsupported(Op::kCont); }
 
 private:
