@@ -441,7 +441,8 @@ struct AttnShape { int64_t hd_k, hd_v, n_head, n_head_kv, T, n_kv; const char* w
 const AttnShape kAttnShapes[] = {
     {8, 8, 8, 4, 5, 5, "stories260K prompt"},     {64, 64, 32, 4, 1, 300, "TinyLlama decode"},
     {64, 64, 14, 2, 3, 129, "Qwen2.5-0.5B"},       {192, 128, 16, 16, 2, 40, "DeepSeek-V2-Lite heads"},
-    {64, 64, 4, 4, 1, 1, "edge: one cell"},
+    {64, 64, 4, 4, 1, 1, "edge: one cell"},     {64, 64, 32, 4, 7, 7, "TinyLlama prompt"},
+    {32, 32, 6, 3, 4, 33, "edge: cells past a tile"}, {192, 128, 16, 16, 1, 257, "DeepSeek-V2-Lite decode"},
 };
 
 TEST(BackendOps, SetRows) {

@@ -1,6 +1,6 @@
-// The CUDA backend: device memory, copies, and the ops that have CUDA kernels so far (GET_ROWS and
-// MUL_MAT on every weight format, CPY, RMS_NORM, MUL, ADD, ROPE, SWIGLU, the head merge of CONT,
-// statistics with the histogram). It answers supports() for the rest, so
+// The CUDA backend: device memory, copies, and every op of a llama or qwen2 forward pass: GET_ROWS
+// and MUL_MAT on every weight format, CPY, RMS_NORM, MUL, ADD, ROPE, SWIGLU, the head merge of CONT,
+// attention over the KV cache, statistics with the histogram. It answers supports() per op, so
 // a forward pass refuses by name what it cannot run. Built twice from this one source: by nvcc into
 // the CUDA module, and as C++ against the SIMT emulator (the cuda-emulated backend).
 #include <cmath>
@@ -11,6 +11,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/common/host_memory.h"
+#include "kernels/cuda/attention.h"
 #include "kernels/cuda/dequant.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/rope.h"
@@ -62,16 +63,17 @@ public:
     std::string name() const override { return name_; }
     BackendKind kind() const override { return kind_; }
 
-    bool supports(Op op, MathMode, GgmlType type) const override {
+    bool supports(Op op, MathMode mode, GgmlType type) const override {
         switch (op) {
             case Op::kGetRows: return cuda::cuda_can_dequantize(type);
             case Op::kCpy: return type == GgmlType::F32 || type == GgmlType::I32;
-            // Element-wise and normalisation ops, in both math modes.
             case Op::kRmsNorm: case Op::kMul: case Op::kAdd: case Op::kRope: case Op::kSwiglu: case Op::kCont: return true;
+            case Op::kSetRows: case Op::kSoftMax: return true;
             // Both math modes: see kernels/cuda/matmul.cu. (MUL_MAT, F16) also stands for attention's
-            // products with the f16 KV cache (engine/forward/graph.cpp), which have no CUDA kernels
-            // yet, so it stays unsupported until they do; matmul() multiplies F16 weights regardless.
-            case Op::kMulMat: return type != GgmlType::F16 && cuda::cuda_can_matmul(type);
+            // products with the f16 KV cache (engine/forward/graph.cpp), which attention.cu runs.
+            case Op::kMulMat: return cuda::cuda_can_matmul(type);
+            // The kernel computes what ggml's CPU flash attention computes, which is llama mode's.
+            case Op::kFlashAttnExt: return mode == MathMode::kLlama;
             default: return false;
         }
     }
@@ -185,21 +187,39 @@ public:
         for (int b = 0; b < kHistogramBins; ++b) out->hist[b] = static_cast<int64_t>(hist[b]);
     }
 
-    // The ops below have no CUDA kernels yet: supports() says so, and a forward pass checks it
-    // before it runs, so reaching one of them is our own mistake.
-    [[noreturn]] void unsupported(Op op) const {
-        throw std::logic_error(std::string(op_name(op)) + " is not supported by " + name_);
+    // Attention over the KV cache (kernels/cuda/attention.cu); every tensor contiguous, as the
+    // forward pass makes them.
+    void store_kv(const Tensor& k, const Tensor& v, Tensor& cache_k, Tensor& cache_v, int64_t first,
+                  MathMode mode) override {
+        const bool round = mode == MathMode::kLlama;  // ggml's f16 cache
+        LS_CUDA_CHECK(cuda::cuda_store_cells(k.f32(), cache_k.f32() + first * k.ne[0] * k.ne[1], k.n_elements(), round,
+                                             nullptr));
+        LS_CUDA_CHECK(cuda::cuda_store_cells(v.f32(), cache_v.f32() + first * v.ne[0] * v.ne[1], v.n_elements(), round,
+                                             nullptr));
     }
-    void store_kv(const Tensor&, const Tensor&, Tensor&, Tensor&, int64_t, MathMode) override {
-        unsupported(Op::kSetRows);
+    void attn_scores(const Tensor& q, const Tensor& cache_k, int64_t n_kv, Tensor& kq, MathMode mode) override {
+        cuda::AttnDims d;
+        d.hd_k = q.ne[0], d.n_head = q.ne[1], d.T = q.ne[2], d.n_head_kv = cache_k.ne[1], d.n_kv = n_kv;
+        LS_CUDA_CHECK(cuda::cuda_attn_scores(q.f32(), cache_k.data, false, kq.f32(), d, mode == MathMode::kLlama, nullptr));
     }
-    void attn_scores(const Tensor&, const Tensor&, int64_t, Tensor&, MathMode) override { unsupported(Op::kMulMat); }
-    void softmax_masked(const Tensor&, float, const Tensor&, bool, Tensor&, MathMode) override {
-        unsupported(Op::kSoftMax);
+    void softmax_masked(const Tensor& kq, float scale, const Tensor& pos, bool causal, Tensor& p,
+                        MathMode) override {
+        // Both modes: f32 exponentials, f32 sums (the CPU's order differs by rounding only).
+        LS_CUDA_CHECK(cuda::cuda_softmax_masked(kq.f32(), pos.i32(), p.f32(), kq.ne[0], kq.ne[1], kq.n_rows(), scale,
+                                                causal, nullptr));
     }
-    void attn_values(const Tensor&, const Tensor&, int64_t, Tensor&, MathMode) override { unsupported(Op::kMulMat); }
-    void attn_flash(const Tensor&, const Tensor&, const Tensor&, int64_t, float, const Tensor&, bool, Tensor&) override {
-        unsupported(Op::kFlashAttnExt);
+    void attn_values(const Tensor& p, const Tensor& cache_v, int64_t n_kv, Tensor& kqv, MathMode mode) override {
+        cuda::AttnDims d;
+        d.hd_v = kqv.ne[0], d.T = kqv.ne[1], d.n_head = kqv.ne[2], d.n_head_kv = cache_v.ne[1], d.n_kv = n_kv;
+        LS_CUDA_CHECK(cuda::cuda_attn_values(p.f32(), cache_v.f32(), kqv.f32(), d, mode == MathMode::kLlama, nullptr));
+    }
+    void attn_flash(const Tensor& q, const Tensor& cache_k, const Tensor& cache_v, int64_t n_kv, float scale,
+                    const Tensor& pos, bool causal, Tensor& out) override {
+        cuda::AttnDims d;
+        d.hd_k = q.ne[0], d.n_head = q.ne[1], d.T = q.ne[2], d.hd_v = cache_v.ne[0], d.n_head_kv = cache_k.ne[1];
+        d.n_kv = n_kv;
+        LS_CUDA_CHECK(cuda::cuda_attn_flash(q.f32(), cache_k.f32(), cache_v.f32(), pos.i32(), out.f32(), d, scale, causal,
+                                            nullptr));
     }
 
 private:
