@@ -1,0 +1,128 @@
+// Whole models on the CUDA backend's kernels, run on the CPU by the SIMT emulator (cuda-emulated):
+// every llama and qwen2 fixture model generates llama.cpp's greedy tokens, and every event of the
+// run agrees with the CPU backend's exact-mode run of the same tokens at NMSE <= 1e-6 (compared
+// with the backend A/B machinery of `compare --against-backend`).
+#include <gtest/gtest.h>
+
+#include "engine/compare/backend_ab.h"
+#include "engine/compare/compare_run.h"
+#include "engine/forward/generate.h"
+#include "tests/parity_support.h"
+#include "tests/test_support.h"
+
+namespace ls {
+namespace {
+
+struct ModelCase {
+    const char* model;
+    const char* dump;  // a llama.cpp dump with generated tokens; nullptr: none (tokens below)
+};
+
+const ModelCase kModels[] = {
+    {"models/stories260K.gguf", "dumps/stories260K_once_n0_fa-off.gguf"},
+    {"models/llama-2-tiny-random.gguf", nullptr},
+    {"models/llama-gqa-mini-F16.gguf", "dumps/llama-gqa-mini-F16_happy_n4_fa-off_nocache.gguf"},
+    {"models/llama-gqa-mini-Q4_K_M.gguf", "dumps/llama-gqa-mini-Q4_K_M_boy_n4_fa-off_nocache.gguf"},
+    {"models/qwen2-mini-F16.gguf", "dumps/qwen2-mini-F16_chat_n4_fa-off_nocache.gguf"},
+    {"models/qwen2-mini-Q8_0.gguf", "dumps/qwen2-mini-Q8_0_code_n4_fa-off_nocache.gguf"},
+};
+
+struct ModelRun {
+    std::vector<int32_t> prompt, want;  // want: llama.cpp's greedy tokens (empty without a dump)
+    ForwardOptions forward;
+};
+
+ModelRun run_for(const ModelCase& c) {
+    ModelRun r;
+    if (!c.dump) {
+        r.prompt = {1, 15043, 3186, 29892};
+        r.forward.n_ctx = 256;
+        return r;
+    }
+    auto ref = ReferenceDump::open(test::fixture_path(c.dump));
+    EXPECT_TRUE(ref.ok()) << c.dump;
+    if (!ref.ok()) return r;
+    r.prompt = ref.value()->prompt_tokens();
+    r.want = ref.value()->generated_tokens();
+    r.forward.n_ubatch = ref.value()->n_ubatch();
+    r.forward.n_ctx = 256;
+    return r;
+}
+
+class CudaModels : public ::testing::TestWithParam<ModelCase> {};
+
+TEST_P(CudaModels, GreedyTokensAreLlamaCpps) {
+    LS_REQUIRE_FIXTURES();
+    const ModelCase& c = GetParam();
+    const ModelRun run = run_for(c);
+    auto model = Model::open(test::fixture_path(c.model));
+    ASSERT_TRUE(model.ok()) << model.error().message;
+    MadeBackend cuda = make_backend(BackendKind::kCudaEmulated, BackendOptions{2});
+    ASSERT_TRUE(cuda.backend) << cuda.note;
+    auto forward = make_forward(*model.value(), *cuda.backend, run.forward);
+    ASSERT_TRUE(forward.ok()) << forward.error().message;
+    const int n = std::max<int>(4, static_cast<int>(run.want.size()));
+    auto g = generate_greedy(*forward.value(), model.value()->tokenizer(), run.prompt, n, nullptr);
+    ASSERT_TRUE(g.ok()) << g.error().message;
+    const std::vector<int32_t>& got = g.value().generated;
+    ASSERT_GE(got.size(), run.want.size());
+    EXPECT_EQ(std::vector<int32_t>(got.begin(), got.begin() + run.want.size()), run.want) << c.model;
+    // Without generated tokens from llama.cpp, the CPU's llama-mode tokens.
+    if (run.want.empty()) {
+        auto cpu = make_cpu_backend(2);
+        auto f = make_forward(*model.value(), *cpu, run.forward);
+        ASSERT_TRUE(f.ok());
+        auto cg = generate_greedy(*f.value(), model.value()->tokenizer(), run.prompt, n, nullptr);
+        ASSERT_TRUE(cg.ok());
+        EXPECT_EQ(got, cg.value().generated) << c.model;
+    }
+}
+
+TEST_P(CudaModels, EveryEventMatchesTheCpuExactRun) {
+    LS_REQUIRE_FIXTURES();
+    const ModelCase& c = GetParam();
+    ModelRun run = run_for(c);
+    run.forward.mode = MathMode::kExact;
+    const int n_generate = std::max<int>(3, static_cast<int>(run.want.size()));
+    auto model = Model::open(test::fixture_path(c.model));
+    ASSERT_TRUE(model.ok()) << model.error().message;
+    auto cpu = make_cpu_backend(2);
+    auto reference = run_as_reference(*model.value(), *cpu, run.forward, run.prompt, n_generate, "the cpu run");
+    ASSERT_TRUE(reference.ok()) << reference.error().message;
+
+    MadeBackend cuda = make_backend(BackendKind::kCudaEmulated, BackendOptions{2});
+    ASSERT_TRUE(cuda.backend) << cuda.note;
+    CompareRunOptions options;
+    options.forward = run.forward;
+    options.prompt = run.prompt;
+    options.thresholds.noise_floor = false;
+    options.thresholds.warn_nmse = 1e-6;
+    options.thresholds.diverged_nmse = 1e-6;
+    auto r = compare_with_reference(*model.value(), *cuda.backend, *reference.value(), options);
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    const CompareRunResult& result = r.value();
+    double worst = 0;
+    std::string worst_name = "-";
+    for (const EventComparison& e : result.comparisons) {
+        if (e.status == CompareStatus::kNoReference) continue;
+        EXPECT_TRUE(e.status == CompareStatus::kOk) << c.model << ": " << e.name << " " << compare_status_name(e.status)
+                                                    << " nmse " << e.metrics.nmse;
+        if (e.metrics.nmse > worst) worst = e.metrics.nmse, worst_name = e.name;
+    }
+    EXPECT_GT(result.summary.compared(), 50);
+    EXPECT_EQ(result.summary.no_reference, 0);
+    std::printf("[cuda-emulated vs cpu exact] %s: %d events over %d decode calls, worst %s nmse %.3g\n", c.model,
+                result.summary.compared(), 1 + n_generate, worst_name.c_str(), worst);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, CudaModels, ::testing::ValuesIn(kModels), [](const auto& info) {
+    std::string s = info.param.model;
+    s = s.substr(s.find('/') + 1);
+    s = s.substr(0, s.find(".gguf"));
+    for (char& ch : s)
+        if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+    return s;
+});
+
+}  // namespace
+}  // namespace ls
