@@ -31,9 +31,11 @@ enum class Capture { kNone, kStats, kAll };
 // the backend for every event, or stats and a host copy of every tensor in a buffer from the pool.
 class BenchSink final : public EventSink {
 public:
-    BenchSink(Capture capture, std::shared_ptr<HostBufferPool> buffers) : capture_(capture), buffers_(std::move(buffers)) {}
+    BenchSink(Capture capture, bool sync_each_event, std::shared_ptr<HostBufferPool> buffers)
+        : capture_(capture), sync_(sync_each_event), buffers_(std::move(buffers)) {}
     void start() { last_ = Clock::now(); }
     void on_event(const Event& e) override {
+        if (sync_) e.backend->synchronize();  // step mode: the op's own time, on a GPU too
         const Clock::time_point now = Clock::now();
         op_seconds_[e.op] += std::chrono::duration<double>(now - last_).count();
         if (capture_ != Capture::kNone) {
@@ -55,6 +57,7 @@ public:
 
 private:
     Capture capture_;
+    bool sync_;
     std::shared_ptr<HostBufferPool> buffers_;
     Clock::time_point last_;
     std::map<Op, double> op_seconds_;
@@ -69,9 +72,9 @@ struct Timing {
 };
 
 Result<Timing> time_run(ForwardPass& forward, const std::vector<int32_t>& prompt, int n_gen, Capture capture,
-                        const std::shared_ptr<HostBufferPool>& buffers) {
+                        bool sync_each_event, const std::shared_ptr<HostBufferPool>& buffers) {
     forward.reset();
-    BenchSink sink(capture, buffers);
+    BenchSink sink(capture, sync_each_event, buffers);
     Timing t;
     sink.start();
     Clock::time_point t0 = Clock::now();
@@ -96,6 +99,7 @@ int run_bench(const BenchOptions& o) {
     MathMode mode;
     if (!math_mode_from_name(o.mode, &mode)) return fail(make_error(ErrorCode::kUsage, "--mode must be exact or llama"));
     const Capture capture = o.capture == "all" ? Capture::kAll : o.capture == "stats" ? Capture::kStats : Capture::kNone;
+    const bool step_mode = o.sync == "event";
     const Clock::time_point open_start = Clock::now();
     auto model = Model::open(o.model_path);
     if (!model) return fail(model.error());
@@ -119,15 +123,15 @@ int run_bench(const BenchOptions& o) {
     // As in a session, the host copies of one run go back to a pool when released and the next
     // run's copies reuse that memory.
     const std::shared_ptr<HostBufferPool> buffers = HostBufferPool::create();
-    if (auto warm = time_run(*forward.value(), prompt, std::min(o.gen, 1), Capture::kNone, buffers); !warm)
+    if (auto warm = time_run(*forward.value(), prompt, std::min(o.gen, 1), Capture::kNone, false, buffers); !warm)
         return fail(warm.error());
     std::vector<Timing> runs, bare_runs;
     for (int r = 0; r < o.repetitions; ++r) {
-        auto timed = time_run(*forward.value(), prompt, o.gen, capture, buffers);
+        auto timed = time_run(*forward.value(), prompt, o.gen, capture, step_mode, buffers);
         if (!timed) return fail(timed.error());
         runs.push_back(timed.value());
         if (capture != Capture::kNone) {
-            auto bare = time_run(*forward.value(), prompt, o.gen, Capture::kNone, buffers);
+            auto bare = time_run(*forward.value(), prompt, o.gen, Capture::kNone, step_mode, buffers);
             if (!bare) return fail(bare.error());
             bare_runs.push_back(bare.value());
         }
@@ -161,6 +165,7 @@ int run_bench(const BenchOptions& o) {
         j["gen_tokens"] = o.gen;
         j["repetitions"] = o.repetitions;
         j["capture"] = o.capture;
+        j["sync"] = o.sync;
         j["prompt_tps"] = prompt_tps;
         j["gen_tps"] = gen_tps;
         j["capture_overhead"] = overhead;
@@ -179,7 +184,9 @@ int run_bench(const BenchOptions& o) {
                 chosen.value().note.empty() ? "" : (" (" + chosen.value().note + ")").c_str(), math_mode_name(mode),
                 mode == MathMode::kLlama ? (std::string(", llama.cpp build ") + llama_isa_name(fo.llama_isa)).c_str() : "");
     std::printf("open:     %.2f ms (metadata, tensor index, vocabulary)\n", 1000 * open_s);
-    std::printf("runs:     %d timed after a warm-up, medians\n", o.repetitions);
+    std::printf("runs:     %d timed after a warm-up, medians; %s\n", o.repetitions,
+                step_mode ? "step mode (the backend synced after every event)"
+                          : "run mode (the backend synced only where data is read)");
     std::printf("prompt:   %d tokens  %.2f tok/s\n", o.prompt_tokens, prompt_tps);
     if (o.gen > 0) std::printf("generate: %d tokens  %.2f tok/s  (%.2f ms/token)\n", o.gen, gen_tps, 1000 * t.gen_s / o.gen);
     std::printf("capture:  %s", o.capture.c_str());

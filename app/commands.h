@@ -119,6 +119,7 @@ struct BenchOptions {
     std::string mode = "llama";
     std::string backend = "auto";
     std::string capture = "none";  // none, stats (on the backend, every event), all (also host copies)
+    std::string sync = "needed";   // needed (run mode) or event (step mode: the backend synced after every event)
     int repetitions = 3;           // timed runs after a warm-up; the medians are reported
     bool json = false;
 };

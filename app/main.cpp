@@ -152,6 +152,9 @@ void add_bench_command(CLI::App& app, ls::app::BenchOptions& o) {
     b->add_option("--mode", o.mode, "exact or llama (default)")->check(CLI::IsMember({"exact", "llama"}));
     b->add_option("--backend", o.backend, "cpu, cuda, cuda-emulated or auto (default)")
         ->check(CLI::IsMember({"cpu", "cuda", "cuda-emulated", "auto"}));
+    b->add_option("--sync", o.sync, "needed (default, run mode: the backend waits only where data is read) or event (step "
+                                    "mode: it waits after every event, as when stepping)")
+        ->check(CLI::IsMember({"needed", "event"}));
     b->add_option("--capture", o.capture, "none (default), stats (statistics of every event on the backend) or all (also a "
                                           "host copy of every tensor); the overhead is measured against a run without")
         ->check(CLI::IsMember({"none", "stats", "all"}));

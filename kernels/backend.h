@@ -156,6 +156,12 @@ public:
 
     // Statistics and the histogram of an f32 tensor, computed where it lives.
     virtual void stats(const Tensor& x, TensorStats* out) = 0;
+
+    // Waits until every op queued so far is done; an error of an op queued earlier surfaces here.
+    // Ops on a GPU are queued and run later: a run syncs only where it needs data (a download, a
+    // capture's statistics; "run mode"), or after every event ("step mode": each op's own time and
+    // error). Backends that run ops as they are called have nothing to wait for.
+    virtual void synchronize() {}
 };
 
 struct BackendOptions {

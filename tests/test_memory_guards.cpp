@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <stdexcept>
 #include <string>
 
 #include "engine/compare/reference_formats.h"
@@ -18,6 +19,7 @@
 #include "engine/forward/memory_estimate.h"
 #include "engine/session/event_plan.h"
 #include "engine/util/input_file.h"
+#include "kernels/backend.h"
 #include "kernels/common/host_memory.h"
 #include "tests/gguf_builder.h"
 #include "tests/test_support.h"
@@ -551,6 +553,54 @@ TEST(InputGuards, ReadInputFileRefusesWhatItCannotHold) {
     EXPECT_EQ(missing.error().message, dir + "/none.txt: cannot open: No such file or directory");
     EXPECT_FALSE(check_input_file(dir).ok());
     fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace ls
+
+namespace ls {
+namespace {
+
+// ---- the CUDA backend's device memory (emulated with a size: LAYERSCOPE_SIMT_DEVICE_MEMORY)
+
+// A model whose weights do not fit the device is refused before anything runs, with the numbers
+// and where the memory was measured; one that fits runs.
+TEST(DeviceGuards, AModelLargerThanTheDeviceIsRefusedUpFront) {
+    LS_REQUIRE_FIXTURES();
+    const std::string model = "'" + test::fixture_path("models/llama-gqa-mini-F16.gguf") + "'";
+    ::setenv("LAYERSCOPE_SIMT_DEVICE_MEMORY", "4M", 1);  // the weights alone are 24 MiB
+    auto r = test::run_layerscope("run -m " + model + " --tokens 1,2,3 -n 1 --backend cuda-emulated", true);
+    EXPECT_EQ(r.exit_code, 3) << r.out;
+    EXPECT_NE(r.out.find("emulated CUDA device memory (LAYERSCOPE_SIMT_DEVICE_MEMORY)"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("Segmentation"), std::string::npos) << r.out;
+    ::setenv("LAYERSCOPE_SIMT_DEVICE_MEMORY", "256M", 1);
+    r = test::run_layerscope("run -m " + model + " --tokens 1,2,3 -n 1 --backend cuda-emulated", true);
+    ::unsetenv("LAYERSCOPE_SIMT_DEVICE_MEMORY");
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+}
+
+// An allocation the device cannot give is an error that names the call, the file and the line,
+// and the backend stays usable.
+TEST(DeviceGuards, OutOfDeviceMemoryIsAMessage) {
+    ::setenv("LAYERSCOPE_SIMT_DEVICE_MEMORY", "1M", 1);
+    MadeBackend made = make_backend(BackendKind::kCudaEmulated);
+    ASSERT_TRUE(made.backend) << made.note;
+    const BackendMemory m = made.backend->memory();
+    EXPECT_TRUE(m.known);
+    EXPECT_LE(m.available_bytes, 1u << 20);
+    std::string message;
+    try {
+        made.backend->alloc(2u << 20);
+    } catch (const std::runtime_error& e) {
+        message = e.what();
+    }
+    EXPECT_NE(message.find("CUDA error: out of memory in cudaMalloc"), std::string::npos) << message;
+    EXPECT_NE(message.find("cuda_backend.cu:"), std::string::npos) << message;
+    void* small = made.backend->alloc(4096);  // what fits still does
+    EXPECT_NE(small, nullptr);
+    made.backend->release(small);
+    made.backend.reset();
+    ::unsetenv("LAYERSCOPE_SIMT_DEVICE_MEMORY");
 }
 
 }  // namespace

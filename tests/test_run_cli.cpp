@@ -2,6 +2,8 @@
 // our dumps lining up with llama.cpp's by name and value, exit codes for bad input, and --dump
 // never replacing what it must not.
 #include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -218,6 +220,24 @@ TEST(RunCli, BackendChoice) {
 
 namespace ls {
 namespace {
+
+// Both run styles on the CUDA backend's kernels: run mode (the default) and step mode, which syncs
+// the backend after every event.
+TEST(BenchCli, StepAndRunModesOnTheCudaKernels) {
+    LS_REQUIRE_FIXTURES();
+    const std::string model = "-m '" + test::fixture_path("models/stories260K.gguf") + "'";
+    for (const char* sync : {"needed", "event"}) {
+        const test::CommandResult r = test::run_layerscope("bench " + model + " --backend cuda-emulated --prompt-tokens 8 "
+                                                           "--gen 2 --repetitions 1 --capture stats --json --sync " + sync);
+        ASSERT_EQ(r.exit_code, 0) << r.out;
+        const auto j = nlohmann::json::parse(r.out);
+        EXPECT_EQ(j["sync"], sync);
+        EXPECT_EQ(j["backend"], "CUDA (emulated on the CPU)");
+        EXPECT_GT(j["gen_tps"].get<double>(), 0);
+    }
+    const test::CommandResult bad = test::run_layerscope("bench " + model + " --sync sometimes", true);
+    EXPECT_EQ(bad.exit_code, 2) << bad.out;
+}
 
 // `layerscope bench --json`: the figures it promises, measured (positive), and the op classes.
 TEST(BenchCli, JsonHasTheFigures) {

@@ -48,6 +48,8 @@ __global__ void __launch_bounds__(kCopyThreads) copy_kernel(const char* src, cha
 class CudaBackend final : public Backend {
 public:
     CudaBackend(std::string name, BackendKind kind) : name_(std::move(name)), kind_(kind) {
+        // Every op is queued on this stream; it syncs with the default stream's copies.
+        LS_CUDA_CHECK(cudaStreamCreate(&stream_));
         LS_CUDA_CHECK(cudaMalloc(&stats_workspace_, cuda::cuda_tensor_stats_workspace_bytes()));
         LS_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&dev_stats_), sizeof(cuda::TensorStats)));
         LS_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&dev_hist_), kHistogramBins * sizeof(unsigned long long)));
@@ -57,7 +59,9 @@ public:
         cudaFree(dev_stats_);
         cudaFree(dev_hist_);
         cudaFree(matmul_scratch_.data);
+        for (void* w : weights_) cudaFree(w);
         if (cublas_) cublasDestroy(cublas_);
+        cudaStreamDestroy(stream_);
     }
 
     std::string name() const override { return name_; }
@@ -80,7 +84,10 @@ public:
 
     BackendMemory memory() const override {
 #if LS_SIMT_EMULATED
-        // The emulator's device memory is the host's.
+        // The emulator's device memory is the host's, unless it is given a size.
+        size_t free_bytes = 0, total_bytes = 0;
+        if (cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess && total_bytes > 0)
+            return {true, free_bytes, "emulated CUDA device memory (LAYERSCOPE_SIMT_DEVICE_MEMORY)", true};
         const HostMemory host = available_host_memory();
         return {host.known, host.available_bytes, "RAM (" + host.source + ")", true};
 #else
@@ -106,7 +113,7 @@ public:
         const int64_t n = src.n_elements();
         if (n == 0) return;
         const int64_t grid = (n + kCopyThreads - 1) / kCopyThreads;
-        LAUNCH(copy_kernel, static_cast<unsigned>(grid), kCopyThreads, 0, static_cast<const char*>(src.data),
+        LAUNCH_STREAM(copy_kernel, static_cast<unsigned>(grid), kCopyThreads, 0, stream_, static_cast<const char*>(src.data),
                static_cast<char*>(dst.data), src.ne[0], src.ne[1], src.ne[2], n, src.nb[0], src.nb[1], src.nb[2],
                src.nb[3], dst.nb[0], dst.nb[1], dst.nb[2], dst.nb[3]);
         LS_CUDA_CHECK(cudaGetLastError());
@@ -121,35 +128,35 @@ public:
 
     void get_rows(const Tensor& table, const Tensor& ids, Tensor& y) override {
         LS_CUDA_CHECK(cuda::cuda_get_rows(table.type, table.data, table.nb[1], ids.i32(), ids.ne[0], y.f32(),
-                                          table.ne[0], nullptr));
+                                          table.ne[0], stream_));
     }
 
     // The element-wise ops and RMS_NORM (kernels/cuda/elementwise.cu), ROPE (kernels/cuda/rope.cu):
     // the CPU backend's arithmetic in each math mode, on packed f32 tensors as the CPU takes them.
     void rms_norm(const Tensor& x, float eps, Tensor& y) override {
-        LS_CUDA_CHECK(cuda::cuda_rms_norm(x.f32(), y.f32(), x.ne[0], x.n_rows(), eps, nullptr));
+        LS_CUDA_CHECK(cuda::cuda_rms_norm(x.f32(), y.f32(), x.ne[0], x.n_rows(), eps, stream_));
     }
     void mul_row(const Tensor& x, const Tensor& w, Tensor& y) override {
-        LS_CUDA_CHECK(cuda::cuda_mul_row(x.f32(), w.f32(), y.f32(), x.ne[0], x.n_rows(), nullptr));
+        LS_CUDA_CHECK(cuda::cuda_mul_row(x.f32(), w.f32(), y.f32(), x.ne[0], x.n_rows(), stream_));
     }
     void add(const Tensor& a, const Tensor& b, Tensor& y) override {
         const bool b_one_row = b.n_rows() == 1 && a.n_rows() > 1;
-        LS_CUDA_CHECK(cuda::cuda_add(a.f32(), b.f32(), y.f32(), a.ne[0], a.n_rows(), b_one_row, nullptr));
+        LS_CUDA_CHECK(cuda::cuda_add(a.f32(), b.f32(), y.f32(), a.ne[0], a.n_rows(), b_one_row, stream_));
     }
     void rope(Tensor& x, const Tensor& pos, const RopeParams& p, MathMode mode) override {
         const cuda::RopeArgs args =
             cuda::cuda_rope_args(p.mode == RopeMode::kNeox, mode == MathMode::kLlama, p.n_rot, p.freq_base, p.freq_scale,
                                  p.n_ctx_orig, p.ext_factor, p.attn_factor, p.beta_fast, p.beta_slow);
         LS_CUDA_CHECK(cuda::cuda_rope(x.f32(), pos.i32(), x.ne[1], x.ne[2], static_cast<int64_t>(x.nb[1] / sizeof(float)),
-                                      static_cast<int64_t>(x.nb[2] / sizeof(float)), args, nullptr));
+                                      static_cast<int64_t>(x.nb[2] / sizeof(float)), args, stream_));
     }
     void swiglu(const Tensor& gate, const Tensor& up, Tensor& y, MathMode mode) override {
         // llama mode: ggml's CPU swiglu of the llama.cpp build being reproduced (8 or 16 lanes).
         const int lanes = mode == MathMode::kExact ? 0 : (llama_isa_ == LlamaIsa::kAvx2 ? 8 : 16);
-        LS_CUDA_CHECK(cuda::cuda_swiglu(gate.f32(), up.f32(), y.f32(), gate.ne[0], gate.n_rows(), lanes, nullptr));
+        LS_CUDA_CHECK(cuda::cuda_swiglu(gate.f32(), up.f32(), y.f32(), gate.ne[0], gate.n_rows(), lanes, stream_));
     }
     void merge_heads(const Tensor& x, Tensor& y) override {
-        LS_CUDA_CHECK(cuda::cuda_merge_heads(x.f32(), y.f32(), x.ne[0], x.ne[1], x.ne[2], nullptr));
+        LS_CUDA_CHECK(cuda::cuda_merge_heads(x.f32(), y.f32(), x.ne[0], x.ne[1], x.ne[2], stream_));
     }
     void set_llama_isa(LlamaIsa isa) override { llama_isa_ = isa; }
 
@@ -162,12 +169,14 @@ public:
                                          " in cublasCreate(&cublas_) at " __FILE__ ":" + std::to_string(__LINE__));
         }
         cuda::cuda_matmul(cublas_, matmul_scratch_, w.type, w.data, w.nb[1], x.f32(), y.f32(), w.ne[0], w.ne[1], x.ne[1],
-                          nullptr);
+                          stream_);
     }
+
+    void synchronize() override { LS_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 
     void stats(const Tensor& x, TensorStats* out) override {
         const int64_t n = x.n_elements();
-        LS_CUDA_CHECK(cuda::cuda_tensor_stats(x.f32(), n, stats_workspace_, dev_stats_, nullptr));
+        LS_CUDA_CHECK(cuda::cuda_tensor_stats(x.f32(), n, stats_workspace_, dev_stats_, stream_));
         cuda::TensorStats s{};
         download(&s, dev_stats_, sizeof s);
         *out = TensorStats{};
@@ -181,7 +190,7 @@ public:
         out->rms = std::sqrt(s.sumsq / static_cast<double>(finite));
         out->hist_scale = out->rms > 0 ? static_cast<float>(out->rms) : 1.0f;
         LS_CUDA_CHECK(cudaMemset(dev_hist_, 0, kHistogramBins * sizeof(unsigned long long)));
-        LS_CUDA_CHECK(cuda::cuda_tensor_histogram(x.f32(), n, out->min, out->max, out->hist_scale, dev_hist_, nullptr));
+        LS_CUDA_CHECK(cuda::cuda_tensor_histogram(x.f32(), n, out->min, out->max, out->hist_scale, dev_hist_, stream_));
         unsigned long long hist[kHistogramBins];
         download(hist, dev_hist_, sizeof hist);
         for (int b = 0; b < kHistogramBins; ++b) out->hist[b] = static_cast<int64_t>(hist[b]);
@@ -193,25 +202,25 @@ public:
                   MathMode mode) override {
         const bool round = mode == MathMode::kLlama;  // ggml's f16 cache
         LS_CUDA_CHECK(cuda::cuda_store_cells(k.f32(), cache_k.f32() + first * k.ne[0] * k.ne[1], k.n_elements(), round,
-                                             nullptr));
+                                             stream_));
         LS_CUDA_CHECK(cuda::cuda_store_cells(v.f32(), cache_v.f32() + first * v.ne[0] * v.ne[1], v.n_elements(), round,
-                                             nullptr));
+                                             stream_));
     }
     void attn_scores(const Tensor& q, const Tensor& cache_k, int64_t n_kv, Tensor& kq, MathMode mode) override {
         cuda::AttnDims d;
         d.hd_k = q.ne[0], d.n_head = q.ne[1], d.T = q.ne[2], d.n_head_kv = cache_k.ne[1], d.n_kv = n_kv;
-        LS_CUDA_CHECK(cuda::cuda_attn_scores(q.f32(), cache_k.data, false, kq.f32(), d, mode == MathMode::kLlama, nullptr));
+        LS_CUDA_CHECK(cuda::cuda_attn_scores(q.f32(), cache_k.data, false, kq.f32(), d, mode == MathMode::kLlama, stream_));
     }
     void softmax_masked(const Tensor& kq, float scale, const Tensor& pos, bool causal, Tensor& p,
                         MathMode) override {
         // Both modes: f32 exponentials, f32 sums (the CPU's order differs by rounding only).
         LS_CUDA_CHECK(cuda::cuda_softmax_masked(kq.f32(), pos.i32(), p.f32(), kq.ne[0], kq.ne[1], kq.n_rows(), scale,
-                                                causal, nullptr));
+                                                causal, stream_));
     }
     void attn_values(const Tensor& p, const Tensor& cache_v, int64_t n_kv, Tensor& kqv, MathMode mode) override {
         cuda::AttnDims d;
         d.hd_v = kqv.ne[0], d.T = kqv.ne[1], d.n_head = kqv.ne[2], d.n_head_kv = cache_v.ne[1], d.n_kv = n_kv;
-        LS_CUDA_CHECK(cuda::cuda_attn_values(p.f32(), cache_v.f32(), kqv.f32(), d, mode == MathMode::kLlama, nullptr));
+        LS_CUDA_CHECK(cuda::cuda_attn_values(p.f32(), cache_v.f32(), kqv.f32(), d, mode == MathMode::kLlama, stream_));
     }
     void attn_flash(const Tensor& q, const Tensor& cache_k, const Tensor& cache_v, int64_t n_kv, float scale,
                     const Tensor& pos, bool causal, Tensor& out) override {
@@ -219,7 +228,7 @@ public:
         d.hd_k = q.ne[0], d.n_head = q.ne[1], d.T = q.ne[2], d.hd_v = cache_v.ne[0], d.n_head_kv = cache_k.ne[1];
         d.n_kv = n_kv;
         LS_CUDA_CHECK(cuda::cuda_attn_flash(q.f32(), cache_k.f32(), cache_v.f32(), pos.i32(), out.f32(), d, scale, causal,
-                                            nullptr));
+                                            stream_));
     }
 
 private:
@@ -230,6 +239,7 @@ private:
     unsigned long long* dev_hist_ = nullptr;
     std::vector<void*> weights_;  // uploaded weights, freed with the backend
     LlamaIsa llama_isa_ = LlamaIsa::kAvx2;  // the forward pass sets the one it reproduces
+    cudaStream_t stream_ = nullptr;    // where every op is queued
     cublasHandle_t cublas_ = nullptr;  // created by the first matmul that needs cuBLAS
     cuda::MatmulScratch matmul_scratch_;
 };

@@ -58,6 +58,7 @@ const char* cudaGetErrorName(cudaError_t error);
 const char* cudaGetErrorString(cudaError_t error);
 cudaError_t cudaGetDeviceCount(int* count);
 cudaError_t cudaSetDevice(int device);
+cudaError_t cudaMemGetInfo(size_t* free, size_t* total);
 cudaError_t cudaGetDevice(int* device);
 cudaError_t cudaDeviceSynchronize(void);
 cudaError_t cudaMalloc(void** devPtr, size_t size);

@@ -38,11 +38,26 @@ cudaError_t fail(cudaError_t code, const std::string& message) {
 struct DeviceMemory {
     std::mutex mutex;
     std::map<uintptr_t, size_t> allocations;
+    size_t used = 0;  // bytes allocated, rounded as allocated
     std::map<const void*, int> max_dynamic_shared;  // per kernel, from cudaFuncSetAttribute
 };
 DeviceMemory& device_memory() {
     static DeviceMemory memory;
     return memory;
+}
+
+// The emulated device's memory size: LAYERSCOPE_SIMT_DEVICE_MEMORY (bytes, or with a K, M or G
+// suffix) so that out-of-memory paths can be tested; 0 (the default, or an unreadable value):
+// the host's memory, as much as it gives.
+size_t device_memory_limit() {
+    const char* v = std::getenv("LAYERSCOPE_SIMT_DEVICE_MEMORY");
+    if (!v || !*v) return 0;
+    char* end = nullptr;
+    const unsigned long long n = std::strtoull(v, &end, 10);
+    const std::string suffix = end ? end : "";
+    const unsigned long long scale = suffix == "K" ? 1ull << 10 : suffix == "M" ? 1ull << 20 : suffix == "G" ? 1ull << 30 : 1;
+    if (!suffix.empty() && scale == 1) return 0;
+    return static_cast<size_t>(n * scale);
 }
 
 // Bytes from p to the end of its device allocation, or -1 when p is not device memory.
@@ -210,6 +225,18 @@ cudaError_t cudaGetDeviceCount(int* count) {
     return cudaSuccess;
 }
 
+// Free and total bytes of the emulated device; both 0 without LAYERSCOPE_SIMT_DEVICE_MEMORY (the
+// host's memory is the limit then).
+cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
+    if (!free || !total) return fail(cudaErrorInvalidValue, "cudaMemGetInfo: null result pointer");
+    auto& dm = ls::simt::device_memory();
+    std::lock_guard lock(dm.mutex);
+    const size_t limit = ls::simt::device_memory_limit();
+    *total = limit;
+    *free = limit > dm.used ? limit - dm.used : 0;
+    return cudaSuccess;
+}
+
 cudaError_t cudaSetDevice(int device) {
     return device == 0 ? cudaSuccess : fail(cudaErrorInvalidDevice, "cudaSetDevice: the emulator has device 0 only");
 }
@@ -228,11 +255,16 @@ cudaError_t cudaMalloc(void** devPtr, size_t size) {
     *devPtr = nullptr;
     if (size == 0) return cudaSuccess;
     const size_t rounded = (size + 255) / 256 * 256;
+    auto& dm = ls::simt::device_memory();
+    std::lock_guard lock(dm.mutex);
+    const size_t limit = ls::simt::device_memory_limit();
+    if (limit && (rounded > limit || dm.used > limit - rounded))
+        return fail(cudaErrorMemoryAllocation, "cudaMalloc: out of memory for " + std::to_string(size) + " bytes (the emulated device has " +
+                                                   std::to_string(limit) + " bytes, " + std::to_string(dm.used) + " in use)");
     void* p = std::aligned_alloc(256, rounded);
     if (!p) return fail(cudaErrorMemoryAllocation, "cudaMalloc: out of memory for " + std::to_string(size) + " bytes");
     std::memset(p, ls::simt::kDeviceMemoryPoison, rounded);
-    auto& dm = ls::simt::device_memory();
-    std::lock_guard lock(dm.mutex);
+    dm.used += rounded;
     dm.allocations[reinterpret_cast<uintptr_t>(p)] = size;
     *devPtr = p;
     return cudaSuccess;
@@ -245,6 +277,7 @@ cudaError_t cudaFree(void* devPtr) {
         std::lock_guard lock(dm.mutex);
         auto it = dm.allocations.find(reinterpret_cast<uintptr_t>(devPtr));
         if (it != dm.allocations.end()) {
+            dm.used -= (it->second + 255) / 256 * 256;
             dm.allocations.erase(it);
             std::free(devPtr);
             return cudaSuccess;
