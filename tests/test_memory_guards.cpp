@@ -12,6 +12,7 @@
 #include <fstream>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "engine/compare/reference_formats.h"
 #include "engine/forward/forward.h"
@@ -599,6 +600,33 @@ TEST(DeviceGuards, OutOfDeviceMemoryIsAMessage) {
     void* small = made.backend->alloc(4096);  // what fits still does
     EXPECT_NE(small, nullptr);
     made.backend->release(small);
+    made.backend.reset();
+    ::unsetenv("LAYERSCOPE_SIMT_DEVICE_MEMORY");
+}
+
+// The device arena: a released block is handed out again (zeroed) for the same size, counts as
+// available, and is given back to the device when an allocation of another size needs the room.
+TEST(DeviceGuards, ReleasedDeviceMemoryIsReusedAndGivenBackWhenFull) {
+    ::setenv("LAYERSCOPE_SIMT_DEVICE_MEMORY", "1M", 1);
+    MadeBackend made = make_backend(BackendKind::kCudaEmulated);
+    ASSERT_TRUE(made.backend) << made.note;
+    Backend& be = *made.backend;
+    const uint64_t before = be.memory().available_bytes;
+    void* a = be.alloc(600000);
+    const std::vector<float> ones(150000, 1.0f);
+    be.upload(a, ones.data(), 600000);
+    be.release(a);
+    EXPECT_EQ(be.memory().available_bytes, before);  // kept, but available
+    void* b = be.alloc(600000);
+    EXPECT_EQ(a, b);
+    std::vector<float> back(150000, -1.0f);
+    be.download(back.data(), b, 600000);
+    EXPECT_EQ(back, std::vector<float>(150000, 0.0f)) << "a reused block is zeroed like a new one";
+    be.release(b);
+    void* c = be.alloc(700000);  // 600000 kept + 700000 > 1 MiB: the kept block goes back first
+    EXPECT_NE(c, nullptr);
+    EXPECT_LT(be.memory().available_bytes, before - 600000);
+    be.release(c);
     made.backend.reset();
     ::unsetenv("LAYERSCOPE_SIMT_DEVICE_MEMORY");
 }

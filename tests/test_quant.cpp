@@ -302,3 +302,17 @@ INSTANTIATE_TEST_SUITE_P(Quantizable, QuantizerFixture, testing::ValuesIn(kQuant
 
 }  // namespace
 }  // namespace ls
+
+namespace ls {
+namespace {
+
+// A hostile GGUF's tensor of 2^50 empty rows (ne [0, 2^50]) holds no data and passes every size
+// check; decoding it looped over every row (a fuzzer's timeout). Empty rows decode at once.
+TEST(DequantGuards, EmptyRowsDecodeAtOnceHoweverMany) {
+    EXPECT_TRUE(dequantize_rows(GgmlType::Q4_1, nullptr, 0, nullptr, int64_t{1} << 50, 0));
+    EXPECT_TRUE(dequantize_rows(GgmlType::F32, nullptr, 0, nullptr, int64_t{1} << 50, 0));
+    EXPECT_FALSE(dequantize_rows(GgmlType::Q4_1, nullptr, 0, nullptr, 1, 31));  // not whole blocks
+}
+
+}  // namespace
+}  // namespace ls

@@ -55,6 +55,7 @@ bool dequantize_rows(GgmlType type, const void* src, size_t src_row_bytes, float
     const RowDecoder decode = row_decoder(type);
     uint64_t packed_row_bytes = 0;
     if (decode == nullptr || n_rows < 0 || !ggml_row_bytes(type, n_per_row, &packed_row_bytes)) return false;
+    if (n_per_row == 0) return true;  // empty rows, however many (a hostile file's 0 x 2^62)
     const size_t stride = src_row_bytes != 0 ? src_row_bytes : static_cast<size_t>(packed_row_bytes);
     const uint8_t* row = static_cast<const uint8_t*>(src);
     for (int64_t r = 0; r < n_rows; ++r) decode(row + r * stride, dst + r * n_per_row, n_per_row);

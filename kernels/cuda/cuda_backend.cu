@@ -3,8 +3,10 @@
 // attention over the KV cache, statistics with the histogram. It answers supports() per op, so
 // a forward pass refuses by name what it cannot run. Built twice from this one source: by nvcc into
 // the CUDA module, and as C++ against the SIMT emulator (the cuda-emulated backend).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -59,7 +61,8 @@ public:
         cudaFree(dev_stats_);
         cudaFree(dev_hist_);
         cudaFree(matmul_scratch_.data);
-        for (void* w : weights_) cudaFree(w);
+        for (const auto& [p, size] : live_) cudaFree(p);
+        for (const auto& [size, p] : cached_) cudaFree(p);
         if (cublas_) cublasDestroy(cublas_);
         cudaStreamDestroy(stream_);
     }
@@ -87,22 +90,54 @@ public:
         // The emulator's device memory is the host's, unless it is given a size.
         size_t free_bytes = 0, total_bytes = 0;
         if (cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess && total_bytes > 0)
-            return {true, free_bytes, "emulated CUDA device memory (LAYERSCOPE_SIMT_DEVICE_MEMORY)", true};
+            return {true, free_bytes + cached_bytes_, "emulated CUDA device memory (LAYERSCOPE_SIMT_DEVICE_MEMORY)", true};
         const HostMemory host = available_host_memory();
         return {host.known, host.available_bytes, "RAM (" + host.source + ")", true};
 #else
         size_t free_bytes = 0, total_bytes = 0;
         if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) return {};
-        return {true, free_bytes, "CUDA device memory (" + name_ + ")", true};
+        return {true, free_bytes + cached_bytes_, "CUDA device memory (" + name_ + ")", true};
 #endif
     }
+    // Device memory is an arena: a released block is kept and handed out again for the same size,
+    // so a session recreated on the same model (another fault, another reference) reuses its
+    // memory instead of freeing and allocating it again; when the device is full, the kept blocks
+    // are given back and the allocation is tried once more.
     void* alloc(size_t bytes) override {
+        const size_t size = (std::max<size_t>(bytes, 1) + 255) / 256 * 256;
         void* p = nullptr;
-        LS_CUDA_CHECK(cudaMalloc(&p, bytes == 0 ? 1 : bytes));
+        if (auto it = cached_.find(size); it != cached_.end()) {
+            p = it->second;
+            cached_.erase(it);
+            cached_bytes_ -= size;
+        } else {
+            if (cudaMalloc(&p, size) != cudaSuccess) {
+                (void)cudaGetLastError();  // handled: the kept blocks go back and it is tried once more
+                trim();
+                LS_CUDA_CHECK(cudaMalloc(&p, size));
+            }
+        }
+        live_[p] = size;
         LS_CUDA_CHECK(cudaMemset(p, 0, bytes));
         return p;
     }
-    void release(void* ptr) override { cudaFree(ptr); }
+    void release(void* ptr) override {
+        auto it = live_.find(ptr);
+        if (it == live_.end()) return;
+#if LS_SIMT_EMULATED
+        // A kernel that still reads a released block reads NaNs in the tests, not stale values.
+        cudaMemset(ptr, 0xff, it->second);
+#endif
+        cached_.emplace(it->second, ptr);
+        cached_bytes_ += it->second;
+        live_.erase(it);
+    }
+    void trim() {
+        LS_CUDA_CHECK(cudaDeviceSynchronize());
+        for (const auto& [size, p] : cached_) cudaFree(p);
+        cached_.clear();
+        cached_bytes_ = 0;
+    }
     void upload(void* dst, const void* src, size_t bytes) override {
         LS_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
     }
@@ -122,7 +157,6 @@ public:
         Tensor t = make_tensor(nullptr, ne[0], ne[1], ne[2], ne[3], type);
         t.data = alloc(t.n_bytes());
         upload(t.data, host_data, t.n_bytes());
-        weights_.push_back(t.data);
         return t;
     }
 
@@ -237,7 +271,9 @@ private:
     void* stats_workspace_ = nullptr;
     cuda::TensorStats* dev_stats_ = nullptr;
     unsigned long long* dev_hist_ = nullptr;
-    std::vector<void*> weights_;  // uploaded weights, freed with the backend
+    std::map<void*, size_t> live_;          // the arena's blocks in use (weights included), by address
+    std::multimap<size_t, void*> cached_;   // released blocks kept for reuse, by size
+    size_t cached_bytes_ = 0;
     LlamaIsa llama_isa_ = LlamaIsa::kAvx2;  // the forward pass sets the one it reproduces
     cudaStream_t stream_ = nullptr;    // where every op is queued
     cublasHandle_t cublas_ = nullptr;  // created by the first matmul that needs cuBLAS
