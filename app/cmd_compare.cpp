@@ -286,16 +286,23 @@ std::string names_line(const NamingReport& ours, const NamingReport& reference) 
                                    : fmt::format("names:     ours {}, reference {}\n", naming_text(ours), naming_text(reference));
 }
 
+// --mode and --fault of a model run.
+Status run_flags(const CompareOptions& o, MathMode* mode, Fault* fault) {
+    if (!math_mode_from_name(o.mode, mode)) return make_error(ErrorCode::kUsage, "--mode must be exact or llama");
+    *fault = Fault::kNone;
+    if (!o.fault.empty() && !fault_from_name(o.fault, fault))
+        return make_error(ErrorCode::kUsage, fmt::format("--fault {}: unknown; known faults: {}", o.fault, fault_names()));
+    return {};
+}
+
 // -m MODEL --backend A --against-backend B: the run on B is the reference.
 int compare_backends(const CompareOptions& o, const CompareThresholds& th) {
     if (o.model_path.empty() || !o.reference_path.empty() || !o.files.empty())
         return fail(make_error(ErrorCode::kUsage, "--against-backend compares two backends on one model: give -m MODEL and "
                                                   "a prompt, without a reference or dumps"));
     MathMode mode;
-    if (!math_mode_from_name(o.mode, &mode)) return fail(make_error(ErrorCode::kUsage, "--mode must be exact or llama"));
-    Fault fault = Fault::kNone;
-    if (!o.fault.empty() && !fault_from_name(o.fault, &fault))
-        return fail(make_error(ErrorCode::kUsage, fmt::format("--fault {}: unknown; known faults: {}", o.fault, fault_names())));
+    Fault fault;
+    if (Status s = run_flags(o, &mode, &fault); !s) return fail(s.error());
     auto model = Model::open(o.model_path);
     if (!model) return fail(model.error());
     auto tokens = prompt_tokens(o, *model.value());
@@ -390,10 +397,8 @@ int run_compare(const CompareOptions& o) {
     if (o.reference_path.empty()) return fail(make_error(ErrorCode::kUsage, "--reference DUMP is required with --model"));
 
     MathMode mode;
-    if (!math_mode_from_name(o.mode, &mode)) return fail(make_error(ErrorCode::kUsage, "--mode must be exact or llama"));
-    Fault fault = Fault::kNone;
-    if (!o.fault.empty() && !fault_from_name(o.fault, &fault))
-        return fail(make_error(ErrorCode::kUsage, fmt::format("--fault {}: unknown; known faults: {}", o.fault, fault_names())));
+    Fault fault;
+    if (Status s = run_flags(o, &mode, &fault); !s) return fail(s.error());
 
     auto model = Model::open(o.model_path);
     if (!model) return fail(model.error());

@@ -8,6 +8,7 @@
 
 #include "engine/forward/forward.h"
 #include "engine/forward/model.h"
+#include "tests/forwarding_backend.h"
 #include "tests/test_support.h"
 
 namespace {
@@ -72,47 +73,12 @@ namespace ls {
 namespace {
 
 // A backend that lacks one op: the CPU's, except that it does not do RMS_NORM.
-class WithoutRmsNorm final : public Backend {
+class WithoutRmsNorm final : public test::ForwardingBackend {
 public:
     std::string name() const override { return "a backend without RMS_NORM"; }
-    BackendKind kind() const override { return BackendKind::kCpu; }
     bool supports(Op op, MathMode mode, GgmlType type) const override {
-        return op != Op::kRmsNorm && cpu_->supports(op, mode, type);
+        return op != Op::kRmsNorm && inner_->supports(op, mode, type);
     }
-    void* alloc(size_t bytes) override { return cpu_->alloc(bytes); }
-    void release(void* p) override { cpu_->release(p); }
-    void upload(void* d, const void* s, size_t n) override { cpu_->upload(d, s, n); }
-    void download(void* d, const void* s, size_t n) override { cpu_->download(d, s, n); }
-    void copy(const Tensor& s, Tensor& d) override { cpu_->copy(s, d); }
-    Tensor weight(GgmlType t, const int64_t ne[4], const void* h) override { return cpu_->weight(t, ne, h); }
-    void get_rows(const Tensor& t, const Tensor& i, Tensor& y) override { cpu_->get_rows(t, i, y); }
-    void rms_norm(const Tensor& x, float eps, Tensor& y) override { cpu_->rms_norm(x, eps, y); }
-    void mul_row(const Tensor& x, const Tensor& w, Tensor& y) override { cpu_->mul_row(x, w, y); }
-    void add(const Tensor& a, const Tensor& b, Tensor& y) override { cpu_->add(a, b, y); }
-    void matmul(const Tensor& w, const Tensor& x, Tensor& y, MathMode m) override { cpu_->matmul(w, x, y, m); }
-    void rope(Tensor& x, const Tensor& p, const RopeParams& r, MathMode m) override { cpu_->rope(x, p, r, m); }
-    void swiglu(const Tensor& g, const Tensor& u, Tensor& y, MathMode m) override { cpu_->swiglu(g, u, y, m); }
-    void store_kv(const Tensor& k, const Tensor& v, Tensor& ck, Tensor& cv, int64_t f, MathMode m) override {
-        cpu_->store_kv(k, v, ck, cv, f, m);
-    }
-    void attn_scores(const Tensor& q, const Tensor& k, int64_t n, Tensor& kq, MathMode m) override {
-        cpu_->attn_scores(q, k, n, kq, m);
-    }
-    void softmax_masked(const Tensor& kq, float s, const Tensor& p, bool c, Tensor& y, MathMode m) override {
-        cpu_->softmax_masked(kq, s, p, c, y, m);
-    }
-    void attn_values(const Tensor& p, const Tensor& v, int64_t n, Tensor& y, MathMode m) override {
-        cpu_->attn_values(p, v, n, y, m);
-    }
-    void attn_flash(const Tensor& q, const Tensor& k, const Tensor& v, int64_t n, float s, const Tensor& p, bool c,
-                    Tensor& y) override {
-        cpu_->attn_flash(q, k, v, n, s, p, c, y);
-    }
-    void merge_heads(const Tensor& x, Tensor& y) override { cpu_->merge_heads(x, y); }
-    void stats(const Tensor& x, TensorStats* out) override { cpu_->stats(x, out); }
-
-private:
-    std::unique_ptr<Backend> cpu_ = make_cpu_backend(1);
 };
 
 // A backend that lacks an op the model needs is refused before anything runs, with what it lacks

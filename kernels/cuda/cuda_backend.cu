@@ -14,6 +14,7 @@
 #include "kernels/backend.h"
 #include "kernels/common/host_memory.h"
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/dequant.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/rope.h"
@@ -23,15 +24,6 @@
 
 namespace ls {
 namespace {
-
-// Every CUDA call is checked; a failure names the statement, the file and the line.
-#define LS_CUDA_CHECK(stmt)                                                                              \
-    do {                                                                                                 \
-        const cudaError_t err_ = (stmt);                                                                 \
-        if (err_ != cudaSuccess)                                                                         \
-            throw std::runtime_error(std::string("CUDA error: ") + cudaGetErrorString(err_) + " in " #stmt \
-                                     " at " __FILE__ ":" + std::to_string(__LINE__));                     \
-    } while (0)
 
 constexpr int kCopyThreads = 256;
 
@@ -197,10 +189,7 @@ public:
     // y {N, T} = w {K, N} x {K, T}; f32 in both math modes (kernels/cuda/matmul.cu says why).
     void matmul(const Tensor& w, const Tensor& x, Tensor& y, MathMode) override {
         if (!cublas_ && x.ne[1] > cuda::kMatvecMaxColumns) {
-            const cublasStatus_t st = cublasCreate(&cublas_);
-            if (st != CUBLAS_STATUS_SUCCESS)
-                throw std::runtime_error(std::string("cuBLAS error: ") + cublasGetStatusName(st) +
-                                         " in cublasCreate(&cublas_) at " __FILE__ ":" + std::to_string(__LINE__));
+            LS_CUBLAS_CHECK(cublasCreate(&cublas_));
         }
         cuda::cuda_matmul(cublas_, matmul_scratch_, w.type, w.data, w.nb[1], x.f32(), y.f32(), w.ne[0], w.ne[1], x.ne[1],
                           stream_);

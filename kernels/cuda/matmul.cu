@@ -14,27 +14,11 @@
 #include <stdexcept>
 
 #include "kernels/common/quant_blocks.h"
+#include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/dequant.h"
 
 namespace ls::cuda {
 namespace {
-
-#define LS_MATMUL_CUDA_CHECK(stmt)                                                                       \
-    do {                                                                                                 \
-        const cudaError_t err_ = (stmt);                                                                 \
-        if (err_ != cudaSuccess)                                                                         \
-            throw std::runtime_error(std::string("CUDA error: ") + cudaGetErrorString(err_) + " in " #stmt \
-                                     " at " __FILE__ ":" + std::to_string(__LINE__));                     \
-    } while (0)
-
-// Every cuBLAS call is checked; a failure names the status, the statement, the file and the line.
-#define LS_CUBLAS_CHECK(stmt)                                                                                \
-    do {                                                                                                     \
-        const cublasStatus_t st_ = (stmt);                                                                   \
-        if (st_ != CUBLAS_STATUS_SUCCESS)                                                                    \
-            throw std::runtime_error(std::string("cuBLAS error: ") + cublasGetStatusName(st_) + " in " #stmt \
-                                     " at " __FILE__ ":" + std::to_string(__LINE__));                         \
-    } while (0)
 
 constexpr int kWarp = 32;
 constexpr int kLanesPerRow = 32;  // a warp per row
@@ -158,7 +142,7 @@ void cuda_matmul(cublasHandle_t handle, MatmulScratch& scratch, GgmlType type, c
         const MatvecLauncher launcher = matvec_launcher(type);
         if (launcher == nullptr)
             throw std::runtime_error(std::string("matmul: no CUDA kernel for ") + ggml_type_name(type) + " weights");
-        LS_MATMUL_CUDA_CHECK(launcher(w, w_row_bytes, x, y, K, N, static_cast<int>(T), stream));
+        LS_CUDA_CHECK(launcher(w, w_row_bytes, x, y, K, N, static_cast<int>(T), stream));
         return;
     }
     LS_CUBLAS_CHECK(cublasSetStream(handle, stream));
@@ -175,14 +159,14 @@ void cuda_matmul(cublasHandle_t handle, MatmulScratch& scratch, GgmlType type, c
     const int64_t tile_rows = std::clamp<int64_t>(static_cast<int64_t>(kMaxTileBytes / std::max<size_t>(row_f32_bytes, 1)), 1, N);
     const size_t tile_bytes = static_cast<size_t>(tile_rows) * row_f32_bytes;
     if (scratch.bytes < tile_bytes) {
-        LS_MATMUL_CUDA_CHECK(cudaFree(scratch.data));
+        LS_CUDA_CHECK(cudaFree(scratch.data));
         scratch = {};
-        LS_MATMUL_CUDA_CHECK(cudaMalloc(&scratch.data, tile_bytes));
+        LS_CUDA_CHECK(cudaMalloc(&scratch.data, tile_bytes));
         scratch.bytes = tile_bytes;
     }
     for (int64_t r0 = 0; r0 < N; r0 += tile_rows) {
         const int64_t rows = std::min(tile_rows, N - r0);
-        LS_MATMUL_CUDA_CHECK(cuda_dequantize_rows(type, static_cast<const uint8_t*>(w) + r0 * w_row_bytes, w_row_bytes,
+        LS_CUDA_CHECK(cuda_dequantize_rows(type, static_cast<const uint8_t*>(w) + r0 * w_row_bytes, w_row_bytes,
                                                   scratch.data, K, rows, stream));
         // The tile is rows x K packed; its outputs are rows r0.. of every column of y.
         if (!weight_gemm_call(rows, T, K, K, K, N, &call, &why)) throw std::runtime_error("matmul: " + why);
