@@ -96,6 +96,7 @@ int run_run(const RunOptions& o) {
     fo.mode = mode;
     fo.n_ubatch = o.ubatch;
     fo.flash_attn = o.flash_attn;
+    mla_form_from_name(o.mla, &fo.mla);
     fo.all_logits = o.all_logits;
     auto n_ctx = context_for_run(model.value()->config(), static_cast<int64_t>(tokens.size()), o.n_predict, o.ctx,
                                  o.ctx_beyond_train);

@@ -49,6 +49,7 @@ struct RunOptions {
     bool ctx_beyond_train = false;  // allow more KV cells than the model's trained context
     int64_t ubatch = 512;
     bool flash_attn = false;
+    std::string mla = "auto";  // deepseek2: auto, absorbed, unabsorbed
     bool all_logits = false;
     bool show_tokens = false;
     bool chat = false;          // wrap the prompt as one user message in the model's chat template

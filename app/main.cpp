@@ -48,6 +48,10 @@ void add_run_command(CLI::App& app, ls::app::RunOptions& o) {
                                                             "(<arch>.context_length)");
     run->add_option("--ubatch", o.ubatch, "Tokens per graph evaluation (default 512)")->check(CLI::Range(1, 1 << 16));
     run->add_flag("--flash-attn", o.flash_attn, "Attention as llama.cpp's flash-attention CPU kernel computes it");
+    run->add_option("--mla", o.mla, "deepseek2 attention: absorbed (k_b folded into the query; llama.cpp's form for "
+                                    "attn_k_b/attn_v_b files), unabsorbed (keys and values per head; its form for legacy "
+                                    "attn_kv_b files) or auto (default: as llama.cpp runs the file)")
+        ->check(CLI::IsMember({"auto", "absorbed", "unabsorbed"}));
     run->add_flag("--all-logits", o.all_logits, "Keep every prompt row to the logits (llama.cpp --all-logits)");
     run->add_option("--backend", o.backend, "cpu, cuda, cuda-emulated (the CUDA kernels on the CPU) or auto (default: CUDA "
                                             "when a device is usable)")->check(CLI::IsMember({"cpu", "cuda", "cuda-emulated", "auto"}));

@@ -154,6 +154,23 @@ public:
     // y {head_dim * n_head, T} from x {head_dim, T, n_head} (ggml: permute(0, 2, 1, 3) + cont).
     virtual void merge_heads(const Tensor& x, Tensor& y) = 0;
 
+    // ---- the mixture-of-experts ops (deepseek2's router and experts)
+    // y = a op b for op ADD, MUL or DIV, with ggml's broadcasting: each b.ne[d] divides a.ne[d]
+    // (b's index along d is a's modulo b.ne[d]). All three contiguous f32.
+    virtual void binary(Op op, const Tensor& a, const Tensor& b, Tensor& y);
+    // y = f(x) for op SIGMOID (1 / (1 + exp(-x))), SCALE (x * p0) or CLAMP (x limited to [p0, p1]).
+    virtual void unary(Op op, const Tensor& x, Tensor& y, float p0 = 0, float p1 = 0);
+    // y {1, rows} = the sum of each row of x, in double as ggml sums it.
+    virtual void sum_rows(const Tensor& x, Tensor& y);
+    // idx (I32, x's shape): per row, the columns of x from the largest value to the smallest
+    // (ggml's ARGSORT descending; equal values keep their column order).
+    virtual void argsort_desc(const Tensor& x, Tensor& idx);
+    // MUL_MAT_ID: y[:, s, t] = w[expert ids[s, t]] x[:, s % x.ne[1], t]. w {K, N, n_expert} (any
+    // weight type), x {K, 1 or n_used, T}, ids I32 {n_used, T}, y {N, n_used, T}. Each column is
+    // one mat-vec product, as ggml's CPU backend computes it; this default runs them with matmul()
+    // after reading the ids back, so it holds on every backend that has matmul.
+    virtual void matmul_id(const Tensor& w, const Tensor& x, const Tensor& ids, Tensor& y, MathMode mode);
+
     // Statistics and the histogram of an f32 tensor, computed where it lives.
     virtual void stats(const Tensor& x, TensorStats* out) = 0;
 

@@ -30,13 +30,18 @@ enum class Op : uint8_t {
     kConcat,        // CONCAT: two tensors joined along an axis
     kArgsort,       // ARGSORT: indices that sort each row
     kRepeat,        // REPEAT: a tensor tiled to a larger shape
+    kDiv,           // DIV: element-wise quotient, broadcast (MoE weights over their sum)
+    kSigmoid,       // SIGMOID: 1 / (1 + exp(-x)) (sigmoid MoE gating)
+    kClamp,         // CLAMP: x limited to [min, max]
+    kSumRows,       // SUM_ROWS: the sum of each row
     kCount
 };
 
 inline constexpr const char* kOpNames[] = {
     "NONE",     "GET_ROWS", "RMS_NORM", "MUL",     "ADD",  "SCALE",   "MUL_MAT",    "MUL_MAT_ID",
     "ROPE",     "SWIGLU",   "SOFT_MAX", "FLASH_ATTN_EXT", "SET_ROWS", "CPY", "CONT", "RESHAPE",
-    "VIEW",     "PERMUTE",  "CONCAT",   "ARGSORT", "REPEAT",
+    "VIEW",     "PERMUTE",  "CONCAT",   "ARGSORT", "REPEAT", "DIV",   "SIGMOID", "CLAMP",
+    "SUM_ROWS",
 };
 static_assert(sizeof(kOpNames) / sizeof(kOpNames[0]) == static_cast<size_t>(Op::kCount),
               "every op needs its name in kOpNames, in enum order");

@@ -14,6 +14,14 @@
 
 namespace ls {
 
+// deepseek2's multi-head latent attention: absorbed (k_b folded into the query, attention over
+// the cached latent: what llama.cpp runs for files with attn_k_b/attn_v_b) or unabsorbed (keys
+// and values decompressed per head: what it runs for the legacy attn_kv_b files). kAuto: as
+// llama.cpp does for the file.
+enum class MlaForm { kAuto, kAbsorbed, kUnabsorbed };
+const char* mla_form_name(MlaForm form);
+bool mla_form_from_name(const std::string& name, MlaForm* out);
+
 struct ForwardOptions {
     MathMode mode = MathMode::kLlama;
     int64_t n_ctx = 512;     // KV cache cells
@@ -25,6 +33,7 @@ struct ForwardOptions {
     // runs with --flash-attn on/auto). kq and kq_soft_max are still computed for display.
     bool flash_attn = false;
     Fault fault = Fault::kNone;  // a bug from the fault catalogue, injected on purpose
+    MlaForm mla = MlaForm::kAuto;  // deepseek2 only
     // llama mode: the llama.cpp CPU build whose arithmetic is reproduced.
     LlamaIsa llama_isa = host_llama_isa();
 };
@@ -62,6 +71,9 @@ Result<ChosenBackend> open_backend_for(const Model& model, const std::string& na
 
 // RoPE parameters of a model as llama.cpp derives them (mode, rotated dims, base, scaling).
 RopeParams rope_params_for(const ModelConfig& config);
+// The attn_factor llama.cpp passes to the rope op under YaRN (1 without it): deepseek2-mini's
+// 1/(1 + 0.1 ln 40).
+float yarn_rope_attn_factor(const ModelConfig& config);
 
 // KV cells for a run of `n_prompt` tokens and then `n_predict` generated ones: `requested` when
 // > 0, else what the run needs rounded up to 256 (at least 256; no more than the trained context
@@ -71,7 +83,7 @@ RopeParams rope_params_for(const ModelConfig& config);
 Result<int64_t> context_for_run(const ModelConfig& config, int64_t n_prompt, int64_t n_predict, int64_t requested,
                                 bool beyond_train);
 
-// The forward pass for the model's architecture (llama, qwen2).
+// The forward pass for the model's architecture (llama, qwen2, deepseek2).
 Result<std::unique_ptr<ForwardPass>> make_forward(const Model& model, Backend& backend, const ForwardOptions& options);
 
 }  // namespace ls

@@ -59,8 +59,9 @@ Result<Tensor> GraphBuilder::load(const std::string& name, bool matmul) {
     const FaultWeight rewritten = fault_weight(opt_.fault, name, info->type, info->ne, info->data, info->n_bytes);
     const GgmlType type = rewritten.rewrote ? rewritten.type : info->type;
     if (matmul) {
-        ops_used_.push_back({Op::kMulMat, type});
-        if (!be_.supports(Op::kMulMat, opt_.mode, type)) return check_backend_support().error();
+        const Op op = expert_weight(name) ? Op::kMulMatId : Op::kMulMat;
+        ops_used_.push_back({op, type});
+        if (!be_.supports(op, opt_.mode, type)) return check_backend_support().error();
     }
     if (!rewritten.rewrote) return be_.weight(type, info->ne, info->data);
     Tensor t = make_tensor(nullptr, info->ne[0], info->ne[1], info->ne[2], info->ne[3], type);
@@ -132,7 +133,9 @@ Status GraphBuilder::init() {
     if (!out) ops_used_.push_back({Op::kMulMat, emb->type});  // tied LM head
     // The matrices' formats too, so that a refusal lists all that is missing at once.
     for (const GgufTensorInfo& t : model_.file().tensors())
-        if (t.n_dims >= 2 && t.name != "token_embd.weight") ops_used_.push_back({Op::kMulMat, t.type});
+        if (t.n_dims >= 2 && t.name != "token_embd.weight")
+            ops_used_.push_back({expert_weight(t.name) ? Op::kMulMatId : Op::kMulMat, t.type});
+    for (const auto& op : arch_ops()) ops_used_.push_back(op);
     if (Status s = check_backend_support(); !s) return s;
 
     // Before anything is allocated or uploaded: refuse what cannot fit, with the numbers.
@@ -169,8 +172,9 @@ Status GraphBuilder::init() {
 void GraphBuilder::allocate_buffers() {
     // No evaluation holds more tokens than the context, so no buffer needs more rows than that
     // (llama.cpp clamps n_ubatch the same way).
-    const int64_t n_embd = cfg_.n_embd, hd = cfg_.head_dim_k, hd_v = cfg_.head_dim_v;
-    const int64_t n_q = cfg_.n_head * hd, n_k = cfg_.n_head_kv * hd, n_v = cfg_.n_head_kv * hd_v;
+    const AttnDims a = attn_dims();
+    const int64_t n_embd = cfg_.n_embd, hd = a.head_dim_k, hd_v = a.head_dim_v;
+    const int64_t n_q = cfg_.n_head * hd, n_k = a.n_head_kv * hd, n_v = a.n_head_kv * hd_v;
     const int64_t T = std::min(opt_.n_ubatch, opt_.n_ctx), n_ctx = opt_.n_ctx;
     buf_.x = buffer(n_embd, T);
     buf_.norm = buffer(n_embd, T), buf_.cur = buffer(n_embd, T);
@@ -198,14 +202,15 @@ void GraphBuilder::allocate_buffers() {
         be_.upload(buf_.logits.data, garbage.data(), garbage.size() * sizeof(float));
     }
     for (int64_t il = 0; il < cfg_.n_layer; ++il) {
-        buf_.cache_k.push_back(buffer(hd, cfg_.n_head_kv, n_ctx));
-        buf_.cache_v.push_back(buffer(hd_v, cfg_.n_head_kv, n_ctx));
+        buf_.cache_k.push_back(buffer(hd, a.n_head_kv, n_ctx));
+        buf_.cache_v.push_back(buffer(hd_v, a.n_head_kv, n_ctx));
     }
     inp_tokens_ = buffer(T, 1, 1, GgmlType::I32);
     inp_pos_ = buffer(T, 1, 1, GgmlType::I32);
     inp_rope_pos_ = buffer(T, 1, 1, GgmlType::I32);
     inp_out_ids_ = buffer(T, 1, 1, GgmlType::I32);
     last_logits_.resize(n_logits_);
+    allocate_arch_buffers();
 }
 
 MemoryEstimate GraphBuilder::memory_estimate(bool weights_copied) const {
@@ -219,8 +224,9 @@ MemoryEstimate GraphBuilder::memory_estimate(bool weights_copied) const {
         return bytes;
     };
     const uint64_t n_ctx = dim(opt_.n_ctx), T = std::min(dim(opt_.n_ubatch), n_ctx), n_layer = dim(cfg_.n_layer);
-    const uint64_t n_embd = dim(cfg_.n_embd), hd = dim(cfg_.head_dim_k), hd_v = dim(cfg_.head_dim_v);
-    const uint64_t n_head = dim(cfg_.n_head), n_head_kv = dim(cfg_.n_head_kv), n_ff = dim(cfg_.n_ff);
+    const AttnDims a = attn_dims();
+    const uint64_t n_embd = dim(cfg_.n_embd), hd = dim(a.head_dim_k), hd_v = dim(a.head_dim_v);
+    const uint64_t n_head = dim(cfg_.n_head), n_head_kv = dim(a.n_head_kv), n_ff = dim(cfg_.n_ff);
     const uint64_t n_q = mul_sat(n_head, hd), n_k = mul_sat(n_head_kv, hd), n_v = mul_sat(n_head_kv, hd_v);
     MemoryEstimate e;
     e.add("attention scores", fmt::format("n_ctx {} x ubatch {} x {} heads x 2 (kq, kq_soft_max) x 4 bytes", n_ctx, T, n_head),
@@ -346,7 +352,12 @@ Tensor GraphBuilder::build_inp_embd() {
 }
 
 Tensor GraphBuilder::build_norm(const Tensor& x, const Tensor& weight, const char* name, int il) {
-    Tensor norm = cols(buf_.norm, x.ne[1]), cur = cols(buf_.cur, x.ne[1]);
+    return build_norm(x, weight, name, il, buf_.norm, buf_.cur);
+}
+
+Tensor GraphBuilder::build_norm(const Tensor& x, const Tensor& weight, const char* name, int il, const Tensor& norm_buf,
+                                const Tensor& out_buf) {
+    Tensor norm = norm_buf.reshaped(x.ne[0], x.ne[1], x.ne[2]), cur = out_buf.reshaped(x.ne[0], x.ne[1], x.ne[2]);
     be_.rms_norm(x, rms_eps_, norm);
     cb(norm, "norm", il, Op::kRmsNorm);
     be_.mul_row(norm, weight, cur);
@@ -402,12 +413,12 @@ Tensor GraphBuilder::build_rope(const Tensor& heads, Tensor& buffer, const char*
     return roped;
 }
 
-Tensor GraphBuilder::build_attn(const Qkv& qkv, const Tensor& wo, int il) {
+Tensor GraphBuilder::build_attn_kqv(const Qkv& qkv, int il, Tensor* flash_out) {
     const MathMode mode = opt_.mode;
-    const int64_t T = qkv.q.ne[2], n_head = cfg_.n_head, hd_v = cfg_.head_dim_v;
+    const int64_t T = qkv.q.ne[2], n_head = qkv.q.ne[1], hd_v = qkv.v.ne[0];
     const Tensor pos = inp_pos_.reshaped(T);
     Tensor kq = buf_.kq.reshaped(n_kv_, T, n_head), kq_soft_max = buf_.kq_soft_max.reshaped(n_kv_, T, n_head);
-    Tensor kqv = buf_.kqv.reshaped(hd_v, T, n_head), kqv_out = cols(buf_.kqv_out, T), attn_out = cols(buf_.attn_out, T);
+    Tensor kqv = buf_.kqv.reshaped(hd_v, T, n_head);
     Tensor& cache_k = buf_.cache_k[il];
     Tensor& cache_v = buf_.cache_v[il];
     be_.store_kv(qkv.k, qkv.v, cache_k, cache_v, pos_, mode);
@@ -417,12 +428,19 @@ Tensor GraphBuilder::build_attn(const Qkv& qkv, const Tensor& wo, int il) {
     cb(kq_soft_max, "kq_soft_max", il, Op::kSoftMax);
     be_.attn_values(kq_soft_max, cache_v, n_kv_, kqv, mode);
     cb(kqv, "kqv", il, Op::kMulMat);
-    be_.merge_heads(kqv, kqv_out);
-    if (opt_.flash_attn && mode == MathMode::kLlama) {
+    if (flash_out && opt_.flash_attn && mode == MathMode::kLlama)
         // What llama.cpp computes with flash attention on; kq and kq_soft_max above are for display.
-        Tensor fa_out = kqv_out.reshaped(hd_v, n_head, T);
-        be_.attn_flash(qkv.q, cache_k, cache_v, n_kv_, kq_scale_, pos, knobs_.causal_mask, fa_out);
-    }
+        be_.attn_flash(qkv.q, cache_k, cache_v, n_kv_, kq_scale_, pos, knobs_.causal_mask, *flash_out);
+    return kqv;
+}
+
+Tensor GraphBuilder::build_attn(const Qkv& qkv, const Tensor& wo, int il) {
+    const MathMode mode = opt_.mode;
+    const int64_t T = qkv.q.ne[2], n_head = qkv.q.ne[1], hd_v = qkv.v.ne[0];
+    Tensor kqv_out = cols(buf_.kqv_out, T).reshaped(hd_v * n_head, T), attn_out = cols(buf_.attn_out, T);
+    Tensor fa_out = kqv_out.reshaped(hd_v, n_head, T);
+    const Tensor kqv = build_attn_kqv(qkv, il, &fa_out);
+    if (!(opt_.flash_attn && mode == MathMode::kLlama)) be_.merge_heads(kqv, kqv_out);
     cb(kqv_out, "kqv_out", il, Op::kCont);
     be_.matmul(wo, kqv_out, attn_out, mode);
     cb(attn_out, "attn_out", il, Op::kMulMat);
@@ -447,10 +465,13 @@ Tensor GraphBuilder::build_add(const Tensor& a, const Tensor& b, const char* nam
     return y;
 }
 
-Tensor GraphBuilder::build_ffn(const Tensor& cur, const FfnWeights& w, int il) {
+Tensor GraphBuilder::build_ffn(const Tensor& cur, const FfnWeights& w, int il, const char* out_name,
+                               const Tensor* buffers) {
     const MathMode mode = opt_.mode;
-    const int64_t T = cur.ne[1];
-    Tensor gate = cols(buf_.gate, T), up = cols(buf_.up, T), swiglu = cols(buf_.swiglu, T), out = cols(buf_.ffn_out, T);
+    const int64_t T = cur.ne[1], n_ff = w.gate.ne[1], n_out = w.down.ne[1];
+    const Tensor* b = buffers;
+    Tensor gate = (b ? b[0] : buf_.gate).reshaped(n_ff, T), up = (b ? b[1] : buf_.up).reshaped(n_ff, T);
+    Tensor swiglu = (b ? b[2] : buf_.swiglu).reshaped(n_ff, T), out = (b ? b[3] : buf_.ffn_out).reshaped(n_out, T);
     be_.matmul(w.gate, cur, gate, mode);
     cb(gate, "ffn_gate", il, Op::kMulMat);
     be_.matmul(w.up, cur, up, mode);
@@ -458,7 +479,7 @@ Tensor GraphBuilder::build_ffn(const Tensor& cur, const FfnWeights& w, int il) {
     be_.swiglu(gate, up, swiglu, mode);
     cb(swiglu, "ffn_swiglu", il, Op::kSwiglu);
     be_.matmul(w.down, swiglu, out, mode);
-    cb(out, "ffn_out", il, Op::kMulMat);
+    cb(out, out_name, il, Op::kMulMat);
     return out;
 }
 
@@ -492,8 +513,46 @@ RopeParams rope_params_for(const ModelConfig& c) {
         rope.n_ctx_orig = static_cast<int>(c.rope_orig_ctx);
         rope.beta_fast = static_cast<float>(c.rope_yarn_beta_fast);
         rope.beta_slow = static_cast<float>(c.rope_yarn_beta_slow);
+        rope.attn_factor = yarn_rope_attn_factor(c);
     }
     return rope;
+}
+
+float yarn_rope_attn_factor(const ModelConfig& c) {
+    // llama.cpp's context: YaRN's magnitude factor for the rope op, then divided by the factor
+    // ggml's rope multiplies in by itself (1 + 0.1 ln(1/freq_scale)), in float as it computes it.
+    // deepseek2 moves the magnitude into the attention scale (attention_kq_scale), so its factor
+    // comes out as exactly 1 before that division.
+    if (c.rope_scaling != RopeScaling::kYarn || !(c.rope_scaling_factor > 0)) return 1.0f;
+    const float factor = 1.0f / static_cast<float>(1.0 / c.rope_scaling_factor);
+    auto get_mscale = [](float scale, float m) { return scale <= 1.0f ? 1.0f : 0.1f * m * std::log(scale) + 1.0f; };
+    const float log_mul = yarn_log_mul(c);
+    float attn_factor;
+    if (log_mul != 0.0f) {
+        const float mscale = c.arch == Arch::kDeepseek2 && log_mul != 1.0f ? log_mul : 1.0f;
+        attn_factor = get_mscale(factor, mscale) / get_mscale(factor, log_mul);
+    } else {
+        attn_factor = get_mscale(factor, 1.0f);
+    }
+    return attn_factor * (1.0f / (1.0f + 0.1f * std::log(factor)));
+}
+
+const char* mla_form_name(MlaForm form) {
+    switch (form) {
+        case MlaForm::kAuto: return "auto";
+        case MlaForm::kAbsorbed: return "absorbed";
+        case MlaForm::kUnabsorbed: return "unabsorbed";
+    }
+    return "?";
+}
+
+bool mla_form_from_name(const std::string& name, MlaForm* out) {
+    for (MlaForm f : {MlaForm::kAuto, MlaForm::kAbsorbed, MlaForm::kUnabsorbed})
+        if (name == mla_form_name(f)) {
+            *out = f;
+            return true;
+        }
+    return false;
 }
 
 Result<int64_t> context_for_run(const ModelConfig& config, int64_t n_prompt, int64_t n_predict, int64_t requested,
@@ -525,6 +584,7 @@ Result<std::unique_ptr<ForwardPass>> make_forward(const Model& model, Backend& b
     switch (model.config().arch) {
         case Arch::kLlama: graph = make_llama_graph(model, backend, options); break;
         case Arch::kQwen2: graph = make_qwen2_graph(model, backend, options); break;
+        case Arch::kDeepseek2: graph = make_deepseek2_graph(model, backend, options); break;
         default:
             return make_error(ErrorCode::kUnsupported, fmt::format("{}: running {} models is not supported yet", model.path(),
                                                                    model.config().arch_name));

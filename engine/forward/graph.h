@@ -58,6 +58,18 @@ protected:
     virtual Status load_layer_weights() = 0;
     // The graph of one ubatch, from build_inp_embd() to build_output().
     virtual void build_graph() = 0;
+    // The widths of the KV cache and of attention's buffers: K and V per head, KV heads. The
+    // metadata's by default; deepseek2's MLA caches the latent instead when absorbed.
+    struct AttnDims {
+        int64_t head_dim_k, head_dim_v, n_head_kv;
+    };
+    virtual AttnDims attn_dims() const { return {cfg_.head_dim_k, cfg_.head_dim_v, cfg_.n_head_kv}; }
+    // Ops beyond the shared ones (and the weights' matmuls), checked before any weight is loaded.
+    virtual std::vector<std::pair<Op, GgmlType>> arch_ops() const { return {}; }
+    // The architecture's own buffers, allocated after the shared ones with buffer().
+    virtual void allocate_arch_buffers() {}
+    // The weights' matmul formats the architecture reads with MUL_MAT_ID rather than MUL_MAT.
+    virtual bool expert_weight(const std::string& /*name*/) const { return false; }
 
     // ---- weights
     // The weight `name` checked against the layout (shape; absent optional tensors give a tensor
@@ -73,17 +85,26 @@ protected:
     Tensor build_inp_embd();                                                      // embd
     // rmsnorm then the weight: "norm-L" (RMS_NORM), then `name`-L (MUL)
     Tensor build_norm(const Tensor& x, const Tensor& weight, const char* name, int il);
+    // The same into the given buffers (x contiguous, of any width).
+    Tensor build_norm(const Tensor& x, const Tensor& weight, const char* name, int il, const Tensor& norm_buf,
+                      const Tensor& out_buf);
     // wq/wk/wv projections (+ biases), reshaped to heads; q and k rotated by build_rope
     Qkv build_qkv(const Tensor& cur, const AttnWeights& w, int il);
     Tensor build_rope(const Tensor& heads, Tensor& buffer, const char* name, int il);
     // softmax(q k^T * scale + causal mask) v over the KV cache, heads merged, then wo
     Tensor build_attn(const Qkv& qkv, const Tensor& wo, int il);
+    // The attention of build_attn without the merge and wo: kq, kq_soft_max and kqv {head_dim_v,
+    // T, n_head} announced; with flash attention (llama mode) the fused result {head_dim_v,
+    // n_head, T} is written to `flash_out` as well.
+    Tensor build_attn_kqv(const Qkv& qkv, int il, Tensor* flash_out);
     // The last layer keeps only the rows whose logits are wanted (llama.cpp's inp_out_ids). False
     // when this ubatch has none: llama.cpp's graph ends there, and so does ours.
     bool build_out_rows(int il, Tensor& cur, Tensor& residual);
     Tensor build_add(const Tensor& a, const Tensor& b, const char* name, int il, Tensor& out);
-    // down(silu(gate x) * up x)
-    Tensor build_ffn(const Tensor& cur, const FfnWeights& w, int il);
+    // down(silu(gate x) * up x), announced as ffn_gate, ffn_up, ffn_swiglu and `out_name`. The
+    // buffers are the dense FFN's unless given (gate, up, swiglu, out; at least as large).
+    Tensor build_ffn(const Tensor& cur, const FfnWeights& w, int il, const char* out_name = "ffn_out",
+                     const Tensor* buffers = nullptr);
     void build_output(const Tensor& x);                                           // result_norm, result_output
 
     // Announces a tensor (cb(cur, "attn_norm", il) in llama.cpp). Names repeat within a graph
@@ -121,8 +142,16 @@ protected:
         std::vector<Tensor> cache_k, cache_v;  // per layer (head_dim, n_head_kv, n_ctx)
     } buf_;
 
-private:
+    // A buffer on the backend, released with the graph.
     Tensor buffer(int64_t ne0, int64_t ne1 = 1, int64_t ne2 = 1, GgmlType type = GgmlType::F32);
+
+    Tensor inp_tokens_, inp_pos_, inp_rope_pos_, inp_out_ids_;  // I32 inputs, uploaded per ubatch
+    RopeParams rope_;
+    float kq_scale_ = 1.0f;
+    float rms_eps_ = 0.0f;
+    int64_t pos_ = 0;  // cells of the KV cache filled before this ubatch
+
+private:
     Status check_backend_support() const;
     void allocate_buffers();  // the activations, the logits and the KV cache (std::bad_alloc when out of memory)
     // What init() allocates on the backend, by part; the weights too when the backend copies them.
@@ -131,16 +160,11 @@ private:
     void eval_ubatch(const int32_t* tokens, int64_t T, int ubatch, const std::vector<int32_t>& out_rows);
 
     Tensor token_embd_, output_norm_, output_;
-    Tensor inp_tokens_, inp_pos_, inp_rope_pos_, inp_out_ids_;  // I32 inputs, uploaded per ubatch
-    RopeParams rope_;
-    float kq_scale_ = 1.0f;
-    float rms_eps_ = 0.0f;
     int64_t n_vocab_ = 0;
     int64_t n_logits_ = 0;  // rows of the logits buffer: n_vocab_, more with the padded-vocab fault
     std::vector<std::pair<Op, GgmlType>> ops_used_;  // what check_backend_support asks for
     std::vector<void*> allocations_;
     std::vector<float> last_logits_;
-    int64_t pos_ = 0;
     int decode_ = 0;
     int ubatch_ = 0;
     int64_t event_index_ = 0;
@@ -151,5 +175,6 @@ private:
 // The graph of each architecture (engine/forward/models/).
 std::unique_ptr<GraphBuilder> make_llama_graph(const Model& model, Backend& backend, const ForwardOptions& options);
 std::unique_ptr<GraphBuilder> make_qwen2_graph(const Model& model, Backend& backend, const ForwardOptions& options);
+std::unique_ptr<GraphBuilder> make_deepseek2_graph(const Model& model, Backend& backend, const ForwardOptions& options);
 
 }  // namespace ls

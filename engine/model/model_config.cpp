@@ -134,6 +134,7 @@ Status read_experts(const GgufFile& file, const KeyReader& keys, ModelConfig& c,
     LS_ASSIGN(c.expert_weights_scale, keys.optional_float("expert_weights_scale", 0.0));
     c.expert_weights_norm = file.get_bool(keys.key("expert_weights_norm"), false);
     LS_ASSIGN(c.expert_gating_func, keys.optional_int("expert_gating_func", 0));
+    LS_ASSIGN(c.n_expert_groups, keys.optional_int("expert_group_count", 1));
     if (c.n_expert > 0 && (c.n_expert_used <= 0 || c.n_expert_used > c.n_expert))
         return make_error(ErrorCode::kBadInput,
                           fmt::format("{} is {}; it must be between 1 and {} ({})", keys.key("expert_used_count"),
@@ -280,9 +281,14 @@ float attention_kq_scale(const ModelConfig& c) {
     const float ln_inv = std::log(1.0f / freq_scale);
     const float attn_factor = c.rope_scaling == RopeScaling::kYarn ? 1.0f / (1.0f + 0.1f * ln_inv) : 1.0f;
     const float attn_factor_org = attn_factor * (1.0f + 0.1f * ln_inv);
-    const float mscale = attn_factor_org * (1.0f + 0.1f * static_cast<float>(c.mscale_all_dim()) * ln_inv);
+    const float mscale = attn_factor_org * (1.0f + 0.1f * yarn_log_mul(c) * ln_inv);
     const int64_t head_dim = c.head_dim_k_mla > 0 ? c.head_dim_k_mla : c.head_dim_k;
     return 1.0f * mscale * mscale / std::sqrt(static_cast<float>(head_dim));
+}
+
+float yarn_log_mul(const ModelConfig& c) {
+    const float stored = static_cast<float>(c.rope_yarn_log_multiplier);
+    return c.arch == Arch::kDeepseek2 ? stored / 0.1f : stored;
 }
 
 Result<ModelConfig> model_config_from_gguf(const GgufFile& file) { return read_config(file, true); }

@@ -60,6 +60,7 @@ struct ModelConfig {
     double expert_weights_scale = 0;  // 0 = no scaling
     bool expert_weights_norm = false;
     int64_t expert_gating_func = 0;   // 0 = none given (softmax), 1 = softmax, 2 = sigmoid
+    int64_t n_expert_groups = 1;      // expert_group_count: > 1 routes within the best groups first
 
     // deepseek2 multi-head latent attention.
     int64_t q_lora_rank = 0;       // 0 = plain attn_q (no q compression)
@@ -78,6 +79,9 @@ struct ModelConfig {
 
 // The attention scale llama.cpp uses for kq (before the softmax).
 float attention_kq_scale(const ModelConfig& c);
+// hparams.rope_yarn_log_mul as llama.cpp holds it (a float): deepseek2 divides the stored key by
+// 0.1f on load, other architectures keep it.
+float yarn_log_mul(const ModelConfig& c);
 
 // Reads the config of a supported architecture. Errors (kBadInput) name the missing or bad key:
 // "llama.block_count is missing; llama models need it".

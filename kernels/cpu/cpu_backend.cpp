@@ -47,7 +47,7 @@ public:
     bool supports(Op op, MathMode mode, GgmlType type) const override {
         switch (op) {
             case Op::kGetRows: return can_dequantize(type);
-            case Op::kMulMat: {
+            case Op::kMulMat: case Op::kMulMatId: {
                 if (mode == MathMode::kExact) return can_dequantize(type);
                 GgmlType act;
                 return vec_dot_activation_type(type, &act);
@@ -55,6 +55,9 @@ public:
             case Op::kCpy: return type == GgmlType::F32 || type == GgmlType::I32;
             case Op::kRmsNorm: case Op::kMul: case Op::kAdd: case Op::kRope: case Op::kSwiglu: case Op::kSoftMax:
             case Op::kSetRows: case Op::kCont: return true;
+            // The mixture-of-experts ops: Backend's host implementations, on host memory here.
+            case Op::kArgsort: case Op::kDiv: case Op::kSigmoid: case Op::kClamp: case Op::kSumRows:
+            case Op::kScale: return true;
             // ggml's flash-attention kernel is reproduced for llama mode only.
             case Op::kFlashAttnExt: return mode == MathMode::kLlama;
             default: return false;

@@ -70,9 +70,11 @@ public:
             case Op::kSetRows: case Op::kSoftMax: return true;
             // Both math modes: see kernels/cuda/matmul.cu. (MUL_MAT, F16) also stands for attention's
             // products with the f16 KV cache (engine/forward/graph.cpp), which attention.cu runs.
-            case Op::kMulMat: return cuda::cuda_can_matmul(type);
+            case Op::kMulMat: case Op::kMulMatId: return cuda::cuda_can_matmul(type);
             // The kernel computes what ggml's CPU flash attention computes, which is llama mode's.
             case Op::kFlashAttnExt: return mode == MathMode::kLlama;
+            case Op::kArgsort: case Op::kDiv: case Op::kSigmoid: case Op::kClamp: case Op::kSumRows:
+            case Op::kScale: return true;
             default: return false;
         }
     }

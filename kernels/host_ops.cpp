@@ -1,0 +1,126 @@
+// The mixture-of-experts ops on the host (see host_ops.h), and the Backend defaults that run them
+// on downloaded copies of a backend's tensors.
+#include "kernels/host_ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.h"
+
+namespace ls {
+
+void host_binary(Op op, const float* a, const int64_t a_ne[4], const float* b, const int64_t b_ne[4], float* y) {
+    if (op != Op::kAdd && op != Op::kMul && op != Op::kDiv)
+        throw std::invalid_argument(std::string("host_binary: ") + op_name(op) + " is not ADD, MUL or DIV");
+    for (int64_t i3 = 0; i3 < a_ne[3]; ++i3)
+        for (int64_t i2 = 0; i2 < a_ne[2]; ++i2)
+            for (int64_t i1 = 0; i1 < a_ne[1]; ++i1) {
+                const int64_t row = (i3 * a_ne[2] + i2) * a_ne[1] + i1;
+                const int64_t b_row = ((i3 % b_ne[3]) * b_ne[2] + i2 % b_ne[2]) * b_ne[1] + i1 % b_ne[1];
+                const float* ar = a + row * a_ne[0];
+                const float* br = b + b_row * b_ne[0];
+                float* yr = y + row * a_ne[0];
+                for (int64_t i0 = 0; i0 < a_ne[0]; ++i0) {
+                    const float u = ar[i0], v = br[i0 % b_ne[0]];
+                    yr[i0] = op == Op::kAdd ? u + v : op == Op::kMul ? u * v : u / v;
+                }
+            }
+}
+
+void host_unary(Op op, const float* x, int64_t n, float* y, float p0, float p1) {
+    switch (op) {
+        case Op::kSigmoid:
+            for (int64_t i = 0; i < n; ++i) y[i] = 1.0f / (1.0f + std::exp(-x[i]));
+            return;
+        case Op::kScale:
+            for (int64_t i = 0; i < n; ++i) y[i] = x[i] * p0;
+            return;
+        case Op::kClamp:
+            for (int64_t i = 0; i < n; ++i) y[i] = std::max(std::min(x[i], p1), p0);
+            return;
+        default: throw std::invalid_argument(std::string("host_unary: ") + op_name(op) + " is not SIGMOID, SCALE or CLAMP");
+    }
+}
+
+void host_sum_rows(const float* x, int64_t n, int64_t rows, float* y) {
+    for (int64_t r = 0; r < rows; ++r) {
+        double sum = 0.0;
+        for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[r * n + i]);
+        y[r] = static_cast<float>(sum);
+    }
+}
+
+void host_argsort_desc(const float* x, int64_t n, int64_t rows, int32_t* idx) {
+    for (int64_t r = 0; r < rows; ++r) {
+        const float* v = x + r * n;
+        int32_t* out = idx + r * n;
+        std::iota(out, out + n, 0);
+        std::stable_sort(out, out + n, [v](int32_t a, int32_t b) { return v[a] > v[b]; });
+    }
+}
+
+// ---- Backend defaults: download, compute on the host, upload.
+
+namespace {
+
+std::vector<float> fetch(Backend& be, const Tensor& t) {
+    if (!t.contiguous()) throw std::invalid_argument("the mixture-of-experts ops take contiguous tensors");
+    std::vector<float> v(static_cast<size_t>(t.n_elements()));
+    be.download(v.data(), t.data, v.size() * sizeof(float));
+    return v;
+}
+
+}  // namespace
+
+void Backend::binary(Op op, const Tensor& a, const Tensor& b, Tensor& y) {
+    const std::vector<float> ha = fetch(*this, a), hb = fetch(*this, b);
+    std::vector<float> hy(ha.size());
+    host_binary(op, ha.data(), a.ne, hb.data(), b.ne, hy.data());
+    upload(y.data, hy.data(), hy.size() * sizeof(float));
+}
+
+void Backend::unary(Op op, const Tensor& x, Tensor& y, float p0, float p1) {
+    const std::vector<float> hx = fetch(*this, x);
+    std::vector<float> hy(hx.size());
+    host_unary(op, hx.data(), x.n_elements(), hy.data(), p0, p1);
+    upload(y.data, hy.data(), hy.size() * sizeof(float));
+}
+
+void Backend::sum_rows(const Tensor& x, Tensor& y) {
+    const std::vector<float> hx = fetch(*this, x);
+    std::vector<float> hy(static_cast<size_t>(x.n_rows()));
+    host_sum_rows(hx.data(), x.ne[0], x.n_rows(), hy.data());
+    upload(y.data, hy.data(), hy.size() * sizeof(float));
+}
+
+void Backend::argsort_desc(const Tensor& x, Tensor& idx) {
+    const std::vector<float> hx = fetch(*this, x);
+    std::vector<int32_t> hi(hx.size());
+    host_argsort_desc(hx.data(), x.ne[0], x.n_rows(), hi.data());
+    upload(idx.data, hi.data(), hi.size() * sizeof(int32_t));
+}
+
+void Backend::matmul_id(const Tensor& w, const Tensor& x, const Tensor& ids, Tensor& y, MathMode mode) {
+    const int64_t n_used = ids.ne[0], T = ids.ne[1], n_expert = w.ne[2];
+    std::vector<int32_t> hid(static_cast<size_t>(n_used * T));
+    download(hid.data(), ids.data, hid.size() * sizeof(int32_t));
+    Tensor we = w;
+    we.ne[2] = 1;
+    for (int64_t t = 0; t < T; ++t)
+        for (int64_t s = 0; s < n_used; ++s) {
+            const int32_t e = hid[t * n_used + s];
+            if (e < 0 || e >= n_expert)
+                throw std::out_of_range("MUL_MAT_ID: expert id " + std::to_string(e) + " is outside [0, " +
+                                        std::to_string(n_expert) + ")");
+            we.data = static_cast<char*>(w.data) + static_cast<uint64_t>(e) * w.nb[2];
+            const Tensor xc = make_tensor(static_cast<char*>(x.data) + (t * x.ne[1] + s % x.ne[1]) * x.nb[1], x.ne[0]);
+            Tensor yc = make_tensor(static_cast<char*>(y.data) + (t * n_used + s) * y.nb[1], y.ne[0]);
+            matmul(we, xc, yc, mode);
+        }
+}
+
+}  // namespace ls

@@ -1,0 +1,22 @@
+// The mixture-of-experts ops (ADD/MUL/DIV with broadcasting, SIGMOID, SCALE, CLAMP, SUM_ROWS,
+// ARGSORT descending) computed on the host, as ggml's CPU backend computes them. They define the
+// ops' results: the Backend defaults run them on downloaded copies, and a backend with its own
+// kernels is tested against them (tests/test_backend_ops.cpp).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/ops.h"
+
+namespace ls {
+
+// y = a op b (ADD, MUL, DIV); b's index along each axis is a's modulo b_ne. Contiguous f32.
+void host_binary(Op op, const float* a, const int64_t a_ne[4], const float* b, const int64_t b_ne[4], float* y);
+// y = f(x) for n values: SIGMOID, SCALE (x * p0), CLAMP (to [p0, p1]).
+void host_unary(Op op, const float* x, int64_t n, float* y, float p0, float p1);
+// y[r] = the sum of row r's n values, accumulated in double.
+void host_sum_rows(const float* x, int64_t n, int64_t rows, float* y);
+// Per row of n values: the columns from the largest value to the smallest; ties keep column order.
+void host_argsort_desc(const float* x, int64_t n, int64_t rows, int32_t* idx);
+
+}  // namespace ls
