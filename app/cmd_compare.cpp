@@ -331,6 +331,7 @@ int compare_backends(const CompareOptions& o, const CompareThresholds& th) {
     options.prompt = tokens.value();
     options.forward = forward;
     options.forward.fault = fault;
+    mla_form_from_name(o.mla, &options.forward.mla);
     options.llama_isa = forward.llama_isa;
     auto ours = open_backend_for(*model.value(), o.backend, o.threads, options.forward);
     if (!ours) return fail(ours.error());
@@ -416,6 +417,7 @@ int run_compare(const CompareOptions& o) {
     options.n_decode = o.n_decode;
     options.forward.mode = mode;
     options.forward.fault = fault;
+    mla_form_from_name(o.mla, &options.forward.mla);
     // Numerics as the reference was made: its batch size, flash attention and output rows.
     options.forward.n_ubatch = reference.value()->n_ubatch();
     if (options.forward.n_ubatch <= 0)

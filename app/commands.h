@@ -65,6 +65,7 @@ struct CompareOptions {
     std::string prompt, tokens;      // default: the reference's prompt tokens
     std::string mode = "llama";
     std::string fault;
+    std::string mla = "auto";        // deepseek2: auto, absorbed, unabsorbed
     int n_decode = -1;               // decode calls; -1 = as many as the reference has
     double warn_nmse = 1e-6, diverged_nmse = 1e-4;
     bool thresholds_given = false;   // --warn or --diverged: no noise floor

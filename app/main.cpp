@@ -74,6 +74,9 @@ void add_compare_command(CLI::App& app, ls::app::CompareOptions& o) {
     prompt->excludes(tokens);
     cmp->add_option("--mode", o.mode, "exact or llama (default)")->check(CLI::IsMember({"exact", "llama"}));
     cmp->add_option("--fault", o.fault, "Inject a bug from the fault catalogue (see --list-faults)");
+    cmp->add_option("--mla", o.mla, "deepseek2 attention form of our run: auto (as llama.cpp runs the file), absorbed "
+                                    "or unabsorbed")
+        ->check(CLI::IsMember({"auto", "absorbed", "unabsorbed"}));
     cmp->add_option("-n,--decode-calls", o.n_decode, "Decode calls to run (default: as many as the reference)")
         ->check(CLI::Range(1, 1 << 20));
     auto given = [&o](const std::string&) { o.thresholds_given = true; };

@@ -101,6 +101,69 @@ INSTANTIATE_TEST_SUITE_P(Catalogue, Faults, ::testing::Combine(::testing::Values
     return n;
 });
 
+// deepseek2's own faults (and the shared ones where MLA changes where they show), against the
+// fixture's dump: the first divergence, and the doctor's verdict.
+const FaultCase kDeepseek2Cases[] = {
+    {Fault::kNone, "models/deepseek2-mini-F16.gguf", "dumps/deepseek2-mini-F16_rome_n0_fa-off_nocache.gguf", "", "", ""},
+    {Fault::kMoeWeightsNorm, "models/deepseek2-mini-F16.gguf", "dumps/deepseek2-mini-F16_rome_n0_fa-off_nocache.gguf",
+     "ffn_moe_weighted-1", "moe-weights-norm", "as the router gives them (not renormalised) instead of renormalised"},
+    {Fault::kMoeTopKOrder, "models/deepseek2-mini-F16.gguf", "dumps/deepseek2-mini-F16_rome_n0_fa-off_nocache.gguf",
+     "ffn_moe_argsort-1", "moe-topk", "largest probability first (the k most likely experts chosen) instead of smallest"},
+    {Fault::kMlaScaleWidth, "models/deepseek2-mini-F16.gguf", "dumps/deepseek2-mini-F16_rome_n0_fa-off_nocache.gguf",
+     "kq_soft_max-0", "attention", "instead of scale mscale^2/sqrt(80)"},
+    {Fault::kAttentionScale, "models/deepseek2-mini-F16.gguf", "dumps/deepseek2-mini-F16_rome_n0_fa-off_nocache.gguf",
+     "kq_soft_max-0", "attention", "instead of scale 1/sqrt(head_dim 48)"},
+    {Fault::kYarnMscale, "models/deepseek2-mini-F16.gguf", "dumps/deepseek2-mini-F16_rome_n0_fa-off_nocache.gguf",
+     "q_pe-0#2", "rope", "scaled once more by YaRN's mscale 1.36889"},
+    {Fault::kRopeWrongPairing, "models/deepseek2-mini-Q4_K_M.gguf", "dumps/deepseek2-mini-Q4_K_M_paris_n4_fa-off_nocache.gguf",
+     "q_pe-0#2", "rope", "instead of halves (NEOX)"},
+    {Fault::kNone, "models/deepseek2-mini-legacy-kvb-Q4_K_M.gguf",
+     "dumps/deepseek2-mini-legacy-kvb-Q4_K_M_rome_n0_nocache.gguf", "", "", ""},
+};
+
+class Deepseek2Faults : public ::testing::TestWithParam<FaultCase> {};
+
+TEST_P(Deepseek2Faults, FirstDivergenceIsWhereTheBugLives) {
+    LS_REQUIRE_FIXTURES();
+    const FaultCase& c = GetParam();
+    auto model = Model::open(test::fixture_path(c.model));
+    ASSERT_TRUE(model.ok()) << model.error().message;
+    auto reference = ReferenceDump::open(test::fixture_path(c.dump));
+    ASSERT_TRUE(reference.ok()) << reference.error().message;
+    auto backend = make_cpu_backend(0);
+    CompareRunOptions options;
+    options.forward.fault = c.fault;
+    options.forward.n_ubatch = reference.value()->n_ubatch();
+    options.forward.flash_attn = reference.value()->flash_attention();
+    auto run = compare_with_reference(*model.value(), *backend, *reference.value(), options);
+    ASSERT_TRUE(run.ok()) << run.error().message;
+    const CompareRunResult& r = run.value();
+    if (c.fault == Fault::kNone) {
+        EXPECT_EQ(r.summary.first_divergent, -1) << r.comparisons[std::max<int64_t>(0, r.summary.first_divergent)].name;
+        EXPECT_EQ(r.summary.warn, 0);
+        EXPECT_GT(r.summary.compared(), 100);
+        return;
+    }
+    ASSERT_GE(r.summary.first_divergent, 0) << "fault " << fault_info(c.fault).name << " was not detected";
+    const EventComparison& first = r.comparisons[r.summary.first_divergent];
+    EXPECT_EQ(first.name, c.first_event) << "nmse " << first.metrics.nmse << " " << first.note;
+    DoctorReport doctor = diagnose(r, static_cast<size_t>(r.summary.first_divergent), *reference.value(), model.value().get(),
+                                   options.thresholds);
+    ASSERT_FALSE(doctor.findings.empty()) << "the doctor found no explanation for " << first.name;
+    EXPECT_EQ(doctor.findings.front().transform, c.doctor) << doctor.findings.front().verdict;
+    EXPECT_NE(doctor.findings.front().verdict.find(c.verdict_word), std::string::npos) << doctor.findings.front().verdict;
+    std::printf("[fault] %-26s first divergent %-18s nmse %-9.3g doctor: %s\n", fault_info(c.fault).name, first.name.c_str(),
+                first.metrics.nmse, doctor.findings.front().verdict.c_str());
+}
+
+INSTANTIATE_TEST_SUITE_P(Catalogue, Deepseek2Faults, ::testing::ValuesIn(kDeepseek2Cases), [](const auto& info) {
+    std::string n = fault_info(info.param.fault).name;
+    if (std::string(info.param.model).find("legacy") != std::string::npos) n += "_legacy";
+    else if (std::string(info.param.model).find("Q4_K_M") != std::string::npos) n += "_Q4_K_M";
+    for (char& ch : n) if (ch == '-') ch = '_';
+    return n;
+});
+
 // YaRN is a deepseek2 feature in the fixtures; a llama model with YaRN rope scaling written here
 // (stories260K's weights plus the rope.scaling keys) checks the YaRN fault against our own clean
 // run as the reference.
@@ -178,7 +241,8 @@ TEST(FaultsCatalogue, NamesRoundTripAndRefusals) {
     auto model = Model::open(test::fixture_path("models/stories260K.gguf"));
     ASSERT_TRUE(model.ok());
     auto backend = make_cpu_backend(1);
-    for (Fault f : {Fault::kQkvBiasDropped, Fault::kQ4KScaleMinSwapped, Fault::kYarnMscale}) {
+    for (Fault f : {Fault::kQkvBiasDropped, Fault::kQ4KScaleMinSwapped, Fault::kYarnMscale, Fault::kMoeWeightsNorm,
+                    Fault::kMoeTopKOrder, Fault::kMlaScaleWidth}) {
         ForwardOptions fo;
         fo.fault = f;
         auto forward = make_forward(*model.value(), *backend, fo);

@@ -1,4 +1,4 @@
-// Parity with llama.cpp for the llama and qwen2 architectures: every tensor of every fixture dump,
+// Parity with llama.cpp for the llama, qwen2 and deepseek2 architectures: every tensor of every fixture dump,
 // greedy tokens and top-5 logits, in llama mode (and exact mode's agreement, for information).
 #include <gtest/gtest.h>
 
@@ -30,6 +30,14 @@ const DumpCase kCases[] = {
     {"dumps/qwen2-mini-F16_chat_n4_fa-off_nocache.gguf", "models/qwen2-mini-F16.gguf", 1e-8},
     {"dumps/qwen2-mini-Q8_0_code_n4_fa-off_nocache.gguf", "models/qwen2-mini-Q8_0.gguf", 1e-6},
     {"dumps/qwen2-mini-Q8_0_france_n0_nocache.gguf", "models/qwen2-mini-Q8_0.gguf", 1e-6},
+    // deepseek2: MLA (absorbed for the split files, unabsorbed for the legacy attn_kv_b one), YaRN,
+    // MoE with a shared expert after a dense block.
+    {"dumps/deepseek2-mini-F16_rome_n0_fa-off_nocache.gguf", "models/deepseek2-mini-F16.gguf", 1e-8},
+    {"dumps/deepseek2-mini-F16_hi_n4_fa-off_nocache.gguf", "models/deepseek2-mini-F16.gguf", 1e-8},
+    {"dumps/deepseek2-mini-Q4_K_M_paris_n4_fa-off_nocache.gguf", "models/deepseek2-mini-Q4_K_M.gguf", 1e-6},
+    {"dumps/deepseek2-mini-Q4_K_M_rome_n0_nocache.gguf", "models/deepseek2-mini-Q4_K_M.gguf", 1e-6},
+    {"dumps/deepseek2-mini-legacy-kvb-Q4_K_M_paris_n4_fa-off_nocache.gguf", "models/deepseek2-mini-legacy-kvb-Q4_K_M.gguf", 1e-6},
+    {"dumps/deepseek2-mini-legacy-kvb-Q4_K_M_rome_n0_nocache.gguf", "models/deepseek2-mini-legacy-kvb-Q4_K_M.gguf", 1e-6},
 };
 
 class Parity : public ::testing::TestWithParam<DumpCase> {};

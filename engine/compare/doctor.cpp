@@ -106,6 +106,8 @@ public:
         if (starts_with(base, "attn_norm") || starts_with(base, "ffn_norm") || base == "result_norm") try_norm_weight(base, L);
         if (base == "result_output") try_vocab_crop();
         if (base == "embd") try_q4k_swap();
+        if (starts_with(base, "ffn_moe_argsort")) try_moe_ranking(L);
+        if (starts_with(base, "ffn_moe_weighted")) try_moe_weights(L);
         try_scales();
         try_f16();
         if (report_.findings.empty()) try_span();
@@ -235,9 +237,9 @@ private:
         if (model_->config().rope_scaling == RopeScaling::kYarn && !starts.empty()) {
             // YaRN's magnitude correction applied to cos/sin once more (it belongs in the scale).
             RopeParams twice = clean;
-            twice.attn_factor = 1.0f + 0.1f * std::log(static_cast<float>(model_->config().rope_scaling_factor));
+            twice.attn_factor = clean.attn_factor * (1.0f + 0.1f * std::log(static_cast<float>(model_->config().rope_scaling_factor)));
             cands.push_back({fmt::format("{} at positions from {} with cos/sin scaled once more by YaRN's mscale {:.6g}",
-                                         pairing, starts[0], twice.attn_factor),
+                                         pairing, starts[0], twice.attn_factor / clean.attn_factor),
                              roped(twice, positions(starts[0]))});
         }
         cands.push_back({"not applied", ours_aligned(in->data)});
@@ -357,14 +359,30 @@ private:
             backend()->softmax_masked(in, scale, pos_t, causal, out, MathMode::kLlama);
             return ours_aligned(p);
         };
-        const float s = attention_kq_scale(model_->config());
-        const char* clean = model_->config().arch == Arch::kDeepseek2 ? "mscale^2/sqrt(head_dim)" : "1/sqrt(head_dim)";
+        const ModelConfig& c = model_->config();
+        const float s = attention_kq_scale(c);
+        const bool mla = c.arch == Arch::kDeepseek2;
+        const char* clean = mla ? "mscale^2/sqrt(head_dim)" : "1/sqrt(head_dim)";
         std::vector<Candidate> cands = {
             {fmt::format("scale {} = {:.6g} with the causal mask", clean, s), softmax(s, true)},
             {fmt::format("scale 1/head_dim = {:.6g} with the causal mask", 1.0 / hd), softmax(static_cast<float>(1.0 / hd), true)},
             {"scale 1 (none) with the causal mask", softmax(1.0f, true)},
             {fmt::format("scale {:.6g} without the causal mask (tokens see later tokens)", s), softmax(s, false)},
         };
+        if (mla) {
+            // MLA's head width is nope + rope (head_dim_k_mla) whatever the form; the absorbed form's
+            // key is the latent plus rope, a different width.
+            const int64_t head = c.head_dim_k_mla, latent = c.kv_lora_rank + c.n_rot;
+            const float plain = 1.0f / std::sqrt(static_cast<float>(head));
+            cands.push_back({fmt::format("scale 1/sqrt(head_dim {}) = {:.6g} (YaRN's mscale^2 left out)", head, plain),
+                             softmax(plain, true)});
+            ModelConfig wide = c;
+            wide.head_dim_k_mla = latent;
+            const float w = attention_kq_scale(wide);
+            cands.push_back({fmt::format("scale mscale^2/sqrt({}) = {:.6g} (the absorbed form's latent key width kv_lora_rank "
+                                         "+ rope instead of the head's nope + rope {})", latent, w, head),
+                             softmax(w, true)});
+        }
         judge("attention", "the attention softmax", cands);
     }
 
@@ -440,6 +458,58 @@ private:
                                               "the low bits of scales[j], min in scales[j+4]): ours swaps scales and mins",
                                               ours_.name),
                  ours_aligned(rows));
+    }
+
+    // The router's ranking of the experts, from our probabilities: largest first (ggml's
+    // argsort_top_k) or smallest first.
+    void try_moe_ranking(int L) {
+        const CapturedEvent* probs = previous(run_.captures, index_, fmt::format("ffn_moe_probs-{}", L));
+        if (!probs || probs->data.size() != ours_.data.size()) return;
+        const int64_t E = probs->ne[0], T = static_cast<int64_t>(probs->data.size()) / std::max<int64_t>(E, 1);
+        auto ranking = [&](bool largest_first) {
+            std::vector<float> out(probs->data.size());
+            std::vector<int32_t> idx(static_cast<size_t>(E));
+            for (int64_t t = 0; t < T; ++t) {
+                const float* p = probs->data.data() + t * E;
+                for (int64_t e = 0; e < E; ++e) idx[e] = static_cast<int32_t>(e);
+                std::stable_sort(idx.begin(), idx.end(), [&](int32_t a, int32_t b) { return largest_first ? p[a] > p[b] : p[a] < p[b]; });
+                for (int64_t e = 0; e < E; ++e) out[t * E + e] = static_cast<float>(idx[e]);
+            }
+            return ours_aligned(out);
+        };
+        judge("moe-topk", "the experts' ranking",
+              {{"largest probability first (the k most likely experts chosen)", ranking(true)},
+               {"smallest probability first (the k least likely experts chosen)", ranking(false)}});
+    }
+
+    // The experts' outputs weighted by the router's weights as given, or renormalised to sum 1.
+    void try_moe_weights(int L) {
+        const CapturedEvent* down = previous(run_.captures, index_, fmt::format("ffn_moe_down-{}", L));
+        const CapturedEvent* weights = previous(run_.captures, index_, fmt::format("ffn_moe_weights-{}", L));
+        if (!down || !weights || !model_ || down->data.size() != ours_.data.size()) return;
+        const int64_t n_embd = down->ne[0], k = weights->ne[1];
+        const int64_t T = static_cast<int64_t>(weights->data.size()) / std::max<int64_t>(k, 1);
+        if (n_embd * k * T != static_cast<int64_t>(down->data.size())) return;
+        const float scale = static_cast<float>(model_->config().expert_weights_scale);
+        auto weighted = [&](bool renormalised) {
+            std::vector<float> out(down->data.size());
+            for (int64_t t = 0; t < T; ++t) {
+                const float* w = weights->data.data() + t * k;
+                double sum = 0;
+                for (int64_t s = 0; s < k; ++s) sum += w[s];
+                const float denom = std::max(static_cast<float>(sum), 6.103515625e-5f);
+                for (int64_t s = 0; s < k; ++s) {
+                    float ws = renormalised ? w[s] / denom : w[s];
+                    if (scale != 0.0f && scale != 1.0f) ws *= scale;
+                    for (int64_t i = 0; i < n_embd; ++i)
+                        out[(t * k + s) * n_embd + i] = down->data[(t * k + s) * n_embd + i] * ws;
+                }
+            }
+            return ours_aligned(out);
+        };
+        judge("moe-weights-norm", "the experts' weighting",
+              {{"as the router gives them (not renormalised)", weighted(false)},
+               {"renormalised to sum 1 over the chosen experts", weighted(true)}});
     }
 
     void try_scales() {

@@ -35,6 +35,17 @@ const std::vector<FaultInfo>& fault_catalogue() {
         {Fault::kRmsNormEpsilon, "rmsnorm-epsilon", "RMSNorm epsilon 1000x too large", "norm-0"},
         {Fault::kQ4KScaleMinSwapped, "q4k-scale-min-swapped", "Q4_K 6-bit scales and mins unpacked in swapped roles",
          "the first tensor read from a Q4_K weight"},
+        {Fault::kMoeWeightsNorm, "moe-weights-norm",
+         "the chosen experts' weights renormalised to sum 1 when the model says not to (expert_weights_norm), or not "
+         "when it says to",
+         "ffn_moe_weighted-L (the first MoE layer)"},
+        {Fault::kMoeTopKOrder, "moe-topk-order",
+         "experts taken from the wrong end of the router's ranking (an ascending sort): the k least likely ones",
+         "ffn_moe_argsort-L (the first MoE layer)"},
+        {Fault::kMlaScaleWidth, "mla-scale-width",
+         "absorbed MLA's attention scale computed over the latent key width (kv_lora_rank + rope) instead of the "
+         "head's (nope + rope)",
+         "kq_soft_max-0"},
     };
     return kCatalogue;
 }
@@ -95,6 +106,18 @@ Result<FaultKnobs> fault_knobs(Fault fault, const FaultModelFacts& m) {
         case Fault::kRmsNormEpsilon: k.rms_eps_factor = 1000.0f; break;
         case Fault::kQ4KScaleMinSwapped:
             if (!m.has_q4_k) return refuse("needs a model with Q4_K weights");
+            break;
+        case Fault::kMoeWeightsNorm:
+            if (c.n_expert <= 0) return refuse("needs a mixture-of-experts model");
+            k.moe_norm_flipped = true;
+            break;
+        case Fault::kMoeTopKOrder:
+            if (c.n_expert <= 0) return refuse("needs a mixture-of-experts model");
+            k.moe_topk_ascending = true;
+            break;
+        case Fault::kMlaScaleWidth:
+            if (c.arch != Arch::kDeepseek2) return refuse("needs a deepseek2 model (multi-head latent attention)");
+            k.kq_scale_latent_width = true;
             break;
     }
     return k;

@@ -27,6 +27,9 @@ enum class Fault {
     kRmsNormWeightTwice,   // RMSNorm weight multiplied twice
     kRmsNormEpsilon,       // RMSNorm epsilon 1000x too large
     kQ4KScaleMinSwapped,   // Q4_K 6-bit scales and mins unpacked in swapped roles
+    kMoeWeightsNorm,       // the chosen experts' weights renormalised against the model's expert_weights_norm
+    kMoeTopKOrder,         // experts taken from the wrong end of the router's ranking (ascending sort)
+    kMlaScaleWidth,        // absorbed MLA's attention scale over the latent key width, not the head's
 };
 
 struct FaultInfo {
@@ -55,6 +58,9 @@ struct FaultKnobs {
     bool norm_weight_twice = false;
     float rms_eps_factor = 1.0f;
     int64_t logits_rows = 0;          // > n_vocab: the logits buffer is padded (garbage rows)
+    bool moe_norm_flipped = false;    // renormalise the experts' weights iff the model says not to
+    bool moe_topk_ascending = false;  // the k least likely experts
+    bool kq_scale_latent_width = false;  // deepseek2: mscale^2 / sqrt(kv_lora_rank + n_rot)
 };
 
 // The knobs of `fault` for a model, or a usage error when the model cannot have that bug

@@ -156,7 +156,15 @@ Status GraphBuilder::init() {
     rope_ = rope_params_for(cfg_);
     if (knobs_.rope_swap_pairing) rope_.mode = rope_.mode == RopeMode::kNorm ? RopeMode::kNeox : RopeMode::kNorm;
     rope_.attn_factor *= knobs_.rope_attn_factor;
-    kq_scale_ = knobs_.scale_by_head_dim ? 1.0f / static_cast<float>(cfg_.head_dim_k) : attention_kq_scale(cfg_);
+    kq_scale_ = attention_kq_scale(cfg_);
+    if (knobs_.scale_by_head_dim)  // deepseek2: YaRN's mscale^2 left out; the others: 1/d for 1/sqrt(d)
+        kq_scale_ = cfg_.arch == Arch::kDeepseek2 ? 1.0f / std::sqrt(static_cast<float>(cfg_.head_dim_k_mla))
+                                                  : 1.0f / static_cast<float>(cfg_.head_dim_k);
+    if (knobs_.kq_scale_latent_width) {
+        ModelConfig latent = cfg_;
+        latent.head_dim_k_mla = cfg_.kv_lora_rank + cfg_.n_rot;
+        kq_scale_ = attention_kq_scale(latent);
+    }
     rms_eps_ = static_cast<float>(cfg_.rms_eps) * knobs_.rms_eps_factor;
     try {
         allocate_buffers();

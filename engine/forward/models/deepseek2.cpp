@@ -55,6 +55,7 @@ private:
     int64_t k_mla() const { return cfg_.head_dim_k_mla; }  // nope + rope
     int64_t v_mla() const { return cfg_.head_dim_v_mla; }
     int64_t n_used() const { return cfg_.n_expert_used; }
+    bool weights_norm() const { return cfg_.expert_weights_norm != knobs_.moe_norm_flipped; }
     bool absorbed() const {
         return opt_.mla == MlaForm::kAbsorbed || (opt_.mla == MlaForm::kAuto && cfg_.mla_split);
     }
@@ -72,8 +73,9 @@ private:
     std::vector<std::pair<Op, GgmlType>> arch_ops() const override {
         std::vector<std::pair<Op, GgmlType>> ops = {{Op::kArgsort, GgmlType::F32}, {Op::kMul, GgmlType::F32}};
         if (cfg_.expert_gating_func == 2) ops.push_back({Op::kSigmoid, GgmlType::F32});
-        if (cfg_.expert_weights_norm)
+        if (weights_norm())
             for (Op op : {Op::kSumRows, Op::kClamp, Op::kDiv}) ops.push_back({op, GgmlType::F32});
+        if (knobs_.moe_topk_ascending) ops.push_back({Op::kScale, GgmlType::F32});
         if (cfg_.expert_weights_scale != 0 && cfg_.expert_weights_scale != 1) ops.push_back({Op::kScale, GgmlType::F32});
         return ops;
     }
@@ -398,6 +400,11 @@ private:
             cb(selection, "ffn_moe_probs_biased", il, Op::kAdd);
         }
         Tensor argsort = b_.argsort.reshaped(E, T);
+        if (knobs_.moe_topk_ascending) {  // the bug: the ranking read from its wrong end
+            Tensor negated = b_.selection.reshaped(E, T);
+            be_.unary(Op::kScale, selection, negated, -1.0f);
+            selection = negated;
+        }
         be_.argsort_desc(selection, argsort);
         announce_ids(argsort, b_.argsort_f, "ffn_moe_argsort", il, Op::kArgsort);
         Tensor topk = make_tensor(b_.topk.data, k, T, 1, 1, GgmlType::I32);
@@ -414,7 +421,7 @@ private:
             be_.get_rows(table, ids, y);
         }
         cb(weights, "ffn_moe_weights", il, Op::kGetRows);
-        if (cfg_.expert_weights_norm) {
+        if (weights_norm()) {
             const Tensor w2 = weights.reshaped(k, T);
             Tensor sum = b_.weights_sum.reshaped(1, T), clamped = b_.weights_clamped.reshaped(1, T);
             be_.sum_rows(w2, sum);
