@@ -8,10 +8,12 @@
 // Each op is one test (BackendOps.<Op>), so a failure names the op, shape, format and backend.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <functional>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -176,7 +178,7 @@ double nmse(const std::vector<float>& out, const std::vector<float>& ref) {
 double tolerance(Op op, MathMode mode) {
     if (mode == MathMode::kExact) return 1e-9;
     switch (op) {
-        case Op::kMulMat: return 5e-4;
+        case Op::kMulMat: case Op::kMulMatId: return 5e-4;
         case Op::kSetRows: return 1e-6;
         case Op::kSoftMax: return 1e-6;
         case Op::kFlashAttnExt: return 1e-4;
@@ -372,6 +374,222 @@ TEST(BackendOps, MulMat) {
                            return Output{y.floats(), y.guard_damage()};
                        });
         }
+    }
+}
+
+// ---- the mixture-of-experts ops (deepseek2's router and experts)
+
+// a's value i (row-major over a_ne) op b's value at the same index modulo b_ne, written out per axis.
+std::vector<float> naive_binary(Op op, const std::vector<float>& a, const int64_t a_ne[4], const std::vector<float>& b,
+                                const int64_t b_ne[4]) {
+    std::vector<float> y(a.size());
+    size_t i = 0;
+    for (int64_t i3 = 0; i3 < a_ne[3]; ++i3)
+        for (int64_t i2 = 0; i2 < a_ne[2]; ++i2)
+            for (int64_t i1 = 0; i1 < a_ne[1]; ++i1)
+                for (int64_t i0 = 0; i0 < a_ne[0]; ++i0, ++i) {
+                    const int64_t j0 = i0 % b_ne[0], j1 = i1 % b_ne[1], j2 = i2 % b_ne[2], j3 = i3 % b_ne[3];
+                    const float v = b[static_cast<size_t>(j0 + b_ne[0] * (j1 + b_ne[1] * (j2 + b_ne[2] * j3)))];
+                    y[i] = op == Op::kAdd ? a[i] + v : op == Op::kMul ? a[i] * v : a[i] / v;
+                }
+    return y;
+}
+
+TEST(BackendOps, Binary) {
+    Tally tally;
+    struct Shape { std::array<int64_t, 4> a, b; const char* what; };
+    const Shape shapes[] = {
+        {{8, 3, 1, 1}, {8, 1, 1, 1}, "router bias over 8 experts"},
+        {{64, 5, 1, 1}, {64, 1, 1, 1}, "router bias over 64 experts"},
+        {{2048, 6, 2, 1}, {1, 6, 2, 1}, "expert weights over DeepSeek-V2-Lite's rows"},
+        {{64, 2, 3, 1}, {1, 2, 3, 1}, "expert weights over n_embd 64, k 2"},
+        {{6, 4, 1, 1}, {1, 4, 1, 1}, "weights over their sums (k 6)"},
+        {{5, 3, 1, 1}, {5, 3, 1, 1}, "same shape"},
+        {{4, 6, 2, 3}, {2, 3, 1, 3}, "every axis"},
+    };
+    for (const Shape& s : shapes)
+        for (Op op : {Op::kAdd, Op::kMul, Op::kDiv}) {
+            const int64_t na = s.a[0] * s.a[1] * s.a[2] * s.a[3], nb = s.b[0] * s.b[1] * s.b[2] * s.b[3];
+            const std::vector<float> a = randn(na, 131);
+            std::vector<float> b = randn(nb, 132);
+            if (op == Op::kDiv)
+                for (float& v : b) v = 0.5f + std::fabs(v);
+            const std::vector<float> naive = naive_binary(op, a, s.a.data(), b, s.b.data());
+            check_case(tally, op, GgmlType::F32, shape_text({s.a[0], s.a[1], s.a[2], s.a[3]}) + " by " +
+                       shape_text({s.b[0], s.b[1], s.b[2], s.b[3]}) + " (" + s.what + ")", &naive, 0,
+                       [&](Backend& be, MathMode) {
+                           Guarded ta(be, make_tensor(nullptr, s.a[0], s.a[1], s.a[2], s.a[3]), a.data(), a.size() * 4);
+                           Guarded tb(be, make_tensor(nullptr, s.b[0], s.b[1], s.b[2], s.b[3]), b.data(), b.size() * 4);
+                           Guarded y(be, make_tensor(nullptr, s.a[0], s.a[1], s.a[2], s.a[3]));
+                           be.binary(op, ta.t(), tb.t(), y.t());
+                           return Output{y.floats(), y.guard_damage()};
+                       });
+        }
+}
+
+TEST(BackendOps, Unary) {
+    Tally tally;
+    struct Case { Op op; float p0, p1; const char* what; };
+    const Case cases[] = {
+        {Op::kSigmoid, 0, 0, "router gating"},
+        {Op::kScale, 2.5f, 0, "expert weights scale 2.5"},
+        {Op::kScale, 16.0f, 0, "expert weights scale 16"},
+        {Op::kClamp, 6.103515625e-5f, INFINITY, "weight sums to [2^-14, inf)"},
+        {Op::kClamp, -1.0f, 1.0f, "[-1, 1]"},
+    };
+    for (const Case& c : cases)
+        for (auto [n, T] : {std::pair<int64_t, int64_t>{1, 1}, {8, 3}, {64, 5}, {300, 7}}) {
+            std::vector<float> x = randn(n * T, 141, 3.0f);
+            // Saturating inputs, zero, and values under the clamp's floor.
+            const float specials[] = {-100.0f, 100.0f, 0.0f, -0.0f, 1e-7f, 6.103515625e-5f, -2e-5f};
+            if (x.size() > 3 * std::size(specials))
+                for (size_t i = 0; i < std::size(specials); ++i) x[i * 3] = specials[i];
+            std::vector<float> naive(x.size());
+            for (size_t i = 0; i < x.size(); ++i) {
+                const double v = x[i];
+                naive[i] = static_cast<float>(c.op == Op::kSigmoid ? 1.0 / (1.0 + std::exp(-v))
+                                              : c.op == Op::kScale ? v * c.p0
+                                              : v < c.p0           ? c.p0
+                                              : v > c.p1           ? c.p1
+                                                                   : v);
+            }
+            check_case(tally, c.op, GgmlType::F32, shape_text({n, T}) + " (" + c.what + ")", &naive, 1e-13,
+                       [&](Backend& be, MathMode) {
+                           Guarded in(be, make_tensor(nullptr, n, T), x.data(), x.size() * 4);
+                           Guarded y(be, make_tensor(nullptr, n, T));
+                           be.unary(c.op, in.t(), y.t(), c.p0, c.p1);
+                           return Output{y.floats(), y.guard_damage()};
+                       });
+        }
+}
+
+TEST(BackendOps, SumRows) {
+    Tally tally;
+    // The top-k weights of a token (k 2 and 6), a row of one, rows of several warps, a long row.
+    for (auto [n, T] : {std::pair<int64_t, int64_t>{1, 4}, {2, 3}, {6, 5}, {64, 9}, {1000, 3}, {2048, 2}}) {
+        const std::vector<float> x = randn(n * T, 151, 2.0f);
+        std::vector<float> naive(T);
+        for (int64_t t = 0; t < T; ++t) {
+            long double sum = 0;
+            for (int64_t i = 0; i < n; ++i) sum += x[t * n + i];
+            naive[t] = static_cast<float>(sum);
+        }
+        check_case(tally, Op::kSumRows, GgmlType::F32, shape_text({n, T}), &naive, 1e-13, [&](Backend& be, MathMode) {
+            Guarded in(be, make_tensor(nullptr, n, T), x.data(), x.size() * 4);
+            Guarded y(be, make_tensor(nullptr, 1, T));
+            be.sum_rows(in.t(), y.t());
+            return Output{y.floats(), y.guard_damage()};
+        });
+    }
+}
+
+TEST(BackendOps, Argsort) {
+    Tally tally;
+    // Router rows of 8 to 256 experts; ties among them (equal values, 0 and -0) keep column order.
+    for (auto [n, T] : {std::pair<int64_t, int64_t>{1, 2}, {8, 3}, {64, 4}, {160, 2}, {256, 2}}) {
+        std::vector<float> x = randn(n * T, 161);
+        for (int64_t t = 0; t < T && n >= 8; ++t) {
+            float* row = &x[t * n];
+            row[n - 1] = row[0];           // a tie between the first and the last column
+            row[n / 2] = row[1];           // and another in the middle
+            row[2] = 0.0f, row[5] = -0.0f;  // zeros of both signs are equal
+            row[3] = row[4] = row[6] = 3.0f + t;  // a three-way tie for the largest value
+        }
+        // Each row sorted by insertion: a column moves in front of those with strictly smaller values only.
+        std::vector<float> naive(x.size());
+        for (int64_t t = 0; t < T; ++t) {
+            std::vector<int32_t> order;
+            for (int32_t i = 0; i < n; ++i) {
+                size_t at = order.size();
+                while (at > 0 && x[t * n + order[at - 1]] < x[t * n + i]) --at;
+                order.insert(order.begin() + static_cast<std::ptrdiff_t>(at), i);
+            }
+            for (int64_t i = 0; i < n; ++i) naive[t * n + i] = static_cast<float>(order[i]);
+        }
+        check_case(tally, Op::kArgsort, GgmlType::F32, shape_text({n, T}) + " with ties", &naive, 0,
+                   [&](Backend& be, MathMode) {
+                       Guarded in(be, make_tensor(nullptr, n, T), x.data(), x.size() * 4);
+                       Guarded idx(be, make_tensor(nullptr, n, T, 1, 1, GgmlType::I32));
+                       be.argsort_desc(in.t(), idx.t());
+                       std::vector<int32_t> got(x.size());
+                       be.download(got.data(), idx.t().data, got.size() * 4);
+                       return Output{std::vector<float>(got.begin(), got.end()), idx.guard_damage()};
+                   },
+                   0);
+    }
+}
+
+TEST(BackendOps, MulMatId) {
+    Tally tally;
+    // Experts of K x N, n_used of them per token; x is one column per token (gate and up: every slot
+    // reads it) or one per slot (down). The ids name the last expert, and one expert twice.
+    struct Shape { int64_t K, N, n_expert, n_used, x_cols, T; std::vector<int32_t> ids; const char* what; };
+    const Shape shapes[] = {
+        {256, 5, 4, 2, 1, 3, {3, 0, 1, 3, 2, 1}, "gate/up: x shared by the slots"},
+        {256, 3, 8, 3, 3, 2, {7, 2, 5, 0, 7, 6}, "down: x per slot"},
+        {512, 17, 3, 1, 1, 1, {2}, "one slot"},
+    };
+    for (const Shape& s : shapes)
+        for (GgmlType type : kWeightTypes) {
+            if (!fits(type, s.K)) continue;
+            const std::vector<uint8_t> w = make_weight(type, s.K, s.N * s.n_expert, 171);
+            const std::vector<float> x = randn(s.K * s.x_cols * s.T, 172);
+            const std::vector<float> wf = dequantized(type, w, s.K, s.N * s.n_expert);
+            std::vector<float> naive(s.N * s.n_used * s.T);
+            for (int64_t t = 0; t < s.T; ++t)
+                for (int64_t slot = 0; slot < s.n_used; ++slot) {
+                    const int64_t e = s.ids[t * s.n_used + slot];
+                    const float* xc = &x[(t * s.x_cols + slot % s.x_cols) * s.K];
+                    for (int64_t r = 0; r < s.N; ++r) {
+                        double acc = 0;
+                        for (int64_t k = 0; k < s.K; ++k) acc += static_cast<double>(wf[(e * s.N + r) * s.K + k]) * xc[k];
+                        naive[(t * s.n_used + slot) * s.N + r] = static_cast<float>(acc);
+                    }
+                }
+            const int64_t n_ids = static_cast<int64_t>(s.ids.size());
+            check_case(tally, Op::kMulMatId, type,
+                       shape_text({s.K, s.N, s.n_expert}) + " x " + shape_text({s.K, s.x_cols, s.T}) + " (" + s.what + ")",
+                       &naive, 1e-10, [&](Backend& be, MathMode mode) {
+                           Guarded wt(be, make_tensor(nullptr, s.K, s.N, s.n_expert, 1, type), w.data(), w.size());
+                           Guarded in(be, make_tensor(nullptr, s.K, s.x_cols, s.T), x.data(), x.size() * 4);
+                           Guarded ids(be, make_tensor(nullptr, s.n_used, s.T, 1, 1, GgmlType::I32), s.ids.data(), n_ids * 4);
+                           Guarded y(be, make_tensor(nullptr, s.N, s.n_used, s.T));
+                           be.matmul_id(wt.t(), in.t(), ids.t(), y.t(), mode);
+                           return Output{y.floats(), y.guard_damage()};
+                       });
+        }
+}
+
+// An expert id outside the weight's experts is an error on every backend, named with the id (on
+// CUDA at the next download: the ids never leave the device), and the backend works on afterwards.
+TEST(BackendOps, MulMatIdRejectsAnExpertOutOfRange) {
+    const int64_t K = 32, N = 2, n_expert = 4;
+    const std::vector<uint8_t> w = make_weight(GgmlType::F32, K, N * n_expert, 181);
+    const std::vector<float> x = randn(K, 182);
+    for (const Target& t : backends().targets) {
+        Backend& be = *t.backend;
+        Guarded wt(be, make_tensor(nullptr, K, N, n_expert, 1, GgmlType::F32), w.data(), w.size());
+        Guarded in(be, make_tensor(nullptr, K, 1, 1), x.data(), x.size() * 4);
+        for (int32_t bad : {4, -1}) {
+            const std::vector<int32_t> id_values = {1, bad};
+            Guarded ids(be, make_tensor(nullptr, 2, 1, 1, 1, GgmlType::I32), id_values.data(), 8);
+            Guarded y(be, make_tensor(nullptr, N, 2, 1));
+            try {
+                be.matmul_id(wt.t(), in.t(), ids.t(), y.t(), t.mode);
+                (void)y.floats();
+                ADD_FAILURE() << t.label << ": expert id " << bad << " of " << n_expert << " was accepted";
+            } catch (const std::out_of_range& e) {
+                EXPECT_NE(std::string(e.what()).find("expert id " + std::to_string(bad) + " "), std::string::npos)
+                    << t.label << ": " << e.what();
+            }
+        }
+        const std::vector<int32_t> good = {n_expert - 1, 0};
+        Guarded ids(be, make_tensor(nullptr, 2, 1, 1, 1, GgmlType::I32), good.data(), 8);
+        Guarded y(be, make_tensor(nullptr, N, 2, 1));
+        EXPECT_NO_THROW({
+            be.matmul_id(wt.t(), in.t(), ids.t(), y.t(), t.mode);
+            (void)y.floats();
+        }) << t.label;
     }
 }
 

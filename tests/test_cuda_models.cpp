@@ -1,7 +1,7 @@
 // Whole models on the CUDA backend's kernels, run on the CPU by the SIMT emulator (cuda-emulated):
-// every llama and qwen2 fixture model generates llama.cpp's greedy tokens, and every event of the
-// run agrees with the CPU backend's exact-mode run of the same tokens at NMSE <= 1e-6 (compared
-// with the backend A/B machinery of `compare --against-backend`).
+// every llama, qwen2 and deepseek2 fixture model generates llama.cpp's greedy tokens, and every
+// event of the run agrees with the CPU backend's exact-mode run of the same tokens at NMSE <= 1e-6
+// (compared with the backend A/B machinery of `compare --against-backend`).
 #include <gtest/gtest.h>
 
 #include "engine/compare/backend_ab.h"
@@ -25,6 +25,9 @@ const ModelCase kModels[] = {
     {"models/llama-gqa-mini-Q4_K_M.gguf", "dumps/llama-gqa-mini-Q4_K_M_boy_n4_fa-off_nocache.gguf"},
     {"models/qwen2-mini-F16.gguf", "dumps/qwen2-mini-F16_chat_n4_fa-off_nocache.gguf"},
     {"models/qwen2-mini-Q8_0.gguf", "dumps/qwen2-mini-Q8_0_code_n4_fa-off_nocache.gguf"},
+    {"models/deepseek2-mini-F16.gguf", "dumps/deepseek2-mini-F16_hi_n4_fa-off_nocache.gguf"},
+    {"models/deepseek2-mini-Q4_K_M.gguf", "dumps/deepseek2-mini-Q4_K_M_paris_n4_fa-off_nocache.gguf"},
+    {"models/deepseek2-mini-legacy-kvb-Q4_K_M.gguf", "dumps/deepseek2-mini-legacy-kvb-Q4_K_M_paris_n4_fa-off_nocache.gguf"},
 };
 
 struct ModelRun {

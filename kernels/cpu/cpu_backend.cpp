@@ -18,6 +18,7 @@
 #include "kernels/cpu/vec_dot.h"
 #include "kernels/cpu/vec_dot_avx2.h"
 #include "kernels/cpu/vec_dot_x86.h"
+#include "kernels/host_ops.h"
 
 namespace ls {
 namespace {
@@ -35,6 +36,11 @@ float dot_f32(const float* a, const float* b, int64_t n) {
 // YaRN: the dims where interpolation gives way to extrapolation (as ggml computes them).
 float yarn_corr_dim(int n_dims, int n_ctx_orig, float n_rot, float base) {
     return n_dims * std::log(n_ctx_orig / (n_rot * 2 * static_cast<float>(M_PI))) / (2 * std::log(base));
+}
+
+void require_contiguous(std::initializer_list<const Tensor*> tensors) {
+    for (const Tensor* t : tensors)
+        if (!t->contiguous()) throw std::invalid_argument("the mixture-of-experts ops take contiguous tensors");
 }
 
 class CpuBackend final : public Backend {
@@ -55,7 +61,7 @@ public:
             case Op::kCpy: return type == GgmlType::F32 || type == GgmlType::I32;
             case Op::kRmsNorm: case Op::kMul: case Op::kAdd: case Op::kRope: case Op::kSwiglu: case Op::kSoftMax:
             case Op::kSetRows: case Op::kCont: return true;
-            // The mixture-of-experts ops: Backend's host implementations, on host memory here.
+            // The mixture-of-experts ops: kernels/host_ops.h's functions, on host memory here.
             case Op::kArgsort: case Op::kDiv: case Op::kSigmoid: case Op::kClamp: case Op::kSumRows:
             case Op::kScale: return true;
             // ggml's flash-attention kernel is reproduced for llama mode only.
@@ -435,6 +441,42 @@ public:
         for (int64_t t = 0; t < T; ++t)
             for (int64_t h = 0; h < n_head; ++h)
                 std::memcpy(y.f32() + (t * n_head + h) * hd, x.f32() + (h * T + t) * hd, hd * sizeof(float));
+    }
+
+    // The mixture-of-experts ops: host_ops.h's functions on the tensors' own memory, split over
+    // the threads by whole slices, rows or ranges of values (the same bits as one call).
+    void binary(Op op, const Tensor& a, const Tensor& b, Tensor& y) override {
+        require_contiguous({&a, &b, &y});
+        if (a.ne[3] != 1 || b.ne[3] != 1) {
+            host_binary(op, a.f32(), a.ne, b.f32(), b.ne, y.f32());
+            return;
+        }
+        // One slice of a (ne[2] == 1) at a time; b's slice is a's modulo b.ne[2].
+        const int64_t a_slice = a.ne[0] * a.ne[1], b_slice = b.ne[0] * b.ne[1];
+        const int64_t a_ne[4] = {a.ne[0], a.ne[1], 1, 1}, b_ne[4] = {b.ne[0], b.ne[1], 1, 1};
+        pool_.parallel_for(a.ne[2], 1, [&](int64_t lo, int64_t hi) {
+            for (int64_t i2 = lo; i2 < hi; ++i2)
+                host_binary(op, a.f32() + i2 * a_slice, a_ne, b.f32() + (i2 % b.ne[2]) * b_slice, b_ne,
+                            y.f32() + i2 * a_slice);
+        });
+    }
+    void unary(Op op, const Tensor& x, Tensor& y, float p0, float p1) override {
+        require_contiguous({&x, &y});
+        pool_.parallel_for(x.n_elements(), 4096, [&](int64_t lo, int64_t hi) {
+            host_unary(op, x.f32() + lo, hi - lo, y.f32() + lo, p0, p1);
+        });
+    }
+    void sum_rows(const Tensor& x, Tensor& y) override {
+        require_contiguous({&x, &y});
+        pool_.parallel_for(x.n_rows(), 64, [&](int64_t lo, int64_t hi) {
+            host_sum_rows(x.f32() + lo * x.ne[0], x.ne[0], hi - lo, y.f32() + lo);
+        });
+    }
+    void argsort_desc(const Tensor& x, Tensor& idx) override {
+        require_contiguous({&x, &idx});
+        pool_.parallel_for(x.n_rows(), 4, [&](int64_t lo, int64_t hi) {
+            host_argsort_desc(x.f32() + lo * x.ne[0], x.ne[0], hi - lo, idx.i32() + lo * x.ne[0]);
+        });
     }
 
     void stats(const Tensor& x, TensorStats* out) override {

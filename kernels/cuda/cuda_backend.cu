@@ -19,6 +19,7 @@
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/rope.h"
 #include "kernels/cuda/matmul.h"
+#include "kernels/cuda/moe.h"
 #include "kernels/cuda/stats.h"
 #include "kernels/simt/simt.h"
 
@@ -47,11 +48,14 @@ public:
         LS_CUDA_CHECK(cudaMalloc(&stats_workspace_, cuda::cuda_tensor_stats_workspace_bytes()));
         LS_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&dev_stats_), sizeof(cuda::TensorStats)));
         LS_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&dev_hist_), kHistogramBins * sizeof(unsigned long long)));
+        LS_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&dev_id_error_), kIdErrorInts * sizeof(int)));
+        LS_CUDA_CHECK(cudaMemset(dev_id_error_, 0, kIdErrorInts * sizeof(int)));
     }
     ~CudaBackend() override {
         cudaFree(stats_workspace_);
         cudaFree(dev_stats_);
         cudaFree(dev_hist_);
+        cudaFree(dev_id_error_);
         cudaFree(matmul_scratch_.data);
         for (const auto& [p, size] : live_) cudaFree(p);
         for (const auto& [size, p] : cached_) cudaFree(p);
@@ -137,6 +141,7 @@ public:
     }
     void download(void* dst, const void* src, size_t bytes) override {
         LS_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+        check_expert_ids();
     }
     void copy(const Tensor& src, Tensor& dst) override {
         const int64_t n = src.n_elements();
@@ -197,7 +202,33 @@ public:
                           stream_);
     }
 
-    void synchronize() override { LS_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+    // The mixture-of-experts ops (kernels/cuda/moe.cu), on contiguous tensors as the forward pass
+    // makes them.
+    void binary(Op op, const Tensor& a, const Tensor& b, Tensor& y) override {
+        LS_CUDA_CHECK(cuda::cuda_binary(op, a.f32(), a.ne, b.f32(), b.ne, y.f32(), stream_));
+    }
+    void unary(Op op, const Tensor& x, Tensor& y, float p0, float p1) override {
+        LS_CUDA_CHECK(cuda::cuda_unary(op, x.f32(), y.f32(), x.n_elements(), p0, p1, stream_));
+    }
+    void sum_rows(const Tensor& x, Tensor& y) override {
+        LS_CUDA_CHECK(cuda::cuda_sum_rows(x.f32(), y.f32(), x.ne[0], x.n_rows(), stream_));
+    }
+    void argsort_desc(const Tensor& x, Tensor& idx) override {
+        LS_CUDA_CHECK(cuda::cuda_argsort_desc(x.f32(), idx.i32(), x.ne[0], x.n_rows(), stream_));
+    }
+    // The expert ids stay on the device; an id out of range is reported at the next download or
+    // synchronize (check_expert_ids).
+    void matmul_id(const Tensor& w, const Tensor& x, const Tensor& ids, Tensor& y, MathMode) override {
+        LS_CUDA_CHECK(cuda::cuda_matmul_id(w.type, w.data, w.nb[1], w.nb[2], w.ne[2], x.f32(), x.ne[1], ids.i32(),
+                                           ids.ne[0], y.f32(), w.ne[0], w.ne[1], ids.ne[1], dev_id_error_, stream_));
+        expert_ids_unchecked_ = true;
+        n_expert_checked_ = w.ne[2];
+    }
+
+    void synchronize() override {
+        LS_CUDA_CHECK(cudaStreamSynchronize(stream_));
+        check_expert_ids();
+    }
 
     void stats(const Tensor& x, TensorStats* out) override {
         const int64_t n = x.n_elements();
@@ -257,11 +288,28 @@ public:
     }
 
 private:
+    // Throws when a MUL_MAT_ID queued since the last check met an expert id out of range. Called
+    // once the stream's work is done (after a synchronizing copy or a synchronize).
+    void check_expert_ids() {
+        if (!expert_ids_unchecked_) return;
+        expert_ids_unchecked_ = false;
+        int err[kIdErrorInts] = {};
+        LS_CUDA_CHECK(cudaMemcpy(err, dev_id_error_, sizeof err, cudaMemcpyDeviceToHost));
+        if (err[0] == 0) return;
+        LS_CUDA_CHECK(cudaMemset(dev_id_error_, 0, sizeof err));
+        throw std::out_of_range("MUL_MAT_ID: expert id " + std::to_string(err[1]) + " (column " + std::to_string(err[2]) +
+                                ") is outside [0, " + std::to_string(n_expert_checked_) + ")");
+    }
+
+    static constexpr int kIdErrorInts = 3;  // set, the id, its column
     std::string name_;
     BackendKind kind_;
     void* stats_workspace_ = nullptr;
     cuda::TensorStats* dev_stats_ = nullptr;
     unsigned long long* dev_hist_ = nullptr;
+    int* dev_id_error_ = nullptr;         // what cuda_matmul_id found out of range
+    bool expert_ids_unchecked_ = false;  // a MUL_MAT_ID was queued since dev_id_error_ was read
+    int64_t n_expert_checked_ = 0;       // the last MUL_MAT_ID's expert count, for the message
     std::map<void*, size_t> live_;          // the arena's blocks in use (weights included), by address
     std::multimap<size_t, void*> cached_;   // released blocks kept for reuse, by size
     size_t cached_bytes_ = 0;

@@ -1,7 +1,8 @@
 // CUDA backend: y = W x. Decode (a few columns): one warp per weight row decodes the row's quant
 // blocks with the decoders shared with the CPU backend and dots them with every column, then sums
 // its lanes with shuffles. Prompt batches: the weight is decoded to f32 tiles on the device and
-// multiplied with cuBLAS in f32.
+// multiplied with cuBLAS in f32. MUL_MAT_ID runs the mat-vec arithmetic once per (slot, token)
+// column, with the expert it names.
 //
 // Both math modes compute in f32 from the exactly decoded weights. The CPU's llama mode quantizes
 // the activations to the weight's dot type first (Q8_0, Q8_1, Q8_K); that rounding is not
@@ -10,6 +11,7 @@
 #include "kernels/cuda/matmul.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <stdexcept>
 
@@ -71,6 +73,96 @@ cudaError_t launch_matvec(const void* w, size_t row_bytes, const float* x, float
     return cudaGetLastError();
 }
 
+// MUL_MAT_ID: the mat-vec kernel's arithmetic for one column per (slot, token), the column's
+// expert read from ids on the device. Columns beyond the grid's height go round again.
+template <class Block, void (*Decode)(const Block*, float*), int kElems>
+__global__ void __launch_bounds__(kBlockThreads)
+    matvec_id_kernel(const uint8_t* w, size_t row_bytes, size_t expert_bytes, int64_t n_expert, const float* x,
+                     int64_t x_cols, const int32_t* ids, int64_t n_used, float* y, int64_t K, int64_t N,
+                     int64_t n_columns, int* error) {
+    const int lane = static_cast<int>(threadIdx.x) % kLanesPerRow;
+    const int64_t r = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kLanesPerRow;
+    float v[kElems];
+    for (int64_t c = blockIdx.y; c < n_columns; c += gridDim.y) {
+        const int32_t e = ids[c];
+        float* yc = y + c * N;
+        if (e < 0 || e >= n_expert) {  // the same for the whole block: no lane is left in a shuffle
+            if (lane == 0 && r < N) yc[r] = NAN;
+            if (threadIdx.x == 0 && blockIdx.x == 0 && atomicCAS(&error[0], 0, 1) == 0) {
+                error[1] = e;
+                error[2] = static_cast<int>(c);
+            }
+            continue;
+        }
+        const int64_t s = c % n_used, t = c / n_used;
+        const float* xc = x + (t * x_cols + s % x_cols) * K;
+        const int64_t n_blocks = r < N ? K / kElems : 0;
+        const Block* row = reinterpret_cast<const Block*>(w + e * expert_bytes + (r < N ? r : 0) * row_bytes);
+        float acc = 0.0f;
+        for (int64_t b = lane; b < n_blocks; b += kLanesPerRow) {
+            Decode(row + b, v);
+            const float* xb = xc + b * kElems;
+            float sum = 0.0f;
+            for (int i = 0; i < kElems; ++i) sum += v[i] * xb[i];
+            acc += sum;
+        }
+#pragma unroll
+        for (int offset = kLanesPerRow / 2; offset > 0; offset /= 2)
+            acc += __shfl_xor_sync(0xffffffffu, acc, offset, kLanesPerRow);
+        if (lane == 0 && r < N) yc[r] = acc;
+    }
+}
+
+struct MatvecIdArgs {
+    const void* w;
+    size_t row_bytes, expert_bytes;
+    int64_t n_expert;
+    const float* x;
+    int64_t x_cols;
+    const int32_t* ids;
+    int64_t n_used;
+    float* y;
+    int64_t K, N, T;
+    int* error;
+};
+
+template <class Block, void (*Decode)(const Block*, float*), int kElems>
+cudaError_t launch_matvec_id(const MatvecIdArgs& a, cudaStream_t stream) {
+    if (a.K % kElems != 0 || a.n_used < 1 || a.x_cols < 1 || a.T < 0) return cudaErrorInvalidValue;
+    const int64_t n_columns = a.n_used * a.T;
+    if (a.N == 0 || n_columns == 0) return cudaSuccess;
+    const int64_t grid = (a.N + kRowsPerBlock - 1) / kRowsPerBlock;
+    if (grid > 0x7fffffff) return cudaErrorInvalidValue;
+    const unsigned height = static_cast<unsigned>(std::min<int64_t>(n_columns, 65535));
+    LAUNCH_STREAM((matvec_id_kernel<Block, Decode, kElems>), dim3(static_cast<unsigned>(grid), height), kBlockThreads,
+                  0, stream, static_cast<const uint8_t*>(a.w), a.row_bytes, a.expert_bytes, a.n_expert, a.x, a.x_cols,
+                  a.ids, a.n_used, a.y, a.K, a.N, n_columns, a.error);
+    return cudaGetLastError();
+}
+
+using MatvecIdLauncher = cudaError_t (*)(const MatvecIdArgs&, cudaStream_t);
+
+MatvecIdLauncher matvec_id_launcher(GgmlType type) {
+    switch (type) {
+        case GgmlType::F32: return launch_matvec_id<float, dequantize_block_f32, 1>;
+        case GgmlType::F16: return launch_matvec_id<uint16_t, dequantize_block_f16, 1>;
+        case GgmlType::BF16: return launch_matvec_id<uint16_t, dequantize_block_bf16, 1>;
+        case GgmlType::Q4_0: return launch_matvec_id<block_q4_0, dequantize_block_q4_0, kQK4_0>;
+        case GgmlType::Q4_1: return launch_matvec_id<block_q4_1, dequantize_block_q4_1, kQK4_1>;
+        case GgmlType::Q5_0: return launch_matvec_id<block_q5_0, dequantize_block_q5_0, kQK5_0>;
+        case GgmlType::Q5_1: return launch_matvec_id<block_q5_1, dequantize_block_q5_1, kQK5_1>;
+        case GgmlType::Q8_0: return launch_matvec_id<block_q8_0, dequantize_block_q8_0, kQK8_0>;
+        case GgmlType::Q2_K: return launch_matvec_id<block_q2_K, dequantize_block_q2_K, kQK_K>;
+        case GgmlType::Q3_K: return launch_matvec_id<block_q3_K, dequantize_block_q3_K, kQK_K>;
+        case GgmlType::Q4_K: return launch_matvec_id<block_q4_K, dequantize_block_q4_K, kQK_K>;
+        case GgmlType::Q5_K: return launch_matvec_id<block_q5_K, dequantize_block_q5_K, kQK_K>;
+        case GgmlType::Q6_K: return launch_matvec_id<block_q6_K, dequantize_block_q6_K, kQK_K>;
+        case GgmlType::IQ4_NL: return launch_matvec_id<block_iq4_nl, dequantize_block_iq4_nl, kQK4_NL>;
+        case GgmlType::IQ4_XS: return launch_matvec_id<block_iq4_xs, dequantize_block_iq4_xs, kQK_K>;
+        default: return nullptr;
+    }
+}
+
 using MatvecLauncher = cudaError_t (*)(const void*, size_t, const float*, float*, int64_t, int64_t, int, cudaStream_t);
 
 MatvecLauncher matvec_launcher(GgmlType type) {
@@ -98,7 +190,9 @@ bool fits_int(int64_t v) { return v >= 0 && v <= std::numeric_limits<int>::max()
 
 }  // namespace
 
-bool cuda_can_matmul(GgmlType type) { return matvec_launcher(type) != nullptr && cuda_can_dequantize(type); }
+bool cuda_can_matmul(GgmlType type) {
+    return matvec_launcher(type) != nullptr && matvec_id_launcher(type) != nullptr && cuda_can_dequantize(type);
+}
 
 bool weight_gemm_call(int64_t n_rows, int64_t T, int64_t K, int64_t ldw, int64_t ldx, int64_t ldy, GemmCall* call,
                       std::string* why) {
@@ -172,6 +266,14 @@ void cuda_matmul(cublasHandle_t handle, MatmulScratch& scratch, GgmlType type, c
         if (!weight_gemm_call(rows, T, K, K, K, N, &call, &why)) throw std::runtime_error("matmul: " + why);
         LS_CUBLAS_CHECK(run_gemm_f32(handle, call, scratch.data, x, y + r0));
     }
+}
+
+cudaError_t cuda_matmul_id(GgmlType type, const void* w, size_t w_row_bytes, size_t w_expert_bytes, int64_t n_expert,
+                           const float* x, int64_t x_cols, const int32_t* ids, int64_t n_used, float* y, int64_t K,
+                           int64_t N, int64_t T, int* dev_error, cudaStream_t stream) {
+    const MatvecIdLauncher launcher = matvec_id_launcher(type);
+    if (launcher == nullptr || dev_error == nullptr) return cudaErrorInvalidValue;
+    return launcher({w, w_row_bytes, w_expert_bytes, n_expert, x, x_cols, ids, n_used, y, K, N, T, dev_error}, stream);
 }
 
 }  // namespace ls::cuda
