@@ -11,6 +11,14 @@ namespace ls::app {
 
 int run_make_model(const MakeModelOptions& o) {
     MakeModelSpec spec = o.demo ? demo_model_spec() : MakeModelSpec{};
+    if (!o.preset.empty()) {
+        auto preset = make_model_preset(o.preset);
+        if (!preset) {
+            std::fprintf(stderr, "layerscope make-model: %s\n", preset.error().message.c_str());
+            return exit_code_for(preset.error());
+        }
+        spec = preset.value();
+    }
     if (!o.arch.empty()) spec.arch = o.arch;
     if (!o.type.empty()) {
         GgmlType t{};
@@ -26,9 +34,18 @@ int run_make_model(const MakeModelOptions& o) {
     if (o.n_head) spec.n_head = o.n_head;
     if (o.n_head_kv) spec.n_head_kv = o.n_head_kv;
     if (o.n_ff) spec.n_ff = o.n_ff;
-    if (o.vocab) spec.vocab = o.vocab;
+    if (o.vocab) {
+        spec.vocab = o.vocab;
+        spec.vocab_rows = 0;  // a preset's padded rows belong to its own vocabulary
+    }
     if (o.ctx_train) spec.n_ctx_train = o.ctx_train;
     if (o.seed_given) spec.seed = o.seed;
+    if (o.q_lora_rank >= 0) spec.q_lora_rank = o.q_lora_rank;
+    if (o.kv_lora_rank >= 0) spec.kv_lora_rank = o.kv_lora_rank;
+    if (o.experts >= 0) spec.n_expert = o.experts;
+    if (o.experts_used >= 0) spec.n_expert_used = o.experts_used;
+    if (o.dense_lead >= 0) spec.n_dense_lead = o.dense_lead;
+    if (o.legacy_kvb) spec.legacy_kv_b = true;
 
     MakeModelInfo info;
     Status st = make_model(spec, o.out_path, &info, o.force);
@@ -36,10 +53,20 @@ int run_make_model(const MakeModelOptions& o) {
         std::fprintf(stderr, "layerscope make-model: %s\n", st.error().message.c_str());
         return exit_code_for(st.error());
     }
+    // deepseek2's MLA layout is MQA over the latent (one KV head); the legacy one is MHA.
+    const bool deepseek2 = spec.arch == "deepseek2";
+    const int kv_heads = spec.legacy_kv_b ? spec.n_head : 1;
     fmt::print("wrote {}: {} n_embd {} layers {} heads {}/{} n_ff {} vocab {} ({} token rows), {}, seed {}: "
                "{} parameters, {} bytes\n",
-               o.out_path, spec.arch, spec.n_embd, spec.n_layer, spec.n_head, spec.n_head_kv, spec.n_ff, spec.vocab,
-               info.n_tokens, ggml_type_name(spec.type), spec.seed, info.n_params, info.file_bytes);
+               o.out_path, spec.arch, spec.n_embd, spec.n_layer, spec.n_head, deepseek2 ? kv_heads : spec.n_head_kv,
+               spec.n_ff, spec.vocab, info.n_tokens, ggml_type_name(spec.type), spec.seed, info.n_params,
+               info.file_bytes);
+    if (deepseek2)
+        fmt::print("  mla {}: q_lora_rank {}, kv_lora_rank {}, k {} + {} rope, v {}; moe: {} experts, {} used, {} shared, "
+                   "expert n_ff {}, {} leading dense; yarn factor {}\n",
+                   spec.legacy_kv_b ? "legacy kv_b" : "split k_b/v_b", spec.q_lora_rank, spec.kv_lora_rank,
+                   spec.qk_nope_dim, spec.qk_rope_dim, spec.v_head_dim, spec.n_expert, spec.n_expert_used,
+                   spec.n_expert_shared, spec.n_ff_expert, spec.n_dense_lead, spec.yarn_factor);
     for (const std::string& f : info.fallbacks) fmt::print("  fallback: {}\n", f);
     return kExitOk;
 }

@@ -84,9 +84,13 @@ int run_compare(const CompareOptions& options);
 struct MakeModelOptions {
     std::string out_path;
     bool demo = false;          // start from the GUI demo's spec; other flags override it
+    std::string preset;         // start from a named spec (make_model_preset); other flags override it
     std::string arch, type;     // "" = the spec's default
-    // 0 = the spec's default (or the demo's with --demo).
+    // 0 = the spec's default (or the demo's or preset's).
     int n_embd = 0, n_layer = 0, n_head = 0, n_head_kv = 0, n_ff = 0, vocab = 0, ctx_train = 0;
+    // deepseek2; -1 = the spec's default (0 is a value: no q compression, no dense block).
+    int q_lora_rank = -1, kv_lora_rank = -1, experts = -1, experts_used = -1, dense_lead = -1;
+    bool legacy_kvb = false;
     bool seed_given = false;
     uint64_t seed = 0;
     bool force = false;         // replace an existing file (never anything but a regular file)

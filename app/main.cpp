@@ -112,8 +112,12 @@ void add_make_model_command(CLI::App& app, ls::app::MakeModelOptions& o) {
                                                     "vocabulary) for tests and demos");
     mk->add_option("out", o.out_path, "Output GGUF file")->required()->check(kNonEmptyPath);
     mk->add_flag("--force", o.force, "Replace an existing output file (only a regular file is ever replaced)");
-    mk->add_flag("--demo", o.demo, "The GUI's built-in demo model (other flags override its values)");
-    mk->add_option("--arch", o.arch, "llama (default) or qwen2")->check(CLI::IsMember({"llama", "qwen2"}));
+    auto* demo = mk->add_flag("--demo", o.demo, "The GUI's built-in demo model (other flags override its values)");
+    mk->add_option("--preset", o.preset, "Real models' shapes (other flags override them): deepseek-v2-lite, "
+                                         "deepseek2-tiny, tinyllama-1.1b, qwen2.5-0.5b")
+        ->excludes(demo);
+    mk->add_option("--arch", o.arch, "llama (default), qwen2 or deepseek2")
+        ->check(CLI::IsMember({"llama", "qwen2", "deepseek2"}));
     mk->add_option("--type", o.type, "Weight type: f32, f16 (default), bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_K..q6_K");
     mk->add_option("--embd", o.n_embd, "Embedding width (default 256)")->check(CLI::Range(1, 65536));
     mk->add_option("--layers", o.n_layer, "Blocks (default 2)")->check(CLI::Range(1, 1024));
@@ -124,6 +128,15 @@ void add_make_model_command(CLI::App& app, ls::app::MakeModelOptions& o) {
     mk->add_option("--ctx-train", o.ctx_train, "context_length key (default: llama 2048, qwen2 32768)")
         ->check(CLI::Range(1, 1 << 24));
     mk->add_option("--seed", o.seed, "Random seed (default 1)")->each([&o](const std::string&) { o.seed_given = true; });
+    mk->add_option("--q-lora-rank", o.q_lora_rank, "deepseek2: q compression rank, 0 = plain attn_q (default 0)")
+        ->check(CLI::Range(0, 65536));
+    mk->add_option("--kv-lora-rank", o.kv_lora_rank, "deepseek2: KV latent width (default 64)")->check(CLI::Range(1, 65536));
+    mk->add_option("--experts", o.experts, "deepseek2: routed experts (default 8)")->check(CLI::Range(1, 1024));
+    mk->add_option("--experts-used", o.experts_used, "deepseek2: experts per token (default 2)")->check(CLI::Range(1, 1024));
+    mk->add_option("--dense-lead", o.dense_lead, "deepseek2: dense FFN blocks before the MoE ones (default 1)")
+        ->check(CLI::Range(0, 1024));
+    mk->add_flag("--legacy-kvb", o.legacy_kvb, "deepseek2: one attn_kv_b per block (older converters' layout) "
+                                                "instead of attn_k_b/attn_v_b");
 }
 
 void add_export_command(CLI::App& app, ls::app::ExportCmdOptions& o) {

@@ -210,6 +210,36 @@ TEST(Gguf, AFailedWriteLeavesTheOldFileIntact) {
     std::filesystem::remove_all(dir);
 }
 
+TEST(Gguf, StreamedWriteIsTheSameFileAndAProducerErrorLeavesNone) {
+    std::string dir = test::make_temp_dir();
+    std::vector<float> a(8), b(64);
+    for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(i);
+    for (size_t i = 0; i < b.size(); ++i) b[i] = -static_cast<float>(i);
+    const std::vector<GgufKV> kv = {{"k", GgufValue::make_u32(7)}};
+    const std::vector<GgufWriteTensor> tensors = {{"a", GgmlType::F32, {8}, a.data(), 32},
+                                                  {"b", GgmlType::F32, {16, 4}, b.data(), 256}};
+    ASSERT_TRUE(gguf_write(dir + "/whole.gguf", kv, tensors).ok());
+    std::vector<size_t> asked;
+    auto produce = [&](size_t i, uint8_t* out) -> Status {
+        asked.push_back(i);
+        std::memcpy(out, tensors[i].data, tensors[i].n_bytes);
+        return {};
+    };
+    ASSERT_TRUE(gguf_write_streamed(dir + "/streamed.gguf", kv, tensors, produce).ok());
+    EXPECT_EQ(asked, (std::vector<size_t>{0, 1}));
+    EXPECT_EQ(read_all(dir + "/streamed.gguf"), read_all(dir + "/whole.gguf"));
+
+    Status s = gguf_write_streamed(dir + "/failed.gguf", kv, tensors, [](size_t i, uint8_t*) -> Status {
+        if (i == 1) return make_error(ErrorCode::kInternal, "no data for b");
+        return {};
+    });
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(s.error().message, "no data for b");
+    EXPECT_FALSE(std::filesystem::exists(dir + "/failed.gguf"));
+    std::filesystem::remove_all(dir);
+    EXPECT_FALSE(std::filesystem::exists(dir));
+}
+
 // Facts of the fixture models, from ../shared/fixtures/README.md section 3.
 struct ModelFact {
     const char* file;

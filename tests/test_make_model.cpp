@@ -1,5 +1,7 @@
 // make-model: synthetic models are deterministic, load in every weight type without error lints,
-// tokenize round-trip, have the requested weight statistics, and run (the GUI demo included).
+// tokenize round-trip, have the requested weight statistics, and run (the GUI demo included);
+// deepseek2 files have every key and tensor llama.cpp's loader needs, and the presets real models'
+// shapes.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -16,6 +18,8 @@
 #include "engine/gguf/gguf.h"
 #include "engine/model/lint.h"
 #include "engine/model/make_model.h"
+#include "engine/model/model_config.h"
+#include "engine/model/tensor_layout.h"
 #include "tests/test_support.h"
 
 namespace ls {
@@ -226,6 +230,236 @@ TEST(MakeModel, DemoModelRunsFast) {
     EXPECT_LT(ms, 100.0);
 }
 
+// The metadata of a spec as a GGUF reads it back: header only, no weights made.
+std::unique_ptr<GgufFile> metadata_of(const MakeModelSpec& spec) {
+    auto kv = make_model_metadata(spec);
+    EXPECT_TRUE(kv.ok()) << kv.error().message;
+    if (!kv.ok()) return nullptr;
+    auto bytes = gguf_to_bytes(kv.value(), {});
+    EXPECT_TRUE(bytes.ok());
+    auto file = GgufFile::parse(std::move(bytes.value()));
+    EXPECT_TRUE(file.ok()) << file.error().message;
+    return file.ok() ? std::move(file.value()) : nullptr;
+}
+
+MakeModelSpec preset(const char* name) {
+    auto p = make_model_preset(name);
+    EXPECT_TRUE(p.ok()) << name;
+    return p.ok() ? p.value() : MakeModelSpec{};
+}
+
+TEST(MakeModel, Deepseek2FilesHaveEveryTensorOfTheLayoutAndNoErrorLints) {
+    struct Variant { const char* label; MakeModelSpec spec; };
+    std::vector<Variant> variants;
+    variants.push_back({"tiny", preset("deepseek2-tiny")});
+    variants.push_back({"legacy_kvb", preset("deepseek2-tiny")});
+    variants.back().spec.legacy_kv_b = true;
+    variants.push_back({"q_lora", preset("deepseek2-tiny")});
+    variants.back().spec.q_lora_rank = 16, variants.back().spec.n_layer = 3, variants.back().spec.type = GgmlType::Q8_0;
+    variants.push_back({"q4_K_sigmoid", preset("deepseek2-tiny")});
+    variants.back().spec.type = GgmlType::Q4_K, variants.back().spec.expert_gating_func = 2;
+    for (const Variant& v : variants) {
+        std::string path = made(v.spec, std::string("ds2_") + v.label + ".gguf");
+        auto file = GgufFile::open(path);
+        ASSERT_TRUE(file.ok()) << v.label << ": " << file.error().message;
+        auto config = model_config_from_gguf(*file.value());
+        ASSERT_TRUE(config.ok()) << v.label << ": " << config.error().message;
+        const ModelConfig& c = config.value();
+        const bool legacy = v.spec.legacy_kv_b;
+        EXPECT_EQ(c.arch, Arch::kDeepseek2);
+        EXPECT_EQ(c.n_embd, 64);
+        EXPECT_EQ(c.n_layer, v.spec.n_layer);
+        EXPECT_EQ(c.n_head, 4);
+        EXPECT_EQ(c.n_head_kv, legacy ? 4 : 1) << v.label;
+        EXPECT_EQ(c.head_dim_k, legacy ? 24 : 40) << v.label;  // MLA: kv_lora_rank 32 + rope 8
+        EXPECT_EQ(c.head_dim_v, legacy ? 16 : 32) << v.label;
+        EXPECT_EQ(c.n_rot, 8);
+        EXPECT_EQ(c.n_ff, 128);
+        EXPECT_EQ(c.n_ctx_train, 163840);
+        EXPECT_EQ(c.n_vocab, 400);
+        EXPECT_FLOAT_EQ(static_cast<float>(c.rms_eps), 1e-6f);
+        EXPECT_EQ(c.rope_type, RopeType::kNorm);
+        EXPECT_EQ(c.rope_scaling, RopeScaling::kYarn);
+        EXPECT_DOUBLE_EQ(c.rope_scaling_factor, 40.0);
+        EXPECT_EQ(c.rope_orig_ctx, 4096);
+        EXPECT_FLOAT_EQ(static_cast<float>(c.rope_yarn_log_multiplier), 0.0707f);
+        EXPECT_EQ(c.q_lora_rank, v.spec.q_lora_rank);
+        EXPECT_EQ(c.kv_lora_rank, 32);
+        EXPECT_EQ(c.mla_split, !legacy);
+        EXPECT_EQ(c.head_dim_k_mla, 24);
+        EXPECT_EQ(c.head_dim_v_mla, 16);
+        EXPECT_EQ(c.n_expert, 4);
+        EXPECT_EQ(c.n_expert_used, 2);
+        EXPECT_EQ(c.n_expert_shared, 1);
+        EXPECT_EQ(c.n_ff_expert, 32);
+        EXPECT_EQ(c.n_layer_dense_lead, 1);
+        EXPECT_EQ(c.expert_gating_func, v.spec.expert_gating_func);
+        EXPECT_DOUBLE_EQ(c.expert_weights_scale, 1.0);
+        EXPECT_FALSE(c.expert_weights_norm);
+        EXPECT_EQ(file.value()->get_int("deepseek2.expert_group_count", -1), 1);
+        EXPECT_EQ(file.value()->get_int("deepseek2.expert_group_used_count", -1), 1);
+
+        // Every tensor the layout names is there with its shape, and nothing else is.
+        std::vector<TensorSpec> layout = tensor_layout(c, c.n_vocab);
+        for (const TensorSpec& t : layout) {
+            const GgufTensorInfo* info = file.value()->find_tensor(t.name);
+            if (!t.required && !info) continue;
+            ASSERT_NE(info, nullptr) << v.label << ": " << t.name;
+            EXPECT_EQ(std::vector<int64_t>(info->ne, info->ne + info->n_dims), t.ne)
+                << v.label << ": " << t.name;
+        }
+        for (const GgufTensorInfo& t : file.value()->tensors())
+            EXPECT_NE(find_tensor_spec(layout, t.name), nullptr) << v.label << ": " << t.name;
+        // The shapes llama.cpp creates (src/models/deepseek2.cpp), written out.
+        auto ne = [&](const char* name) {
+            const GgufTensorInfo* t = file.value()->find_tensor(name);
+            return t ? std::vector<int64_t>(t->ne, t->ne + t->n_dims) : std::vector<int64_t>{};
+        };
+        if (v.spec.q_lora_rank > 0) {
+            EXPECT_EQ(ne("blk.0.attn_q_a.weight"), (std::vector<int64_t>{64, 16}));
+            EXPECT_EQ(ne("blk.0.attn_q_b.weight"), (std::vector<int64_t>{16, 96}));
+            EXPECT_EQ(ne("blk.0.attn_q_a_norm.weight"), (std::vector<int64_t>{16}));
+        } else {
+            EXPECT_EQ(ne("blk.0.attn_q.weight"), (std::vector<int64_t>{64, 96}));
+        }
+        EXPECT_EQ(ne("blk.0.attn_kv_a_mqa.weight"), (std::vector<int64_t>{64, 40}));
+        if (legacy) {
+            EXPECT_EQ(ne("blk.0.attn_kv_b.weight"), (std::vector<int64_t>{32, 128}));
+            EXPECT_TRUE(ne("blk.0.attn_k_b.weight").empty());
+        } else {
+            EXPECT_EQ(ne("blk.0.attn_k_b.weight"), (std::vector<int64_t>{16, 32, 4}));
+            EXPECT_EQ(ne("blk.0.attn_v_b.weight"), (std::vector<int64_t>{32, 16, 4}));
+            EXPECT_TRUE(ne("blk.0.attn_kv_b.weight").empty());
+        }
+        EXPECT_EQ(ne("blk.0.attn_output.weight"), (std::vector<int64_t>{64, 64}));
+        EXPECT_EQ(ne("blk.0.ffn_gate.weight"), (std::vector<int64_t>{64, 128}));
+        EXPECT_TRUE(ne("blk.0.ffn_gate_inp.weight").empty());  // the leading dense block
+        EXPECT_EQ(ne("blk.1.ffn_gate_inp.weight"), (std::vector<int64_t>{64, 4}));
+        EXPECT_EQ(file.value()->find_tensor("blk.1.ffn_gate_inp.weight")->type, GgmlType::F32);
+        EXPECT_EQ(ne("blk.1.ffn_gate_exps.weight"), (std::vector<int64_t>{64, 32, 4}));
+        EXPECT_EQ(ne("blk.1.ffn_down_exps.weight"), (std::vector<int64_t>{32, 64, 4}));
+        EXPECT_EQ(ne("blk.1.ffn_up_shexp.weight"), (std::vector<int64_t>{64, 32}));
+        EXPECT_EQ(ne("output.weight"), (std::vector<int64_t>{64, 400}));
+
+        EXPECT_EQ(count_lints(lint_model(*file.value()), LintSeverity::kError), 0) << v.label;
+        auto r = test::run_layerscope("inspect --json '" + path + "'");
+        ASSERT_EQ(r.exit_code, 0) << v.label << r.out;
+        auto j = nlohmann::json::parse(r.out);
+        for (const auto& l : j.at("lints")) EXPECT_NE(l.at("severity"), "error") << v.label << ": " << l.dump();
+    }
+}
+
+TEST(MakeModel, PresetsHaveTheRealModelsShapes) {
+    // DeepSeek-V2-Lite's config.json.
+    auto ds = metadata_of(preset("deepseek-v2-lite"));
+    ASSERT_NE(ds, nullptr);
+    EXPECT_EQ(ds->get_string("general.architecture"), "deepseek2");
+    const std::pair<const char*, int64_t> ds_ints[] = {
+        {"embedding_length", 2048}, {"block_count", 27}, {"attention.head_count", 16},
+        {"attention.head_count_kv", 1}, {"feed_forward_length", 10944}, {"context_length", 163840},
+        {"attention.q_lora_rank", 0}, {"attention.kv_lora_rank", 512}, {"attention.key_length", 576},
+        {"attention.value_length", 512}, {"attention.key_length_mla", 192}, {"attention.value_length_mla", 128},
+        {"rope.dimension_count", 64}, {"expert_count", 64}, {"expert_used_count", 6}, {"expert_shared_count", 2},
+        {"expert_feed_forward_length", 1408}, {"leading_dense_block_count", 1}, {"expert_gating_func", 1},
+        {"expert_group_count", 1}, {"expert_group_used_count", 1}, {"rope.scaling.original_context_length", 4096},
+        {"vocab_size", 102400},
+    };
+    for (auto [key, want] : ds_ints) EXPECT_EQ(ds->get_int(std::string("deepseek2.") + key, -1), want) << key;
+    EXPECT_EQ(ds->get_string("deepseek2.rope.scaling.type"), "yarn");
+    EXPECT_FLOAT_EQ(static_cast<float>(ds->get_float("deepseek2.rope.scaling.factor", 0)), 40.0f);
+    EXPECT_FLOAT_EQ(static_cast<float>(ds->get_float("deepseek2.rope.scaling.yarn_log_multiplier", 0)), 0.0707f);
+    EXPECT_FLOAT_EQ(static_cast<float>(ds->get_float("deepseek2.rope.freq_base", 0)), 10000.0f);
+    EXPECT_FLOAT_EQ(static_cast<float>(ds->get_float("deepseek2.attention.layer_norm_rms_epsilon", 0)), 1e-6f);
+    EXPECT_FLOAT_EQ(static_cast<float>(ds->get_float("deepseek2.expert_weights_scale", 0)), 1.0f);
+    EXPECT_FALSE(ds->get_bool("deepseek2.expert_weights_norm", true));
+    EXPECT_EQ(ds->find("tokenizer.ggml.tokens")->array_size(), 102400u);
+
+    auto tl = metadata_of(preset("tinyllama-1.1b"));
+    ASSERT_NE(tl, nullptr);
+    EXPECT_EQ(tl->get_string("general.architecture"), "llama");
+    const std::pair<const char*, int64_t> tl_ints[] = {
+        {"embedding_length", 2048}, {"block_count", 22}, {"attention.head_count", 32}, {"attention.head_count_kv", 4},
+        {"feed_forward_length", 5632}, {"context_length", 2048}, {"rope.dimension_count", 64}, {"vocab_size", 32000},
+    };
+    for (auto [key, want] : tl_ints) EXPECT_EQ(tl->get_int(std::string("llama.") + key, -1), want) << key;
+    EXPECT_FLOAT_EQ(static_cast<float>(tl->get_float("llama.rope.freq_base", 0)), 10000.0f);
+    EXPECT_FLOAT_EQ(static_cast<float>(tl->get_float("llama.attention.layer_norm_rms_epsilon", 0)), 1e-5f);
+
+    auto qw = metadata_of(preset("qwen2.5-0.5b"));
+    ASSERT_NE(qw, nullptr);
+    EXPECT_EQ(qw->get_string("general.architecture"), "qwen2");
+    const std::pair<const char*, int64_t> qw_ints[] = {
+        {"embedding_length", 896}, {"block_count", 24}, {"attention.head_count", 14}, {"attention.head_count_kv", 2},
+        {"feed_forward_length", 4864}, {"context_length", 32768}, {"vocab_size", 151936},
+    };
+    for (auto [key, want] : qw_ints) EXPECT_EQ(qw->get_int(std::string("qwen2.") + key, -1), want) << key;
+    EXPECT_FLOAT_EQ(static_cast<float>(qw->get_float("qwen2.rope.freq_base", 0)), 1000000.0f);
+    EXPECT_FLOAT_EQ(static_cast<float>(qw->get_float("qwen2.attention.layer_norm_rms_epsilon", 0)), 1e-6f);
+    EXPECT_EQ(qw->find("tokenizer.ggml.tokens")->array_size(), 151936u);
+
+    // The parameter counts the models publish (Hugging Face's safetensors totals): every shape,
+    // the tied LM head and the q/k/v biases included.
+    const std::pair<const char*, int64_t> counts[] = {
+        {"deepseek-v2-lite", 15706484224}, {"tinyllama-1.1b", 1100048384}, {"qwen2.5-0.5b", 494032768}};
+    for (auto [name, want] : counts) {
+        auto n = make_model_param_count(preset(name));
+        ASSERT_TRUE(n.ok()) << name;
+        EXPECT_EQ(n.value(), want) << name;
+    }
+    EXPECT_EQ(make_model_param_count(preset("deepseek2-tiny")).value(), 140928);
+}
+
+TEST(MakeModel, FlagsBesideAPresetOverrideIt) {
+    std::string dir = test::make_temp_dir();
+    auto r = test::run_layerscope("make-model '" + dir + "/ds.gguf' --preset deepseek2-tiny --layers 3 --experts 6 "
+                                  "--experts-used 3 --q-lora-rank 16 --legacy-kvb --type q8_0");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    auto ds = GgufFile::open(dir + "/ds.gguf");
+    ASSERT_TRUE(ds.ok()) << ds.error().message;
+    EXPECT_EQ(ds.value()->get_int("deepseek2.block_count", -1), 3);
+    EXPECT_EQ(ds.value()->get_int("deepseek2.expert_count", -1), 6);
+    EXPECT_EQ(ds.value()->get_int("deepseek2.expert_used_count", -1), 3);
+    EXPECT_EQ(ds.value()->get_int("deepseek2.attention.q_lora_rank", -1), 16);
+    EXPECT_EQ(ds.value()->find("deepseek2.attention.key_length_mla"), nullptr);
+    EXPECT_NE(ds.value()->find_tensor("blk.2.attn_kv_b.weight"), nullptr);
+    EXPECT_EQ(ds.value()->get_int("deepseek2.embedding_length", -1), 64);  // the preset's
+    EXPECT_EQ(ds.value()->get_int("deepseek2.attention.kv_lora_rank", -1), 32);
+    EXPECT_EQ(ds.value()->get_int("deepseek2.leading_dense_block_count", -1), 1);
+
+    r = test::run_layerscope("make-model '" + dir + "/tl.gguf' --preset tinyllama-1.1b --embd 64 --heads 4 "
+                             "--kv-heads 2 --layers 1 --ff 128 --vocab 400");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    auto tl = GgufFile::open(dir + "/tl.gguf");
+    ASSERT_TRUE(tl.ok()) << tl.error().message;
+    EXPECT_EQ(tl.value()->get_string("general.architecture"), "llama");
+    EXPECT_EQ(tl.value()->get_int("llama.embedding_length", -1), 64);
+    EXPECT_EQ(tl.value()->get_int("llama.attention.head_count_kv", -1), 2);
+    EXPECT_EQ(tl.value()->get_int("llama.vocab_size", -1), 400);
+    EXPECT_FLOAT_EQ(static_cast<float>(tl.value()->get_float("llama.attention.layer_norm_rms_epsilon", 0)), 1e-5f);
+
+    r = test::run_layerscope("make-model '" + dir + "/qw.gguf' --preset qwen2.5-0.5b --embd 64 --heads 2 --kv-heads 1 "
+                             "--layers 1 --ff 128 --vocab 400");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    auto qw = GgufFile::open(dir + "/qw.gguf");
+    ASSERT_TRUE(qw.ok()) << qw.error().message;
+    EXPECT_EQ(qw.value()->get_int("qwen2.vocab_size", -1), 512);  // --vocab drops the preset's 151936 rows
+    EXPECT_FLOAT_EQ(static_cast<float>(qw.value()->get_float("qwen2.rope.freq_base", 0)), 1000000.0f);
+    EXPECT_NE(qw.value()->find_tensor("blk.0.attn_q.bias"), nullptr);
+    EXPECT_EQ(qw.value()->find_tensor("output.weight"), nullptr);
+}
+
+TEST(MakeModel, UnknownPresetExitsTwoNamingThePresets) {
+    std::string dir = test::make_temp_dir();
+    auto r = test::run_layerscope("make-model '" + dir + "/x.gguf' --preset deepseek-v9", true);
+    EXPECT_EQ(r.exit_code, 2) << r.out;
+    for (const std::string& name : make_model_preset_names()) EXPECT_NE(r.out.find(name), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("unknown preset 'deepseek-v9'"), std::string::npos) << r.out;
+    EXPECT_FALSE(std::filesystem::exists(dir + "/x.gguf"));
+    r = test::run_layerscope("make-model '" + dir + "/x.gguf' --preset deepseek2-tiny --demo", true);
+    EXPECT_EQ(r.exit_code, 2) << r.out;
+    EXPECT_FALSE(std::filesystem::exists(dir + "/x.gguf"));
+}
+
 TEST(MakeModel, BadSpecsAreRefusedWithAClearMessage) {
     auto refused = [](MakeModelSpec s, const char* needle) {
         Status st = validate_make_model_spec(s);
@@ -248,6 +482,18 @@ TEST(MakeModel, BadSpecsAreRefusedWithAClearMessage) {
     refused(s, "n_layer is 0");
     s = {}, s.n_embd = 6, s.n_head = 2;
     refused(s, "is odd");
+    s = preset("deepseek2-tiny"), s.n_layer = 27, s.q_lora_rank = 16;
+    refused(s, "llama.cpp reads deepseek2 models of this depth as Lite models");
+    s = preset("deepseek2-tiny"), s.n_expert_used = 5;
+    refused(s, "n_expert_used is 5; it must be in 1..4");
+    s = preset("deepseek2-tiny"), s.qk_rope_dim = 7;
+    refused(s, "qk_rope_dim 7 is odd");
+    s = preset("deepseek2-tiny"), s.n_expert_groups = 4;
+    refused(s, "n_expert_groups 4 must be in 1..3");
+    s = preset("deepseek2-tiny"), s.n_dense_lead = 3;
+    refused(s, "n_dense_lead is 3; it must be in 0..2");
+    s = preset("deepseek2-tiny"), s.n_embd = 60, s.n_head = 7;  // head widths are their own keys
+    EXPECT_TRUE(validate_make_model_spec(s).ok());
 
     std::string dir = test::make_temp_dir();
     auto r = test::run_layerscope("make-model '" + dir + "/x.gguf' --embd 100 --heads 3", true);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -161,6 +162,13 @@ struct GgufWriteTensor {
 // every tensor's byte size matches its type and ne.
 Status gguf_write(const std::string& path, const std::vector<GgufKV>& metadata,
                   const std::vector<GgufWriteTensor>& tensors, uint32_t alignment = 32, bool overwrite = false);
+// The same, for data made one tensor at a time (files larger than memory): each tensor's data
+// pointer is ignored and produce(i, out) fills its n_bytes at `out`; an error it returns stops
+// the write and leaves no file.
+using GgufTensorProducer = std::function<Status(size_t index, uint8_t* out)>;
+Status gguf_write_streamed(const std::string& path, const std::vector<GgufKV>& metadata,
+                           const std::vector<GgufWriteTensor>& tensors, const GgufTensorProducer& produce,
+                           uint32_t alignment = 32, bool overwrite = false);
 // The same file's bytes, in memory (GgufFile::parse reads them).
 Result<std::vector<uint8_t>> gguf_to_bytes(const std::vector<GgufKV>& metadata, const std::vector<GgufWriteTensor>& tensors,
                                            uint32_t alignment = 32);

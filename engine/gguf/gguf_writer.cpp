@@ -138,8 +138,10 @@ Result<std::vector<uint64_t>> layout_gguf(const std::vector<GgufKV>& metadata, c
     return offsets;
 }
 
-void emit_gguf(Out& out, const std::vector<GgufKV>& metadata, const std::vector<GgufWriteTensor>& tensors,
-               uint32_t alignment, bool has_alignment_key, const std::vector<uint64_t>& offsets) {
+// Tensor data comes from t.data, or from `produce` (one tensor at a time) when it is given.
+Status emit_gguf(Out& out, const std::vector<GgufKV>& metadata, const std::vector<GgufWriteTensor>& tensors,
+                 uint32_t alignment, bool has_alignment_key, const std::vector<uint64_t>& offsets,
+                 const GgufTensorProducer* produce = nullptr) {
     out.put<uint32_t>(0x46554747);
     out.put<uint32_t>(3);
     out.put<uint64_t>(tensors.size());
@@ -163,10 +165,19 @@ void emit_gguf(Out& out, const std::vector<GgufKV>& metadata, const std::vector<
         out.put<uint64_t>(offsets[i]);
     }
     out.pad_to(alignment);
-    for (const GgufWriteTensor& t : tensors) {
-        out.bytes(t.data, t.n_bytes);
+    std::vector<uint8_t> buffer;
+    for (size_t i = 0; i < tensors.size() && out.ok(); ++i) {
+        const GgufWriteTensor& t = tensors[i];
+        const void* data = t.data;
+        if (produce) {
+            buffer.assign(t.n_bytes, 0);
+            if (Status s = (*produce)(i, buffer.data()); !s) return s;
+            data = buffer.data();
+        }
+        out.bytes(data, t.n_bytes);
         out.pad_to(alignment);
     }
+    return {};
 }
 
 }  // namespace
@@ -180,7 +191,22 @@ Status gguf_write(const std::string& path, const std::vector<GgufKV>& metadata,
     auto staged = StagedFile::create(path, overwrite);
     if (!staged) return staged.error();
     Out out(staged.value()->file());
-    emit_gguf(out, metadata, tensors, alignment, has_alignment_key, offsets.value());
+    if (Status s = emit_gguf(out, metadata, tensors, alignment, has_alignment_key, offsets.value()); !s) return s;
+    if (!out.ok()) return make_error(ErrorCode::kIo, fmt::format("writing {} failed: {}", path, std::strerror(out.error())));
+    return staged.value()->commit();
+}
+
+Status gguf_write_streamed(const std::string& path, const std::vector<GgufKV>& metadata,
+                           const std::vector<GgufWriteTensor>& tensors, const GgufTensorProducer& produce,
+                           uint32_t alignment, bool overwrite) {
+    bool has_alignment_key = false;
+    auto offsets = layout_gguf(metadata, tensors, alignment, &has_alignment_key);
+    if (!offsets) return offsets.error();
+    auto staged = StagedFile::create(path, overwrite);
+    if (!staged) return staged.error();
+    Out out(staged.value()->file());
+    if (Status s = emit_gguf(out, metadata, tensors, alignment, has_alignment_key, offsets.value(), &produce); !s)
+        return s;
     if (!out.ok()) return make_error(ErrorCode::kIo, fmt::format("writing {} failed: {}", path, std::strerror(out.error())));
     return staged.value()->commit();
 }
@@ -192,7 +218,7 @@ Result<std::vector<uint8_t>> gguf_to_bytes(const std::vector<GgufKV>& metadata, 
     if (!offsets) return offsets.error();
     std::vector<uint8_t> bytes;
     Out out(&bytes);
-    emit_gguf(out, metadata, tensors, alignment, has_alignment_key, offsets.value());
+    if (Status s = emit_gguf(out, metadata, tensors, alignment, has_alignment_key, offsets.value()); !s) return s.error();
     return bytes;
 }
 

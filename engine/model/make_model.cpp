@@ -3,6 +3,7 @@
 #include "engine/model/make_model.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -56,8 +57,10 @@ Rng tensor_rng(uint64_t seed, const std::string& name) {
 }
 
 bool is_qwen2(const MakeModelSpec& s) { return s.arch == "qwen2"; }
+bool is_deepseek2(const MakeModelSpec& s) { return s.arch == "deepseek2"; }
 
 int64_t padded_rows(const MakeModelSpec& s) {
+    if (s.vocab_rows > 0) return s.vocab_rows;
     // qwen2 GGUFs pad the token list to the embedding rows; we always add at least one pad row so
     // that the padding path is exercised.
     if (!is_qwen2(s)) return s.vocab;
@@ -255,77 +258,95 @@ MakeModelSpec demo_model_spec() {
     return s;
 }
 
-Status validate_make_model_spec(const MakeModelSpec& s) {
-    auto bad = [](std::string msg) { return Status(make_error(ErrorCode::kUsage, std::move(msg))); };
-    if (s.arch != "llama" && s.arch != "qwen2")
-        return bad(fmt::format("arch '{}' is not supported; use llama or qwen2", s.arch));
-    struct { const char* name; int value; int max; } dims[] = {
-        {"n_embd", s.n_embd, 65536}, {"n_layer", s.n_layer, 1024}, {"n_head", s.n_head, 1024},
-        {"n_head_kv", s.n_head_kv, 1024}, {"n_ff", s.n_ff, 1 << 20},
-    };
-    for (const auto& d : dims)
-        if (d.value < 1 || d.value > d.max) return bad(fmt::format("{} is {}; it must be in 1..{}", d.name, d.value, d.max));
-    if (s.n_embd % s.n_head != 0)
-        return bad(fmt::format("n_embd {} is not divisible by n_head {}; pick a head count that divides it",
-                               s.n_embd, s.n_head));
-    if (s.n_head % s.n_head_kv != 0)
-        return bad(fmt::format("n_head_kv {} does not divide n_head {}; grouped-query attention needs a whole "
-                               "number of query heads per KV head", s.n_head_kv, s.n_head));
-    if ((s.n_embd / s.n_head) % 2 != 0)
-        return bad(fmt::format("head dimension n_embd / n_head = {} is odd; RoPE rotates pairs, so it must be even",
-                               s.n_embd / s.n_head));
-    if (s.vocab < kMakeModelMinVocab || s.vocab > kMakeModelMaxVocab)
-        return bad(fmt::format("vocab {} is out of range {}..{} (3 special tokens, 256 byte tokens, the space piece "
-                               "and printable ASCII come first)", s.vocab, kMakeModelMinVocab, kMakeModelMaxVocab));
-    if (s.n_ctx_train < 0) return bad(fmt::format("n_ctx_train {} is negative", s.n_ctx_train));
-    if (!(s.rope_freq_base >= 0.0f) || !std::isfinite(s.rope_freq_base))
-        return bad("rope_freq_base must be a finite positive number (or 0 for the default)");
-    if (!(s.rms_eps >= 0.0f) || !std::isfinite(s.rms_eps))
-        return bad("rms_eps must be a finite positive number (or 0 for the default)");
-    if (!weight_type_supported(s.type))
-        return bad(fmt::format("type '{}' cannot be generated; use f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, "
-                               "q2_K, q3_K, q4_K, q5_K or q6_K", ggml_type_name(s.type) ? ggml_type_name(s.type) : "?"));
-    int64_t per_layer = 4LL * s.n_embd * s.n_embd + 3LL * s.n_embd * s.n_ff;
-    int64_t params = static_cast<int64_t>(s.n_layer) * per_layer + 2LL * s.n_embd * padded_rows(s);
-    if (params > (int64_t{1} << 32))
-        return bad(fmt::format("the model would have about {} parameters; make-model stops at 2^32 (it holds the "
-                               "whole model in memory)", params));
-    return {};
+const std::vector<std::string>& make_model_preset_names() {
+    static const std::vector<std::string> names = {"deepseek-v2-lite", "deepseek2-tiny", "tinyllama-1.1b",
+                                                   "qwen2.5-0.5b"};
+    return names;
 }
 
-GgmlType make_model_tensor_type(GgmlType requested, int64_t ne0) {
-    const GgmlTypeTraits* tr = ggml_type_traits(requested);
-    if (!tr || ne0 % tr->block_elems == 0) return requested;
-    GgmlType fallback = GgmlType::F16;
-    switch (requested) {
-        case GgmlType::Q4_K: fallback = GgmlType::Q5_0; break;
-        case GgmlType::Q5_K: fallback = GgmlType::Q5_1; break;
-        case GgmlType::Q6_K: fallback = GgmlType::Q8_0; break;
-        case GgmlType::Q2_K: case GgmlType::Q3_K: fallback = GgmlType::Q4_0; break;
-        default: break;
+Result<MakeModelSpec> make_model_preset(const std::string& name) {
+    MakeModelSpec s;
+    if (name == "deepseek-v2-lite") {
+        // deepseek-ai/DeepSeek-V2-Lite's config.json: 27 layers (llama.cpp's "lite" depth), no q
+        // compression, MLA 512 / 128 + 64 / 128, 64 routed experts (top-6, softmax, not normalised)
+        // plus 2 shared, the first block dense, YaRN x40 from 4096 with mscale_all_dim 0.707.
+        s.arch = "deepseek2";
+        s.n_embd = 2048;
+        s.n_layer = 27;
+        s.n_head = 16;
+        s.n_head_kv = 16;
+        s.n_ff = 10944;
+        s.vocab = 102400;
+        s.n_ctx_train = 163840;
+        s.rope_freq_base = 10000.0f;
+        s.rms_eps = 1e-6f;
+        s.q_lora_rank = 0;
+        s.kv_lora_rank = 512;
+        s.qk_nope_dim = 128;
+        s.qk_rope_dim = 64;
+        s.v_head_dim = 128;
+        s.n_expert = 64;
+        s.n_expert_used = 6;
+        s.n_expert_shared = 2;
+        s.n_ff_expert = 1408;
+        s.n_dense_lead = 1;
+        s.expert_gating_func = 1;
+        s.expert_weights_scale = 1.0f;
+        s.expert_weights_norm = false;
+        s.n_expert_groups = 1;
+        s.n_expert_groups_used = 1;
+        s.yarn_factor = 40.0f;
+        s.yarn_orig_ctx = 4096;
+        s.yarn_log_multiplier = 0.0707f;
+    } else if (name == "deepseek2-tiny") {
+        // The fixtures' deepseek2-mini (one dense block, then MoE; YaRN as DeepSeek-V2-Lite), at a
+        // quarter of its width: about 141k weights.
+        s.arch = "deepseek2";
+        s.n_embd = 64;
+        s.n_layer = 2;
+        s.n_head = 4;
+        s.n_head_kv = 4;
+        s.n_ff = 128;
+        s.vocab = 400;
+        s.kv_lora_rank = 32;
+        s.qk_nope_dim = 16;
+        s.qk_rope_dim = 8;
+        s.v_head_dim = 16;
+        s.n_expert = 4;
+        s.n_expert_used = 2;
+        s.n_expert_shared = 1;
+        s.n_ff_expert = 32;
+        s.n_dense_lead = 1;
+    } else if (name == "tinyllama-1.1b") {
+        // TinyLlama-1.1B: GQA 32 / 4 heads, SentencePiece vocabulary of 32000.
+        s.arch = "llama";
+        s.n_embd = 2048;
+        s.n_layer = 22;
+        s.n_head = 32;
+        s.n_head_kv = 4;
+        s.n_ff = 5632;
+        s.vocab = 32000;
+        s.n_ctx_train = 2048;
+        s.rope_freq_base = 10000.0f;
+        s.rms_eps = 1e-5f;
+    } else if (name == "qwen2.5-0.5b") {
+        // Qwen2.5-0.5B: 14 / 2 heads, q/k/v biases, tied LM head; 151665 tokens in 151936 rows.
+        s.arch = "qwen2";
+        s.n_embd = 896;
+        s.n_layer = 24;
+        s.n_head = 14;
+        s.n_head_kv = 2;
+        s.n_ff = 4864;
+        s.vocab = 151665;
+        s.vocab_rows = 151936;
+        s.n_ctx_train = 32768;
+        s.rope_freq_base = 1000000.0f;
+        s.rms_eps = 1e-6f;
+    } else {
+        return make_error(ErrorCode::kUsage, fmt::format("unknown preset '{}'; presets: {}", name,
+                                                         fmt::join(make_model_preset_names(), ", ")));
     }
-    if (ne0 % ggml_type_traits(fallback)->block_elems != 0) fallback = GgmlType::F16;
-    return fallback;
-}
-
-double make_model_tensor_std(const MakeModelSpec& s, const std::string& name) {
-    auto ends = [&](const char* suffix) {
-        size_t n = std::strlen(suffix);
-        return name.size() >= n && name.compare(name.size() - n, n, suffix) == 0;
-    };
-    // Q/K and the LM head scale with 1/sqrt(n_embd) so that attention scores and logits have the
-    // same spread at every width (the fixtures' values at n_embd 512: 0.06 and 0.05).
-    const double width = std::sqrt(512.0 / s.n_embd);
-    if (ends("_norm.weight")) return 0.1;
-    if (name == "token_embd.weight") return is_qwen2(s) ? 0.05 * width : 0.02;
-    if (name == "output.weight") return is_qwen2(s) ? 0.0 : 0.05 * width;
-    if (ends("attn_q.weight") || ends("attn_k.weight")) return 0.06 * width;
-    if (ends("attn_q.bias") || ends("attn_k.bias")) return is_qwen2(s) ? 0.1 : 0.0;
-    if (ends("attn_v.bias")) return is_qwen2(s) ? 0.02 : 0.0;
-    if (ends("attn_v.weight") || ends("attn_output.weight") || ends("ffn_gate.weight") || ends("ffn_up.weight") ||
-        ends("ffn_down.weight"))
-        return 0.02;
-    return 0.0;
+    return s;
 }
 
 namespace {
@@ -338,7 +359,7 @@ struct PlannedTensor {
 // The config llama.cpp reads back from the file make_model writes.
 ModelConfig config_of(const MakeModelSpec& s) {
     ModelConfig c;
-    c.arch = is_qwen2(s) ? Arch::kQwen2 : Arch::kLlama;
+    c.arch = is_qwen2(s) ? Arch::kQwen2 : is_deepseek2(s) ? Arch::kDeepseek2 : Arch::kLlama;
     c.arch_name = s.arch;
     c.n_embd = s.n_embd;
     c.n_layer = s.n_layer;
@@ -347,11 +368,28 @@ ModelConfig config_of(const MakeModelSpec& s) {
     c.head_dim_k = c.head_dim_v = c.n_rot = s.n_embd / s.n_head;
     c.n_ff = s.n_ff;
     c.n_vocab = padded_rows(s);
+    if (is_deepseek2(s)) {
+        c.n_rot = s.qk_rope_dim;
+        c.q_lora_rank = s.q_lora_rank;
+        c.kv_lora_rank = s.kv_lora_rank;
+        c.head_dim_k_mla = s.qk_nope_dim + s.qk_rope_dim;
+        c.head_dim_v_mla = s.v_head_dim;
+        c.mla_split = !s.legacy_kv_b;
+        // The MLA layout's attention is MQA over the latent; the legacy one is plain MHA.
+        c.n_head_kv = c.mla_split ? 1 : s.n_head;
+        c.head_dim_k = c.mla_split ? s.kv_lora_rank + s.qk_rope_dim : c.head_dim_k_mla;
+        c.head_dim_v = c.mla_split ? s.kv_lora_rank : c.head_dim_v_mla;
+        c.n_expert = s.n_expert;
+        c.n_expert_used = s.n_expert_used;
+        c.n_expert_shared = s.n_expert_shared;
+        c.n_ff_expert = s.n_ff_expert;
+        c.n_layer_dense_lead = s.n_dense_lead;
+    }
     return c;
 }
 
 // The tensors a generated model holds: the layout's required ones, plus qwen2's q/k/v biases; qwen2
-// ties the LM head (no output.weight), llama has one.
+// ties the LM head (no output.weight), llama and deepseek2 have one.
 bool generated(const MakeModelSpec& s, const TensorSpec& t) {
     auto ends = [&](const char* suffix) {
         const size_t n = std::strlen(suffix);
@@ -392,15 +430,158 @@ std::vector<PlannedTensor> plan_tensors(const MakeModelSpec& s) {
     std::vector<PlannedTensor> out;
     for (const TensorSpec& t : tensor_layout(config_of(s), padded_rows(s)))
         if (generated(s, t)) out.push_back({t.name, t.ne});
+    // deepseek2 files keep the layout's order (llama.cpp's load order).
+    if (is_deepseek2(s)) return out;
     std::stable_sort(out.begin(), out.end(), [](const PlannedTensor& a, const PlannedTensor& b) {
         return file_position(a.name) < file_position(b.name);
     });
     return out;
 }
 
-std::vector<float> generate_values(const MakeModelSpec& s, const PlannedTensor& t) {
+int64_t n_elements(const PlannedTensor& t) {
     int64_t n = 1;
     for (int64_t d : t.ne) n *= d;
+    return n;
+}
+
+Status validate_deepseek2(const MakeModelSpec& s) {
+    auto bad = [](std::string msg) { return Status(make_error(ErrorCode::kUsage, std::move(msg))); };
+    struct { const char* name; int value; int min; int max; } dims[] = {
+        {"q_lora_rank", s.q_lora_rank, 0, 65536},       {"kv_lora_rank", s.kv_lora_rank, 1, 65536},
+        {"qk_nope_dim", s.qk_nope_dim, 1, 65536},       {"qk_rope_dim", s.qk_rope_dim, 2, 65536},
+        {"v_head_dim", s.v_head_dim, 1, 65536},         {"n_expert", s.n_expert, 1, 1024},
+        {"n_expert_used", s.n_expert_used, 1, s.n_expert}, {"n_expert_shared", s.n_expert_shared, 1, 1024},
+        {"n_ff_expert", s.n_ff_expert, 1, 1 << 20},     {"n_dense_lead", s.n_dense_lead, 0, s.n_layer},
+        {"expert_gating_func", s.expert_gating_func, 1, 2}, {"yarn_orig_ctx", s.yarn_orig_ctx, 1, 1 << 24},
+    };
+    for (const auto& d : dims)
+        if (d.value < d.min || d.value > d.max)
+            return bad(fmt::format("{} is {}; it must be in {}..{}", d.name, d.value, d.min, d.max));
+    if (s.qk_rope_dim % 2 != 0)
+        return bad(fmt::format("qk_rope_dim {} is odd; RoPE rotates pairs, so it must be even", s.qk_rope_dim));
+    // llama.cpp's loader asserts these.
+    if (s.n_expert_groups < 1 || s.n_expert_groups >= s.n_expert)
+        return bad(fmt::format("n_expert_groups {} must be in 1..{} (fewer groups than the {} experts)",
+                               s.n_expert_groups, s.n_expert - 1, s.n_expert));
+    if (s.n_expert_groups == 1 ? s.n_expert_groups_used != 1
+                               : (s.n_expert % s.n_expert_groups != 0 || s.n_expert_groups_used < 1 ||
+                                  s.n_expert_groups_used >= s.n_expert_groups))
+        return bad(fmt::format("{} expert groups of {} experts with {} used: the groups must divide the experts "
+                               "and fewer than all groups be used (1 used of 1 group)", s.n_expert_groups,
+                               s.n_expert, s.n_expert_groups_used));
+    // llama.cpp takes these depths for "lite" models and then ignores q_lora_rank.
+    const bool lite_depth = s.n_layer == 26 || s.n_layer == 27 || (s.n_layer == 48 && padded_rows(s) == 128256);
+    if (lite_depth && s.q_lora_rank > 0)
+        return bad(fmt::format("q_lora_rank {} with {} blocks: llama.cpp reads deepseek2 models of this depth as "
+                               "Lite models without q compression; use q_lora_rank 0 or another depth",
+                               s.q_lora_rank, s.n_layer));
+    for (auto [name, value] : {std::pair{"expert_weights_scale", s.expert_weights_scale},
+                               {"yarn_factor", s.yarn_factor}, {"yarn_log_multiplier", s.yarn_log_multiplier}})
+        if (!(value >= 0.0f) || !std::isfinite(value))
+            return bad(fmt::format("{} must be a finite number >= 0", name));
+    return {};
+}
+
+}  // namespace
+
+Status validate_make_model_spec(const MakeModelSpec& s) {
+    auto bad = [](std::string msg) { return Status(make_error(ErrorCode::kUsage, std::move(msg))); };
+    if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "deepseek2")
+        return bad(fmt::format("arch '{}' is not supported; use llama, qwen2 or deepseek2", s.arch));
+    struct { const char* name; int value; int max; } dims[] = {
+        {"n_embd", s.n_embd, 65536}, {"n_layer", s.n_layer, 1024}, {"n_head", s.n_head, 1024},
+        {"n_head_kv", s.n_head_kv, 1024}, {"n_ff", s.n_ff, 1 << 20},
+    };
+    for (const auto& d : dims)
+        if (d.value < 1 || d.value > d.max) return bad(fmt::format("{} is {}; it must be in 1..{}", d.name, d.value, d.max));
+    if (is_deepseek2(s)) {
+        // Head widths are their own keys; n_embd / n_head and n_head_kv do not matter.
+        if (Status st = validate_deepseek2(s); !st) return st;
+    } else {
+        if (s.n_embd % s.n_head != 0)
+            return bad(fmt::format("n_embd {} is not divisible by n_head {}; pick a head count that divides it",
+                                   s.n_embd, s.n_head));
+        if (s.n_head % s.n_head_kv != 0)
+            return bad(fmt::format("n_head_kv {} does not divide n_head {}; grouped-query attention needs a whole "
+                                   "number of query heads per KV head", s.n_head_kv, s.n_head));
+        if ((s.n_embd / s.n_head) % 2 != 0)
+            return bad(fmt::format("head dimension n_embd / n_head = {} is odd; RoPE rotates pairs, so it must be even",
+                                   s.n_embd / s.n_head));
+    }
+    if (s.vocab < kMakeModelMinVocab || s.vocab > kMakeModelMaxVocab)
+        return bad(fmt::format("vocab {} is out of range {}..{} (3 special tokens, 256 byte tokens, the space piece "
+                               "and printable ASCII come first)", s.vocab, kMakeModelMinVocab, kMakeModelMaxVocab));
+    if (s.vocab_rows != 0 && (s.vocab_rows < s.vocab || s.vocab_rows > kMakeModelMaxVocab))
+        return bad(fmt::format("vocab_rows {} must be between vocab {} and {}", s.vocab_rows, s.vocab,
+                               kMakeModelMaxVocab));
+    if (s.n_ctx_train < 0) return bad(fmt::format("n_ctx_train {} is negative", s.n_ctx_train));
+    if (!(s.rope_freq_base >= 0.0f) || !std::isfinite(s.rope_freq_base))
+        return bad("rope_freq_base must be a finite positive number (or 0 for the default)");
+    if (!(s.rms_eps >= 0.0f) || !std::isfinite(s.rms_eps))
+        return bad("rms_eps must be a finite positive number (or 0 for the default)");
+    if (!weight_type_supported(s.type))
+        return bad(fmt::format("type '{}' cannot be generated; use f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, "
+                               "q2_K, q3_K, q4_K, q5_K or q6_K", ggml_type_name(s.type) ? ggml_type_name(s.type) : "?"));
+    // Tensors are made one at a time: memory holds the largest (as floats), the disk all of them.
+    int64_t params = 0, largest = 0;
+    for (const PlannedTensor& t : plan_tensors(s)) {
+        params += n_elements(t);
+        largest = std::max(largest, n_elements(t));
+    }
+    if (params > (int64_t{1} << 36))
+        return bad(fmt::format("the model would have {} parameters; make-model stops at 2^36", params));
+    if (largest > (int64_t{1} << 31))
+        return bad(fmt::format("a tensor would have {} elements; make-model stops at 2^31 (it makes each tensor in "
+                               "memory)", largest));
+    return {};
+}
+
+GgmlType make_model_tensor_type(GgmlType requested, int64_t ne0) {
+    const GgmlTypeTraits* tr = ggml_type_traits(requested);
+    if (!tr || ne0 % tr->block_elems == 0) return requested;
+    GgmlType fallback = GgmlType::F16;
+    switch (requested) {
+        case GgmlType::Q4_K: fallback = GgmlType::Q5_0; break;
+        case GgmlType::Q5_K: fallback = GgmlType::Q5_1; break;
+        case GgmlType::Q6_K: fallback = GgmlType::Q8_0; break;
+        case GgmlType::Q2_K: case GgmlType::Q3_K: fallback = GgmlType::Q4_0; break;
+        default: break;
+    }
+    if (ne0 % ggml_type_traits(fallback)->block_elems != 0) fallback = GgmlType::F16;
+    return fallback;
+}
+
+double make_model_tensor_std(const MakeModelSpec& s, const std::string& name) {
+    auto ends = [&](const char* suffix) {
+        size_t n = std::strlen(suffix);
+        return name.size() >= n && name.compare(name.size() - n, n, suffix) == 0;
+    };
+    // Q/K and the LM head scale with 1/sqrt(n_embd) so that attention scores and logits have the
+    // same spread at every width (the fixtures' values at n_embd 512: 0.06 and 0.05).
+    const double width = std::sqrt(512.0 / s.n_embd);
+    if (ends("_norm.weight")) return 0.1;
+    if (name == "token_embd.weight") return is_qwen2(s) ? 0.05 * width : 0.02;
+    if (name == "output.weight") return is_qwen2(s) ? 0.0 : 0.05 * width;
+    if (ends("attn_q.weight") || ends("attn_k.weight")) return 0.06 * width;
+    if (ends("attn_q.bias") || ends("attn_k.bias")) return is_qwen2(s) ? 0.1 : 0.0;
+    if (ends("attn_v.bias")) return is_qwen2(s) ? 0.02 : 0.0;
+    if (ends("attn_v.weight") || ends("attn_output.weight") || ends("ffn_gate.weight") || ends("ffn_up.weight") ||
+        ends("ffn_down.weight"))
+        return 0.02;
+    if (is_deepseek2(s)) {
+        // The fixtures' deepseek2-mini: the query and key paths 0.06, the router 0.1, experts 0.02.
+        if (ends("attn_q_a.weight") || ends("attn_q_b.weight") || ends("attn_kv_a_mqa.weight")) return 0.06 * width;
+        if (ends("attn_k_b.weight") || ends("attn_v_b.weight") || ends("attn_kv_b.weight")) return 0.06;
+        if (ends("ffn_gate_inp.weight")) return 0.1;
+        if (ends("_exps.weight") || ends("_shexp.weight")) return 0.02;
+    }
+    return 0.0;
+}
+
+namespace {
+
+std::vector<float> generate_values(const MakeModelSpec& s, const PlannedTensor& t) {
+    const int64_t n = n_elements(t);
     std::vector<float> v(static_cast<size_t>(n));
     Rng rng = tensor_rng(s.seed, t.name);
     double sd = make_model_tensor_std(s, t.name);
@@ -409,7 +590,7 @@ std::vector<float> generate_values(const MakeModelSpec& s, const PlannedTensor& 
         double z = rng.normal();
         x = norm ? static_cast<float>(std::clamp(1.0 + sd * z, 0.5, 1.5)) : static_cast<float>(sd * z);
     }
-    if (t.name == "token_embd.weight" && is_qwen2(s)) {
+    if ((t.name == "token_embd.weight" || t.name == "output.weight") && t.ne[1] > s.vocab) {
         // Padding rows stay small, like rows no token ever trained.
         for (int64_t r = s.vocab; r < t.ne[1]; ++r)
             for (int64_t c = 0; c < t.ne[0]; ++c) v[static_cast<size_t>(r * t.ne[0] + c)] *= 0.1f;
@@ -429,23 +610,27 @@ std::vector<float> generate_values(const MakeModelSpec& s, const PlannedTensor& 
     return v;
 }
 
-}  // namespace
+// The stored type of a tensor: 1-D ones and the MoE router F32 (as convert_hf_to_gguf and
+// llama-quantize keep them), the rest the requested type or its fallback.
+GgmlType stored_type(const MakeModelSpec& s, const PlannedTensor& t) {
+    const std::string router = "ffn_gate_inp.weight";
+    if (t.ne.size() < 2) return GgmlType::F32;
+    if (t.name.size() >= router.size() && t.name.compare(t.name.size() - router.size(), router.size(), router) == 0)
+        return GgmlType::F32;
+    return make_model_tensor_type(s.type, t.ne[0]);
+}
 
-Status make_model(const MakeModelSpec& s, const std::string& path, MakeModelInfo* info, bool overwrite) {
-    Status st = validate_make_model_spec(s);
-    if (!st.ok()) return st;
-    // Refused before the weights are made, not after.
-    if (st = check_file_target(path, overwrite); !st.ok()) return st;
+// Everything but the token list's size goes into the file as make_model writes it.
+std::vector<GgufKV> build_metadata(const MakeModelSpec& s, int64_t* n_tokens) {
     const bool qwen = is_qwen2(s);
+    const bool ds2 = is_deepseek2(s);
     const std::string a = s.arch;
     const int64_t rows = padded_rows(s);
-    const int n_ctx_train = s.n_ctx_train > 0 ? s.n_ctx_train : (qwen ? 32768 : 2048);
+    const int n_ctx_train = s.n_ctx_train > 0 ? s.n_ctx_train : (qwen ? 32768 : ds2 ? 163840 : 2048);
     const float freq_base = s.rope_freq_base > 0 ? s.rope_freq_base : (qwen ? 1000000.0f : 10000.0f);
-    const float rms_eps = s.rms_eps > 0 ? s.rms_eps : (qwen ? 1e-6f : 1e-5f);
-
-    MakeModelInfo local;
-    MakeModelInfo& inf = info ? *info : local;
-    inf = MakeModelInfo{};
+    const float rms_eps = s.rms_eps > 0 ? s.rms_eps : (qwen || ds2 ? 1e-6f : 1e-5f);
+    const ModelConfig c = config_of(s);
+    auto u32 = [](int64_t v) { return GgufValue::make_u32(static_cast<uint32_t>(v)); };
 
     std::vector<GgufKV> kv;
     auto put = [&](std::string key, GgufValue v) { kv.push_back({std::move(key), std::move(v)}); };
@@ -457,20 +642,49 @@ Status make_model(const MakeModelSpec& s, const std::string& path, MakeModelInfo
     put("general.file_type", GgufValue::make_u32(file_type_of(s.type)));
     if (s.type != GgmlType::F32 && s.type != GgmlType::F16 && s.type != GgmlType::BF16)
         put("general.quantization_version", GgufValue::make_u32(2));
-    put(a + ".context_length", GgufValue::make_u32(static_cast<uint32_t>(n_ctx_train)));
-    put(a + ".embedding_length", GgufValue::make_u32(static_cast<uint32_t>(s.n_embd)));
-    put(a + ".block_count", GgufValue::make_u32(static_cast<uint32_t>(s.n_layer)));
-    put(a + ".feed_forward_length", GgufValue::make_u32(static_cast<uint32_t>(s.n_ff)));
-    put(a + ".attention.head_count", GgufValue::make_u32(static_cast<uint32_t>(s.n_head)));
-    put(a + ".attention.head_count_kv", GgufValue::make_u32(static_cast<uint32_t>(s.n_head_kv)));
+    put(a + ".context_length", u32(n_ctx_train));
+    put(a + ".embedding_length", u32(s.n_embd));
+    put(a + ".block_count", u32(s.n_layer));
+    put(a + ".feed_forward_length", u32(s.n_ff));
+    put(a + ".attention.head_count", u32(s.n_head));
+    put(a + ".attention.head_count_kv", u32(c.n_head_kv));
     put(a + ".rope.freq_base", GgufValue::make_f32(freq_base));
     put(a + ".attention.layer_norm_rms_epsilon", GgufValue::make_f32(rms_eps));
     // Real Qwen2.5 GGUFs omit rope.dimension_count (n_rot = head dim); llama files carry it.
-    if (!qwen) put(a + ".rope.dimension_count", GgufValue::make_u32(static_cast<uint32_t>(s.n_embd / s.n_head)));
-    put(a + ".vocab_size", GgufValue::make_u32(static_cast<uint32_t>(rows)));
+    if (!qwen) put(a + ".rope.dimension_count", u32(c.n_rot));
+    put(a + ".vocab_size", u32(rows));
+    if (ds2) {
+        // What llama.cpp's deepseek2 loader reads. Required there: layer_norm_rms_epsilon,
+        // kv_lora_rank, expert_feed_forward_length, expert_shared_count and, unless the depth
+        // makes it a Lite model, q_lora_rank (written always: 0 = no q compression).
+        put(a + ".attention.q_lora_rank", u32(s.q_lora_rank));
+        put(a + ".attention.kv_lora_rank", u32(s.kv_lora_rank));
+        put(a + ".attention.key_length", u32(c.head_dim_k));
+        put(a + ".attention.value_length", u32(c.head_dim_v));
+        if (c.mla_split) {
+            put(a + ".attention.key_length_mla", u32(c.head_dim_k_mla));
+            put(a + ".attention.value_length_mla", u32(c.head_dim_v_mla));
+        }
+        put(a + ".leading_dense_block_count", u32(s.n_dense_lead));
+        put(a + ".expert_count", u32(s.n_expert));
+        put(a + ".expert_used_count", u32(s.n_expert_used));
+        put(a + ".expert_shared_count", u32(s.n_expert_shared));
+        put(a + ".expert_feed_forward_length", u32(s.n_ff_expert));
+        put(a + ".expert_group_count", u32(s.n_expert_groups));
+        put(a + ".expert_group_used_count", u32(s.n_expert_groups_used));
+        put(a + ".expert_gating_func", u32(s.expert_gating_func));
+        put(a + ".expert_weights_scale", GgufValue::make_f32(s.expert_weights_scale));
+        put(a + ".expert_weights_norm", GgufValue::make_bool(s.expert_weights_norm));
+        if (s.yarn_factor > 0) {
+            put(a + ".rope.scaling.type", GgufValue::make_string("yarn"));
+            put(a + ".rope.scaling.factor", GgufValue::make_f32(s.yarn_factor));
+            put(a + ".rope.scaling.original_context_length", u32(s.yarn_orig_ctx));
+            put(a + ".rope.scaling.yarn_log_multiplier", GgufValue::make_f32(s.yarn_log_multiplier));
+        }
+    }
 
     MakeModelVocab vocab = make_model_vocab(s.vocab, static_cast<int>(rows));
-    inf.n_tokens = static_cast<int64_t>(vocab.tokens.size());
+    *n_tokens = static_cast<int64_t>(vocab.tokens.size());
     std::vector<GgufValue> scores, types;
     scores.reserve(vocab.scores.size());
     types.reserve(vocab.types.size());
@@ -486,55 +700,82 @@ Status make_model(const MakeModelSpec& s, const std::string& path, MakeModelInfo
     put("tokenizer.ggml.padding_token_id", GgufValue::make_u32(2));
     put("tokenizer.ggml.add_bos_token", GgufValue::make_bool(true));
     put("tokenizer.ggml.add_eos_token", GgufValue::make_bool(false));
+    return kv;
+}
 
-    std::vector<PlannedTensor> plan = plan_tensors(s);
-    std::vector<std::vector<uint8_t>> buffers(plan.size());
+// Makes one tensor's stored bytes at `out` (row_bytes x rows of its type).
+Status make_tensor_bytes(const MakeModelSpec& s, const PlannedTensor& t, GgmlType type, uint8_t* out) {
+    std::vector<float> values = generate_values(s, t);
+    const int64_t ne0 = t.ne[0];
+    const int64_t n_rows = static_cast<int64_t>(values.size()) / ne0;
+    switch (type) {
+        case GgmlType::F32:
+            std::memcpy(out, values.data(), values.size() * sizeof(float));
+            break;
+        case GgmlType::F16:
+            fp32_to_fp16_row(values.data(), reinterpret_cast<uint16_t*>(out), static_cast<int64_t>(values.size()));
+            break;
+        case GgmlType::BF16:
+            fp32_to_bf16_row(values.data(), reinterpret_cast<uint16_t*>(out), static_cast<int64_t>(values.size()));
+            break;
+        default:
+            if (!quantize_rows(type, values.data(), out, n_rows, ne0))
+                return make_error(ErrorCode::kInternal, fmt::format("{}: cannot quantize to {}", t.name, ggml_type_name(type)));
+    }
+    return {};
+}
+
+}  // namespace
+
+Result<std::vector<GgufKV>> make_model_metadata(const MakeModelSpec& s) {
+    if (Status st = validate_make_model_spec(s); !st) return st.error();
+    int64_t n_tokens = 0;
+    return build_metadata(s, &n_tokens);
+}
+
+Result<int64_t> make_model_param_count(const MakeModelSpec& s) {
+    if (Status st = validate_make_model_spec(s); !st) return st.error();
+    int64_t n = 0;
+    for (const PlannedTensor& t : plan_tensors(s)) n += n_elements(t);
+    return n;
+}
+
+Status make_model(const MakeModelSpec& s, const std::string& path, MakeModelInfo* info, bool overwrite) {
+    Status st = validate_make_model_spec(s);
+    if (!st.ok()) return st;
+    // Refused before the weights are made, not after.
+    if (st = check_file_target(path, overwrite); !st.ok()) return st;
+
+    MakeModelInfo local;
+    MakeModelInfo& inf = info ? *info : local;
+    inf = MakeModelInfo{};
+    const std::vector<GgufKV> kv = build_metadata(s, &inf.n_tokens);
+
+    const std::vector<PlannedTensor> plan = plan_tensors(s);
     std::vector<GgufWriteTensor> tensors;
     tensors.reserve(plan.size());
-    for (size_t i = 0; i < plan.size(); ++i) {
-        const PlannedTensor& t = plan[i];
-        std::vector<float> values = generate_values(s, t);
-        inf.n_params += static_cast<int64_t>(values.size());
+    for (const PlannedTensor& t : plan) {
+        inf.n_params += n_elements(t);
         const int64_t ne0 = t.ne[0];
-        const int64_t n_rows = static_cast<int64_t>(values.size()) / ne0;
-        GgmlType type = GgmlType::F32;
-        if (t.ne.size() >= 2) {
-            type = make_model_tensor_type(s.type, ne0);
-            if (type != s.type)
-                inf.fallbacks.push_back(fmt::format("{}: {} (rows of {} are not a multiple of {}'s block of {})",
-                                                    t.name, ggml_type_name(type), ne0, ggml_type_name(s.type),
-                                                    ggml_type_traits(s.type)->block_elems));
-        }
+        const GgmlType type = stored_type(s, t);
+        if (t.ne.size() >= 2 && type != s.type && type != GgmlType::F32)
+            inf.fallbacks.push_back(fmt::format("{}: {} (rows of {} are not a multiple of {}'s block of {})",
+                                                t.name, ggml_type_name(type), ne0, ggml_type_name(s.type),
+                                                ggml_type_traits(s.type)->block_elems));
         uint64_t row_bytes = 0;
         if (!ggml_row_bytes(type, ne0, &row_bytes))
             return make_error(ErrorCode::kInternal, fmt::format("{}: no row size for {} x {}", t.name,
                                                                 ggml_type_name(type), ne0));
-        std::vector<uint8_t>& buf = buffers[i];
-        buf.resize(row_bytes * static_cast<uint64_t>(n_rows));
-        switch (type) {
-            case GgmlType::F32:
-                std::memcpy(buf.data(), values.data(), buf.size());
-                break;
-            case GgmlType::F16:
-                fp32_to_fp16_row(values.data(), reinterpret_cast<uint16_t*>(buf.data()), static_cast<int64_t>(values.size()));
-                break;
-            case GgmlType::BF16:
-                fp32_to_bf16_row(values.data(), reinterpret_cast<uint16_t*>(buf.data()), static_cast<int64_t>(values.size()));
-                break;
-            default:
-                if (!quantize_rows(type, values.data(), buf.data(), n_rows, ne0))
-                    return make_error(ErrorCode::kInternal,
-                                      fmt::format("{}: cannot quantize to {}", t.name, ggml_type_name(type)));
-        }
         GgufWriteTensor w;
         w.name = t.name;
         w.type = type;
         w.ne = t.ne;
-        w.data = buf.data();
-        w.n_bytes = buf.size();
+        w.n_bytes = row_bytes * static_cast<uint64_t>(n_elements(t) / ne0);
         tensors.push_back(std::move(w));
     }
-    st = gguf_write(path, kv, tensors, 32, overwrite);
+    st = gguf_write_streamed(
+        path, kv, tensors,
+        [&](size_t i, uint8_t* out) { return make_tensor_bytes(s, plan[i], tensors[i].type, out); }, 32, overwrite);
     if (!st.ok()) return st;
     std::error_code ec;
     const uintmax_t total = std::filesystem::file_size(path, ec);

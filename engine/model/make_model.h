@@ -1,4 +1,4 @@
-// Deterministic synthetic GGUF models (llama, qwen2) with a generated SentencePiece vocabulary, for
+// Deterministic synthetic GGUF models (llama, qwen2, deepseek2) with a generated SentencePiece vocabulary, for
 // tests, demos and bug reports that must not depend on third-party weights or vocabularies.
 #pragma once
 
@@ -7,16 +7,20 @@
 #include <vector>
 
 #include "kernels/common/ggml_type.h"
+#include "engine/gguf/gguf.h"
 #include "engine/util/result.h"
 
 namespace ls {
 
 // What to generate. Zero in rope_freq_base, rms_eps or n_ctx_train means "the architecture's
-// default" (llama: 10000, 1e-5, 2048; qwen2: 1e6, 1e-6, 32768, as the fixtures' models use).
+// default" (llama: 10000, 1e-5, 2048; qwen2: 1e6, 1e-6, 32768; deepseek2: 10000, 1e-6, 163840, as
+// the fixtures' models use).
 struct MakeModelSpec {
     // "llama": NORM rope, rope.dimension_count, separate output.weight.
     // "qwen2": q/k/v biases (with a few large q/k entries, like real Qwen2.5), NEOX rope, LM head
     // tied to token_embd, token list padded with UNUSED [PADn] entries to a multiple of 256 rows.
+    // "deepseek2": multi-head latent attention, mixture of experts and YaRN (the fields below);
+    // n_head_kv is not used (the file says 1 for the MLA layout, n_head for the legacy one).
     std::string arch = "llama";
     int n_embd = 256;
     int n_layer = 2;
@@ -32,7 +36,37 @@ struct MakeModelSpec {
     GgmlType type = GgmlType::F16;
     uint64_t seed = 1;
     int vocab = 512;  // real tokens (specials + 256 byte tokens + generated pieces); >= kMakeModelMinVocab
+    // token_embd rows (the token list is padded to them); 0: vocab, and for qwen2 the next multiple
+    // of 256 above it.
+    int vocab_rows = 0;
+
+    // deepseek2 only; the defaults are the fixtures' deepseek2-mini.
+    int q_lora_rank = 0;   // 0: a plain attn_q, as DeepSeek-V2-Lite has
+    int kv_lora_rank = 64;
+    int qk_nope_dim = 32;  // per-head key width without RoPE
+    int qk_rope_dim = 16;  // per-head key width with RoPE (rope.dimension_count)
+    int v_head_dim = 32;
+    bool legacy_kv_b = false;  // one attn_kv_b per layer (older converters) instead of attn_k_b/attn_v_b
+    int n_expert = 8;
+    int n_expert_used = 2;
+    int n_expert_shared = 1;
+    int n_ff_expert = 256;
+    int n_dense_lead = 1;          // leading_dense_block_count: dense FFN blocks before the MoE ones
+    int expert_gating_func = 1;    // 1 softmax, 2 sigmoid
+    float expert_weights_scale = 1.0f;
+    bool expert_weights_norm = false;
+    int n_expert_groups = 1;
+    int n_expert_groups_used = 1;
+    float yarn_factor = 40.0f;     // rope.scaling.factor; 0: no rope scaling keys
+    int yarn_orig_ctx = 4096;      // rope.scaling.original_context_length
+    float yarn_log_multiplier = 0.0707f;  // as convert_hf_to_gguf stores it: 0.1 * mscale_all_dim
 };
+
+// Named specs with real models' shapes (random weights): "deepseek-v2-lite", "deepseek2-tiny" (for
+// tests: the fixtures' deepseek2-mini, smaller), "tinyllama-1.1b", "qwen2.5-0.5b".
+const std::vector<std::string>& make_model_preset_names();
+// The preset's spec; kUsage naming the valid presets for an unknown name.
+Result<MakeModelSpec> make_model_preset(const std::string& name);
 
 // Specials (3) + byte tokens (256) + U+2581 + printable ASCII (94): every text round-trips.
 inline constexpr int kMakeModelMinVocab = 354;
@@ -63,8 +97,15 @@ struct MakeModelInfo {
     std::vector<std::string> fallbacks;  // "blk.0.ffn_down.weight: q5_0 (ne0 384 is not a multiple of 256)"
 };
 
+// The metadata make_model writes (after validating the spec), without making any weights: a cheap
+// look at a big model's header.
+Result<std::vector<GgufKV>> make_model_metadata(const MakeModelSpec& spec);
+// The number of weights make_model writes.
+Result<int64_t> make_model_param_count(const MakeModelSpec& spec);
+
 // Writes the model to `path` (a staging file renamed into place, so a failed write leaves no half
-// file; an existing file is replaced only with `overwrite`, and only a regular file). The same
+// file; an existing file is replaced only with `overwrite`, and only a regular file). Tensors are
+// made and written one at a time, so memory holds only the largest of them. The same
 // spec gives a byte-identical file on every run and machine: all randomness is a fixed integer
 // generator per tensor, seeded from the spec's seed and the tensor's name. Errors: kUsage (bad
 // spec, or a target it may not replace), kIo (cannot write).
