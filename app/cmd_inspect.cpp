@@ -1,5 +1,5 @@
 // `layerscope inspect`: opens a GGUF file and prints its header, metadata, tokenizer summary,
-// tensor table, per-type totals, lints and (with --tensor) one tensor's values, as text. Exit 1
+// config with what it implies (kq scale, YaRN, MLA, MoE), tensor table, per-type totals, lints and (with --tensor) one tensor's values, as text. Exit 1
 // when lints report errors (the model cannot run as it is), 0 with warnings only.
 #include <fmt/format.h>
 
@@ -91,6 +91,8 @@ void print_config(const GgufFile& file) {
         fmt::print("  mla: {}, q_lora_rank {}, kv_lora_rank {}, k {} (nope {} + rope {}), v {}\n",
                    c.mla_split ? "split k_b/v_b" : "legacy kv_b", c.q_lora_rank, c.kv_lora_rank, c.head_dim_k_mla,
                    c.qk_nope_dim(), c.n_rot, c.head_dim_v_mla);
+    fmt::print("  derived, as llama.cpp computes them:\n");
+    for (const SummaryLine& line : derived_lines(c)) fmt::print("    {:<13} {}\n", line.label + ":", line.value);
 }
 
 void print_tensors(const GgufFile& file, bool list) {

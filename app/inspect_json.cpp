@@ -1,5 +1,6 @@
 // `layerscope inspect --json`: the same facts as the text output as one JSON object (schema in
-// the README): version, alignment, metadata, tokenizer, config, tensors, type totals, lints.
+// the README): version, alignment, metadata, tokenizer, config and what it implies, tensors, type
+// totals, lints.
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
@@ -119,6 +120,52 @@ json config_json(const GgufFile& file) {
     return out;
 }
 
+// What the config implies (derive_params); null when the config cannot be read.
+json derived_json(const GgufFile& file) {
+    auto config = model_config_from_gguf(file);
+    if (!config.ok()) return nullptr;
+    const ModelConfig& c = *config;
+    const DerivedParams d = derive_params(c);
+    json out = {{"kq_scale", f32_json(d.kq_scale)},
+                {"kq_head_dim", d.kq_head_dim},
+                {"freq_scale", f32_json(d.freq_scale)},
+                {"rope_attn_factor", f32_json(d.rope_attn_factor)}};
+    if (d.yarn) {
+        out["ggml_yarn_factor"] = f32_json(d.ggml_yarn_factor);
+        out["rope_magnitude"] = f32_json(d.rope_magnitude);
+        out["yarn_n_ctx_orig"] = d.n_ctx_orig;
+        out["yarn_beta_fast"] = f32_json(d.beta_fast);
+        out["yarn_beta_slow"] = f32_json(d.beta_slow);
+        out["yarn_corr_dims"] = {d.corr_dims[0], d.corr_dims[1]};
+    }
+    if (d.mla) {
+        out["mscale"] = f32_json(d.mscale);
+        out["mscale_all_dim"] = f32_json(d.mscale_all_dim);
+        out["mla"] = {{"qk_nope", d.qk_nope},
+                      {"qk_rope", d.qk_rope},
+                      {"head_k", d.head_k},
+                      {"head_v", d.head_v},
+                      {"head_k_absorbed", d.head_k_latent},
+                      {"head_v_absorbed", d.head_v_latent},
+                      {"cache_values_absorbed", d.cache_latent},
+                      {"cache_values_unabsorbed", d.cache_mha},
+                      {"cache_bytes_absorbed_f16", 2 * d.cache_latent},
+                      {"cache_bytes_unabsorbed_f16", 2 * d.cache_mha},
+                      {"llama_form", d.llama_absorbs ? "absorbed" : "unabsorbed"}};
+    }
+    if (d.moe)
+        out["moe"] = {{"n_expert", c.n_expert},
+                      {"n_expert_used", c.n_expert_used},
+                      {"n_expert_shared", c.n_expert_shared},
+                      {"n_layer_dense_lead", c.n_layer_dense_lead},
+                      {"n_moe_layers", d.n_moe_layers},
+                      {"gating", d.gating},
+                      {"gating_given", d.gating_given},
+                      {"weights_norm", c.expert_weights_norm},
+                      {"weights_scale", f32_json(c.expert_weights_scale)}};
+    return out;
+}
+
 json tensors_json(const GgufFile& file) {
     json out = json::array();
     for (const GgufTensorInfo& t : file.tensors())
@@ -152,6 +199,7 @@ int print_inspect_json(const GgufFile& file, const InspectOptions& options) {
     out["metadata"] = metadata_json(file);
     out["tokenizer"] = tokenizer_json(file);
     out["config"] = config_json(file);
+    out["derived"] = derived_json(file);
     out["tensors"] = tensors_json(file);
     out["tensor_types"] = type_totals_json(file);
     out["lints"] = lints_json(file);

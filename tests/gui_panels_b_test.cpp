@@ -1,5 +1,6 @@
 // The debugger's data panels (layer histograms, attention, Q/K magnitudes, logits) on a real
 // session over stories260K and its llama.cpp reference, drawn under xvfb-run; saves a screenshot.
+// Then the model panel's derived section on deepseek2-mini (MLA, YaRN, MoE) and on stories260K.
 #include <GLFW/glfw3.h>
 #include <backends/imgui_impl_glfw.h>
 #include <backends/imgui_impl_opengl3.h>
@@ -20,6 +21,7 @@
 #include "views/screenshot.h"
 #include "views/layer_histograms.h"
 #include "views/logits_panel.h"
+#include "views/model_panel.h"
 #include "views/qk_panel.h"
 #include "engine/session/session.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -218,6 +220,41 @@ int main(int argc, char** argv) {
         check(ctx.requested_cursor == -2, "no panel moved the cursor by itself");
         check(glGetError() == GL_NO_ERROR, "no OpenGL error");
     }  // the heatmaps free their textures while the context is alive
+
+    // The model panel's overview: what the config implies, as ImGui logs the text it draws (to the
+    // clipboard, the one log target read back through the public API).
+    auto model_panel_text = [&](const std::string& path) {
+        auto doc = v::ModelDocument::load(path);
+        if (!doc) return std::string("(cannot open ") + path + ")";
+        v::ModelPanel panel;
+        std::string text;
+        for (int frame = 1; frame <= 3; ++frame) {  // the tab bar shows its first tab from frame 2
+            glfwPollEvents();
+            ImGui_ImplOpenGL3_NewFrame();
+            ImGui_ImplGlfw_NewFrame();
+            ImGui::NewFrame();
+            ImGui::SetNextWindowPos(ImVec2(0, 0), ImGuiCond_Always);
+            ImGui::SetNextWindowSize(ImVec2(1600, 1000), ImGuiCond_Always);
+            ImGui::LogToClipboard();
+            panel.draw(doc->get());
+            ImGui::LogFinish();
+            const char* clipboard = ImGui::GetClipboardText();
+            text = clipboard ? clipboard : "";
+            ImGui::Render();
+            ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+            glfwSwapBuffers(window);
+        }
+        return text;
+    };
+    // README section 5 item 10: llama.cpp's numbers for deepseek2-mini's YaRN and kq scale.
+    const std::string ds = model_panel_text(fixtures + "/models/deepseek2-mini-F16.gguf");
+    for (const char* s : {"Attention scale, MLA, YaRN, MoE", "kq scale 0.229443", "mscale 1.260804", "attn_factor 0.730520",
+                          "corr dims [2, 6]", "absorbed q/k 80", "top 2 of 8 experts"})
+        check(ds.find(s) != std::string::npos, std::string("model panel, deepseek2-mini: shows \"") + s + "\"");
+    const std::string stories = model_panel_text(model_path);
+    check(stories.find("kq scale 0.353553") != std::string::npos && stories.find("YaRN") == std::string::npos &&
+              stories.find("corr dims") == std::string::npos,
+          "model panel, stories260K: a kq scale and no YaRN section");
 
     ls::test::close_gui_test_window(window);
     std::printf("%d failure(s)\n", failures);

@@ -17,6 +17,8 @@
 #include <vector>
 
 #include "engine/gguf/gguf.h"
+#include "engine/model/model_config.h"
+#include "engine/model/model_summary.h"
 #include "tests/test_support.h"
 
 namespace {
@@ -200,6 +202,85 @@ TEST(Inspect, TextOutputHasTheSections) {
                           "tokenizer:", "chat template: yes", "blk.0.attn_k_b.weight", "[32, 64, 4]",
                           "bits/weight", "lints: 0 errors"})
         EXPECT_NE(r.out.find(s), std::string::npos) << s;
+}
+
+// README section 5 item 10 (checked there against llama.cpp's kq_soft_max): deepseek2-mini's
+// YaRN (factor 40, n_ctx_orig 4096, 16 rope dims) gives correction dims [2, 6], the rope op gets
+// attn_factor 1/(1 + 0.1 ln 40) = 0.730520, mscale = 1 + 0.1*0.707*ln 40 = 1.260804 and the kq
+// scale mscale^2/sqrt(48) = 0.229443. Section 3 and items 11-13: MLA widths and the MoE setup.
+TEST(Inspect, Deepseek2DerivedNumbersFromTheReadme) {
+    LS_REQUIRE_FIXTURES();
+    const std::string model = ls::test::fixture_path("models/deepseek2-mini-F16.gguf");
+    RunResult r = run("inspect '" + model + "'");
+    ASSERT_EQ(r.exit_code, 0);
+    for (const char* s : {"kq scale 0.229443", "mscale 1.260804", "corr dims [2, 6]", "attn_factor 0.730520",
+                          "freq_scale 0.025", "absorbed q/k 80", "unabsorbed q/k 48", "v 32;",
+                          "top 2 of 8 experts + 1 shared, softmax gating, weights norm no, scale 1;",
+                          "1 leading dense layer, 2 MoE layers", "llama.cpp runs the absorbed form"})
+        EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
+
+    json d = inspect_json("deepseek2-mini-F16.gguf")["derived"];
+    EXPECT_NEAR(d["kq_scale"].get<double>(), 0.229443, 5e-7);
+    EXPECT_NEAR(d["mscale"].get<double>(), 1.260804, 5e-7);
+    EXPECT_NEAR(d["rope_attn_factor"].get<double>(), 0.730520, 5e-7);
+    EXPECT_NEAR(d["freq_scale"].get<double>(), 0.025, 1e-9);
+    EXPECT_NEAR(d["ggml_yarn_factor"].get<double>(), 1.368888, 5e-7);  // 1 + 0.1 ln 40
+    EXPECT_NEAR(d["rope_magnitude"].get<double>(), 1.0, 1e-6);         // the two cancel
+    EXPECT_EQ(d["yarn_corr_dims"], json::array({2, 6}));
+    EXPECT_EQ(d["yarn_n_ctx_orig"].get<int64_t>(), 4096);
+    EXPECT_EQ(d["kq_head_dim"].get<int64_t>(), 48);
+    EXPECT_EQ(d["mla"]["head_k"].get<int64_t>(), 48);
+    EXPECT_EQ(d["mla"]["head_v"].get<int64_t>(), 32);
+    EXPECT_EQ(d["mla"]["head_k_absorbed"].get<int64_t>(), 80);  // K 80 wide, V 64 wide (item 11)
+    EXPECT_EQ(d["mla"]["head_v_absorbed"].get<int64_t>(), 64);
+    EXPECT_EQ(d["mla"]["cache_values_absorbed"].get<int64_t>(), 80);
+    EXPECT_EQ(d["mla"]["cache_values_unabsorbed"].get<int64_t>(), 4 * (48 + 32));
+    EXPECT_EQ(d["mla"]["llama_form"], "absorbed");
+    EXPECT_EQ(d["moe"]["n_expert"].get<int64_t>(), 8);
+    EXPECT_EQ(d["moe"]["n_expert_used"].get<int64_t>(), 2);
+    EXPECT_EQ(d["moe"]["n_expert_shared"].get<int64_t>(), 1);
+    EXPECT_EQ(d["moe"]["n_layer_dense_lead"].get<int64_t>(), 1);
+    EXPECT_EQ(d["moe"]["gating"], "softmax");
+    EXPECT_FALSE(d["moe"]["weights_norm"].get<bool>());
+    EXPECT_EQ(d["moe"]["weights_scale"].get<double>(), 1.0);
+
+    // The legacy kv_b file runs unabsorbed in llama.cpp (item 12), with the same YaRN numbers.
+    json legacy = inspect_json("deepseek2-mini-legacy-kvb-Q4_K_M.gguf")["derived"];
+    EXPECT_EQ(legacy["mla"]["llama_form"], "unabsorbed");
+    EXPECT_NEAR(legacy["kq_scale"].get<double>(), 0.229443, 5e-7);
+}
+
+TEST(Inspect, NoYarnLinesWithoutYarn) {
+    LS_REQUIRE_FIXTURES();
+    RunResult r = run("inspect '" + ls::test::fixture_path("models/stories260K.gguf") + "'");
+    ASSERT_EQ(r.exit_code, 0);
+    EXPECT_NE(r.out.find("kq scale 0.353553 = 1/sqrt(8)"), std::string::npos) << r.out;  // 64 wide, 8 heads
+    for (const char* s : {"yarn", "corr dims", "attn_factor", "mscale", "mla", "moe"})
+        EXPECT_EQ(r.out.find(s), std::string::npos) << s;
+    json d = inspect_json("stories260K.gguf")["derived"];
+    EXPECT_FALSE(d.contains("yarn_corr_dims"));
+    EXPECT_FALSE(d.contains("mla"));
+    EXPECT_EQ(d["rope_attn_factor"].get<double>(), 1.0);
+    EXPECT_EQ(d["freq_scale"].get<double>(), 1.0);
+}
+
+// A deepseek2 file with YaRN and no yarn_log_multiplier: llama.cpp's context gives the rope op
+// get_mscale(40, 1) / (1 + 0.1 ln 40) = 1, so deepseek2's attn_factor_org and mscale are
+// 1 + 0.1 ln 40 = 1.368888 and kq = 1.368888^2/sqrt(48) = 0.270468 (not 1/sqrt(48) = 0.144338).
+TEST(Inspect, Deepseek2YarnWithoutLogMultiplierKeepsTheYarnFactor) {
+    ls::ModelConfig c;
+    c.arch = ls::Arch::kDeepseek2;
+    c.n_head = 4;
+    c.n_rot = 16;
+    c.head_dim_k = c.head_dim_k_mla = 48;
+    c.rope_scaling = ls::RopeScaling::kYarn;
+    c.rope_scaling_factor = 40;
+    c.rope_yarn_log_multiplier = 0;
+    EXPECT_NEAR(ls::attention_kq_scale(c), 0.270468, 5e-7);
+    const ls::DerivedParams d = ls::derive_params(c);
+    EXPECT_NEAR(d.rope_attn_factor, 1.0, 1e-6);
+    EXPECT_NEAR(d.mscale, 1.368888, 5e-7);
+    EXPECT_NEAR(d.rope_magnitude, 1.368888, 5e-7);
 }
 
 TEST(Inspect, ExitCodes) {

@@ -9,8 +9,12 @@ Result<std::shared_ptr<const ModelDocument>> ModelDocument::load(const std::stri
     auto doc = std::make_shared<ModelDocument>();
     doc->file = std::move(file.value());
     auto config = model_config_from_gguf(*doc->file);
-    if (config.ok()) doc->config = config.value();
-    else doc->config_error = config.error().message;
+    if (config.ok()) {
+        doc->config = config.value();
+        doc->derived = derived_lines(*doc->config);
+    } else {
+        doc->config_error = config.error().message;
+    }
     doc->lints = lint_model(*doc->file);
     doc->tokenizer = summarize_tokenizer(*doc->file);
     doc->type_totals = totals_by_type(*doc->file);

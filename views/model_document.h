@@ -19,6 +19,7 @@ struct ModelDocument {
     std::unique_ptr<GgufFile> file;
     std::optional<ModelConfig> config;  // empty when the metadata is incomplete (see config_error)
     std::string config_error;
+    std::vector<SummaryLine> derived;  // what the config implies (derived_lines), empty without a config
     std::vector<Lint> lints;
     TokenizerSummary tokenizer;
     std::vector<TypeTotal> type_totals;

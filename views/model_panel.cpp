@@ -1,4 +1,5 @@
-// Model panel: overview, metadata and tensor tables (clipped, frozen header row, tooltips).
+// Model panel: overview (with what the config implies: kq scale, YaRN, MLA, MoE), metadata and
+// tensor tables (clipped, frozen header row, tooltips).
 #include "views/model_panel.h"
 
 #include <fmt/format.h>
@@ -29,6 +30,15 @@ void row(const char* label, const std::string& value) {
     ImGui::TextDisabled("%s", label);
     ImGui::TableNextColumn();
     text(value);
+}
+
+// The derived section's title names what the model has.
+std::string derived_title(const ModelConfig& c) {
+    std::string title = "Attention scale";
+    if (c.arch == Arch::kDeepseek2) title += ", MLA";
+    if (c.rope_scaling == RopeScaling::kYarn) title += ", YaRN";
+    if (c.n_expert > 0) title += ", MoE";
+    return title + " (as llama.cpp derives them)";
 }
 
 constexpr ImGuiTableFlags kTableFlags = ImGuiTableFlags_RowBg | ImGuiTableFlags_Borders | ImGuiTableFlags_Resizable |
@@ -96,6 +106,15 @@ void ModelPanel::draw_overview(const ModelDocument& doc) {
         row("special", fmt::format("bos {} \"{}\", eos {} \"{}\"", t.bos_id, t.bos_piece, t.eos_id, t.eos_piece));
         row("chat template", t.has_chat_template ? fmt::format("yes ({} bytes)", t.chat_template_bytes) : "no");
         ImGui::EndTable();
+    }
+    if (doc.config && !doc.derived.empty()) {
+        // What the config implies, as llama.cpp derives it: where "plausible but wrong text" starts.
+        ImGui::Spacing();
+        text(derived_title(*doc.config));
+        if (ImGui::BeginTable("derived", 2, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingFixedFit)) {
+            for (const SummaryLine& line : doc.derived) row(line.label.c_str(), line.value);
+            ImGui::EndTable();
+        }
     }
     ImGui::Spacing();
     ImGui::TextUnformatted("Bytes by tensor type");

@@ -1,5 +1,6 @@
-// Model panel: overview (architecture, tokenizer, bytes by type), the metadata table and the
-// tensor table, each filterable; selecting a tensor hands it to the tensor inspector.
+// Model panel: overview (architecture, what its parameters imply, tokenizer, bytes by type), the
+// metadata table and the tensor table, each filterable; selecting a tensor hands it to the tensor
+// inspector.
 #pragma once
 
 #include <imgui.h>

@@ -71,9 +71,6 @@ Result<ChosenBackend> open_backend_for(const Model& model, const std::string& na
 
 // RoPE parameters of a model as llama.cpp derives them (mode, rotated dims, base, scaling).
 RopeParams rope_params_for(const ModelConfig& config);
-// The attn_factor llama.cpp passes to the rope op under YaRN (1 without it): deepseek2-mini's
-// 1/(1 + 0.1 ln 40).
-float yarn_rope_attn_factor(const ModelConfig& config);
 
 // KV cells for a run of `n_prompt` tokens and then `n_predict` generated ones: `requested` when
 // > 0, else what the run needs rounded up to 256 (at least 256; no more than the trained context

@@ -514,35 +514,16 @@ RopeParams rope_params_for(const ModelConfig& c) {
     rope.mode = c.rope_type == RopeType::kNeox ? RopeMode::kNeox : RopeMode::kNorm;
     rope.n_rot = static_cast<int>(c.n_rot);
     rope.freq_base = static_cast<float>(c.rope_freq_base);
-    if (c.rope_scaling == RopeScaling::kLinear) rope.freq_scale = static_cast<float>(1.0 / c.rope_scaling_factor);
+    const RopeScales scales = rope_scales(c);
+    rope.freq_scale = scales.freq_scale;
     if (c.rope_scaling == RopeScaling::kYarn) {
-        rope.freq_scale = static_cast<float>(1.0 / c.rope_scaling_factor);
         rope.ext_factor = 1.0f;
         rope.n_ctx_orig = static_cast<int>(c.rope_orig_ctx);
         rope.beta_fast = static_cast<float>(c.rope_yarn_beta_fast);
         rope.beta_slow = static_cast<float>(c.rope_yarn_beta_slow);
-        rope.attn_factor = yarn_rope_attn_factor(c);
+        rope.attn_factor = scales.attn_factor;
     }
     return rope;
-}
-
-float yarn_rope_attn_factor(const ModelConfig& c) {
-    // llama.cpp's context: YaRN's magnitude factor for the rope op, then divided by the factor
-    // ggml's rope multiplies in by itself (1 + 0.1 ln(1/freq_scale)), in float as it computes it.
-    // deepseek2 moves the magnitude into the attention scale (attention_kq_scale), so its factor
-    // comes out as exactly 1 before that division.
-    if (c.rope_scaling != RopeScaling::kYarn || !(c.rope_scaling_factor > 0)) return 1.0f;
-    const float factor = 1.0f / static_cast<float>(1.0 / c.rope_scaling_factor);
-    auto get_mscale = [](float scale, float m) { return scale <= 1.0f ? 1.0f : 0.1f * m * std::log(scale) + 1.0f; };
-    const float log_mul = yarn_log_mul(c);
-    float attn_factor;
-    if (log_mul != 0.0f) {
-        const float mscale = c.arch == Arch::kDeepseek2 && log_mul != 1.0f ? log_mul : 1.0f;
-        attn_factor = get_mscale(factor, mscale) / get_mscale(factor, log_mul);
-    } else {
-        attn_factor = get_mscale(factor, 1.0f);
-    }
-    return attn_factor * (1.0f / (1.0f + 0.1f * std::log(factor)));
 }
 
 const char* mla_form_name(MlaForm form) {

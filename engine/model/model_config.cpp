@@ -264,24 +264,46 @@ Result<ModelConfig> read_config(const GgufFile& file, bool check) {
 
 }  // namespace
 
+RopeScales rope_scales(const ModelConfig& c) {
+    RopeScales s;
+    if (c.rope_scaling == RopeScaling::kNone) return s;  // llama.cpp never scales then
+    if (c.rope_scaling_factor > 0) s.freq_scale = 1.0f / static_cast<float>(c.rope_scaling_factor);
+    if (c.rope_scaling != RopeScaling::kYarn) return s;
+    // llama.cpp (de3ff81, llama-context.cpp): the YaRN attention factor is get_mscale(factor, 1)
+    // = 1 + 0.1 ln(factor), except for deepseek2 with a yarn_log_multiplier, where its ratio
+    // get_mscale(factor, mscale_all_dim) / get_mscale(factor, mscale_all_dim) is 1 (deepseek2
+    // puts the correction into its kq scale instead). Either way it is then divided by
+    // 1 + 0.1 ln(factor), the factor ggml's rope multiplies in whenever YaRN is on. Only the
+    // deepseek2 loader reads yarn_log_multiplier.
+    const float factor = 1.0f / s.freq_scale;
+    const bool log_mul = c.arch == Arch::kDeepseek2 && c.rope_yarn_log_multiplier != 0;
+    s.attn_factor = log_mul || factor <= 1.0f ? 1.0f : 0.1f * std::log(factor) + 1.0f;
+    s.attn_factor *= 1.0f / (1.0f + 0.1f * std::log(factor));
+    s.ggml_yarn_factor = 1.0f + 0.1f * std::log(1.0f / s.freq_scale);
+    return s;
+}
+
+float deepseek2_mscale(const ModelConfig& c) {
+    if (c.arch != Arch::kDeepseek2) return 1.0f;
+    // llama.cpp (de3ff81, src/models/deepseek2.cpp, after its PR 17945 "TAG_DEEPSEEK2_YARN_LOG_MUL_FIX")
+    // moves YaRN's magnitude correction out of RoPE and into the kq scale:
+    //   attn_factor_org = attn_factor * (1 + 0.1 ln(1/freq_scale))   (undoes the context's division)
+    //   mscale          = attn_factor_org * (1 + 0.1 * rope_yarn_log_mul * ln(1/freq_scale))
+    // where rope_yarn_log_mul is the stored key divided by 0.1f (yarn_log_mul) and attn_factor is
+    // what the context passes to the rope op (rope_scales). The fixtures' deepseek2-mini (factor
+    // 40, stored multiplier 0.0707) checks it: mscale 1.260804. Computed in float, in llama.cpp's
+    // order, so the bits match too.
+    const RopeScales s = rope_scales(c);
+    const float ln_inv = std::log(1.0f / s.freq_scale);
+    const float attn_factor_org = s.attn_factor * (1.0f + 0.1f * ln_inv);
+    return attn_factor_org * (1.0f + 0.1f * yarn_log_mul(c) * ln_inv);
+}
+
 float attention_kq_scale(const ModelConfig& c) {
     if (c.arch != Arch::kDeepseek2) return 1.0f / std::sqrt(static_cast<float>(c.head_dim_k));
-    // llama.cpp (de3ff81, src/models/deepseek2.cpp, after its PR 17945 "TAG_DEEPSEEK2_YARN_LOG_MUL_FIX")
-    // moves YaRN's magnitude correction out of RoPE and into this scale, over the MLA key width:
-    //   attn_factor_org = attn_factor * (1 + 0.1 ln(1/freq_scale))   (undoes the rope op's factor)
-    //   mscale          = attn_factor_org * (1 + 0.1 * rope_yarn_log_mul * ln(1/freq_scale))
-    //   kq_scale        = mscale^2 / sqrt(n_embd_head_k_mla)
-    // where rope_yarn_log_mul is the stored key divided by 0.1 (mscale_all_dim) and attn_factor is
-    // what the context passes to the rope op: 1/(1 + 0.1 ln(1/freq_scale)) with YaRN, else 1. The
-    // fixtures' deepseek2-mini (factor 40, stored multiplier 0.0707, key width 48) checks it:
-    // 0.229443 in kq_soft_max, not 1/sqrt(48). Computed in float, in llama.cpp's order, so the
-    // bits match too.
-    const bool scaled = c.rope_scaling != RopeScaling::kNone && c.rope_scaling_factor > 0;
-    const float freq_scale = scaled ? static_cast<float>(1.0 / c.rope_scaling_factor) : 1.0f;
-    const float ln_inv = std::log(1.0f / freq_scale);
-    const float attn_factor = c.rope_scaling == RopeScaling::kYarn ? 1.0f / (1.0f + 0.1f * ln_inv) : 1.0f;
-    const float attn_factor_org = attn_factor * (1.0f + 0.1f * ln_inv);
-    const float mscale = attn_factor_org * (1.0f + 0.1f * yarn_log_mul(c) * ln_inv);
+    // deepseek2: kq_scale = mscale^2 / sqrt(n_embd_head_k_mla), over the MLA key width. The
+    // fixtures' deepseek2-mini (key width 48) gives 0.229443 in kq_soft_max, not 1/sqrt(48).
+    const float mscale = deepseek2_mscale(c);
     const int64_t head_dim = c.head_dim_k_mla > 0 ? c.head_dim_k_mla : c.head_dim_k;
     return 1.0f * mscale * mscale / std::sqrt(static_cast<float>(head_dim));
 }

@@ -77,6 +77,18 @@ struct ModelConfig {
     double mscale_all_dim() const { return rope_yarn_log_multiplier / 0.1; }
 };
 
+// RoPE scaling as llama.cpp's context derives it (llama-context.cpp) before any graph is built.
+struct RopeScales {
+    float freq_scale = 1.0f;        // 1/rope.scaling.factor with linear or YaRN scaling, else 1
+    float attn_factor = 1.0f;       // what the rope op is given
+    float ggml_yarn_factor = 1.0f;  // ggml multiplies it in with YaRN on: 1 + 0.1 ln(1/freq_scale)
+};
+RopeScales rope_scales(const ModelConfig& c);
+
+// deepseek2's YaRN magnitude correction (llama.cpp's mscale), which its kq scale squares; 1 for
+// other architectures.
+float deepseek2_mscale(const ModelConfig& c);
+
 // The attention scale llama.cpp uses for kq (before the softmax).
 float attention_kq_scale(const ModelConfig& c);
 // hparams.rope_yarn_log_mul as llama.cpp holds it (a float): deepseek2 divides the stored key by

@@ -1,4 +1,4 @@
-// Tokenizer summary, per-type totals and tensor statistics (see model_summary.h).
+// Tokenizer summary, derived parameters, per-type totals and tensor statistics (see model_summary.h).
 #include "engine/model/model_summary.h"
 
 #include <fmt/format.h>
@@ -36,6 +36,110 @@ TokenizerSummary summarize_tokenizer(const GgufFile& file) {
         s.chat_template_bytes = tmpl->str.size();
     }
     return s;
+}
+
+namespace {
+
+// ggml_rope_yarn_corr_dim: the rotated dim whose wavelength fits `turns` times into n_ctx_orig.
+float yarn_corr_dim(int64_t n_dims, int64_t n_ctx_orig, float turns, float base) {
+    const float pi = 3.14159265358979323846f;
+    return static_cast<float>(n_dims) * std::log(static_cast<float>(n_ctx_orig) / (turns * 2 * pi)) /
+           (2 * std::log(base));
+}
+
+}  // namespace
+
+DerivedParams derive_params(const ModelConfig& c) {
+    DerivedParams d;
+    const RopeScales scales = rope_scales(c);
+    d.freq_scale = scales.freq_scale;
+    d.rope_attn_factor = scales.attn_factor;
+    d.kq_scale = attention_kq_scale(c);
+    d.kq_head_dim = c.arch == Arch::kDeepseek2 && c.head_dim_k_mla > 0 ? c.head_dim_k_mla : c.head_dim_k;
+
+    if (c.rope_scaling == RopeScaling::kYarn) {
+        d.yarn = true;
+        d.ggml_yarn_factor = scales.ggml_yarn_factor;
+        d.rope_magnitude = d.rope_attn_factor * d.ggml_yarn_factor;
+        d.n_ctx_orig = c.rope_orig_ctx > 0 ? c.rope_orig_ctx : c.n_ctx_train;
+        d.beta_fast = static_cast<float>(c.rope_yarn_beta_fast);
+        d.beta_slow = static_cast<float>(c.rope_yarn_beta_slow);
+        const float base = static_cast<float>(c.rope_freq_base);
+        const float start = std::floor(yarn_corr_dim(c.n_rot, d.n_ctx_orig, d.beta_fast, base));
+        const float end = std::ceil(yarn_corr_dim(c.n_rot, d.n_ctx_orig, d.beta_slow, base));
+        d.corr_dims[0] = static_cast<int>(std::max(0.0f, start));
+        d.corr_dims[1] = static_cast<int>(std::min(static_cast<float>(c.n_rot - 1), end));
+    }
+
+    if (c.arch == Arch::kDeepseek2) {
+        d.mla = true;
+        d.mscale = deepseek2_mscale(c);
+        d.mscale_all_dim = static_cast<float>(c.mscale_all_dim());
+        d.qk_rope = c.n_rot;
+        d.qk_nope = c.qk_nope_dim();
+        d.head_k = c.head_dim_k_mla;
+        d.head_v = c.head_dim_v_mla;
+        d.head_k_latent = c.kv_lora_rank + c.n_rot;
+        d.head_v_latent = c.kv_lora_rank;
+        d.cache_latent = c.kv_lora_rank + c.n_rot;
+        d.cache_mha = c.n_head * (c.head_dim_k_mla + c.head_dim_v_mla);
+        d.llama_absorbs = c.mla_split;
+    }
+
+    if (c.n_expert > 0) {
+        d.moe = true;
+        // Without the key llama.cpp's deepseek2 loader picks softmax, except for GLM-4.7 Lite's shape
+        // (47 or 48 layers, 154880 tokens), which gates with sigmoid.
+        const bool glm_lite = (c.n_layer == 47 || c.n_layer == 48) && c.n_vocab == 154880;
+        const bool sigmoid = c.expert_gating_func == 2 || (c.expert_gating_func == 0 && glm_lite);
+        d.gating = sigmoid ? "sigmoid" : "softmax";
+        d.gating_given = c.expert_gating_func != 0;
+        d.n_moe_layers = std::max<int64_t>(c.n_layer - c.n_layer_dense_lead, 0);
+    }
+    return d;
+}
+
+std::vector<SummaryLine> derived_lines(const ModelConfig& c) {
+    const DerivedParams d = derive_params(c);
+    std::vector<SummaryLine> lines;
+    if (d.mla)
+        lines.push_back({"attention", fmt::format("kq scale {:.6f} = mscale^2/sqrt({}), mscale {:.6f} (mscale_all_dim {:g})",
+                                                  d.kq_scale, d.kq_head_dim, d.mscale, d.mscale_all_dim)});
+    else
+        lines.push_back({"attention", fmt::format("kq scale {:.6f} = 1/sqrt({})", d.kq_scale, d.kq_head_dim)});
+    if (c.rope_scaling != RopeScaling::kNone)
+        lines.push_back({"rope scaling", fmt::format("{}, freq_scale {:g} (factor {:g})", rope_scaling_name(c.rope_scaling),
+                                                     d.freq_scale, c.rope_scaling_factor)});
+    if (d.yarn) {
+        lines.push_back({"yarn rope", fmt::format("attn_factor {:.6f} given to the rope op, ggml's YaRN factor {:.6f}, "
+                                                  "cos/sin scaled by {:.6f}",
+                                                  d.rope_attn_factor, d.ggml_yarn_factor, d.rope_magnitude)});
+        lines.push_back({"yarn ramp", fmt::format("corr dims [{}, {}] of {} rope dims (n_ctx_orig {}, beta_fast {:g}, "
+                                                  "beta_slow {:g}): pairs below {} extrapolate, above {} interpolate",
+                                                  d.corr_dims[0], d.corr_dims[1], c.n_rot, d.n_ctx_orig, d.beta_fast,
+                                                  d.beta_slow, d.corr_dims[0], d.corr_dims[1])});
+    }
+    if (d.mla) {
+        lines.push_back({"mla heads", fmt::format("unabsorbed q/k {} (nope {} + rope {}), v {}; absorbed q/k {} "
+                                                  "(latent {} + rope {}), v {} (latent)",
+                                                  d.head_k, d.qk_nope, d.qk_rope, d.head_v, d.head_k_latent,
+                                                  c.kv_lora_rank, d.qk_rope, d.head_v_latent)});
+        const double ratio = d.cache_latent > 0 ? double(d.cache_mha) / double(d.cache_latent) : 0.0;
+        lines.push_back({"mla cache", fmt::format("per token and layer {} values absorbed ({} B at f16) vs {} unabsorbed "
+                                                  "({} B), {:.1f}x less; llama.cpp runs the {} form",
+                                                  d.cache_latent, 2 * d.cache_latent, d.cache_mha, 2 * d.cache_mha,
+                                                  ratio, d.llama_absorbs ? "absorbed" : "unabsorbed")});
+    }
+    if (d.moe) {
+        const std::string scale = c.expert_weights_scale != 0 ? fmt::format("{:g}", c.expert_weights_scale) : "none";
+        lines.push_back({"moe", fmt::format("top {} of {} experts + {} shared, {} gating{}, weights norm {}, scale {}; "
+                                            "{} leading dense layer{}, {} MoE layers",
+                                            c.n_expert_used, c.n_expert, c.n_expert_shared, d.gating,
+                                            d.gating_given ? "" : " (default)", c.expert_weights_norm ? "yes" : "no",
+                                            scale, c.n_layer_dense_lead, c.n_layer_dense_lead == 1 ? "" : "s",
+                                            d.n_moe_layers)});
+    }
+    return lines;
 }
 
 std::vector<TypeTotal> totals_by_type(const GgufFile& file) {

@@ -1,5 +1,6 @@
 // Summaries of a GGUF model shared by the CLI and the GUI: tokenizer facts from metadata, bytes
-// and bits per weight by tensor type, and a tensor's dequantized values with their statistics.
+// and bits per weight by tensor type, what the attention, RoPE scaling and MoE parameters imply,
+// and a tensor's dequantized values with their statistics.
 #pragma once
 
 #include <cstdint>
@@ -7,6 +8,7 @@
 #include <vector>
 
 #include "kernels/common/ggml_type.h"
+#include "engine/model/model_config.h"
 #include "engine/util/result.h"
 
 namespace ls {
@@ -31,6 +33,53 @@ struct TokenizerSummary {
 };
 
 TokenizerSummary summarize_tokenizer(const GgufFile& file);
+
+// What a model's parameters imply, derived as llama.cpp (de3ff81) derives them: the numbers that
+// decide whether a forward pass is right ("plausible but wrong text" is often one of these).
+struct DerivedParams {
+    // RoPE and attention, every model.
+    float freq_scale = 1.0f;        // 1/rope.scaling.factor with linear or YaRN scaling, else 1
+    float rope_attn_factor = 1.0f;  // what llama.cpp gives the rope op
+    float kq_scale = 0;             // attention_kq_scale
+    int64_t kq_head_dim = 0;        // the key width under its square root
+
+    // YaRN (rope.scaling.type yarn).
+    bool yarn = false;
+    float ggml_yarn_factor = 1.0f;  // ggml's own factor on cos/sin: 1 + 0.1 ln(1/freq_scale)
+    float rope_magnitude = 1.0f;    // rope_attn_factor * ggml_yarn_factor: cos/sin are scaled by it
+    int64_t n_ctx_orig = 0;
+    float beta_fast = 0, beta_slow = 0;
+    // The pair ramp's ends (ggml_rope_yarn_corr_dims): pairs below corr_dims[0] extrapolate,
+    // above corr_dims[1] interpolate, over the n_rot rotated dims.
+    int corr_dims[2] = {0, 0};
+
+    // deepseek2 multi-head latent attention.
+    bool mla = false;
+    float mscale = 1.0f;            // deepseek2_mscale
+    float mscale_all_dim = 0;       // yarn_log_multiplier / 0.1
+    int64_t qk_nope = 0, qk_rope = 0;
+    int64_t head_k = 0, head_v = 0;            // per head, unabsorbed (textbook) form
+    int64_t head_k_latent = 0, head_v_latent = 0;  // absorbed form: kv_lora_rank + n_rot, kv_lora_rank
+    int64_t cache_latent = 0;       // values cached per token and layer, absorbed (K only; V is part of it)
+    int64_t cache_mha = 0;          // unabsorbed: n_head * (k + v)
+    bool llama_absorbs = false;     // llama.cpp runs the absorbed form (split k_b/v_b tensors)
+
+    // Mixture of experts.
+    bool moe = false;
+    const char* gating = "";        // "softmax" or "sigmoid"
+    bool gating_given = false;      // expert_gating_func present (softmax is llama.cpp's default)
+    int64_t n_moe_layers = 0;
+};
+
+DerivedParams derive_params(const ModelConfig& c);
+
+// The same as text, one line per (label, value), for `inspect` and the model panel: kq scale
+// always, YaRN lines only with YaRN scaling, MLA lines for deepseek2, MoE lines with experts.
+struct SummaryLine {
+    std::string label;
+    std::string value;
+};
+std::vector<SummaryLine> derived_lines(const ModelConfig& c);
 
 struct TypeTotal {
     GgmlType type = GgmlType::F32;
