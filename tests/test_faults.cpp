@@ -164,6 +164,43 @@ INSTANTIATE_TEST_SUITE_P(Catalogue, Deepseek2Faults, ::testing::ValuesIn(kDeepse
     return n;
 });
 
+// Our run in the other MLA form than the reference's: Q, K and V cannot pair (their widths are
+// the forms'), the doctor says which form each side runs, and the events both forms compute agree.
+TEST(Deepseek2MlaForms, AFormMismatchIsNamedAndTheSharedEventsAgree) {
+    LS_REQUIRE_FIXTURES();
+    auto model = Model::open(test::fixture_path("models/deepseek2-mini-F16.gguf"));
+    ASSERT_TRUE(model.ok()) << model.error().message;
+    auto reference = ReferenceDump::open(test::fixture_path("dumps/deepseek2-mini-F16_rome_n0_fa-off_nocache.gguf"));
+    ASSERT_TRUE(reference.ok()) << reference.error().message;
+    auto backend = make_cpu_backend(0);
+    CompareRunOptions options;
+    options.forward.mla = MlaForm::kUnabsorbed;
+    options.forward.n_ubatch = reference.value()->n_ubatch();
+    auto run = compare_with_reference(*model.value(), *backend, *reference.value(), options);
+    ASSERT_TRUE(run.ok()) << run.error().message;
+    const CompareRunResult& r = run.value();
+    ASSERT_GE(r.summary.first_divergent, 0);
+    EXPECT_EQ(r.comparisons[r.summary.first_divergent].name, "Qcur-0");
+    DoctorReport doctor = diagnose(r, static_cast<size_t>(r.summary.first_divergent), *reference.value(), model.value().get(),
+                                   options.thresholds);
+    ASSERT_FALSE(doctor.findings.empty());
+    EXPECT_EQ(doctor.findings.front().transform, "mla-form");
+    EXPECT_NE(doctor.findings.front().verdict.find("ours runs multi-head latent attention unabsorbed and the reference "
+                                                   "absorbed"),
+              std::string::npos)
+        << doctor.findings.front().verdict;
+    EXPECT_NE(doctor.findings.front().verdict.find("--mla absorbed"), std::string::npos);
+    int shared = 0;
+    for (const EventComparison& c : r.comparisons) {
+        const bool form_free = c.name.rfind("kq_soft_max-", 0) == 0 || c.name.rfind("l_out-", 0) == 0 ||
+                               c.name.rfind("attn_out-", 0) == 0 || c.name == "result_output";
+        if (!form_free) continue;
+        ++shared;
+        EXPECT_EQ(c.status, CompareStatus::kOk) << c.name << " nmse " << c.metrics.nmse;
+    }
+    EXPECT_GE(shared, 10);
+}
+
 // YaRN is a deepseek2 feature in the fixtures; a llama model with YaRN rope scaling written here
 // (stories260K's weights plus the rope.scaling keys) checks the YaRN fault against our own clean
 // run as the reference.

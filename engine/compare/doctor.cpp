@@ -106,6 +106,7 @@ public:
         if (starts_with(base, "attn_norm") || starts_with(base, "ffn_norm") || base == "result_norm") try_norm_weight(base, L);
         if (base == "result_output") try_vocab_crop();
         if (base == "embd") try_q4k_swap();
+        if (starts_with(base, "Qcur") || starts_with(base, "Kcur") || starts_with(base, "Vcur")) try_mla_form(base);
         if (starts_with(base, "ffn_moe_argsort")) try_moe_ranking(L);
         if (starts_with(base, "ffn_moe_weighted")) try_moe_weights(L);
         try_scales();
@@ -458,6 +459,31 @@ private:
                                               "the low bits of scales[j], min in scales[j+4]): ours swaps scales and mins",
                                               ours_.name),
                  ours_aligned(rows));
+    }
+
+    // MLA's two forms give Q, K and V other shapes: the absorbed form's heads are the latent plus
+    // the rope part (one KV head), the unabsorbed form's nope plus rope (n_head KV heads). Shapes
+    // that are the two forms' say which each side runs; the values cannot be compared here.
+    void try_mla_form(const std::string& base) {
+        if (!model_ || !ref_tensor_ || model_->config().arch != Arch::kDeepseek2) return;
+        const ModelConfig& c = model_->config();
+        const int64_t absorbed = (starts_with(base, "Vcur") ? c.kv_lora_rank : c.kv_lora_rank + c.n_rot);
+        const int64_t unabsorbed = starts_with(base, "Vcur") ? c.head_dim_v_mla : c.head_dim_k_mla;
+        const int64_t ours = ours_.ne[0], theirs = ref_tensor_->ne()[0];
+        if (ours == theirs || absorbed == unabsorbed) return;
+        auto form = [&](int64_t w) { return w == absorbed ? "absorbed" : w == unabsorbed ? "unabsorbed" : ""; };
+        if (!*form(ours) || !*form(theirs)) return;
+        DoctorFinding f;
+        f.transform = "mla-form";
+        f.verdict = fmt::format("{} is {} wide in ours and {} in the reference: ours runs multi-head latent attention {} "
+                                "and the reference {} (absorbed: heads over the latent kv_lora_rank {} + rope {}, one KV "
+                                "head; unabsorbed: nope {} + rope {} per head). Run ours with --mla {}, or compare the "
+                                "events both forms share (kq, kq_soft_max, kqv_out, attn_out, l_out)",
+                                ours_.name, ours, theirs, form(ours), form(theirs), c.kv_lora_rank, c.n_rot, c.qk_nope_dim(),
+                                c.n_rot, form(theirs));
+        f.nmse_before = before_;
+        f.nmse_after = before_;
+        report_.findings.push_back(std::move(f));
     }
 
     // The router's ranking of the experts, from our probabilities: largest first (ggml's
