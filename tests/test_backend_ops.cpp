@@ -560,6 +560,32 @@ TEST(BackendOps, MulMatId) {
         }
 }
 
+// The CPU's MUL_MAT_ID (columns grouped by expert, each expert row read once) gives the bits of
+// matmul() run on one column at a time (Backend's default, ggml's vec_dot per column), for every
+// weight format and both math modes, with several tokens routed to the same expert.
+TEST(BackendOps, MulMatIdCpuSameBitsAsOneColumnAtATime) {
+    const int64_t K = 256, N = 6, n_expert = 4, n_used = 3, T = 5;
+    const std::vector<int32_t> ids = {0, 3, 1, 3, 0, 2, 1, 1, 3, 2, 0, 3, 3, 2, 1};
+    auto cpu = make_cpu_backend(2);
+    for (GgmlType type : kWeightTypes)
+        for (MathMode mode : {MathMode::kExact, MathMode::kLlama}) {
+            if (!cpu->supports(Op::kMulMatId, mode, type)) continue;
+            const std::vector<uint8_t> w = make_weight(type, K, N * n_expert, 191);
+            for (int64_t x_cols : {int64_t{1}, n_used}) {
+                const std::vector<float> x = randn(K * x_cols * T, 192);
+                Tensor wt = cpu->weight(type, std::array<int64_t, 4>{K, N, n_expert, 1}.data(), w.data());
+                Tensor in = make_tensor(const_cast<float*>(x.data()), K, x_cols, T);
+                Tensor id = make_tensor(const_cast<int32_t*>(ids.data()), n_used, T, 1, 1, GgmlType::I32);
+                std::vector<float> grouped(N * n_used * T), per_column(N * n_used * T);
+                Tensor y1 = make_tensor(grouped.data(), N, n_used, T), y2 = make_tensor(per_column.data(), N, n_used, T);
+                cpu->matmul_id(wt, in, id, y1, mode);
+                cpu->Backend::matmul_id(wt, in, id, y2, mode);
+                ASSERT_EQ(0, std::memcmp(grouped.data(), per_column.data(), grouped.size() * 4))
+                    << ggml_type_name(type) << " " << math_mode_name(mode) << " x columns " << x_cols;
+            }
+        }
+}
+
 // An expert id outside the weight's experts is an error on every backend, named with the id (on
 // CUDA at the next download: the ids never leave the device), and the backend works on afterwards.
 TEST(BackendOps, MulMatIdRejectsAnExpertOutOfRange) {

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "kernels/backend.h"
@@ -476,6 +477,69 @@ public:
         require_contiguous({&x, &idx});
         pool_.parallel_for(x.n_rows(), 4, [&](int64_t lo, int64_t hi) {
             host_argsort_desc(x.f32() + lo * x.ne[0], x.ne[0], hi - lo, idx.i32() + lo * x.ne[0]);
+        });
+    }
+
+    // MUL_MAT_ID as ggml's CPU backend runs it: the columns grouped by expert, each activation
+    // column converted once, and every (row, column) a single-column dot product (vec_dot; exact
+    // mode: the dequantized row against the f32 column), so the bits are those of matmul() on one
+    // column, while each expert row is read once for all the columns routed to it.
+    void matmul_id(const Tensor& w, const Tensor& x, const Tensor& ids, Tensor& y, MathMode mode) override {
+        const int64_t K = w.ne[0], N = w.ne[1], E = w.ne[2], n_used = ids.ne[0], T = ids.ne[1], xs = x.ne[1];
+        std::vector<std::vector<int64_t>> by_expert(static_cast<size_t>(E));  // output columns t * n_used + s
+        for (int64_t c = 0; c < n_used * T; ++c) {
+            const int32_t e = ids.i32()[c];
+            if (e < 0 || e >= E)
+                throw std::out_of_range("MUL_MAT_ID: expert id " + std::to_string(e) + " is outside [0, " + std::to_string(E) + ")");
+            by_expert[e].push_back(c);
+        }
+        std::vector<int64_t> active;
+        for (int64_t e = 0; e < E; ++e)
+            if (!by_expert[e].empty()) active.push_back(e);
+        // Output column c reads activation column (c / n_used) * xs + (c % n_used) % xs.
+        auto x_col = [&](int64_t c) { return (c / n_used) * xs + (c % n_used) % xs; };
+        const int64_t n_x = xs * T;
+        const bool f32_dots = mode == MathMode::kExact || w.type == GgmlType::F32 || w.type == GgmlType::F16;
+        GgmlType act_type = GgmlType::F32;
+        uint64_t act_row_bytes = 0;
+        if (mode == MathMode::kLlama && w.type == GgmlType::F16) {
+            act_f32_.resize(static_cast<size_t>(K * n_x));
+            for (int64_t i = 0; i < K * n_x; ++i) act_f32_[i] = round_f16(x.f32()[i]);
+        } else if (!f32_dots) {
+            if (!vec_dot_activation_type(w.type, &act_type))
+                throw std::runtime_error(std::string("matmul_id: no llama-mode dot product for ") + ggml_type_name(w.type));
+            ggml_row_bytes(act_type, K, &act_row_bytes);
+            act_scratch_.resize(act_row_bytes * n_x);
+            pool_.parallel_for(n_x, 1, [&](int64_t b, int64_t e) {
+                for (int64_t i = b; i < e; ++i)
+                    quantize_activation_row(act_type, x.f32() + i * K, act_scratch_.data() + i * act_row_bytes, K);
+            });
+        }
+        const float* xs_f32 = mode == MathMode::kLlama && w.type == GgmlType::F16 ? act_f32_.data() : x.f32();
+        const uint64_t row_bytes = w.nb[1];
+        pool_.parallel_for(static_cast<int64_t>(active.size()) * N, 4, [&](int64_t b, int64_t e) {
+            thread_local std::vector<float> row;
+            row.resize(K);
+            for (int64_t i = b; i < e; ++i) {
+                const int64_t expert = active[i / N], r = i % N;
+                const char* wr = static_cast<const char*>(w.data) + expert * w.nb[2] + r * row_bytes;
+                const float* wf = reinterpret_cast<const float*>(wr);
+                if (f32_dots && w.type != GgmlType::F32) {
+                    dequantize_row(w.type, wr, row.data(), K);
+                    wf = row.data();
+                }
+                for (int64_t c : by_expert[expert]) {
+                    float* out = y.f32() + c * N + r;
+                    const int64_t xc = x_col(c);
+                    if (mode == MathMode::kExact) *out = dot_f32(wf, x.f32() + xc * K, K);
+                    else if (w.type == GgmlType::F16) *out = dot_f16(wf, xs_f32 + xc * K, K);
+                    else if (w.type == GgmlType::F32)
+                        *out = isa_ == LlamaIsa::kAvx2 ? ggml_order::vec_dot_f32_avx2(wf, x.f32() + xc * K, K)
+                                                       : ggml_order::vec_dot_f32(wf, x.f32() + xc * K, K);
+                    else if (!vec_dot_row_x86(w.type, K, wr, act_scratch_.data() + xc * act_row_bytes, out))
+                        vec_dot_row(w.type, K, wr, act_scratch_.data() + xc * act_row_bytes, out);
+                }
+            }
         });
     }
 
