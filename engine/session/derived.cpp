@@ -299,13 +299,16 @@ RouterTable router_table(const std::vector<EventInfo>& events, int decode, int u
         else if (name == "ffn_moe_gate" && !l.gate) l.gate = &e;
     }
     auto n_elements = [](const EventInfo& e) { return e.ne[0] * e.ne[1] * e.ne[2] * e.ne[3]; };
+    // The last layer may evaluate only the output rows (llama.cpp's out_ids: the last token).
+    for (const auto& [layer, l] : layers)
+        if (const EventInfo* shape = l.logits ? l.logits : l.probs) table.n_tokens = std::max(table.n_tokens, shape->ne[1]);
     for (const auto& [layer, l] : layers) {
         const EventInfo* shape = l.logits ? l.logits : l.probs;
         if (!shape) continue;
         RouterTensors ours, ref;
         ours.n_expert = ref.n_expert = shape->ne[0];
         ours.n_tokens = ref.n_tokens = shape->ne[1];
-        ours.k = ref.k = l.topk ? l.topk->ne[0] : (l.weights ? l.weights->ne[1] : 0);
+        ours.k = ref.k = l.topk ? l.topk->ne[0] : (l.weights ? l.weights->ne[1] : table.k);
         std::vector<std::shared_ptr<const std::vector<float>>> keep;  // ours, alive until the rows are built
         std::vector<std::vector<float>> ref_keep;
         ref_keep.reserve(4);
@@ -327,11 +330,14 @@ RouterTable router_table(const std::vector<EventInfo>& events, int decode, int u
         bind(l.weights, &ours.weights, &ref.weights);
         const bool ref_any = !ref.logits.empty() || !ref.probs.empty() || !ref.topk.empty();
         std::vector<RouterRow> rows = router_rows(layer, ours, ref_any ? &ref : nullptr, tie_threshold);
-        table.n_expert = ours.n_expert, table.k = ours.k, table.n_tokens = ours.n_tokens;
-        table.gap_of_logits = !ours.logits.empty();
+        table.n_expert = ours.n_expert, table.k = ours.k;
+        table.gap_of_logits = table.gap_of_logits && !ours.logits.empty();
         table.layers.push_back(layer);
         table.gate_event.push_back(l.gate ? l.gate->index : -1);
-        for (RouterRow& r : rows) table.rows.push_back(std::move(r));
+        for (RouterRow& r : rows) {
+            r.token += table.n_tokens - ours.n_tokens;  // the output rows are the last tokens
+            table.rows.push_back(std::move(r));
+        }
     }
     return table;
 }

@@ -111,7 +111,8 @@ struct RouterChoice {
 // than our numerical difference from the reference can move them.
 struct RouterRow {
     int layer = -1;
-    int64_t token = 0;                 // row within this graph evaluation
+    int64_t token = 0;                 // token of this graph evaluation (a layer that evaluates only
+                                       // the output rows has them as the last tokens)
     std::vector<RouterChoice> ours;    // slot order, best first
     std::vector<RouterChoice> ref;     // empty without a reference (or its tensors)
     float gap = NAN;                   // ours: k-th minus (k+1)-th
