@@ -25,6 +25,7 @@
 #include "views/open_dialog.h"
 #include "views/prompt_panel.h"
 #include "views/qk_panel.h"
+#include "views/router_panel.h"
 #include "views/status_bar.h"
 #include "views/stepping_toolbar.h"
 #include "views/tensor_inspector.h"
@@ -40,6 +41,7 @@ struct MainView::Panels {
     views::LayerHistograms histograms;
     views::AttentionPanel attention;
     views::QKPanel qk;
+    views::RouterPanel router;
     views::LogitsPanel logits;
     views::DivergencePanel divergence;
     views::PromptPanel prompt;
@@ -70,9 +72,11 @@ MainView::MainView() : p_(std::make_unique<Panels>()) {
         {"model", "Model", "", &p_->model.open},
         {"weights", "Weight inspector", "", &p_->weights.open},
         {"lints", "Lints", "", &p_->lints.open},
+        {"router", "MoE router", "", &p_->router.open},
     };
     // A first look that fits 1280x800: the debugger's core panels; the rest from the View menu.
-    for (const char* closed : {"histograms", "qk", "prompt", "faults", "backends", "export", "model", "weights", "lints"})
+    for (const char* closed : {"histograms", "qk", "prompt", "faults", "backends", "export", "model", "weights", "lints",
+                                "router"})
         for (PanelEntry& e : panels_)
             if (std::string(e.name) == closed) *e.open = false;
     p_->status.backend = probe_cuda_backend().description;
@@ -373,6 +377,7 @@ void MainView::draw() {
         {"logits", 0.67f, 0.50f, 0.33f, 0.50f, [&] { p_->logits.draw(ctx); }},
         {"histograms", 0.27f, 0.0f, 0.40f, 1.0f, [&] { p_->histograms.draw(ctx); }},
         {"qk", 0.27f, 0.50f, 0.40f, 0.50f, [&] { p_->qk.draw(ctx); }},
+        {"router", 0.27f, 0.50f, 0.40f, 0.50f, [&] { p_->router.draw(ctx); }},
         {"prompt", 0.0f, 0.30f, 0.27f, 0.70f, [&] { p_->prompt.draw(ctx); }},
         {"faults", 0.67f, 0.0f, 0.33f, 0.60f, [&] { p_->faults.draw(ctx); }},
         {"backends", 0.67f, 0.60f, 0.33f, 0.40f, [&] { p_->backends.draw(ctx); }},

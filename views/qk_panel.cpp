@@ -25,11 +25,14 @@ float median(std::vector<float> v) {
     return *mid;
 }
 
-// The roped Q and K events of one layer in a decode call and micro-batch.
+// The roped Q and K events of one layer in a decode call and micro-batch; in MLA also the roped
+// rope parts alone (q_pe, k_pe).
 struct LayerEvents {
     int layer = -1;
     const EventInfo* q = nullptr;
     const EventInfo* k = nullptr;
+    const EventInfo* q_pe = nullptr;
+    const EventInfo* k_pe = nullptr;
 };
 
 // One plot of a HeadNorms: a line per head over positions, or a line per position over heads.
@@ -37,7 +40,7 @@ void plot_norms(const char* id, const HeadNorms& n, float threshold, bool per_he
     std::vector<widgets::LineSeries> series;
     std::vector<std::vector<float>> storage;
     std::vector<float> heads_x;
-    const char* what = n.is_key ? "|K|" : "|Q|";
+    const char* what = n.rope_part ? (n.is_key ? "|k_pe|" : "|q_pe|") : (n.is_key ? "|K|" : "|Q|");
     std::string title = fmt::format("{} layer {}", what, n.layer);
     widgets::LinePlotOptions options;
     options.size = ImVec2(0, height);
@@ -80,11 +83,12 @@ void QKPanel::draw(DebugContext& ctx) {
     std::vector<LayerEvents> layers;
     for (const EventInfo& e : *snap->events) {
         if (e.decode != at->decode || e.ubatch != at->ubatch || e.layer < 0) continue;
-        const bool q = is_roped_q(e), k = is_roped_k(e);
-        if (!q && !k) continue;
+        const bool q = is_roped_q(e), k = is_roped_k(e), q_pe = is_roped_q_pe(e), k_pe = is_roped_k_pe(e);
+        if (!q && !k && !q_pe && !k_pe) continue;
         if (layers.size() <= static_cast<size_t>(e.layer)) layers.resize(static_cast<size_t>(e.layer) + 1);
-        layers[e.layer].layer = e.layer;
-        (q ? layers[e.layer].q : layers[e.layer].k) = &e;
+        LayerEvents& le = layers[e.layer];
+        le.layer = e.layer;
+        (q ? le.q : k ? le.k : q_pe ? le.q_pe : le.k_pe) = &e;
     }
     shown.decode = at->decode;
     if (layers.empty()) {
@@ -104,6 +108,8 @@ void QKPanel::draw(DebugContext& ctx) {
     const HeadNorms* k = k_rec ? k_rec->head_norms.get() : nullptr;
     const HeadNorms* q_ref = q_rec ? q_rec->ref_head_norms.get() : nullptr;
     const HeadNorms* k_ref = k_rec ? k_rec->ref_head_norms.get() : nullptr;
+    const EventRecord* q_pe_rec = record_of(layers[layer].q_pe);
+    const EventRecord* k_pe_rec = record_of(layers[layer].k_pe);
     shown.reference = show_reference && (q_ref || k_ref);
 
     ImGui::Text("decode call %d, layer %d", at->decode, layer);
@@ -141,20 +147,27 @@ void QKPanel::draw(DebugContext& ctx) {
             ImGui::TableSetupColumn("ours");
             if (beside) ImGui::TableSetupColumn("reference");
             ImGui::TableHeadersRow();
-            const HeadNorms* ours[2] = {q, k};
-            const HeadNorms* refs[2] = {q_ref, k_ref};
-            for (int row = 0; row < 2; ++row) {
+            // MLA: the roped parts alone below the concatenated Q and K, each on its own threshold.
+            auto norms_of = [](const EventRecord* r, bool ref) {
+                return r ? (ref ? r->ref_head_norms.get() : r->head_norms.get()) : nullptr;
+            };
+            const HeadNorms* ours[4] = {q, k, norms_of(q_pe_rec, false), norms_of(k_pe_rec, false)};
+            const HeadNorms* refs[4] = {q_ref, k_ref, norms_of(q_pe_rec, true), norms_of(k_pe_rec, true)};
+            static const char* const names[4] = {"Qcur", "Kcur", "q_pe", "k_pe"};
+            const int n_rows = layers[layer].q_pe || layers[layer].k_pe ? 4 : 2;
+            for (int row = 0; row < n_rows; ++row) {
                 ImGui::TableNextRow();
                 ImGui::TableSetColumnIndex(0);
                 ImGui::PushID(row);
                 // The reference shares our threshold, so its points light up only where ours would.
-                const float threshold = row == 0 ? shown.q_threshold : shown.k_threshold;
+                const float threshold = row == 0 ? shown.q_threshold : row == 1 ? shown.k_threshold : threshold_of(ours[row]);
                 if (ours[row]) plot_norms("ours", *ours[row], threshold, heads_x, plot_h);
                 else ImGui::TextDisabled("not evaluated yet");
+                if (row >= 2 && ours[row]) ++shown.rope_part_plots;
                 if (beside) {
                     ImGui::TableSetColumnIndex(1);
                     if (refs[row]) plot_norms("ref", *refs[row], threshold, heads_x, plot_h);
-                    else ImGui::TextDisabled("the reference has no complete %s for this layer", row ? "Kcur" : "Qcur");
+                    else ImGui::TextDisabled("the reference has no complete %s for this layer", names[row]);
                 }
                 ImGui::PopID();
             }

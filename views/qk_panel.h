@@ -1,5 +1,6 @@
-// Q/K magnitudes: per-head L2 norms of the roped Q and K per position for the cursor's layer,
-// and a per-layer summary (max and mean), ours and the reference's, with outliers flagged.
+// Q/K magnitudes: per-head L2 norms of the roped Q and K per position for the cursor's layer
+// (in MLA the concatenated Q and K, then the roped q_pe and k_pe alone), and a per-layer summary
+// (max and mean), ours and the reference's, with outliers flagged.
 #pragma once
 
 #include <cmath>
@@ -33,6 +34,7 @@ struct QKPanel {
         bool reference = false;
         float q_threshold = NAN, k_threshold = NAN;
         int summary_layers = 0;
+        int rope_part_plots = 0;  // MLA: q_pe / k_pe plots of ours shown
         std::vector<Outlier> outliers;  // ours, largest first
     };
     Shown shown;

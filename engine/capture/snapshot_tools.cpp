@@ -49,7 +49,7 @@ std::shared_ptr<const SessionSnapshot> snapshot_from_dump(const ReferenceDump& d
                 snap->first_divergent = info.index;
         }
         if (info.base_name.rfind("kq_soft_max-", 0) == 0) record->attention = attention_from_softmax(info, values);
-        if (is_roped_q(info) || is_roped_k(info)) {
+        if (is_roped_q(info) || is_roped_k(info) || is_roped_q_pe(info) || is_roped_k_pe(info)) {
             record->head_norms = head_norms(info, values->data());
             if (is_roped_k(info)) roped_k.push_back(info);
         }

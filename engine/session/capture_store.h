@@ -32,8 +32,8 @@ struct CapturePolicy {
     static CapturePolicy memory_budget(size_t bytes) { return {Kind::kMemoryBudget, {}, bytes}; }
 };
 
-// Names the views need whatever the budget (attention heatmaps, top-k logits): kq_soft_max-*,
-// result_output.
+// Names the views need whatever the budget (attention heatmaps, top-k logits, the router view):
+// kq_soft_max-*, result_output, and the MoE router's ffn_moe_logits-*, _probs-*, _topk-*, _weights*.
 bool is_pinned_capture(const EventInfo& info);
 
 // The store. Eviction under kMemoryBudget, when a new tensor does not fit:

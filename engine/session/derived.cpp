@@ -1,10 +1,11 @@
-// Attention maps, Q/K head norms and top-k logits computed from captured events.
+// Attention maps, Q/K head norms, top-k logits and router choices computed from captured events.
 #include "engine/session/derived.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <numeric>
 
 #include "engine/tokenizer/tokenizer.h"
@@ -13,8 +14,14 @@ namespace ls {
 
 static bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
 
-bool is_roped_q(const EventInfo& info) { return info.op == Op::kRope && starts_with(info.base_name, "Qcur-"); }
-bool is_roped_k(const EventInfo& info) { return info.op == Op::kRope && starts_with(info.base_name, "Kcur-"); }
+bool is_roped_q(const EventInfo& info) {
+    return (info.op == Op::kRope || info.op == Op::kConcat) && starts_with(info.base_name, "Qcur-");
+}
+bool is_roped_k(const EventInfo& info) {
+    return (info.op == Op::kRope || info.op == Op::kConcat) && starts_with(info.base_name, "Kcur-");
+}
+bool is_roped_q_pe(const EventInfo& info) { return info.op == Op::kRope && starts_with(info.base_name, "q_pe-"); }
+bool is_roped_k_pe(const EventInfo& info) { return info.op == Op::kRope && starts_with(info.base_name, "k_pe-"); }
 
 std::shared_ptr<const AttentionProbs> attention_from_softmax(const EventInfo& info,
                                                              std::shared_ptr<const std::vector<float>> values) {
@@ -108,7 +115,8 @@ std::shared_ptr<const AttentionProbs> reference_attention(const ReferenceDump& r
 std::shared_ptr<const HeadNorms> head_norms(const EventInfo& info, const float* values) {
     auto n = std::make_shared<HeadNorms>();
     n->layer = info.layer, n->decode = info.decode, n->ubatch = info.ubatch;
-    n->is_key = is_roped_k(info);
+    n->is_key = is_roped_k(info) || is_roped_k_pe(info);
+    n->rope_part = is_roped_q_pe(info) || is_roped_k_pe(info);
     const int64_t head_dim = info.ne[0];
     n->n_head = info.ne[1], n->n_pos = info.ne[2];
     n->norms.resize(static_cast<size_t>(n->n_head * n->n_pos));
@@ -180,6 +188,158 @@ std::vector<float> reference_last_logits(const ReferenceDump& ref, const EventIn
     if (!t || t->ne()[0] <= 0) return {};
     const int64_t n = t->ne()[0];
     return ref.values(*t, t->n_elements() - n, n);  // the last row
+}
+
+bool RouterRow::ref_chose(int32_t expert) const {
+    return std::any_of(ref.begin(), ref.end(), [expert](const RouterChoice& c) { return c.expert == expert; });
+}
+bool RouterRow::ours_chose(int32_t expert) const {
+    return std::any_of(ours.begin(), ours.end(), [expert](const RouterChoice& c) { return c.expert == expert; });
+}
+
+const RouterRow* RouterTable::row(int layer, int64_t token) const {
+    for (const RouterRow& r : rows)
+        if (r.layer == layer && r.token == token) return &r;
+    return nullptr;
+}
+
+namespace {
+
+// Column t of a {n, T} tensor; empty when the tensor is not there or too short.
+std::span<const float> column(std::span<const float> v, int64_t n, int64_t t) {
+    if (n <= 0 || static_cast<int64_t>(v.size()) < n * (t + 1)) return {};
+    return v.subspan(static_cast<size_t>(n * t), static_cast<size_t>(n));
+}
+
+// Expert ids by descending value, lower id first on equal values (the order argsort keeps).
+std::vector<int32_t> experts_by_value(std::span<const float> values) {
+    std::vector<int32_t> order(values.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return values[a] > values[b]; });
+    return order;
+}
+
+std::vector<RouterChoice> router_choices(const RouterTensors& r, int64_t t) {
+    std::vector<RouterChoice> out;
+    std::vector<int32_t> ids;
+    if (std::span<const float> topk = column(r.topk, r.k, t); !topk.empty()) {
+        for (float id : topk) ids.push_back(static_cast<int32_t>(id));
+    } else {
+        std::span<const float> selection = column(r.probs.empty() ? r.logits : r.probs, r.n_expert, t);
+        if (selection.empty()) return out;
+        ids = experts_by_value(selection);
+        ids.resize(static_cast<size_t>(std::min<int64_t>(r.k, r.n_expert)));
+    }
+    const std::span<const float> weights = column(r.weights, r.k, t);
+    for (size_t s = 0; s < ids.size(); ++s)
+        out.push_back({ids[s], s < weights.size() ? weights[s] : NAN});
+    return out;
+}
+
+// k-th minus (k+1)-th largest value.
+float kth_gap(std::span<const float> values, int64_t k) {
+    if (k <= 0 || k >= static_cast<int64_t>(values.size())) return NAN;
+    std::vector<float> sorted(values.begin(), values.end());
+    std::sort(sorted.begin(), sorted.end(), std::greater<float>());
+    return sorted[static_cast<size_t>(k - 1)] - sorted[static_cast<size_t>(k)];
+}
+
+}  // namespace
+
+std::vector<RouterRow> router_rows(int layer, const RouterTensors& ours, const RouterTensors* ref, float tie_threshold) {
+    std::vector<RouterRow> rows;
+    const bool of_logits = !ours.logits.empty();
+    for (int64_t t = 0; t < ours.n_tokens; ++t) {
+        RouterRow row;
+        row.layer = layer, row.token = t;
+        row.ours = router_choices(ours, t);
+        const std::span<const float> values = column(of_logits ? ours.logits : ours.probs, ours.n_expert, t);
+        row.gap = kth_gap(values, ours.k);
+        if (ref && ref->n_expert == ours.n_expert && t < ref->n_tokens) {
+            row.ref = router_choices(*ref, t);
+            const std::span<const float> ref_values = column(of_logits ? ref->logits : ref->probs, ref->n_expert, t);
+            row.ref_gap = kth_gap(ref_values, ref->k);
+            if (!values.empty() && ref_values.size() == values.size()) {
+                float d = 0;
+                for (size_t e = 0; e < values.size(); ++e) d = std::max(d, std::abs(values[e] - ref_values[e]));
+                row.difference = d;
+            }
+        }
+        // Each of the two values may move by the difference: a choice flips only within twice it.
+        if (std::isfinite(row.difference)) row.near_tie = row.gap <= 2 * row.difference;
+        else row.near_tie = row.gap < tie_threshold;
+        if (!row.ref.empty()) {
+            row.mismatch = row.ref.size() != row.ours.size();
+            for (const RouterChoice& c : row.ours) row.mismatch = row.mismatch || !row.ref_chose(c.expert);
+        }
+        rows.push_back(std::move(row));
+    }
+    return rows;
+}
+
+RouterTable router_table(const std::vector<EventInfo>& events, int decode, int ubatch,
+                         const std::function<std::shared_ptr<const std::vector<float>>(int64_t)>& values,
+                         const ReferenceDump* reference, float tie_threshold) {
+    RouterTable table;
+    table.decode = decode, table.ubatch = ubatch;
+    table.has_reference = reference != nullptr;
+    struct LayerEvents {
+        const EventInfo *logits = nullptr, *probs = nullptr, *topk = nullptr, *weights = nullptr, *gate = nullptr;
+    };
+    std::map<int, LayerEvents> layers;
+    for (const EventInfo& e : events) {
+        if (e.decode != decode || e.ubatch != ubatch || e.layer < 0) continue;
+        const std::string name = e.base_name.substr(0, e.base_name.rfind('-'));
+        LayerEvents& l = layers[e.layer];
+        if (name == "ffn_moe_logits") l.logits = &e;
+        else if (name == "ffn_moe_probs") l.probs = &e;
+        else if (name == "ffn_moe_topk") l.topk = &e;
+        // The weights applied: the last of weights, weights_norm, weights_scaled.
+        else if (name == "ffn_moe_weights" || name == "ffn_moe_weights_norm" || name == "ffn_moe_weights_scaled") l.weights = &e;
+        else if (name == "ffn_moe_gate" && !l.gate) l.gate = &e;
+    }
+    auto n_elements = [](const EventInfo& e) { return e.ne[0] * e.ne[1] * e.ne[2] * e.ne[3]; };
+    // The last layer may evaluate only the output rows (llama.cpp's out_ids: the last token).
+    for (const auto& [layer, l] : layers)
+        if (const EventInfo* shape = l.logits ? l.logits : l.probs) table.n_tokens = std::max(table.n_tokens, shape->ne[1]);
+    for (const auto& [layer, l] : layers) {
+        const EventInfo* shape = l.logits ? l.logits : l.probs;
+        if (!shape) continue;
+        RouterTensors ours, ref;
+        ours.n_expert = ref.n_expert = shape->ne[0];
+        ours.n_tokens = ref.n_tokens = shape->ne[1];
+        ours.k = ref.k = l.topk ? l.topk->ne[0] : (l.weights ? l.weights->ne[1] : table.k);
+        std::vector<std::shared_ptr<const std::vector<float>>> keep;  // ours, alive until the rows are built
+        std::vector<std::vector<float>> ref_keep;
+        ref_keep.reserve(4);
+        auto bind = [&](const EventInfo* e, std::span<const float>* ours_span, std::span<const float>* ref_span) {
+            if (!e) return;
+            if (auto v = values(e->index); v && static_cast<int64_t>(v->size()) == n_elements(*e)) {
+                keep.push_back(v);
+                *ours_span = *v;
+            }
+            if (!reference) return;
+            const RefTensor* t = reference->find(e->name);
+            if (!t || !t->complete() || t->n_elements() != n_elements(*e)) return;
+            ref_keep.push_back(reference->values(*t));
+            *ref_span = ref_keep.back();
+        };
+        bind(l.logits, &ours.logits, &ref.logits);
+        bind(l.probs, &ours.probs, &ref.probs);
+        bind(l.topk, &ours.topk, &ref.topk);
+        bind(l.weights, &ours.weights, &ref.weights);
+        const bool ref_any = !ref.logits.empty() || !ref.probs.empty() || !ref.topk.empty();
+        std::vector<RouterRow> rows = router_rows(layer, ours, ref_any ? &ref : nullptr, tie_threshold);
+        table.n_expert = ours.n_expert, table.k = ours.k;
+        table.gap_of_logits = table.gap_of_logits && !ours.logits.empty();
+        table.layers.push_back(layer);
+        table.gate_event.push_back(l.gate ? l.gate->index : -1);
+        for (RouterRow& r : rows) {
+            r.token += table.n_tokens - ours.n_tokens;  // the output rows are the last tokens
+            table.rows.push_back(std::move(r));
+        }
+    }
+    return table;
 }
 
 }  // namespace ls

@@ -422,11 +422,12 @@ void SessionWorker::record_event(const Event& e) {
 
     const bool softmax = starts_with(info.base_name, "kq_soft_max-");
     const bool roped_q = is_roped_q(info), roped_k = is_roped_k(info);
+    const bool rope_part = is_roped_q_pe(info) || is_roped_k_pe(info);
     const bool logits = info.base_name == "result_output";
     const bool keep = store_.wants(info);
     std::shared_ptr<std::vector<float>> values;
     const int64_t n = e.tensor.n_elements();
-    if (keep || comparator_ || softmax || roped_q || roped_k || logits) {
+    if (keep || comparator_ || softmax || roped_q || roped_k || rope_part || logits) {
         values = buffers_->take(static_cast<size_t>(n));
         backend_->download(values->data(), e.tensor.data, values->size() * sizeof(float));
     }
@@ -439,9 +440,9 @@ void SessionWorker::record_event(const Event& e) {
         rec->compared = true;
         if (rec->comparison.status == CompareStatus::kDiverged && first_divergent_ < 0) first_divergent_ = info.index;
     }
-    if (roped_q || roped_k) {
+    if (roped_q || roped_k || rope_part) {
         if (roped_q) last_roped_q_[info.layer] = info;
-        else roped_k_[info.layer].push_back(info);
+        else if (roped_k) roped_k_[info.layer].push_back(info);
         rec->head_norms = head_norms(info, values->data());
         if (reference_) {
             const RefTensor* t = reference_->find(info.name);
