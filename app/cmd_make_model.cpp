@@ -46,6 +46,10 @@ int run_make_model(const MakeModelOptions& o) {
     if (o.experts_used >= 0) spec.n_expert_used = o.experts_used;
     if (o.dense_lead >= 0) spec.n_dense_lead = o.dense_lead;
     if (o.legacy_kvb) spec.legacy_kv_b = true;
+    if (!o.gating.empty()) spec.expert_gating_func = o.gating == "sigmoid" ? 2 : 1;
+    if (o.expert_weights_scale >= 0) spec.expert_weights_scale = static_cast<float>(o.expert_weights_scale);
+    if (o.expert_weights_norm) spec.expert_weights_norm = true;
+    if (o.expert_bias) spec.expert_bias = true;
 
     MakeModelInfo info;
     Status st = make_model(spec, o.out_path, &info, o.force);
@@ -63,10 +67,12 @@ int run_make_model(const MakeModelOptions& o) {
                info.file_bytes);
     if (deepseek2)
         fmt::print("  mla {}: q_lora_rank {}, kv_lora_rank {}, k {} + {} rope, v {}; moe: {} experts, {} used, {} shared, "
-                   "expert n_ff {}, {} leading dense; yarn factor {}\n",
+                   "expert n_ff {}, {} leading dense, {} gating{}{}, weights scale {}; yarn factor {}\n",
                    spec.legacy_kv_b ? "legacy kv_b" : "split k_b/v_b", spec.q_lora_rank, spec.kv_lora_rank,
                    spec.qk_nope_dim, spec.qk_rope_dim, spec.v_head_dim, spec.n_expert, spec.n_expert_used,
-                   spec.n_expert_shared, spec.n_ff_expert, spec.n_dense_lead, spec.yarn_factor);
+                   spec.n_expert_shared, spec.n_ff_expert, spec.n_dense_lead,
+                   spec.expert_gating_func == 2 ? "sigmoid" : "softmax", spec.expert_bias ? " with a selection bias" : "",
+                   spec.expert_weights_norm ? ", weights renormalised" : "", spec.expert_weights_scale, spec.yarn_factor);
     for (const std::string& f : info.fallbacks) fmt::print("  fallback: {}\n", f);
     return kExitOk;
 }

@@ -91,6 +91,10 @@ struct MakeModelOptions {
     // deepseek2; -1 = the spec's default (0 is a value: no q compression, no dense block).
     int q_lora_rank = -1, kv_lora_rank = -1, experts = -1, experts_used = -1, dense_lead = -1;
     bool legacy_kvb = false;
+    std::string gating;               // deepseek2: softmax or sigmoid ("" = the spec's)
+    double expert_weights_scale = -1; // deepseek2: < 0 = the spec's
+    bool expert_weights_norm = false; // deepseek2: renormalise the chosen experts' weights
+    bool expert_bias = false;         // deepseek2: a selection bias per MoE layer (exp_probs_b)
     bool seed_given = false;
     uint64_t seed = 0;
     bool force = false;         // replace an existing file (never anything but a regular file)

@@ -133,6 +133,14 @@ void add_make_model_command(CLI::App& app, ls::app::MakeModelOptions& o) {
     mk->add_option("--kv-lora-rank", o.kv_lora_rank, "deepseek2: KV latent width (default 64)")->check(CLI::Range(1, 65536));
     mk->add_option("--experts", o.experts, "deepseek2: routed experts (default 8)")->check(CLI::Range(1, 1024));
     mk->add_option("--experts-used", o.experts_used, "deepseek2: experts per token (default 2)")->check(CLI::Range(1, 1024));
+    mk->add_option("--gating", o.gating, "deepseek2: the router's gating, softmax (default) or sigmoid")
+        ->check(CLI::IsMember({"softmax", "sigmoid"}));
+    mk->add_option("--expert-weights-scale", o.expert_weights_scale, "deepseek2: the chosen experts' weights times this "
+                                                                     "(default 1)")
+        ->check(CLI::Range(0.0, 1000.0));
+    mk->add_flag("--expert-weights-norm", o.expert_weights_norm, "deepseek2: renormalise the chosen experts' weights to "
+                                                                  "sum 1");
+    mk->add_flag("--expert-bias", o.expert_bias, "deepseek2: a selection bias per MoE layer (exp_probs_b), as DeepSeek-V3");
     mk->add_option("--dense-lead", o.dense_lead, "deepseek2: dense FFN blocks before the MoE ones (default 1)")
         ->check(CLI::Range(0, 1024));
     mk->add_flag("--legacy-kvb", o.legacy_kvb, "deepseek2: one attn_kv_b per block (older converters' layout) "

@@ -201,6 +201,52 @@ TEST(Deepseek2MlaForms, AFormMismatchIsNamedAndTheSharedEventsAgree) {
     EXPECT_GE(shared, 10);
 }
 
+// Two experts ranked the other way round by a router whose probabilities are off by about their
+// gap is a near tie, and the doctor says so; the same swap with the probabilities unchanged (no
+// numerical reason for it) is not. Our run's values are edited to make the two cases.
+TEST(Deepseek2Router, ANearTieIsNamedNotPassed) {
+    LS_REQUIRE_FIXTURES();
+    auto model = Model::open(test::fixture_path("models/deepseek2-mini-F16.gguf"));
+    ASSERT_TRUE(model.ok()) << model.error().message;
+    auto reference = ReferenceDump::open(test::fixture_path("dumps/deepseek2-mini-F16_rome_n0_fa-off_nocache.gguf"));
+    ASSERT_TRUE(reference.ok()) << reference.error().message;
+    auto backend = make_cpu_backend(0);
+    CompareRunOptions options;
+    options.forward.n_ubatch = reference.value()->n_ubatch();
+    auto run = compare_with_reference(*model.value(), *backend, *reference.value(), options);
+    ASSERT_TRUE(run.ok()) << run.error().message;
+    const CaptureLog& log = run.value().captures;
+    ASSERT_TRUE(log.find("ffn_moe_argsort-1") && log.find("ffn_moe_probs-1"));
+    const size_t argsort_at = log.by_name.at("ffn_moe_argsort-1"), probs_at = log.by_name.at("ffn_moe_probs-1");
+    auto doctor_after_swap = [&](int rank_a, bool probs_follow) {
+        CompareRunResult r = run.value();
+        std::vector<float>& order = r.captures.events[argsort_at].data;
+        std::vector<float>& probs = r.captures.events[probs_at].data;
+        const int a = static_cast<int>(order[rank_a]), b = static_cast<int>(order[rank_a + 1]);
+        std::swap(order[rank_a], order[rank_a + 1]);                // token 0's ranking
+        if (probs_follow) std::swap(probs[a], probs[b]);             // as a router off by their gap ranks them
+        return diagnose(r, argsort_at, *reference.value(), model.value().get(), options.thresholds);
+    };
+    auto has = [](const DoctorReport& d, const char* transform) {
+        for (const DoctorFinding& f : d.findings)
+            if (f.transform == transform) return &f;
+        return static_cast<const DoctorFinding*>(nullptr);
+    };
+    // Ranks 3 and 4 of 8 (top-2 routing): the chosen experts stay the same.
+    const DoctorReport tie = doctor_after_swap(3, true);
+    const DoctorFinding* f = has(tie, "moe-near-tie");
+    ASSERT_TRUE(f) << (tie.findings.empty() ? "no finding" : tie.findings.front().verdict);
+    EXPECT_EQ(tie.findings.front().transform, "moe-near-tie");
+    EXPECT_NE(f->verdict.find("the chosen experts are the same"), std::string::npos) << f->verdict;
+    // Ranks 2 and 3, across the top-2 boundary: the choice itself differs.
+    const DoctorReport crossing = doctor_after_swap(1, true);
+    f = has(crossing, "moe-near-tie");
+    ASSERT_TRUE(f);
+    EXPECT_NE(f->verdict.find("the chosen experts differ"), std::string::npos) << f->verdict;
+    // The same swap from probabilities equal to the reference's: a real ranking bug, no tie.
+    EXPECT_FALSE(has(doctor_after_swap(3, false), "moe-near-tie"));
+}
+
 // YaRN is a deepseek2 feature in the fixtures; a llama model with YaRN rope scaling written here
 // (stories260K's weights plus the rope.scaling keys) checks the YaRN fault against our own clean
 // run as the reference.

@@ -397,6 +397,7 @@ bool generated(const MakeModelSpec& s, const TensorSpec& t) {
     };
     if (t.required) return true;
     if (t.name == "output.weight") return !is_qwen2(s);
+    if (ends("exp_probs_b.bias")) return s.expert_bias;
     return is_qwen2(s) && (ends("attn_q.bias") || ends("attn_k.bias") || ends("attn_v.bias"));
 }
 
@@ -574,6 +575,8 @@ double make_model_tensor_std(const MakeModelSpec& s, const std::string& name) {
         if (ends("attn_k_b.weight") || ends("attn_v_b.weight") || ends("attn_kv_b.weight")) return 0.06;
         if (ends("ffn_gate_inp.weight")) return 0.1;
         if (ends("_exps.weight") || ends("_shexp.weight")) return 0.02;
+        // A selection bias about the size of the differences between the router's probabilities.
+        if (ends("exp_probs_b.bias")) return 0.05;
     }
     return 0.0;
 }

@@ -47,6 +47,7 @@ struct MakeModelSpec {
     int qk_rope_dim = 16;  // per-head key width with RoPE (rope.dimension_count)
     int v_head_dim = 32;
     bool legacy_kv_b = false;  // one attn_kv_b per layer (older converters) instead of attn_k_b/attn_v_b
+    bool expert_bias = false;  // an exp_probs_b.bias per MoE layer: the experts' selection bias (DeepSeek-V3)
     int n_expert = 8;
     int n_expert_used = 2;
     int n_expert_shared = 1;
