@@ -118,6 +118,48 @@ TEST_P(CudaModels, EveryEventMatchesTheCpuExactRun) {
                 result.summary.compared(), 1 + n_generate, worst_name.c_str(), worst);
 }
 
+// Against llama.cpp's CPU dumps, the CUDA backend (whose matmuls compute in f32 where the CPU
+// quantizes the activations) is judged against the noise the CPU's two math modes leave per event:
+// a clean run passes, a bug stands out where it lives.
+TEST(CudaModelsAgainstLlamaCpp, CleanWithinTheCpuFloorAndFaultsStillShow) {
+    LS_REQUIRE_FIXTURES();
+    struct Case {
+        const char* model;
+        const char* dump;
+        Fault fault;
+        const char* first;  // "" = clean
+    };
+    const Case cases[] = {
+        {"models/llama-gqa-mini-Q4_K_M.gguf", "dumps/llama-gqa-mini-Q4_K_M_boy_n4_fa-off_nocache.gguf", Fault::kNone, ""},
+        {"models/deepseek2-mini-Q4_K_M.gguf", "dumps/deepseek2-mini-Q4_K_M_paris_n4_fa-off_nocache.gguf", Fault::kNone, ""},
+        {"models/deepseek2-mini-Q4_K_M.gguf", "dumps/deepseek2-mini-Q4_K_M_paris_n4_fa-off_nocache.gguf",
+         Fault::kMoeTopKOrder, "ffn_moe_argsort-1"},
+    };
+    for (const Case& c : cases) {
+        auto model = Model::open(test::fixture_path(c.model));
+        ASSERT_TRUE(model.ok()) << model.error().message;
+        auto reference = ReferenceDump::open(test::fixture_path(c.dump));
+        ASSERT_TRUE(reference.ok()) << reference.error().message;
+        MadeBackend cuda = make_backend(BackendKind::kCudaEmulated, {2});
+        ASSERT_TRUE(cuda.backend) << cuda.note;
+        CompareRunOptions options;
+        options.forward.fault = c.fault;
+        options.forward.n_ubatch = reference.value()->n_ubatch();
+        auto r = compare_with_reference(*model.value(), *cuda.backend, *reference.value(), options);
+        ASSERT_TRUE(r.ok()) << r.error().message;
+        const CompareRunResult& result = r.value();
+        EXPECT_NE(result.noise_floor.find("on the CPU"), std::string::npos) << result.noise_floor;
+        if (!*c.first) {
+            EXPECT_EQ(result.summary.first_divergent, -1)
+                << c.model << ": " << result.comparisons[std::max<int64_t>(0, result.summary.first_divergent)].name;
+            EXPECT_EQ(result.summary.warn, 0) << c.model;
+            continue;
+        }
+        ASSERT_GE(result.summary.first_divergent, 0) << c.model;
+        EXPECT_EQ(result.comparisons[result.summary.first_divergent].name, c.first);
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaModels, ::testing::ValuesIn(kModels), [](const auto& info) {
     std::string s = info.param.model;
     s = s.substr(s.find('/') + 1);

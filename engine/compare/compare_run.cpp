@@ -139,14 +139,16 @@ Result<LlamaIsa> choose_llama_isa(const Model& model, Backend& backend, const Re
     return chosen;
 }
 
-// Re-judges `result` against per-event noise floors: how far `other` (the same run in the other
-// math mode) lies from it.
-void apply_noise_floors(CompareRunResult& result, const CompareRunResult& other, const CompareThresholds& thresholds) {
+// Re-judges `result` against per-event noise floors: how far runs `a` and `b` (the same run in
+// the two math modes) lie apart.
+void apply_noise_floors(CompareRunResult& result, const CompareRunResult& a, const CompareRunResult& b,
+                        const CompareThresholds& thresholds) {
     const std::vector<CapturedEvent>& ours = result.captures.events;
-    const std::vector<CapturedEvent>& alt = other.captures.events;
-    for (size_t i = 0; i < result.comparisons.size() && i < alt.size(); ++i) {
-        if (ours[i].data.size() != alt[i].data.size() || ours[i].name != alt[i].name) continue;
-        const Metrics spread = compute_metrics(ours[i].data.data(), alt[i].data.data(), static_cast<int64_t>(ours[i].data.size()));
+    const std::vector<CapturedEvent>& x = a.captures.events;
+    const std::vector<CapturedEvent>& y = b.captures.events;
+    for (size_t i = 0; i < result.comparisons.size() && i < x.size() && i < y.size(); ++i) {
+        if (x[i].data.size() != y[i].data.size() || ours[i].name != x[i].name || ours[i].name != y[i].name) continue;
+        const Metrics spread = compute_metrics(x[i].data.data(), y[i].data.data(), static_cast<int64_t>(x[i].data.size()));
         apply_noise_floor(result.comparisons[i], std::isfinite(spread.nmse) ? spread.nmse : 0.0, thresholds);
     }
     result.summary = summarize(result.comparisons);
@@ -176,12 +178,27 @@ Result<CompareRunResult> compare_with_reference(const Model& model, Backend& bac
     if (!options.thresholds.noise_floor || reproduced) return r;
     CompareRunOptions other = o;
     other.forward.mode = llama ? MathMode::kExact : MathMode::kLlama;
-    auto shadow = run_and_compare(model, backend, reference, other);
-    if (!shadow) return shadow.error();
-    apply_noise_floors(result, shadow.value(), options.thresholds);
+    if (backend.kind() == BackendKind::kCpu) {
+        auto shadow = run_and_compare(model, backend, reference, other);
+        if (!shadow) return shadow.error();
+        apply_noise_floors(result, result, shadow.value(), options.thresholds);
+    } else {
+        // A GPU backend's matmuls compute in f32 in both modes, so its two modes lie closer
+        // together than a CPU build's: the floor is what the CPU's llama and exact modes leave.
+        auto cpu = make_cpu_backend(0);
+        CompareRunOptions cpu_llama = o;
+        cpu_llama.forward.mode = MathMode::kLlama;
+        other.forward.mode = MathMode::kExact;
+        auto a = run_and_compare(model, *cpu, reference, cpu_llama);
+        if (!a) return a.error();
+        auto b = run_and_compare(model, *cpu, reference, other);
+        if (!b) return b.error();
+        apply_noise_floors(result, a.value(), b.value(), options.thresholds);
+    }
     result.noise_floor = fmt::format("per event, {}x (warn) and {}x (diverged) the NMSE between our exact and llama-mode "
-                                     "runs, because {}",
+                                     "runs{}, because {}",
                                      kFloorWarnFactor, kFloorDivergedFactor,
+                                     backend.kind() == BackendKind::kCpu ? "" : " on the CPU",
                                      !llama           ? "exact mode does not quantize activations as llama.cpp does"
                                      : guess.cpu_build ? "no CPU variant reproduces the reference"
                                                        : "a GPU build made the reference");
