@@ -101,6 +101,31 @@ INSTANTIATE_TEST_SUITE_P(Catalogue, Faults, ::testing::Combine(::testing::Values
     return n;
 });
 
+// A fixture model, one of its dumps, and our run compared with it (with the dump's batch size and
+// flash attention), for the deepseek2 tests below.
+struct FixtureCompare {
+    FixtureCompare(const char* model_path, const char* dump_path) {
+        auto m = Model::open(test::fixture_path(model_path));
+        EXPECT_TRUE(m.ok()) << (m.ok() ? "" : m.error().message);
+        if (m.ok()) model = std::move(m.value());
+        auto r = ReferenceDump::open(test::fixture_path(dump_path));
+        EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message);
+        if (r.ok()) reference = std::move(r.value());
+    }
+    bool ok() const { return model && reference; }
+    Result<CompareRunResult> run(CompareRunOptions options) const {
+        options.forward.n_ubatch = reference->n_ubatch();
+        options.forward.flash_attn = reference->flash_attention();
+        return compare_with_reference(*model, *backend, *reference, options);
+    }
+    DoctorReport doctor(const CompareRunResult& r, size_t event) const {
+        return diagnose(r, event, *reference, model.get(), CompareThresholds{});
+    }
+    std::unique_ptr<Model> model;
+    std::unique_ptr<ReferenceDump> reference;
+    std::unique_ptr<Backend> backend = make_cpu_backend(0);
+};
+
 // deepseek2's own faults (and the shared ones where MLA changes where they show), against the
 // fixture's dump: the first divergence, and the doctor's verdict.
 const FaultCase kDeepseek2Cases[] = {
@@ -126,16 +151,11 @@ class Deepseek2Faults : public ::testing::TestWithParam<FaultCase> {};
 TEST_P(Deepseek2Faults, FirstDivergenceIsWhereTheBugLives) {
     LS_REQUIRE_FIXTURES();
     const FaultCase& c = GetParam();
-    auto model = Model::open(test::fixture_path(c.model));
-    ASSERT_TRUE(model.ok()) << model.error().message;
-    auto reference = ReferenceDump::open(test::fixture_path(c.dump));
-    ASSERT_TRUE(reference.ok()) << reference.error().message;
-    auto backend = make_cpu_backend(0);
+    const FixtureCompare fixture(c.model, c.dump);
+    ASSERT_TRUE(fixture.ok());
     CompareRunOptions options;
     options.forward.fault = c.fault;
-    options.forward.n_ubatch = reference.value()->n_ubatch();
-    options.forward.flash_attn = reference.value()->flash_attention();
-    auto run = compare_with_reference(*model.value(), *backend, *reference.value(), options);
+    auto run = fixture.run(options);
     ASSERT_TRUE(run.ok()) << run.error().message;
     const CompareRunResult& r = run.value();
     if (c.fault == Fault::kNone) {
@@ -147,8 +167,7 @@ TEST_P(Deepseek2Faults, FirstDivergenceIsWhereTheBugLives) {
     ASSERT_GE(r.summary.first_divergent, 0) << "fault " << fault_info(c.fault).name << " was not detected";
     const EventComparison& first = r.comparisons[r.summary.first_divergent];
     EXPECT_EQ(first.name, c.first_event) << "nmse " << first.metrics.nmse << " " << first.note;
-    DoctorReport doctor = diagnose(r, static_cast<size_t>(r.summary.first_divergent), *reference.value(), model.value().get(),
-                                   options.thresholds);
+    DoctorReport doctor = fixture.doctor(r, static_cast<size_t>(r.summary.first_divergent));
     ASSERT_FALSE(doctor.findings.empty()) << "the doctor found no explanation for " << first.name;
     EXPECT_EQ(doctor.findings.front().transform, c.doctor) << doctor.findings.front().verdict;
     EXPECT_NE(doctor.findings.front().verdict.find(c.verdict_word), std::string::npos) << doctor.findings.front().verdict;
@@ -168,21 +187,16 @@ INSTANTIATE_TEST_SUITE_P(Catalogue, Deepseek2Faults, ::testing::ValuesIn(kDeepse
 // the forms'), the doctor says which form each side runs, and the events both forms compute agree.
 TEST(Deepseek2MlaForms, AFormMismatchIsNamedAndTheSharedEventsAgree) {
     LS_REQUIRE_FIXTURES();
-    auto model = Model::open(test::fixture_path("models/deepseek2-mini-F16.gguf"));
-    ASSERT_TRUE(model.ok()) << model.error().message;
-    auto reference = ReferenceDump::open(test::fixture_path("dumps/deepseek2-mini-F16_rome_n0_fa-off_nocache.gguf"));
-    ASSERT_TRUE(reference.ok()) << reference.error().message;
-    auto backend = make_cpu_backend(0);
+    const FixtureCompare fixture("models/deepseek2-mini-F16.gguf", "dumps/deepseek2-mini-F16_rome_n0_fa-off_nocache.gguf");
+    ASSERT_TRUE(fixture.ok());
     CompareRunOptions options;
     options.forward.mla = MlaForm::kUnabsorbed;
-    options.forward.n_ubatch = reference.value()->n_ubatch();
-    auto run = compare_with_reference(*model.value(), *backend, *reference.value(), options);
+    auto run = fixture.run(options);
     ASSERT_TRUE(run.ok()) << run.error().message;
     const CompareRunResult& r = run.value();
     ASSERT_GE(r.summary.first_divergent, 0);
     EXPECT_EQ(r.comparisons[r.summary.first_divergent].name, "Qcur-0");
-    DoctorReport doctor = diagnose(r, static_cast<size_t>(r.summary.first_divergent), *reference.value(), model.value().get(),
-                                   options.thresholds);
+    DoctorReport doctor = fixture.doctor(r, static_cast<size_t>(r.summary.first_divergent));
     ASSERT_FALSE(doctor.findings.empty());
     EXPECT_EQ(doctor.findings.front().transform, "mla-form");
     EXPECT_NE(doctor.findings.front().verdict.find("ours runs multi-head latent attention unabsorbed and the reference "
@@ -206,14 +220,9 @@ TEST(Deepseek2MlaForms, AFormMismatchIsNamedAndTheSharedEventsAgree) {
 // numerical reason for it) is not. Our run's values are edited to make the two cases.
 TEST(Deepseek2Router, ANearTieIsNamedNotPassed) {
     LS_REQUIRE_FIXTURES();
-    auto model = Model::open(test::fixture_path("models/deepseek2-mini-F16.gguf"));
-    ASSERT_TRUE(model.ok()) << model.error().message;
-    auto reference = ReferenceDump::open(test::fixture_path("dumps/deepseek2-mini-F16_rome_n0_fa-off_nocache.gguf"));
-    ASSERT_TRUE(reference.ok()) << reference.error().message;
-    auto backend = make_cpu_backend(0);
-    CompareRunOptions options;
-    options.forward.n_ubatch = reference.value()->n_ubatch();
-    auto run = compare_with_reference(*model.value(), *backend, *reference.value(), options);
+    const FixtureCompare fixture("models/deepseek2-mini-F16.gguf", "dumps/deepseek2-mini-F16_rome_n0_fa-off_nocache.gguf");
+    ASSERT_TRUE(fixture.ok());
+    auto run = fixture.run({});
     ASSERT_TRUE(run.ok()) << run.error().message;
     const CaptureLog& log = run.value().captures;
     ASSERT_TRUE(log.find("ffn_moe_argsort-1") && log.find("ffn_moe_probs-1"));
@@ -225,7 +234,7 @@ TEST(Deepseek2Router, ANearTieIsNamedNotPassed) {
         const int a = static_cast<int>(order[rank_a]), b = static_cast<int>(order[rank_a + 1]);
         std::swap(order[rank_a], order[rank_a + 1]);                // token 0's ranking
         if (probs_follow) std::swap(probs[a], probs[b]);             // as a router off by their gap ranks them
-        return diagnose(r, argsort_at, *reference.value(), model.value().get(), options.thresholds);
+        return fixture.doctor(r, argsort_at);
     };
     auto has = [](const DoctorReport& d, const char* transform) {
         for (const DoctorFinding& f : d.findings)
