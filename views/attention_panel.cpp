@@ -92,18 +92,10 @@ bool AttentionPanel::fill(widgets::Heatmap& heatmap, const EventRecord& rec, int
 void AttentionPanel::draw(DebugContext& ctx) {
     shown = {};
     if (!open) return;
-    if (!ImGui::Begin("Attention", &open)) {
-        ImGui::End();
-        return;
-    }
+    const EventInfo* at = begin_event_panel(ctx, "Attention", &open,
+                                            "No run yet: attention maps (softmax of q k^T per layer and head) appear here.");
+    if (!at) return;
     const SessionSnapshot* snap = ctx.snap.get();
-    const int64_t focus = ctx.cursor >= 0 ? ctx.cursor : (snap ? snap->cursor : -1);
-    const EventInfo* at = ctx.event(focus);
-    if (!snap || !snap->events || !at) {
-        ImGui::TextDisabled("No run yet: attention maps (softmax of q k^T per layer and head) appear here.");
-        ImGui::End();
-        return;
-    }
 
     // kq_soft_max-L of the cursor's decode call and micro-batch, by layer.
     std::vector<const EventInfo*> layers;

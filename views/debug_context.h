@@ -34,6 +34,11 @@ struct DebugContext {
     // One line for the app's state log (tests read it) and the status bar.
     std::function<void(const std::string&)> log = [](const std::string&) {};
 
+    // The event the panels look at: the cursor's, or the session's before anything is selected.
+    const EventInfo* focus() const {
+        if (!snap) return nullptr;
+        return event(cursor >= 0 ? cursor : snap->cursor);
+    }
     const EventInfo* event(int64_t index) const {
         if (!snap || !snap->events || index < 0 || index >= static_cast<int64_t>(snap->events->size())) return nullptr;
         return &(*snap->events)[static_cast<size_t>(index)];
@@ -49,5 +54,10 @@ struct DebugContext {
         return snap ? snap->capture(index) : nullptr;
     }
 };
+
+// Opens a panel's window for the focused event: nullptr when the window is closed or collapsed, or
+// when nothing has run yet (the window then says `before_run`); both close the window. Otherwise
+// the caller draws and ends the window.
+const EventInfo* begin_event_panel(DebugContext& ctx, const char* title, bool* open, const char* before_run);
 
 }  // namespace ls::views

@@ -132,18 +132,10 @@ void LogitsPanel::resolve(const DebugContext& ctx, const EventInfo& event) {
 void LogitsPanel::draw(DebugContext& ctx) {
     shown = {};
     if (!open) return;
-    if (!ImGui::Begin("Logits", &open)) {
-        ImGui::End();
-        return;
-    }
+    const EventInfo* at = begin_event_panel(ctx, "Logits", &open,
+                                            "No run yet: the top-k logits appear once a decode call reaches result_output.");
+    if (!at) return;
     const SessionSnapshot* snap = ctx.snap.get();
-    const int64_t focus = ctx.cursor >= 0 ? ctx.cursor : (snap ? snap->cursor : -1);
-    const EventInfo* at = ctx.event(focus);
-    if (!snap || !snap->events || !at) {
-        ImGui::TextDisabled("No run yet: the top-k logits appear once a decode call reaches result_output.");
-        ImGui::End();
-        return;
-    }
     const EventInfo* event = logits_event(ctx, *at);
     const EventRecord* rec = event ? ctx.record(event->index) : nullptr;
     shown.decode = at->decode;

@@ -66,18 +66,10 @@ void plot_norms(const char* id, const HeadNorms& n, float threshold, bool per_he
 void QKPanel::draw(DebugContext& ctx) {
     shown = {};
     if (!open) return;
-    if (!ImGui::Begin("Q/K magnitudes", &open)) {
-        ImGui::End();
-        return;
-    }
+    const EventInfo* at = begin_event_panel(ctx, "Q/K magnitudes", &open,
+                                            "No run yet: per-head |Q| and |K| after RoPE appear here, layer by layer.");
+    if (!at) return;
     const SessionSnapshot* snap = ctx.snap.get();
-    const int64_t focus = ctx.cursor >= 0 ? ctx.cursor : (snap ? snap->cursor : -1);
-    const EventInfo* at = ctx.event(focus);
-    if (!snap || !snap->events || !at) {
-        ImGui::TextDisabled("No run yet: per-head |Q| and |K| after RoPE appear here, layer by layer.");
-        ImGui::End();
-        return;
-    }
 
     // Roped Q and K of every layer in the cursor's decode call.
     std::vector<LayerEvents> layers;

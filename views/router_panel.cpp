@@ -26,18 +26,10 @@ std::string expert_list(const std::vector<RouterChoice>& choices) {
 void RouterPanel::draw(DebugContext& ctx) {
     shown = {};
     if (!open) return;
-    if (!ImGui::Begin("MoE router", &open)) {
-        ImGui::End();
-        return;
-    }
+    const EventInfo* at = begin_event_panel(ctx, "MoE router", &open,
+                                            "No run yet: the experts each MoE layer chooses per token appear here.");
+    if (!at) return;
     const SessionSnapshot* snap = ctx.snap.get();
-    const int64_t focus = ctx.cursor >= 0 ? ctx.cursor : (snap ? snap->cursor : -1);
-    const EventInfo* at = ctx.event(focus);
-    if (!snap || !snap->events || !at) {
-        ImGui::TextDisabled("No run yet: the experts each MoE layer chooses per token appear here.");
-        ImGui::End();
-        return;
-    }
     if (snap != source_ || ctx.reference != reference_ || at->decode != decode_ || at->ubatch != ubatch_ ||
         tie_threshold != threshold_) {
         source_ = snap, reference_ = ctx.reference, decode_ = at->decode, ubatch_ = at->ubatch, threshold_ = tie_threshold;

@@ -164,7 +164,7 @@ Status gguf_write(const std::string& path, const std::vector<GgufKV>& metadata,
                   const std::vector<GgufWriteTensor>& tensors, uint32_t alignment = 32, bool overwrite = false);
 // The same, for data made one tensor at a time (files larger than memory): each tensor's data
 // pointer is ignored and produce(i, out) fills its n_bytes at `out`; an error it returns stops
-// the write and leaves no file.
+// the write and leaves no file. An empty `produce` writes each tensor's data, as gguf_write does.
 using GgufTensorProducer = std::function<Status(size_t index, uint8_t* out)>;
 Status gguf_write_streamed(const std::string& path, const std::vector<GgufKV>& metadata,
                            const std::vector<GgufWriteTensor>& tensors, const GgufTensorProducer& produce,

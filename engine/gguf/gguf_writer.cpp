@@ -184,6 +184,12 @@ Status emit_gguf(Out& out, const std::vector<GgufKV>& metadata, const std::vecto
 
 Status gguf_write(const std::string& path, const std::vector<GgufKV>& metadata,
                   const std::vector<GgufWriteTensor>& tensors, uint32_t alignment, bool overwrite) {
+    return gguf_write_streamed(path, metadata, tensors, nullptr, alignment, overwrite);
+}
+
+Status gguf_write_streamed(const std::string& path, const std::vector<GgufKV>& metadata,
+                           const std::vector<GgufWriteTensor>& tensors, const GgufTensorProducer& produce,
+                           uint32_t alignment, bool overwrite) {
     // Everything is validated before the disk is touched.
     bool has_alignment_key = false;
     auto offsets = layout_gguf(metadata, tensors, alignment, &has_alignment_key);
@@ -191,21 +197,8 @@ Status gguf_write(const std::string& path, const std::vector<GgufKV>& metadata,
     auto staged = StagedFile::create(path, overwrite);
     if (!staged) return staged.error();
     Out out(staged.value()->file());
-    if (Status s = emit_gguf(out, metadata, tensors, alignment, has_alignment_key, offsets.value()); !s) return s;
-    if (!out.ok()) return make_error(ErrorCode::kIo, fmt::format("writing {} failed: {}", path, std::strerror(out.error())));
-    return staged.value()->commit();
-}
-
-Status gguf_write_streamed(const std::string& path, const std::vector<GgufKV>& metadata,
-                           const std::vector<GgufWriteTensor>& tensors, const GgufTensorProducer& produce,
-                           uint32_t alignment, bool overwrite) {
-    bool has_alignment_key = false;
-    auto offsets = layout_gguf(metadata, tensors, alignment, &has_alignment_key);
-    if (!offsets) return offsets.error();
-    auto staged = StagedFile::create(path, overwrite);
-    if (!staged) return staged.error();
-    Out out(staged.value()->file());
-    if (Status s = emit_gguf(out, metadata, tensors, alignment, has_alignment_key, offsets.value(), &produce); !s)
+    if (Status s = emit_gguf(out, metadata, tensors, alignment, has_alignment_key, offsets.value(), produce ? &produce : nullptr);
+        !s)
         return s;
     if (!out.ok()) return make_error(ErrorCode::kIo, fmt::format("writing {} failed: {}", path, std::strerror(out.error())));
     return staged.value()->commit();

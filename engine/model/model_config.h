@@ -73,8 +73,6 @@ struct ModelConfig {
     int64_t n_embd_v_gqa() const { return head_dim_v * n_head_kv; }
     int64_t qk_nope_dim() const { return head_dim_k_mla - n_rot; }  // deepseek2 only
     bool layer_is_moe(int64_t il) const { return n_expert > 0 && il >= n_layer_dense_lead; }
-    // YaRN attention factor as llama.cpp derives it: yarn_log_multiplier / 0.1.
-    double mscale_all_dim() const { return rope_yarn_log_multiplier / 0.1; }
 };
 
 // RoPE scaling as llama.cpp's context derives it (llama-context.cpp) before any graph is built.

@@ -74,7 +74,7 @@ DerivedParams derive_params(const ModelConfig& c) {
     if (c.arch == Arch::kDeepseek2) {
         d.mla = true;
         d.mscale = deepseek2_mscale(c);
-        d.mscale_all_dim = static_cast<float>(c.mscale_all_dim());
+        d.mscale_all_dim = yarn_log_mul(c);
         d.qk_rope = c.n_rot;
         d.qk_nope = c.qk_nope_dim();
         d.head_k = c.head_dim_k_mla;
