@@ -301,7 +301,7 @@ TEST(ExactAvx2, EveryKernelSumsInTheExactOrder) {
                           {GgmlType::F16, 200},  {GgmlType::F32, 172},   {GgmlType::F32, 5},    {GgmlType::Q5_K, 256}};
     int compared = 0;
     for (const Case& c : cases) {
-        const int64_t rows = 7, k = c.k;
+        const int64_t rows = 17, k = c.k;
         uint64_t row_bytes = 0;
         ASSERT_TRUE(ggml_row_bytes(c.type, k, &row_bytes));
         std::vector<uint8_t> w(row_bytes * rows);
@@ -317,7 +317,7 @@ TEST(ExactAvx2, EveryKernelSumsInTheExactOrder) {
                 const std::vector<float> col = wavy_row(k, 1.3f + static_cast<float>(t), 2.0f);
                 std::copy(col.begin(), col.end(), x.begin() + t * k);
             }
-            for (int count = 1; count <= 4; ++count) {
+            for (int count : {1, 2, 3, 4, 5, 7, kExactMatmulRows}) {  // row groups of four and a tail
                 std::vector<float> y(static_cast<size_t>(T * rows), -1.0f);
                 matmul_exact_avx2(c.type, w.data() + row_bytes, row_bytes, count, k, x.data(), T, y.data() + 1, rows);
                 for (int r = 0; r < count; ++r)
@@ -328,7 +328,7 @@ TEST(ExactAvx2, EveryKernelSumsInTheExactOrder) {
                             << ", " << t << ")";
                         ++compared;
                     }
-                if (c.type == GgmlType::Q4_K && T == 1) {
+                if (c.type == GgmlType::Q4_K && T == 1 && count <= 4) {
                     std::vector<float> out(4, -1.0f);
                     dot_q4_K_f32_avx2_rows(k, reinterpret_cast<const block_q4_K*>(w.data() + row_bytes),
                                            static_cast<int64_t>(row_bytes / sizeof(block_q4_K)), count, x.data(), out.data());
@@ -346,7 +346,36 @@ TEST(ExactAvx2, EveryKernelSumsInTheExactOrder) {
             for (int64_t i = 0; i < k; ++i) ASSERT_EQ(bits_of(decoded[i]), bits_of(wf[i])) << "q4_K dequantize " << i;
         }
     }
-    EXPECT_EQ(compared, 8 * 10 * (1 + 2 + 3 + 4 + 5 + 7));  // cases x (1 + 2 + 3 + 4 rows) x columns
+    EXPECT_EQ(compared, 8 * (1 + 2 + 3 + 4 + 5 + 7 + 16) * (1 + 2 + 3 + 4 + 5 + 7));  // cases x rows x columns
+}
+
+// The decode kernel multiplies the quants as fp16 denormals (q * 2^-24) by d1 * 2^24: the same bits
+// for any super-block, the smallest and largest half scales and random scale bytes included.
+TEST(ExactAvx2, Q4KDecodeRowsWithExtremeScales) {
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") || !__builtin_cpu_supports("f16c"))
+        GTEST_SKIP() << "this processor has no AVX2/FMA/F16C: exact mode runs the portable loop";
+    const int64_t k = 1024, nb = k / kQK_K, rows = 6;
+    const uint16_t halves[] = {0x0001, 0x03FF, 0x0400, 0x3C00, 0x5BFF, 0x7BFF, 0x8001, 0xFBFF};  // +-denormal .. +-65504
+    std::vector<block_q4_K> w(static_cast<size_t>(rows * nb));
+    uint32_t state = 12345;
+    auto next = [&state] { return state = state * 1664525u + 1013904223u; };
+    for (size_t i = 0; i < w.size(); ++i) {
+        for (uint8_t& b : w[i].qs) b = static_cast<uint8_t>(next() >> 24);
+        for (uint8_t& b : w[i].scales) b = static_cast<uint8_t>(next() >> 24);
+        w[i].d = halves[i % 8];
+        w[i].dmin = halves[(i * 3 + 1) % 8];
+    }
+    std::vector<float> x = wavy_row(k, 0.7f, 3.0f), wf(static_cast<size_t>(k));
+    for (int count = 1; count <= 4; ++count) {
+        std::vector<float> out(4, -1.0f);
+        dot_q4_K_f32_avx2_rows(k, w.data() + nb, nb, count, x.data(), out.data());
+        for (int r = 0; r < count; ++r) {
+            ASSERT_TRUE(dequantize_row(GgmlType::Q4_K, w.data() + (r + 1) * nb, wf.data(), k));
+            const float want = exact_order_dot(wf.data(), x.data(), k);
+            ASSERT_TRUE(std::isfinite(want));
+            ASSERT_EQ(bits_of(out[r]), bits_of(want)) << "rows " << count << " row " << r;
+        }
+    }
 }
 
 // Activations are quantized to Q8_K on AVX2 with the same bytes as the scalar loop, whatever the

@@ -553,16 +553,16 @@ public:
 
 private:
     // Exact mode: weights dequantized as dequantize_row does, f32 dot products in the order of
-    // exact_order.h. On AVX2 rows go four at a time: decode keeps four Q4_K rows' chains in flight,
-    // prompts decode each chunk of four rows once for all the columns; the results are the same
-    // bits as the portable loop below.
+    // exact_order.h. On AVX2 decode keeps four Q4_K rows' chains in flight; prompts take sixteen
+    // rows at a time, each chunk of them decoded once for all the columns; the results are the
+    // same bits as the portable loop below.
     void matmul_exact(const Tensor& w, const Tensor& x, Tensor& y) {
         const int64_t K = w.ne[0], N = w.ne[1], T = x.ne[1];
         const uint64_t row_bytes = w.row_bytes();
         const char* wbase = static_cast<const char*>(w.data);
 #if defined(LS_HAVE_VEC_DOT_AVX2)
         if (avx2_kernels_usable() && (T >= 2 || w.type == GgmlType::Q4_K)) {
-            const int64_t R = 4;
+            const int64_t R = T == 1 ? 4 : kExactMatmulRows;
             pool_.parallel_for((N + R - 1) / R, 1, [&](int64_t b, int64_t e) {
                 for (int64_t q = b; q < e; ++q) {
                     const int64_t r = R * q;

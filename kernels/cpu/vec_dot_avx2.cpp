@@ -73,10 +73,8 @@ LS_AVX2 inline void q4_K_scales(const block_q4_K& b, float* d1, float* m1) {
     _mm256_store_ps(m1, _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(b.dmin)), mn));
 }
 
-// Eight decoded weights of a Q4_K sub-block, d1 * q - m1 as dequantize_block_q4_K computes it
-// (multiply, then subtract). d1 = d * sc has at most 11 + 6 significant bits and q at most 4, so
-// the product is exact in f32 and one fused multiply-subtract rounds exactly as the two steps do.
-// `q` points at eight quant bytes; `high` takes their upper nibbles.
+// Eight decoded weights of a Q4_K sub-block, d1 * q - m1 (see dot_q4_K_f32_rows_t). `q` points
+// at eight quant bytes; `high` takes their upper nibbles.
 LS_AVX2 inline __m256 q4_K_weights8(const uint8_t* q, bool high, __m256 d1, __m256 m1) {
     const __m256i bytes = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q)));
     const __m256i nib = high ? _mm256_srli_epi32(bytes, 4) : _mm256_and_si256(bytes, _mm256_set1_epi32(0x0F));
@@ -84,28 +82,50 @@ LS_AVX2 inline __m256 q4_K_weights8(const uint8_t* q, bool high, __m256 d1, __m2
 }
 
 // R Q4_K rows (row_stride blocks apart) dotted with x, each row its own accumulator, so that R
-// independent chains hide the latency of the fused adds.
+// independent chains hide the latency of the fused adds. Each weight is d1 * q - m1 as
+// dequantize_block_q4_K computes it (multiply, then subtract): d1 = d * sc has at most 11 + 6
+// significant bits and q at most 4, so the product is exact in f32 and one fused multiply-subtract
+// rounds exactly as the two steps do.
+// The quants reach the float unit as fp16 denormals: the half whose bits are q is q * 2^-24
+// exactly, so a block's nibbles are spread to 16-bit lanes once (a buffer in L1) and each eight
+// weights are one memory-operand conversion, with d1 * 2^24 (exact) as the multiplier: the product
+// is the same real number, so the same bits. That keeps the chain from the weight bytes to the
+// fused add short, which is what the decode loop waits on.
+// While a group of rows is computed, the next group's blocks (R rows further on) are prefetched:
+// the hardware prefetcher alone does not keep up with rows this short.
 template <int R>
 LS_AVX2 void dot_q4_K_f32_rows_t(int64_t n, const block_q4_K* w, int64_t row_stride, const float* x, float* out) {
     __m256 acc[R];
     for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+    const __m256i low4 = _mm256_set1_epi16(0x0F);
+    const __m256 two24 = _mm256_set1_ps(16777216.0f);
+    alignas(32) uint16_t q[R][kQK_K];  // quants of the current block, in element order
     for (int64_t b = 0; b < n / kQK_K; ++b) {
         alignas(32) float d1[R][8], m1[R][8];
         for (int r = 0; r < R; ++r) {
             const block_q4_K* wb = w + r * row_stride + b;
-            _mm_prefetch(reinterpret_cast<const char*>(wb + 2), _MM_HINT_T0);
-            _mm_prefetch(reinterpret_cast<const char*>(wb + 2) + 64, _MM_HINT_T0);
-            _mm_prefetch(reinterpret_cast<const char*>(wb + 2) + 128, _MM_HINT_T0);
+            const char* next = reinterpret_cast<const char*>(wb + R * row_stride);
+            _mm_prefetch(next, _MM_HINT_T0);
+            _mm_prefetch(next + 64, _MM_HINT_T0);
+            _mm_prefetch(next + 128, _MM_HINT_T0);
             q4_K_scales(*wb, d1[r], m1[r]);
+            _mm256_store_ps(d1[r], _mm256_mul_ps(_mm256_load_ps(d1[r]), two24));
+            for (int i = 0; i < 8; ++i) {  // 16 quant bytes: low nibbles of sub-block 2 (i / 2), high of the next
+                const __m256i bytes = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb->qs + 16 * i)));
+                uint16_t* dst = q[r] + 64 * (i / 2) + 16 * (i % 2);
+                _mm256_store_si256(reinterpret_cast<__m256i*>(dst), _mm256_and_si256(bytes, low4));
+                _mm256_store_si256(reinterpret_cast<__m256i*>(dst + 32), _mm256_srli_epi16(bytes, 4));
+            }
         }
         const float* xb = x + b * kQK_K;
-        for (int j = 0; j < 8; ++j) {  // sub-block j: nibbles (j & 1) of quant bytes 32 (j / 2) ..
+        for (int j = 0; j < 8; ++j) {
+            __m256 d[R], m[R];
+            for (int r = 0; r < R; ++r) d[r] = _mm256_broadcast_ss(&d1[r][j]), m[r] = _mm256_broadcast_ss(&m1[r][j]);
             for (int k = 0; k < 4; ++k) {
                 const __m256 xv = _mm256_loadu_ps(xb + 32 * j + 8 * k);
                 for (int r = 0; r < R; ++r) {
-                    const uint8_t* q = w[r * row_stride + b].qs + 32 * (j / 2) + 8 * k;
-                    const __m256 v = q4_K_weights8(q, j & 1, _mm256_broadcast_ss(&d1[r][j]), _mm256_broadcast_ss(&m1[r][j]));
-                    acc[r] = _mm256_fmadd_ps(v, xv, acc[r]);
+                    const __m256 qv = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(q[r] + 32 * j + 8 * k)));
+                    acc[r] = _mm256_fmadd_ps(_mm256_fmsub_ps(d[r], qv, m[r]), xv, acc[r]);
                 }
             }
         }
@@ -134,12 +154,28 @@ LS_AVX2 void exact_tile(const float* const* wr, const float* x, int64_t x_stride
         for (int c = 0; c < C; ++c) _mm256_storeu_ps(acc + (r * acc_stride + c) * 8, a[r][c]);
 }
 
-template <int R>
-LS_AVX2 void exact_tiles(const float* const* wr, const float* x, int64_t x_stride, int64_t T, int64_t n8, float* acc) {
+// All the rows (in groups of four) against C columns: the columns' chunk of x is read from L2 once
+// and stays in L1 while every row group uses it.
+template <int C>
+LS_AVX2 void exact_column_block(const float* const* wr, int rows, const float* x, int64_t x_stride, int64_t T,
+                                int64_t n8, float* acc) {
+    for (int g = 0; g < rows; g += 4) {
+        float* a = acc + g * T * 8;
+        switch (std::min(rows - g, 4)) {
+            case 4: exact_tile<4, C>(wr + g, x, x_stride, n8, a, T); break;
+            case 3: exact_tile<3, C>(wr + g, x, x_stride, n8, a, T); break;
+            case 2: exact_tile<2, C>(wr + g, x, x_stride, n8, a, T); break;
+            default: exact_tile<1, C>(wr + g, x, x_stride, n8, a, T); break;
+        }
+    }
+}
+
+LS_AVX2 void exact_tiles(const float* const* wr, int rows, const float* x, int64_t x_stride, int64_t T, int64_t n8,
+                         float* acc) {
     int64_t t = 0;
-    for (; t + 3 <= T; t += 3) exact_tile<R, 3>(wr, x + t * x_stride, x_stride, n8, acc + t * 8, T);
-    if (T - t == 2) exact_tile<R, 2>(wr, x + t * x_stride, x_stride, n8, acc + t * 8, T);
-    if (T - t == 1) exact_tile<R, 1>(wr, x + t * x_stride, x_stride, n8, acc + t * 8, T);
+    for (; t + 3 <= T; t += 3) exact_column_block<3>(wr, rows, x + t * x_stride, x_stride, T, n8, acc + t * 8);
+    if (T - t == 2) exact_column_block<2>(wr, rows, x + t * x_stride, x_stride, T, n8, acc + t * 8);
+    if (T - t == 1) exact_column_block<1>(wr, rows, x + t * x_stride, x_stride, T, n8, acc + t * 8);
 }
 
 }  // namespace
@@ -183,14 +219,14 @@ LS_AVX2 void matmul_exact_avx2(GgmlType type, const void* w, uint64_t row_bytes,
                                int64_t T, float* y, int64_t y_stride) {
     constexpr int64_t kChunk = 256;  // a whole number of blocks of every format; L1-sized panels
     thread_local std::vector<float> panel, acc;
-    panel.resize(4 * kChunk);
+    panel.resize(kExactMatmulRows * kChunk);
     acc.assign(static_cast<size_t>(rows * T * 8), 0.0f);
     const uint32_t block_elems = ggml_type_traits(type)->block_elems;
     const uint32_t block_bytes = ggml_type_traits(type)->block_bytes;
     const int64_t K8 = K - K % 8;
     for (int64_t k0 = 0; k0 < K; k0 += kChunk) {
         const int64_t len = std::min(kChunk, K - k0);
-        const float* wr[4] = {};
+        const float* wr[kExactMatmulRows] = {};
         for (int r = 0; r < rows; ++r) {
             const char* src = static_cast<const char*>(w) + r * row_bytes + k0 / block_elems * block_bytes;
             if (type == GgmlType::F32) {
@@ -203,12 +239,7 @@ LS_AVX2 void matmul_exact_avx2(GgmlType type, const void* w, uint64_t row_bytes,
             wr[r] = dst;
         }
         const int64_t n8 = std::min(len, K8 - k0);
-        switch (rows) {
-            case 4: exact_tiles<4>(wr, x + k0, K, T, n8, acc.data()); break;
-            case 3: exact_tiles<3>(wr, x + k0, K, T, n8, acc.data()); break;
-            case 2: exact_tiles<2>(wr, x + k0, K, T, n8, acc.data()); break;
-            default: exact_tiles<1>(wr, x + k0, K, T, n8, acc.data()); break;
-        }
+        exact_tiles(wr, rows, x + k0, K, T, n8, acc.data());
         if (k0 + len < K) continue;
         // The last chunk: the lanes of each output, then its leftovers in order.
         for (int r = 0; r < rows; ++r)

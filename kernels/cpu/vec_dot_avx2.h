@@ -26,9 +26,11 @@ void dot_q4_K_f32_avx2_rows(int64_t n, const block_q4_K* w, int64_t row_stride_b
                             float* out);
 // dequantize_row for Q4_K on AVX2, same bits.
 void dequantize_q4_K_avx2(const block_q4_K* w, float* out, int64_t n_blocks);
-// Up to four weight rows (any format dequantize_row knows, row_bytes apart) against T activation
-// columns of K floats: y[t * y_stride + r] = exact_dot_f32(row r, column t). Each weight chunk is
-// decoded once for all the columns.
+// Up to kExactMatmulRows weight rows (any format dequantize_row knows, row_bytes apart) against T
+// activation columns of K floats: y[t * y_stride + r] = exact_dot_f32(row r, column t). Each weight
+// chunk is decoded once for all the columns, and each chunk of three columns is used by all the
+// rows while it is in L1.
+constexpr int kExactMatmulRows = 16;
 void matmul_exact_avx2(GgmlType type, const void* w, uint64_t row_bytes, int rows, int64_t K, const float* x,
                        int64_t T, float* y, int64_t y_stride);
 // llama mode's f32 attention dots on AVX2, bit for bit: ggml_order::dot_tinyblas8 (k a multiple of 8)
