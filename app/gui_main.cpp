@@ -93,6 +93,13 @@ std::string settings_directory() {
 }  // namespace
 
 int run_gui(const GuiOptions& options) {
+    // A screenshot that could not be saved is refused before a window opens.
+    if (!options.screenshot_path.empty()) {
+        if (Status s = check_file_target(options.screenshot_path, false); !s) {
+            std::fprintf(stderr, "layerscope: cannot save the screenshot: %s\n", s.error().message.c_str());
+            return exit_code_for(s.error());
+        }
+    }
     glfwSetErrorCallback(glfw_error);
     if (!glfwInit()) {
         std::fputs("layerscope: cannot open a window (no display?). Run it on a desktop, under "

@@ -20,7 +20,8 @@ awk -v s="$stddev" 'BEGIN { exit !(s > 0.05) }' || { echo "FAIL: screenshot look
 [ "$colors" -gt 50 ] || { echo "FAIL: only $colors colours; the UI did not render"; exit 1; }
 before=$(cksum < "$out")
 code=0
-xvfb-run -a -s "-screen 0 1280x800x24" "$binary" "$model" --screenshot "$out" --frames 1 || code=$?
+# Refused before any window opens, so no display is needed.
+env -u DISPLAY "$binary" "$model" --screenshot "$out" --frames 1 || code=$?
 [ "$code" -eq 2 ] || { echo "FAIL: a screenshot over an existing file exited $code, expected 2"; exit 1; }
 [ "$(cksum < "$out")" = "$before" ] || { echo "FAIL: the existing screenshot was replaced"; exit 1; }
 echo "PASS"

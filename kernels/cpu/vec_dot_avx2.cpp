@@ -224,8 +224,16 @@ LS_AVX2 void matmul_exact_avx2(GgmlType type, const void* w, uint64_t row_bytes,
     const uint32_t block_elems = ggml_type_traits(type)->block_elems;
     const uint32_t block_bytes = ggml_type_traits(type)->block_bytes;
     const int64_t K8 = K - K % 8;
+    const uint64_t chunk_bytes = kChunk / block_elems * block_bytes;
     for (int64_t k0 = 0; k0 < K; k0 += kChunk) {
         const int64_t len = std::min(kChunk, K - k0);
+        // The weights come from memory once per prompt: the next chunk of these rows (after the
+        // last, the first of the next rows) is fetched while this one's columns are computed.
+        for (int r = 0; r < rows; ++r) {
+            const char* next = static_cast<const char*>(w) +
+                               (k0 + len < K ? r * row_bytes + (k0 + kChunk) / block_elems * block_bytes : (rows + r) * row_bytes);
+            for (uint64_t off = 0; off < chunk_bytes; off += 64) _mm_prefetch(next + off, _MM_HINT_T0);
+        }
         const float* wr[kExactMatmulRows] = {};
         for (int r = 0; r < rows; ++r) {
             const char* src = static_cast<const char*>(w) + r * row_bytes + k0 / block_elems * block_bytes;
@@ -355,6 +363,9 @@ LS_AVX2 void dot_q4_K_unpacked(int64_t nb, const Q4KUnpacked* u, const block_q8_
                 const __m256i av = _mm256_loadu_si256(
                     reinterpret_cast<const __m256i*>(a[c * a_stride_blocks + b].qs + 64 * (j / 2) + 32 * (j % 2)));
                 sumi[c] = _mm256_add_epi32(sumi[c], _mm256_madd_epi16(_mm256_maddubs_epi16(q, av), sc));
+                // Kept a running sum: the compiler would otherwise regroup these exact integer adds
+                // into a tree whose 32 live products spill to the stack.
+                asm("" : "+x"(sumi[c]));
             }
         }
         for (int c = 0; c < C; ++c)
@@ -373,6 +384,10 @@ LS_AVX2 void dot_q4_K_avx2_rows(int64_t n, const block_q4_K* w, const block_q8_K
     const int64_t nb = n / kQK_K;
     if (static_cast<int64_t>(unpacked.size()) < nb) unpacked.resize(static_cast<size_t>(nb));
     for (int64_t b = 0; b < nb; ++b) unpack_q4_K(w[b], &unpacked[b]);
+    // The next row (the rows of a weight tensor follow each other) comes from memory while this
+    // one meets every column.
+    for (uint64_t off = 0; off < nb * sizeof(block_q4_K); off += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(w + nb) + off, _MM_HINT_T0);
     for (; count >= 4; count -= 4, a += 4 * a_stride_blocks, out += 4 * out_stride)
         dot_q4_K_unpacked<4>(nb, unpacked.data(), a, a_stride_blocks, out, out_stride);
     if (count == 3) dot_q4_K_unpacked<3>(nb, unpacked.data(), a, a_stride_blocks, out, out_stride);
