@@ -190,19 +190,23 @@ TEST_F(RowsQ8X86, Q6_KMatchesGgmlX86) {
 }  // namespace ls
 
 #if defined(__x86_64__)
+#include "kernels/cpu/exact_order.h"
 #include "kernels/cpu/vec_dot_avx2.h"
+#include "kernels/cpu/vec_dot_avx512.h"
 
 namespace ls {
 namespace {
 
-// Exact mode's order written out: product i fused into lane i % 8 in order, the lanes
-// ((0+1)+(2+3))+((4+5)+(6+7)), the leftovers fused in order.
+// Exact mode's order written out: product i fused into lane i % 16 in order, lane l added to lane
+// l + 8, those eight sums ((0+1)+(2+3))+((4+5)+(6+7)), the leftovers fused in order.
 float exact_order_dot(const float* a, const float* b, int64_t n) {
-    float lane[8] = {};
+    float lane[16] = {};
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int l = 0; l < 8; ++l) lane[l] = std::fma(a[i + l], b[i + l], lane[l]);
-    float sum = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+    for (; i + 16 <= n; i += 16)
+        for (int l = 0; l < 16; ++l) lane[l] = std::fma(a[i + l], b[i + l], lane[l]);
+    float h[8];
+    for (int l = 0; l < 8; ++l) h[l] = lane[l] + lane[l + 8];
+    float sum = ((h[0] + h[1]) + (h[2] + h[3])) + ((h[4] + h[5]) + (h[6] + h[7]));
     for (; i < n; ++i) sum = std::fma(a[i], b[i], sum);
     return sum;
 }
@@ -287,21 +291,44 @@ TEST(VecDotAvx2, SameBitsAsTheEmulation) {
 }
 
 
-// Exact mode's AVX2 kernels (several rows at once, tiled prompt matmuls decoding each weight
-// chunk once) give each output exactly the dequantized row's dot in the exact order, for every
-// row count, column count, format and a length with leftovers.
-TEST(ExactAvx2, EveryKernelSumsInTheExactOrder) {
-    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") || !__builtin_cpu_supports("f16c"))
-        GTEST_SKIP() << "this processor has no AVX2/FMA/F16C: exact mode runs the portable loop";
+// Exact mode's kernels on one instruction set, to be checked against the order written out.
+struct ExactKernels {
+    const char* isa;
+    bool usable;
+    int matmul_rows;  // the most rows one matmul call takes
+    void (*matmul)(GgmlType, const void*, uint64_t, int, int64_t, const float*, int64_t, float*, int64_t);
+    void (*q4_K_rows)(int64_t, const block_q4_K*, int64_t, int, const float*, float*);
+    float (*dot)(const float*, const float*, int64_t);
+    void (*dequantize_q4_K)(const block_q4_K*, float*, int64_t);
+};
+
+ExactKernels avx2_exact() {
+    const bool usable = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    return {"AVX2", usable, kExactMatmulRows, matmul_exact_avx2, dot_q4_K_f32_avx2_rows, dot_f32_exact_avx2,
+            dequantize_q4_K_avx2};
+}
+
+ExactKernels avx512_exact() {
+    return {"AVX-512", avx512_kernels_usable(), kExactMatmulRows512, matmul_exact_avx512, dot_q4_K_f32_avx512_rows,
+            dot_f32_exact_avx512, dequantize_q4_K_avx512};
+}
+
+// Every kernel gives each output exactly the dequantized row's dot in the exact order, for every
+// row count (row groups and their tails), column count (column blocks and their tails), format,
+// a length over several chunks and lengths with leftovers.
+void check_exact_kernels(const ExactKernels& kern) {
     struct Case {
         GgmlType type;
         int64_t k;
     };
     const Case cases[] = {{GgmlType::Q4_K, 512}, {GgmlType::Q4_K, 2816}, {GgmlType::Q6_K, 768}, {GgmlType::Q8_0, 352},
-                          {GgmlType::F16, 200},  {GgmlType::F32, 172},   {GgmlType::F32, 5},    {GgmlType::Q5_K, 256}};
-    int compared = 0;
+                          {GgmlType::F16, 200},  {GgmlType::F32, 172},   {GgmlType::F32, 5},    {GgmlType::Q5_K, 256},
+                          {GgmlType::F32, 1030}};
+    const int64_t columns[] = {1, 2, 3, 4, 5, 7, 13};
+    const int counts[] = {1, 2, 3, 4, 5, 7, 8, 9, 15, kern.matmul_rows};
+    int compared = 0, expected = 0;
     for (const Case& c : cases) {
-        const int64_t rows = 17, k = c.k;
+        const int64_t rows = kern.matmul_rows + 1, k = c.k;
         uint64_t row_bytes = 0;
         ASSERT_TRUE(ggml_row_bytes(c.type, k, &row_bytes));
         std::vector<uint8_t> w(row_bytes * rows);
@@ -311,50 +338,53 @@ TEST(ExactAvx2, EveryKernelSumsInTheExactOrder) {
             ASSERT_TRUE(quantize_rows(c.type, src.data(), w.data() + r * row_bytes, 1, k)) << ggml_type_name(c.type);
             ASSERT_TRUE(dequantize_row(c.type, w.data() + r * row_bytes, wf.data() + r * k, k));
         }
-        for (int64_t T : {1, 2, 3, 4, 5, 7}) {
+        for (int64_t T : columns) {
             std::vector<float> x(static_cast<size_t>(k * T));
             for (int64_t t = 0; t < T; ++t) {
                 const std::vector<float> col = wavy_row(k, 1.3f + static_cast<float>(t), 2.0f);
                 std::copy(col.begin(), col.end(), x.begin() + t * k);
             }
-            for (int count : {1, 2, 3, 4, 5, 7, kExactMatmulRows}) {  // row groups of four and a tail
+            for (int count : counts) {
+                if (count > kern.matmul_rows) continue;
                 std::vector<float> y(static_cast<size_t>(T * rows), -1.0f);
-                matmul_exact_avx2(c.type, w.data() + row_bytes, row_bytes, count, k, x.data(), T, y.data() + 1, rows);
+                kern.matmul(c.type, w.data() + row_bytes, row_bytes, count, k, x.data(), T, y.data() + 1, rows);
                 for (int r = 0; r < count; ++r)
                     for (int64_t t = 0; t < T; ++t) {
                         const float want = exact_order_dot(wf.data() + (r + 1) * k, x.data() + t * k, k);
                         ASSERT_EQ(bits_of(y[t * rows + 1 + r]), bits_of(want))
-                            << ggml_type_name(c.type) << " k " << k << " T " << T << " rows " << count << " (" << r
-                            << ", " << t << ")";
+                            << kern.isa << " " << ggml_type_name(c.type) << " k " << k << " T " << T << " rows "
+                            << count << " (" << r << ", " << t << ")";
                         ++compared;
                     }
-                if (c.type == GgmlType::Q4_K && T == 1 && count <= 4) {
-                    std::vector<float> out(4, -1.0f);
-                    dot_q4_K_f32_avx2_rows(k, reinterpret_cast<const block_q4_K*>(w.data() + row_bytes),
-                                           static_cast<int64_t>(row_bytes / sizeof(block_q4_K)), count, x.data(), out.data());
+                expected += count * static_cast<int>(T);
+                if (c.type == GgmlType::Q4_K && T == 1) {
+                    std::vector<float> out(static_cast<size_t>(count) + 1, -1.0f);
+                    kern.q4_K_rows(k, reinterpret_cast<const block_q4_K*>(w.data() + row_bytes),
+                                   static_cast<int64_t>(row_bytes / sizeof(block_q4_K)), count, x.data(), out.data());
                     for (int r = 0; r < count; ++r)
                         ASSERT_EQ(bits_of(out[r]), bits_of(exact_order_dot(wf.data() + (r + 1) * k, x.data(), k)))
-                            << "q4_K rows " << count << " row " << r;
+                            << kern.isa << " q4_K rows " << count << " row " << r;
+                    ASSERT_EQ(out[count], -1.0f) << kern.isa << " q4_K rows " << count << " wrote past the last row";
                 }
             }
-            const float single = dot_f32_exact_avx2(wf.data(), x.data(), k);
-            ASSERT_EQ(bits_of(single), bits_of(exact_order_dot(wf.data(), x.data(), k))) << ggml_type_name(c.type);
+            const float single = kern.dot(wf.data(), x.data(), k);
+            ASSERT_EQ(bits_of(single), bits_of(exact_order_dot(wf.data(), x.data(), k))) << kern.isa << " " << ggml_type_name(c.type);
         }
         std::vector<float> decoded(static_cast<size_t>(k));
         if (c.type == GgmlType::Q4_K) {
-            dequantize_q4_K_avx2(reinterpret_cast<const block_q4_K*>(w.data()), decoded.data(), k / kQK_K);
-            for (int64_t i = 0; i < k; ++i) ASSERT_EQ(bits_of(decoded[i]), bits_of(wf[i])) << "q4_K dequantize " << i;
+            kern.dequantize_q4_K(reinterpret_cast<const block_q4_K*>(w.data()), decoded.data(), k / kQK_K);
+            for (int64_t i = 0; i < k; ++i) ASSERT_EQ(bits_of(decoded[i]), bits_of(wf[i])) << kern.isa << " q4_K dequantize " << i;
         }
     }
-    EXPECT_EQ(compared, 8 * (1 + 2 + 3 + 4 + 5 + 7 + 16) * (1 + 2 + 3 + 4 + 5 + 7));  // cases x rows x columns
+    EXPECT_EQ(compared, expected);
+    EXPECT_GT(compared, 5000);
 }
 
-// The decode kernel multiplies the quants as fp16 denormals (q * 2^-24) by d1 * 2^24: the same bits
-// for any super-block, the smallest and largest half scales and random scale bytes included.
-TEST(ExactAvx2, Q4KDecodeRowsWithExtremeScales) {
-    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") || !__builtin_cpu_supports("f16c"))
-        GTEST_SKIP() << "this processor has no AVX2/FMA/F16C: exact mode runs the portable loop";
-    const int64_t k = 1024, nb = k / kQK_K, rows = 6;
+// The decode kernels decode the quants through fp16 denormals (AVX2: q * 2^-24 times d1 * 2^24) or
+// a table of the sixteen values of a sub-block (AVX-512): the same bits for any super-block, the
+// smallest and largest half scales and random scale bytes included.
+void check_q4_K_extreme_scales(const ExactKernels& kern) {
+    const int64_t k = 1024, nb = k / kQK_K, rows = 12;
     const uint16_t halves[] = {0x0001, 0x03FF, 0x0400, 0x3C00, 0x5BFF, 0x7BFF, 0x8001, 0xFBFF};  // +-denormal .. +-65504
     std::vector<block_q4_K> w(static_cast<size_t>(rows * nb));
     uint32_t state = 12345;
@@ -365,16 +395,77 @@ TEST(ExactAvx2, Q4KDecodeRowsWithExtremeScales) {
         w[i].d = halves[i % 8];
         w[i].dmin = halves[(i * 3 + 1) % 8];
     }
-    std::vector<float> x = wavy_row(k, 0.7f, 3.0f), wf(static_cast<size_t>(k));
-    for (int count = 1; count <= 4; ++count) {
-        std::vector<float> out(4, -1.0f);
-        dot_q4_K_f32_avx2_rows(k, w.data() + nb, nb, count, x.data(), out.data());
+    std::vector<float> x = wavy_row(k, 0.7f, 3.0f), wf(static_cast<size_t>(k)), decoded(static_cast<size_t>(k));
+    for (int count = 1; count < rows; ++count) {
+        std::vector<float> out(static_cast<size_t>(count), -1.0f);
+        kern.q4_K_rows(k, w.data() + nb, nb, count, x.data(), out.data());
         for (int r = 0; r < count; ++r) {
             ASSERT_TRUE(dequantize_row(GgmlType::Q4_K, w.data() + (r + 1) * nb, wf.data(), k));
             const float want = exact_order_dot(wf.data(), x.data(), k);
             ASSERT_TRUE(std::isfinite(want));
-            ASSERT_EQ(bits_of(out[r]), bits_of(want)) << "rows " << count << " row " << r;
+            ASSERT_EQ(bits_of(out[r]), bits_of(want)) << kern.isa << " rows " << count << " row " << r;
         }
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+        ASSERT_TRUE(dequantize_row(GgmlType::Q4_K, w.data() + r * nb, wf.data(), k));
+        kern.dequantize_q4_K(w.data() + r * nb, decoded.data(), nb);
+        for (int64_t i = 0; i < k; ++i) ASSERT_EQ(bits_of(decoded[i]), bits_of(wf[i])) << kern.isa << " row " << r << " " << i;
+    }
+}
+
+TEST(ExactAvx2, EveryKernelSumsInTheExactOrder) {
+    const ExactKernels kern = avx2_exact();
+    if (!kern.usable) GTEST_SKIP() << "this processor has no AVX2/FMA/F16C: exact mode runs the portable loop";
+    check_exact_kernels(kern);
+}
+
+TEST(ExactAvx2, Q4KDecodeRowsWithExtremeScales) {
+    const ExactKernels kern = avx2_exact();
+    if (!kern.usable) GTEST_SKIP() << "this processor has no AVX2/FMA/F16C: exact mode runs the portable loop";
+    check_q4_K_extreme_scales(kern);
+}
+
+TEST(ExactAvx512, EveryKernelSumsInTheExactOrder) {
+    const ExactKernels kern = avx512_exact();
+    if (!kern.usable) GTEST_SKIP() << "this processor has no AVX-512 F/BW/DQ/VL: exact mode runs the AVX2 kernels";
+    check_exact_kernels(kern);
+}
+
+TEST(ExactAvx512, Q4KDecodeRowsWithExtremeScales) {
+    const ExactKernels kern = avx512_exact();
+    if (!kern.usable) GTEST_SKIP() << "this processor has no AVX-512 F/BW/DQ/VL: exact mode runs the AVX2 kernels";
+    check_q4_K_extreme_scales(kern);
+}
+
+// The attention dots: any number of rows a stride apart against one vector, lengths with and
+// without leftovers, each as the single dot gives it.
+TEST(ExactAvx512, RowsAgainstOneVector) {
+    if (!avx512_kernels_usable()) GTEST_SKIP() << "this processor has no AVX-512 F/BW/DQ/VL";
+    for (int64_t n : {1, 15, 16, 64, 100, 128, 200}) {
+        const int64_t stride = n + 3;
+        const int max_rows = 19;
+        std::vector<float> a(static_cast<size_t>(stride * max_rows));
+        for (int r = 0; r < max_rows; ++r) {
+            const std::vector<float> row = wavy_row(n, 0.4f * static_cast<float>(r), 1.5f);
+            std::copy(row.begin(), row.end(), a.begin() + r * stride);
+        }
+        const std::vector<float> b = wavy_row(n, 2.1f, 0.8f);
+        for (int count = 1; count <= max_rows; ++count) {
+            std::vector<float> out(static_cast<size_t>(count) + 1, -1.0f);
+            dot_f32_exact_avx512_rows(a.data(), stride, count, b.data(), n, out.data());
+            for (int r = 0; r < count; ++r)
+                ASSERT_EQ(bits_of(out[r]), bits_of(exact_order_dot(a.data() + r * stride, b.data(), n)))
+                    << "n " << n << " rows " << count << " row " << r;
+            ASSERT_EQ(out[count], -1.0f) << "wrote past the last row";
+        }
+    }
+}
+
+// The portable loop (exact_order.h) is the same order.
+TEST(ExactOrder, PortableLoopIsTheOrderWrittenOut) {
+    for (int64_t n : {0, 1, 7, 16, 17, 33, 256, 1000}) {
+        const std::vector<float> a = wavy_row(n, 0.9f, 1.7f), b = wavy_row(n, 0.1f, 2.3f);
+        ASSERT_EQ(bits_of(exact_dot_f32(a.data(), b.data(), n)), bits_of(exact_order_dot(a.data(), b.data(), n))) << n;
     }
 }
 

@@ -18,6 +18,7 @@
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/cpu/vec_dot.h"
 #include "kernels/cpu/vec_dot_avx2.h"
+#include "kernels/cpu/vec_dot_avx512.h"
 #include "kernels/cpu/vec_dot_x86.h"
 #include "kernels/host_ops.h"
 
@@ -29,6 +30,7 @@ float round_f16(float x) { return fp16_to_fp32(fp32_to_fp16(x)); }
 // Exact mode's f32 dot product, in the order of exact_order.h.
 float dot_f32(const float* a, const float* b, int64_t n) {
 #if defined(LS_HAVE_VEC_DOT_AVX2)
+    if (avx512_kernels_usable()) return dot_f32_exact_avx512(a, b, n);
     if (avx2_kernels_usable()) return dot_f32_exact_avx2(a, b, n);
 #endif
     return exact_dot_f32(a, b, n);
@@ -317,7 +319,7 @@ public:
                 const float* qs = q.f32() + (t * n_head + h) * hd;
                 float* out = kq.f32() + (h * T + t) * n_kv;
                 if (mode == MathMode::kExact) {
-                    for (int64_t j = 0; j < n_kv; ++j) out[j] = dot_f32(cache_k.f32() + (j * n_head_kv + g) * hd, qs, hd);
+                    dot_f32_rows(cache_k.f32() + g * hd, n_head_kv * hd, n_kv, qs, hd, out);
                     continue;
                 }
                 // The f16 cache makes ggml convert Q to f16 before the dot product.
@@ -388,10 +390,13 @@ public:
                 // ggml multiplies the f16 V cache with the probabilities converted to f16.
                 for (int64_t j = 0; j < n_kv; ++j) pv[j] = mode == MathMode::kLlama ? round_f16(ps[j]) : ps[j];
                 float* out = kqv.f32() + (h * T + t) * hd;
+                if (mode == MathMode::kExact) {
+                    dot_f32_rows(v_t_.data() + g * hd * n_pad, n_pad, hd, pv.data(), n_kv, out);
+                    continue;
+                }
                 for (int64_t d = 0; d < hd; ++d) {
                     const float* vr = v_t_.data() + (g * hd + d) * n_pad;
-                    if (mode == MathMode::kExact) out[d] = dot_f32(vr, pv.data(), n_kv);
-                    else if (tinyblas) out[d] = dot_tinyblas(vr, pv.data(), n_pad);
+                    if (tinyblas) out[d] = dot_tinyblas(vr, pv.data(), n_pad);
                     else out[d] = dot_f16(vr, pv.data(), n_pad);
                 }
             }
@@ -553,26 +558,33 @@ public:
 
 private:
     // Exact mode: weights dequantized as dequantize_row does, f32 dot products in the order of
-    // exact_order.h. On AVX2 decode keeps four Q4_K rows' chains in flight; prompts take sixteen
-    // rows at a time, each chunk of them decoded once for all the columns; the results are the
-    // same bits as the portable loop below.
+    // exact_order.h. With AVX-512 (an output's sixteen lanes in one register) or AVX2 (in two),
+    // decode keeps eight (AVX2: four) Q4_K rows' chains in flight; prompts, and AVX-512 decodes of
+    // other formats, take sixteen rows at a time, each chunk of them decoded once for all the
+    // columns; the results are the same bits as the portable loop below.
     void matmul_exact(const Tensor& w, const Tensor& x, Tensor& y) {
         const int64_t K = w.ne[0], N = w.ne[1], T = x.ne[1];
         const uint64_t row_bytes = w.row_bytes();
         const char* wbase = static_cast<const char*>(w.data);
 #if defined(LS_HAVE_VEC_DOT_AVX2)
-        if (avx2_kernels_usable() && (T >= 2 || w.type == GgmlType::Q4_K)) {
-            const int64_t R = T == 1 ? 4 : kExactMatmulRows;
+        const bool q4_K_decode = T == 1 && w.type == GgmlType::Q4_K;
+        if (avx512_ || (avx2_ && (T >= 2 || q4_K_decode))) {
+            const int64_t R = q4_K_decode ? (avx512_ ? 8 : 4) : avx512_ ? kExactMatmulRows512 : kExactMatmulRows;
+            const int64_t stride_blocks = static_cast<int64_t>(row_bytes / sizeof(block_q4_K));
             pool_.parallel_for((N + R - 1) / R, 1, [&](int64_t b, int64_t e) {
                 for (int64_t q = b; q < e; ++q) {
                     const int64_t r = R * q;
                     const int rows = static_cast<int>(std::min<int64_t>(R, N - r));
-                    if (T == 1)
-                        dot_q4_K_f32_avx2_rows(K, reinterpret_cast<const block_q4_K*>(wbase + r * row_bytes),
-                                               static_cast<int64_t>(row_bytes / sizeof(block_q4_K)), rows, x.f32(),
-                                               y.f32() + r);
+                    const void* wr = wbase + r * row_bytes;
+                    float* yr = y.f32() + r;
+                    if (q4_K_decode && avx512_)
+                        dot_q4_K_f32_avx512_rows(K, static_cast<const block_q4_K*>(wr), stride_blocks, rows, x.f32(), yr);
+                    else if (q4_K_decode)
+                        dot_q4_K_f32_avx2_rows(K, static_cast<const block_q4_K*>(wr), stride_blocks, rows, x.f32(), yr);
+                    else if (avx512_)
+                        matmul_exact_avx512(w.type, wr, row_bytes, rows, K, x.f32(), T, yr, N);
                     else
-                        matmul_exact_avx2(w.type, wbase + r * row_bytes, row_bytes, rows, K, x.f32(), T, y.f32() + r, N);
+                        matmul_exact_avx2(w.type, wr, row_bytes, rows, K, x.f32(), T, yr, N);
                 }
             });
             return;
@@ -590,6 +602,18 @@ private:
                 for (int64_t t = 0; t < T; ++t) y.f32()[t * N + r] = dot_f32(wr, x.f32() + t * K, K);
             }
         });
+    }
+
+    // Exact dots of `count` rows (a_stride apart) with one b, several rows at a time where the
+    // processor allows: out[i] = dot_f32(a + i * a_stride, b, n), the same bits.
+    void dot_f32_rows(const float* a, int64_t a_stride, int64_t count, const float* b, int64_t n, float* out) const {
+#if defined(LS_HAVE_VEC_DOT_AVX2)
+        if (avx512_) {
+            dot_f32_exact_avx512_rows(a, a_stride, static_cast<int>(count), b, n, out);
+            return;
+        }
+#endif
+        for (int64_t i = 0; i < count; ++i) out[i] = dot_f32(a + i * a_stride, b, n);
     }
 
     // ggml's f16 dot product and tinyBLAS dot in the order of the llama.cpp build reproduced.
@@ -616,6 +640,7 @@ private:
     LlamaIsa isa_ = host_llama_isa();
 #if defined(LS_HAVE_VEC_DOT_AVX2)
     bool avx2_ = avx2_kernels_usable();
+    bool avx512_ = avx512_kernels_usable();
 #endif
     ThreadPool pool_;
     std::vector<uint8_t> act_scratch_;  // activations converted for llama-mode matmuls

@@ -42,7 +42,7 @@ private:
     int sleeping_ = 0;   // workers waiting on start_cv_, guarded by mu_
     // The current job, published by the generation's release store.
     const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
-    int64_t n_ = 0, chunk_ = 0;
+    int64_t n_ = 0, long_chunk_ = 0, chunk_ = 0;  // the first n_threads_ chunks are long
     int n_chunks_ = 0;
     std::atomic<int> next_chunk_{0};
 };

@@ -44,15 +44,17 @@ bool avx2_kernels_usable() {
 
 // ---- Exact mode ----
 // Every exact-mode f32 dot product sums in one order (exact_order.h): product i fused into lane
-// i % 8 of one accumulator, in order; the lanes ((0+1)+(2+3))+((4+5)+(6+7)); the n % 8 leftovers
-// fused into that sum in order. The kernels below keep it, so they agree with each other and with
-// the portable code bit for bit, whatever the batch size.
+// i % 16 of one accumulator, in order; lane l + lane l + 8, then ((0+1)+(2+3))+((4+5)+(6+7)); the
+// n % 16 leftovers fused into that sum in order. On AVX2 an output's sixteen lanes are two
+// registers (lanes 0-7 and 8-15: elements 16m .. 16m + 7 and 16m + 8 .. 16m + 15). The kernels
+// below keep the order, so they agree with each other and with the portable code bit for bit,
+// whatever the batch size.
 
 namespace {
 
-LS_AVX2 inline float lane_sum(__m256 acc) {
+LS_AVX2 inline float lane_sum(__m256 lo, __m256 hi) {
     alignas(32) float l[8];
-    _mm256_store_ps(l, acc);
+    _mm256_store_ps(l, _mm256_add_ps(lo, hi));
     return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
 }
 
@@ -81,8 +83,8 @@ LS_AVX2 inline __m256 q4_K_weights8(const uint8_t* q, bool high, __m256 d1, __m2
     return _mm256_fmsub_ps(d1, _mm256_cvtepi32_ps(nib), m1);
 }
 
-// R Q4_K rows (row_stride blocks apart) dotted with x, each row its own accumulator, so that R
-// independent chains hide the latency of the fused adds. Each weight is d1 * q - m1 as
+// R Q4_K rows (row_stride blocks apart) dotted with x, each row its own two accumulators, so that
+// 2R independent chains hide the latency of the fused adds. Each weight is d1 * q - m1 as
 // dequantize_block_q4_K computes it (multiply, then subtract): d1 = d * sc has at most 11 + 6
 // significant bits and q at most 4, so the product is exact in f32 and one fused multiply-subtract
 // rounds exactly as the two steps do.
@@ -95,8 +97,8 @@ LS_AVX2 inline __m256 q4_K_weights8(const uint8_t* q, bool high, __m256 d1, __m2
 // the hardware prefetcher alone does not keep up with rows this short.
 template <int R>
 LS_AVX2 void dot_q4_K_f32_rows_t(int64_t n, const block_q4_K* w, int64_t row_stride, const float* x, float* out) {
-    __m256 acc[R];
-    for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+    __m256 acc[R][2];
+    for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
     const __m256i low4 = _mm256_set1_epi16(0x0F);
     const __m256 two24 = _mm256_set1_ps(16777216.0f);
     alignas(32) uint16_t q[R][kQK_K];  // quants of the current block, in element order
@@ -121,70 +123,72 @@ LS_AVX2 void dot_q4_K_f32_rows_t(int64_t n, const block_q4_K* w, int64_t row_str
         for (int j = 0; j < 8; ++j) {
             __m256 d[R], m[R];
             for (int r = 0; r < R; ++r) d[r] = _mm256_broadcast_ss(&d1[r][j]), m[r] = _mm256_broadcast_ss(&m1[r][j]);
-            for (int k = 0; k < 4; ++k) {
+            for (int k = 0; k < 4; ++k) {  // elements 32 j + 8 k: lanes 0-7 for even k, 8-15 for odd
                 const __m256 xv = _mm256_loadu_ps(xb + 32 * j + 8 * k);
                 for (int r = 0; r < R; ++r) {
                     const __m256 qv = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(q[r] + 32 * j + 8 * k)));
-                    acc[r] = _mm256_fmadd_ps(_mm256_fmsub_ps(d[r], qv, m[r]), xv, acc[r]);
+                    acc[r][k & 1] = _mm256_fmadd_ps(_mm256_fmsub_ps(d[r], qv, m[r]), xv, acc[r][k & 1]);
                 }
             }
         }
     }
-    for (int r = 0; r < R; ++r) out[r] = lane_sum(acc[r]);
+    for (int r = 0; r < R; ++r) out[r] = lane_sum(acc[r][0], acc[r][1]);
 }
 
-// R weight rows (f32, at wr[r]) against C activation columns (x_stride apart) over n8 elements (a
-// multiple of 8): acc[(r * acc_stride + c) * 8 ..] holds the running lanes of output (r, c), loaded
-// and stored around the chunk, which leaves every chain's order untouched.
+// R weight rows (f32, at wr[r]) against C activation columns (x_stride apart) over n16 elements
+// (a multiple of 16): acc[(r * acc_stride + c) * 16 ..] holds the running lanes of output (r, c),
+// loaded and stored around the chunk, which leaves every chain's order untouched.
 template <int R, int C>
-LS_AVX2 void exact_tile(const float* const* wr, const float* x, int64_t x_stride, int64_t n8, float* acc,
+LS_AVX2 void exact_tile(const float* const* wr, const float* x, int64_t x_stride, int64_t n16, float* acc,
                         int64_t acc_stride) {
-    __m256 a[R][C];
+    __m256 a[R][C][2];
     for (int r = 0; r < R; ++r)
-        for (int c = 0; c < C; ++c) a[r][c] = _mm256_loadu_ps(acc + (r * acc_stride + c) * 8);
-    for (int64_t k = 0; k < n8; k += 8) {
-        __m256 xv[C];
-        for (int c = 0; c < C; ++c) xv[c] = _mm256_loadu_ps(x + c * x_stride + k);
-        for (int r = 0; r < R; ++r) {
-            const __m256 wv = _mm256_loadu_ps(wr[r] + k);
-            for (int c = 0; c < C; ++c) a[r][c] = _mm256_fmadd_ps(wv, xv[c], a[r][c]);
+        for (int c = 0; c < C; ++c)
+            for (int h = 0; h < 2; ++h) a[r][c][h] = _mm256_loadu_ps(acc + (r * acc_stride + c) * 16 + 8 * h);
+    for (int64_t k = 0; k < n16; k += 16)
+        for (int h = 0; h < 2; ++h) {
+            __m256 xv[C];
+            for (int c = 0; c < C; ++c) xv[c] = _mm256_loadu_ps(x + c * x_stride + k + 8 * h);
+            for (int r = 0; r < R; ++r) {
+                const __m256 wv = _mm256_loadu_ps(wr[r] + k + 8 * h);
+                for (int c = 0; c < C; ++c) a[r][c][h] = _mm256_fmadd_ps(wv, xv[c], a[r][c][h]);
+            }
         }
-    }
     for (int r = 0; r < R; ++r)
-        for (int c = 0; c < C; ++c) _mm256_storeu_ps(acc + (r * acc_stride + c) * 8, a[r][c]);
+        for (int c = 0; c < C; ++c)
+            for (int h = 0; h < 2; ++h) _mm256_storeu_ps(acc + (r * acc_stride + c) * 16 + 8 * h, a[r][c][h]);
 }
 
-// All the rows (in groups of four) against C columns: the columns' chunk of x is read from L2 once
-// and stays in L1 while every row group uses it.
+// All the rows (in pairs) against C columns: the columns' chunk of x is read from L2 once and
+// stays in L1 while every row pair uses it.
 template <int C>
 LS_AVX2 void exact_column_block(const float* const* wr, int rows, const float* x, int64_t x_stride, int64_t T,
-                                int64_t n8, float* acc) {
-    for (int g = 0; g < rows; g += 4) {
-        float* a = acc + g * T * 8;
-        switch (std::min(rows - g, 4)) {
-            case 4: exact_tile<4, C>(wr + g, x, x_stride, n8, a, T); break;
-            case 3: exact_tile<3, C>(wr + g, x, x_stride, n8, a, T); break;
-            case 2: exact_tile<2, C>(wr + g, x, x_stride, n8, a, T); break;
-            default: exact_tile<1, C>(wr + g, x, x_stride, n8, a, T); break;
-        }
+                                int64_t n16, float* acc) {
+    for (int g = 0; g < rows; g += 2) {
+        float* a = acc + g * T * 16;
+        if (rows - g >= 2) exact_tile<2, C>(wr + g, x, x_stride, n16, a, T);
+        else exact_tile<1, C>(wr + g, x, x_stride, n16, a, T);
     }
 }
 
-LS_AVX2 void exact_tiles(const float* const* wr, int rows, const float* x, int64_t x_stride, int64_t T, int64_t n8,
+LS_AVX2 void exact_tiles(const float* const* wr, int rows, const float* x, int64_t x_stride, int64_t T, int64_t n16,
                          float* acc) {
     int64_t t = 0;
-    for (; t + 3 <= T; t += 3) exact_column_block<3>(wr, rows, x + t * x_stride, x_stride, T, n8, acc + t * 8);
-    if (T - t == 2) exact_column_block<2>(wr, rows, x + t * x_stride, x_stride, T, n8, acc + t * 8);
-    if (T - t == 1) exact_column_block<1>(wr, rows, x + t * x_stride, x_stride, T, n8, acc + t * 8);
+    for (; t + 3 <= T; t += 3) exact_column_block<3>(wr, rows, x + t * x_stride, x_stride, T, n16, acc + t * 16);
+    if (T - t == 2) exact_column_block<2>(wr, rows, x + t * x_stride, x_stride, T, n16, acc + t * 16);
+    if (T - t == 1) exact_column_block<1>(wr, rows, x + t * x_stride, x_stride, T, n16, acc + t * 16);
 }
 
 }  // namespace
 
 LS_AVX2 float dot_f32_exact_avx2(const float* a, const float* b, int64_t n) {
-    __m256 acc = _mm256_setzero_ps();
+    __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
-    float sum = lane_sum(acc);
+    for (; i + 16 <= n; i += 16) {
+        lo = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), lo);
+        hi = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), hi);
+    }
+    float sum = lane_sum(lo, hi);
     for (; i < n; ++i) sum = __builtin_fmaf(a[i], b[i], sum);
     return sum;
 }
@@ -220,10 +224,10 @@ LS_AVX2 void matmul_exact_avx2(GgmlType type, const void* w, uint64_t row_bytes,
     constexpr int64_t kChunk = 256;  // a whole number of blocks of every format; L1-sized panels
     thread_local std::vector<float> panel, acc;
     panel.resize(kExactMatmulRows * kChunk);
-    acc.assign(static_cast<size_t>(rows * T * 8), 0.0f);
+    acc.assign(static_cast<size_t>(rows * T * 16), 0.0f);
     const uint32_t block_elems = ggml_type_traits(type)->block_elems;
     const uint32_t block_bytes = ggml_type_traits(type)->block_bytes;
-    const int64_t K8 = K - K % 8;
+    const int64_t K16 = K - K % 16;
     const uint64_t chunk_bytes = kChunk / block_elems * block_bytes;
     for (int64_t k0 = 0; k0 < K; k0 += kChunk) {
         const int64_t len = std::min(kChunk, K - k0);
@@ -246,14 +250,15 @@ LS_AVX2 void matmul_exact_avx2(GgmlType type, const void* w, uint64_t row_bytes,
             else dequantize_row(type, src, dst, len);
             wr[r] = dst;
         }
-        const int64_t n8 = std::min(len, K8 - k0);
-        exact_tiles(wr, rows, x + k0, K, T, n8, acc.data());
+        const int64_t n16 = std::min(len, K16 - k0);
+        exact_tiles(wr, rows, x + k0, K, T, n16, acc.data());
         if (k0 + len < K) continue;
         // The last chunk: the lanes of each output, then its leftovers in order.
         for (int r = 0; r < rows; ++r)
             for (int64_t t = 0; t < T; ++t) {
-                float sum = lane_sum(_mm256_loadu_ps(acc.data() + (r * T + t) * 8));
-                for (int64_t i = n8; i < len; ++i) sum = __builtin_fmaf(wr[r][i], x[t * K + k0 + i], sum);
+                const float* a = acc.data() + (r * T + t) * 16;
+                float sum = lane_sum(_mm256_loadu_ps(a), _mm256_loadu_ps(a + 8));
+                for (int64_t i = n16; i < len; ++i) sum = __builtin_fmaf(wr[r][i], x[t * K + k0 + i], sum);
                 y[t * y_stride + r] = sum;
             }
     }

@@ -1,0 +1,312 @@
+// Exact mode on AVX-512 (see vec_dot_avx512.h). Only these functions are compiled for AVX-512 (a
+// target attribute, as in vec_dot_avx2.cpp); the CPU backend calls them only on processors that
+// have the instructions.
+#include "kernels/cpu/vec_dot_avx512.h"
+
+#include <cpuid.h>
+// GCC 12's AVX-512 intrinsics start many results from _mm512_undefined_*(), which its
+// -Wmaybe-uninitialized then reports at every use (GCC bug 105593, fixed in GCC 13).
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+#include <immintrin.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "kernels/cpu/dequant.h"
+
+namespace ls {
+
+#define LS_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c")))
+
+bool avx512_kernels_usable() {
+    static const bool yes = [] {
+        unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+        const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx >> 29 & 1);
+        return f16c && __builtin_cpu_supports("fma") && __builtin_cpu_supports("avx512f") &&
+               __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+               __builtin_cpu_supports("avx512vl");
+    }();
+    return yes;
+}
+
+namespace {
+
+// An output's sixteen lanes summed in exact_order.h's order: the halves added, then the tree.
+LS_AVX512 inline float lane_sum(__m512 acc) {
+    alignas(32) float l[8];
+    _mm256_store_ps(l, _mm256_add_ps(_mm512_castps512_ps256(acc), _mm512_extractf32x8_ps(acc, 1)));
+    return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+}
+
+// A Q4_K super-block's sub-block scales d * sc (out[0..7]) and mins dmin * m (out[8..15]), as
+// dequantize_block_q4_K computes them: the 6-bit values are exact in f32, so one rounded product
+// each. The block's first 16 bytes (d, dmin, the 12 packed bytes) are spread so that dword L holds
+// the byte with value L's low bits in byte 0 and, for sub-blocks 4-7, the byte with its two high
+// bits in byte 1.
+LS_AVX512 inline void q4_K_scales(const block_q4_K& b, float* out) {
+    constexpr unsigned kNone = 0x80;  // vpshufb writes zero
+    constexpr auto at = [](unsigned low, unsigned high) {  // indices into the packed bytes
+        return static_cast<int>((4 + low) | ((high == kNone ? kNone : 4 + high) << 8) | 0x80800000u);
+    };
+    const __m512i spread = _mm512_setr_epi32(at(0, kNone), at(1, kNone), at(2, kNone), at(3, kNone), at(8, 0), at(9, 1),
+                                             at(10, 2), at(11, 3), at(4, kNone), at(5, kNone), at(6, kNone), at(7, kNone),
+                                             at(8, 4), at(9, 5), at(10, 6), at(11, 7));
+    // sc 0-3: s[j] & 63; sc 4-7: (s[j + 4] & 15) | (s[j - 4] >> 6) << 4;
+    // m 0-3: s[j + 4] & 63; m 4-7: (s[j + 4] >> 4) | (s[j] >> 6) << 4.
+    const __m512i shift = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 4, 4, 4, 4);
+    const __m512i mask = _mm512_setr_epi32(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 15, 15, 15, 15);
+    const __m128i head = _mm_loadu_si128(reinterpret_cast<const __m128i*>(&b));
+    const __m512i v = _mm512_shuffle_epi8(_mm512_broadcast_i32x4(head), spread);
+    const __m512i high = _mm512_and_si512(_mm512_srli_epi32(v, 10), _mm512_set1_epi32(0x30));
+    const __m512i q = _mm512_ternarylogic_epi32(_mm512_srlv_epi32(v, shift), mask, high, 0xEA);  // (a & b) | c
+    const __m512 d_dmin = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),
+                                                _mm512_zextps128_ps512(_mm_cvtph_ps(head)));
+    _mm512_store_ps(out, _mm512_mul_ps(d_dmin, _mm512_cvtepi32_ps(q)));
+}
+
+// The sixteen weights a sub-block can have, d1 * q - m1 for q = 0 .. 15 (d1 * q is exact: d1 has
+// at most 17 significant bits and q 4, so one fused multiply-subtract rounds as the scalar code's
+// two steps do). A vpermps with the quants as indices then decodes sixteen weights at once; it
+// reads only the low four bits of each index, so low nibbles need no mask.
+LS_AVX512 inline __m512 q4_K_table(const float* scales, int j) {
+    const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    return _mm512_fmsub_ps(_mm512_set1_ps(scales[j]), iota, _mm512_set1_ps(scales[8 + j]));
+}
+
+// R Q4_K rows (row_stride blocks apart) dotted with x, each row its own accumulator, so that R
+// independent chains hide the latency of the fused adds. Each 32 quant bytes hold sub-blocks 2c
+// (low nibbles) and 2c + 1 (high nibbles); a lane meets elements 64c + l, + 16, + 32, + 48 in that
+// order. The scales of block b + 1 are decoded while block b is computed (their loads and stores
+// leave the way of the fused adds), and the next group's blocks (R rows further on) are fetched.
+template <int R>
+LS_AVX512 void dot_q4_K_f32_rows(int64_t n, const block_q4_K* w, int64_t row_stride, const float* x, float* out) {
+    __m512 acc[R];
+    for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+    alignas(64) float scales[2][R][16];
+    const int64_t nb = n / kQK_K;
+    for (int r = 0; r < R; ++r) q4_K_scales(w[r * row_stride], scales[0][r]);
+    for (int64_t b = 0; b < nb; ++b) {
+        const int cur = b & 1;
+        for (int r = 0; r < R; ++r) {
+            const char* next = reinterpret_cast<const char*>(w + (R + r) * row_stride + b);
+            _mm_prefetch(next, _MM_HINT_T0);
+            _mm_prefetch(next + 64, _MM_HINT_T0);
+            _mm_prefetch(next + sizeof(block_q4_K) - 1, _MM_HINT_T0);
+            if (b + 1 < nb) q4_K_scales(w[r * row_stride + b + 1], scales[cur ^ 1][r]);
+        }
+        const float* xb = x + b * kQK_K;
+        for (int c = 0; c < 4; ++c) {
+            const __m512 x0 = _mm512_loadu_ps(xb + 64 * c), x1 = _mm512_loadu_ps(xb + 64 * c + 16);
+            const __m512 x2 = _mm512_loadu_ps(xb + 64 * c + 32), x3 = _mm512_loadu_ps(xb + 64 * c + 48);
+            for (int r = 0; r < R; ++r) {
+                const __m512 low = q4_K_table(scales[cur][r], 2 * c), high = q4_K_table(scales[cur][r], 2 * c + 1);
+                const uint8_t* qs = w[r * row_stride + b].qs + 32 * c;
+                const __m512i q0 = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
+                const __m512i q1 = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs + 16)));
+                acc[r] = _mm512_fmadd_ps(_mm512_permutexvar_ps(q0, low), x0, acc[r]);
+                acc[r] = _mm512_fmadd_ps(_mm512_permutexvar_ps(q1, low), x1, acc[r]);
+                acc[r] = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(q0, 4), high), x2, acc[r]);
+                acc[r] = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(q1, 4), high), x3, acc[r]);
+            }
+        }
+    }
+    for (int r = 0; r < R; ++r) out[r] = lane_sum(acc[r]);
+}
+
+// R weight rows (f32, at wr[r]) against C activation columns (x_stride apart) over n16 elements
+// (a multiple of 16): acc[(r * acc_stride + c) * 16 ..] holds the running lanes of output (r, c),
+// loaded and stored around the chunk, which leaves every chain's order untouched. On the last
+// chunk of a row whose length is a multiple of 16 (y != nullptr), the lanes are summed from the
+// registers into y[c * y_stride + r] instead.
+template <int R, int C>
+LS_AVX512 void exact_tile(const float* const* wr, const float* x, int64_t x_stride, int64_t n16, float* acc,
+                          int64_t acc_stride, bool first, float* y, int64_t y_stride) {
+    __m512 a[R][C];
+    for (int r = 0; r < R; ++r)
+        for (int c = 0; c < C; ++c) a[r][c] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(acc + (r * acc_stride + c) * 16);
+    for (int64_t k = 0; k < n16; k += 16) {
+        __m512 wv[R];
+        for (int r = 0; r < R; ++r) wv[r] = _mm512_loadu_ps(wr[r] + k);
+        for (int c = 0; c < C; ++c) {
+            const __m512 xv = _mm512_loadu_ps(x + c * x_stride + k);
+            for (int r = 0; r < R; ++r) a[r][c] = _mm512_fmadd_ps(wv[r], xv, a[r][c]);
+        }
+    }
+    if (y != nullptr) {
+        for (int r = 0; r < R; ++r)
+            for (int c = 0; c < C; ++c) y[c * y_stride + r] = lane_sum(a[r][c]);
+        return;
+    }
+    for (int r = 0; r < R; ++r)
+        for (int c = 0; c < C; ++c) _mm512_storeu_ps(acc + (r * acc_stride + c) * 16, a[r][c]);
+}
+
+// Every row (in groups of four) against C columns: the columns' chunk of x stays in L1 while all
+// the rows use it.
+struct TileArgs {
+    const float* const* wr;
+    int rows;
+    int64_t x_stride, T, n16;
+    bool first;
+    float* y;  // non-null on the last chunk when the lanes are summed in registers
+    int64_t y_stride;
+};
+
+template <int C>
+LS_AVX512 void exact_column_block(const TileArgs& t, const float* x, float* acc, float* y) {
+    for (int g = 0; g < t.rows; g += 4) {
+        float* a = acc + g * t.T * 16;
+        float* yg = y != nullptr ? y + g : nullptr;
+        switch (std::min(t.rows - g, 4)) {
+            case 4: exact_tile<4, C>(t.wr + g, x, t.x_stride, t.n16, a, t.T, t.first, yg, t.y_stride); break;
+            case 3: exact_tile<3, C>(t.wr + g, x, t.x_stride, t.n16, a, t.T, t.first, yg, t.y_stride); break;
+            case 2: exact_tile<2, C>(t.wr + g, x, t.x_stride, t.n16, a, t.T, t.first, yg, t.y_stride); break;
+            default: exact_tile<1, C>(t.wr + g, x, t.x_stride, t.n16, a, t.T, t.first, yg, t.y_stride); break;
+        }
+    }
+}
+
+LS_AVX512 void exact_tiles(const TileArgs& t, const float* x, float* acc) {
+    constexpr int C = 6;  // 4 x 6 accumulators, 4 weight registers and a column: 29 of the 32
+    int64_t c0 = 0;
+    auto y_at = [&](int64_t c) { return t.y != nullptr ? t.y + c * t.y_stride : nullptr; };
+    for (; c0 + C <= t.T; c0 += C) exact_column_block<C>(t, x + c0 * t.x_stride, acc + c0 * 16, y_at(c0));
+    const float* xc = x + c0 * t.x_stride;
+    float* ac = acc + c0 * 16;
+    switch (t.T - c0) {
+        case 5: exact_column_block<5>(t, xc, ac, y_at(c0)); break;
+        case 4: exact_column_block<4>(t, xc, ac, y_at(c0)); break;
+        case 3: exact_column_block<3>(t, xc, ac, y_at(c0)); break;
+        case 2: exact_column_block<2>(t, xc, ac, y_at(c0)); break;
+        case 1: exact_column_block<1>(t, xc, ac, y_at(c0)); break;
+        default: break;
+    }
+}
+
+// P f32 rows (a + r * a_stride) against one b over n16 elements, one register each.
+template <int P>
+LS_AVX512 void dot_rows(const float* a, int64_t a_stride, const float* b, int64_t n16, __m512* acc) {
+    for (int p = 0; p < P; ++p) acc[p] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < n16; k += 16) {
+        const __m512 bv = _mm512_loadu_ps(b + k);
+        for (int p = 0; p < P; ++p) acc[p] = _mm512_fmadd_ps(_mm512_loadu_ps(a + p * a_stride + k), bv, acc[p]);
+    }
+}
+
+}  // namespace
+
+void dot_q4_K_f32_avx512_rows(int64_t n, const block_q4_K* w, int64_t row_stride_blocks, int count, const float* x,
+                              float* out) {
+    for (; count >= 8; count -= 8, w += 8 * row_stride_blocks, out += 8) dot_q4_K_f32_rows<8>(n, w, row_stride_blocks, x, out);
+    switch (count) {
+        case 7: dot_q4_K_f32_rows<7>(n, w, row_stride_blocks, x, out); break;
+        case 6: dot_q4_K_f32_rows<6>(n, w, row_stride_blocks, x, out); break;
+        case 5: dot_q4_K_f32_rows<5>(n, w, row_stride_blocks, x, out); break;
+        case 4: dot_q4_K_f32_rows<4>(n, w, row_stride_blocks, x, out); break;
+        case 3: dot_q4_K_f32_rows<3>(n, w, row_stride_blocks, x, out); break;
+        case 2: dot_q4_K_f32_rows<2>(n, w, row_stride_blocks, x, out); break;
+        case 1: dot_q4_K_f32_rows<1>(n, w, row_stride_blocks, x, out); break;
+        default: break;
+    }
+}
+
+LS_AVX512 void dequantize_q4_K_avx512(const block_q4_K* w, float* out, int64_t n_blocks) {
+    for (int64_t b = 0; b < n_blocks; ++b, out += kQK_K) {
+        alignas(64) float scales[16];
+        q4_K_scales(w[b], scales);
+        for (int c = 0; c < 4; ++c) {
+            const __m512 low = q4_K_table(scales, 2 * c), high = q4_K_table(scales, 2 * c + 1);
+            for (int h = 0; h < 2; ++h) {
+                const __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[b].qs + 32 * c + 16 * h)));
+                _mm512_storeu_ps(out + 64 * c + 16 * h, _mm512_permutexvar_ps(q, low));
+                _mm512_storeu_ps(out + 64 * c + 32 + 16 * h, _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), high));
+            }
+        }
+    }
+}
+
+LS_AVX512 void matmul_exact_avx512(GgmlType type, const void* w, uint64_t row_bytes, int rows, int64_t K,
+                                   const float* x, int64_t T, float* y, int64_t y_stride) {
+    // 1024 elements a chunk (a whole number of blocks of every format): the rows' decoded chunk
+    // (64 KB) stays in L2 and six columns of it (24 KB) in L1; longer chunks load and store the
+    // running lanes less often.
+    constexpr int64_t kChunk = 1024;
+    thread_local std::vector<float> panel, acc;
+    panel.resize(kExactMatmulRows512 * kChunk);
+    acc.resize(static_cast<size_t>(rows * T * 16));
+    const uint32_t block_elems = ggml_type_traits(type)->block_elems;
+    const uint32_t block_bytes = ggml_type_traits(type)->block_bytes;
+    const int64_t K16 = K - K % 16;
+    for (int64_t k0 = 0; k0 < K; k0 += kChunk) {
+        const int64_t len = std::min(kChunk, K - k0);
+        const bool last = k0 + len == K;
+        // The weights come from memory once per prompt: the next chunk of these rows (after the
+        // last, the first of the next rows) is fetched while this one's columns are computed.
+        const uint64_t chunk_bytes = std::min(kChunk, K - (last ? 0 : k0 + len)) / block_elems * block_bytes;
+        for (int r = 0; r < rows; ++r) {
+            const char* next = static_cast<const char*>(w) +
+                               (last ? (rows + r) * row_bytes : r * row_bytes + (k0 + len) / block_elems * block_bytes);
+            for (uint64_t off = 0; off < chunk_bytes; off += 64) _mm_prefetch(next + off, _MM_HINT_T1);
+        }
+        const float* wr[kExactMatmulRows512] = {};
+        for (int r = 0; r < rows; ++r) {
+            const char* src = static_cast<const char*>(w) + r * row_bytes + k0 / block_elems * block_bytes;
+            if (type == GgmlType::F32) {
+                wr[r] = reinterpret_cast<const float*>(src);
+                continue;
+            }
+            float* dst = panel.data() + r * kChunk;
+            if (type == GgmlType::Q4_K) dequantize_q4_K_avx512(reinterpret_cast<const block_q4_K*>(src), dst, len / kQK_K);
+            else dequantize_row(type, src, dst, len);
+            wr[r] = dst;
+        }
+        const int64_t n16 = std::min(len, K16 - k0);
+        const bool sum_in_registers = last && n16 == len;
+        exact_tiles(TileArgs{wr, rows, K, T, n16, k0 == 0, sum_in_registers ? y : nullptr, y_stride}, x + k0, acc.data());
+        if (!last || sum_in_registers) continue;
+        // The last chunk of a length that is not a multiple of 16: the lanes of each output, then
+        // its leftovers in order.
+        for (int r = 0; r < rows; ++r)
+            for (int64_t t = 0; t < T; ++t) {
+                float sum = lane_sum(_mm512_loadu_ps(acc.data() + (r * T + t) * 16));
+                for (int64_t i = n16; i < len; ++i) sum = __builtin_fmaf(wr[r][i], x[t * K + k0 + i], sum);
+                y[t * y_stride + r] = sum;
+            }
+    }
+}
+
+LS_AVX512 void dot_f32_exact_avx512_rows(const float* a, int64_t a_stride, int count, const float* b, int64_t n,
+                                         float* out) {
+    const int64_t n16 = n - n % 16;
+    __m512 acc[8];
+    for (int r0 = 0; r0 < count; r0 += 8) {
+        const int rows = std::min(count - r0, 8);
+        const float* ar = a + r0 * a_stride;
+        switch (rows) {
+            case 8: dot_rows<8>(ar, a_stride, b, n16, acc); break;
+            case 7: dot_rows<7>(ar, a_stride, b, n16, acc); break;
+            case 6: dot_rows<6>(ar, a_stride, b, n16, acc); break;
+            case 5: dot_rows<5>(ar, a_stride, b, n16, acc); break;
+            case 4: dot_rows<4>(ar, a_stride, b, n16, acc); break;
+            case 3: dot_rows<3>(ar, a_stride, b, n16, acc); break;
+            case 2: dot_rows<2>(ar, a_stride, b, n16, acc); break;
+            default: dot_rows<1>(ar, a_stride, b, n16, acc); break;
+        }
+        for (int r = 0; r < rows; ++r) {
+            float sum = lane_sum(acc[r]);
+            for (int64_t i = n16; i < n; ++i) sum = __builtin_fmaf(ar[r * a_stride + i], b[i], sum);
+            out[r0 + r] = sum;
+        }
+    }
+}
+
+float dot_f32_exact_avx512(const float* a, const float* b, int64_t n) {
+    float out = 0;
+    dot_f32_exact_avx512_rows(a, 0, 1, b, n, &out);
+    return out;
+}
+
+}  // namespace ls

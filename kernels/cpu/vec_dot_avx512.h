@@ -1,0 +1,31 @@
+// Exact mode's f32 kernels on AVX-512 instructions: an output's sixteen lanes (exact_order.h) are
+// one register, so each result equals the portable exact_dot_f32 of the dequantized row, bit for
+// bit. Callers check the processor first.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/common/ggml_type.h"
+#include "kernels/common/quant_blocks.h"
+
+namespace ls {
+
+// Whether the processor has AVX-512 F, BW, DQ and VL (with FMA and F16C).
+bool avx512_kernels_usable();
+
+// `count` Q4_K rows (row_stride_blocks blocks apart) against one x: out[i] is row i's dot.
+void dot_q4_K_f32_avx512_rows(int64_t n, const block_q4_K* w, int64_t row_stride_blocks, int count, const float* x,
+                              float* out);
+// dequantize_row for Q4_K on AVX-512, same bits.
+void dequantize_q4_K_avx512(const block_q4_K* w, float* out, int64_t n_blocks);
+// Up to kExactMatmulRows512 weight rows (any format dequantize_row knows, row_bytes apart) against
+// T activation columns of K floats: y[t * y_stride + r] = exact_dot_f32(row r, column t). Each
+// weight chunk is decoded once for all the columns.
+constexpr int kExactMatmulRows512 = 16;
+void matmul_exact_avx512(GgmlType type, const void* w, uint64_t row_bytes, int rows, int64_t K, const float* x,
+                         int64_t T, float* y, int64_t y_stride);
+// exact_dot_f32 of `count` rows a + i * a_stride with one b (n elements each): out[i].
+void dot_f32_exact_avx512_rows(const float* a, int64_t a_stride, int count, const float* b, int64_t n, float* out);
+float dot_f32_exact_avx512(const float* a, const float* b, int64_t n);
+
+}  // namespace ls
