@@ -2,6 +2,7 @@
 // in ../shared/fixtures/quant/rows_q8.gguf), and close to the exact sum for the unverified types.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -529,6 +530,91 @@ TEST(AttentionDotsAvx2, SameBitsAsTheEmulation) {
         }
     }
     EXPECT_EQ(checked, 7 * 6 * 2);
+}
+
+// llama mode's AVX-512 kernels give the bits of the scalar emulation of ggml's orders: the q4_K
+// dots (64 quants to an instruction, the lanes added at the end) on random blocks with every scale
+// and min and extreme activations, one row against several, and the f32 orders of ggml's AVX-512
+// build (tinyBLAS, vec_dot's blocks, softmax's exponentials and sums, SwiGLU).
+TEST(VecDotAvx512, SameBitsAsTheEmulation) {
+    if (!avx512_kernels_usable()) GTEST_SKIP() << "this processor has no AVX-512 F/BW/DQ/VL";
+    uint32_t state = 11;
+    auto next = [&] { return state = state * 1664525u + 1013904223u; };
+    int checked = 0;
+    for (int trial = 0; trial < 400; ++trial) {
+        const int64_t n = kQK_K * (1 + trial % 9);
+        std::vector<block_q4_K> w(static_cast<size_t>(n / kQK_K));
+        std::vector<block_q8_K> a(w.size() * 5);
+        for (block_q4_K& b : w) {
+            auto* bytes = reinterpret_cast<uint8_t*>(&b);
+            for (size_t i = 0; i < sizeof b; ++i) bytes[i] = static_cast<uint8_t>(next() >> 24);
+            b.d = fp32_to_fp16(static_cast<float>(next() % 2000) * 1e-5f);
+            b.dmin = fp32_to_fp16(static_cast<float>(next() % 2000) * 1e-5f);
+        }
+        for (size_t k = 0; k < a.size(); ++k) {
+            block_q8_K& b = a[k];
+            b.d = static_cast<float>(next() % 1000) * 1e-4f;
+            int32_t sums[16] = {};
+            for (int i = 0; i < kQK_K; ++i) {
+                const int8_t v = trial % 3 == 0 ? static_cast<int8_t>(i % 2 ? -128 : 127) : static_cast<int8_t>(next() >> 24);
+                sums[i / 16] += (b.qs[i] = v);
+            }
+            for (int g = 0; g < 16; ++g) b.bsums[g] = static_cast<int16_t>(sums[g]);
+        }
+        const int64_t nb = static_cast<int64_t>(w.size());
+        float want = 0;
+        ASSERT_TRUE(vec_dot_row_x86_emulated(GgmlType::Q4_K, n, w.data(), a.data(), &want));
+        ASSERT_EQ(bits_of(dot_q4_K_avx512(n, w.data(), a.data())), bits_of(want)) << "q4_K trial " << trial;
+        const int count = 1 + trial % 5;
+        std::vector<float> many(static_cast<size_t>(count) * 2, -1.0f);
+        dot_q4_K_avx512_rows(n, w.data(), a.data(), nb, count, many.data(), 2);
+        for (int c = 0; c < count; ++c) {
+            ASSERT_TRUE(vec_dot_row_x86_emulated(GgmlType::Q4_K, n, w.data(), a.data() + c * nb, &want));
+            ASSERT_EQ(bits_of(many[c * 2]), bits_of(want)) << "q4_K rows trial " << trial << " row " << c;
+            ASSERT_EQ(many[c * 2 + 1], -1.0f);
+        }
+        ++checked;
+    }
+    EXPECT_EQ(checked, 400);
+}
+
+TEST(GgmlOrderAvx512, SameBitsAsTheEmulation) {
+    if (!avx512_kernels_usable()) GTEST_SKIP() << "this processor has no AVX-512 F/BW/DQ/VL";
+    for (int64_t n : {16, 64, 128, 192, 256, 1024}) {
+        for (int seed = 0; seed < 6; ++seed) {
+            const std::vector<float> a = wavy_row(n, 0.1f * seed, 3.0f), b = wavy_row(n, 1.7f + seed, 0.01f * (seed + 1));
+            EXPECT_EQ(bits_of(dot_tinyblas16_avx512(a.data(), b.data(), n)), bits_of(ggml_order::dot_tinyblas(a.data(), b.data(), n)))
+                << "tinyBLAS n " << n;
+            const int64_t np = n & ~int64_t(63);
+            EXPECT_EQ(bits_of(dot_blocks16_avx512(a.data(), b.data(), np)), bits_of(ggml_order::dot_blocks<16>(a.data(), b.data(), np)))
+                << "vec_dot blocks n " << np;
+        }
+    }
+    // Softmax rows: masked cells (-inf), values far below the maximum (flushed to zero), a tail
+    // shorter than 16; SwiGLU with gates from -200 to 200 (both of expf's special ranges) and a tail.
+    for (int64_t n : {1, 15, 16, 17, 40, 256}) {
+        std::vector<float> row = wavy_row(n, 0.3f, 40.0f);
+        for (int64_t j = 1; j < n; j += 7) row[j] = -INFINITY;
+        for (int64_t j = 3; j < n; j += 11) row[j] = -150.0f;
+        float max = -INFINITY;
+        for (float v : row) max = std::max(max, v);
+        std::vector<float> want = row, got = row;
+        double want_sum = 0.0;
+        for (int64_t j0 = 0; j0 < n; j0 += 16) {
+            float block[16] = {};
+            for (int l = 0; l < 16 && j0 + l < n; ++l) block[l] = want[j0 + l] = ggml_order::v_expf(want[j0 + l] - max);
+            want_sum += ggml_order::reduce_add16(block);
+        }
+        const double got_sum = exp_row_avx512(got.data(), n, max);
+        EXPECT_EQ(want_sum, got_sum) << "softmax sum n " << n;
+        for (int64_t j = 0; j < n; ++j) ASSERT_EQ(bits_of(got[j]), bits_of(want[j])) << "softmax n " << n << " j " << j;
+        const std::vector<float> gate = wavy_row(n + 21, 0.9f, 200.0f), up = wavy_row(n + 21, 0.2f, 2.0f);
+        std::vector<float> y_want(gate.size()), y_got(gate.size());
+        ggml_order::swiglu_row(gate.data(), up.data(), y_want.data(), static_cast<int64_t>(gate.size()));
+        swiglu_row_avx512(gate.data(), up.data(), y_got.data(), static_cast<int64_t>(gate.size()));
+        for (size_t i = 0; i < gate.size(); ++i)
+            ASSERT_EQ(bits_of(y_got[i]), bits_of(y_want[i])) << "swiglu n " << gate.size() << " i " << i << " gate " << gate[i];
+    }
 }
 
 }  // namespace

@@ -181,7 +181,7 @@ public:
                         float v;
                         if (tinyblas) v = dot_tinyblas(wr, xt, K);
                         else if (w.type == GgmlType::F16) v = dot_f16(wr, xt, K);
-                        else v = isa_ == LlamaIsa::kAvx2 ? ggml_order::vec_dot_f32_avx2(wr, xt, K) : ggml_order::vec_dot_f32(wr, xt, K);
+                        else v = vec_dot_f32(wr, xt, K);
                         y.f32()[t * N + r] = v;
                     }
                 }
@@ -203,13 +203,15 @@ public:
         // ggml's x86 kernels sum in their own lane order; types without one use the scalar order.
 #if defined(LS_HAVE_VEC_DOT_AVX2)
         // Q4_K prompts: each weight row's blocks are unpacked once for all the columns (same bits).
-        if (w.type == GgmlType::Q4_K && T >= 2 && avx2_kernels_usable()) {
+        if (w.type == GgmlType::Q4_K && T >= 2 && (avx512_ || avx2_)) {
             pool_.parallel_for(N, 4, [&](int64_t b, int64_t e) {
-                for (int64_t r = b; r < e; ++r)
-                    dot_q4_K_avx2_rows(K, reinterpret_cast<const block_q4_K*>(wbase + r * w_row_bytes),
-                                       reinterpret_cast<const block_q8_K*>(act_scratch_.data()),
-                                       static_cast<int64_t>(act_row_bytes / sizeof(block_q8_K)), static_cast<int>(T),
-                                       &y.f32()[r], N);
+                for (int64_t r = b; r < e; ++r) {
+                    const auto* wr = reinterpret_cast<const block_q4_K*>(wbase + r * w_row_bytes);
+                    const auto* act = reinterpret_cast<const block_q8_K*>(act_scratch_.data());
+                    const auto act_stride = static_cast<int64_t>(act_row_bytes / sizeof(block_q8_K));
+                    if (avx512_) dot_q4_K_avx512_rows(K, wr, act, act_stride, static_cast<int>(T), &y.f32()[r], N);
+                    else dot_q4_K_avx2_rows(K, wr, act, act_stride, static_cast<int>(T), &y.f32()[r], N);
+                }
             });
             return;
         }
@@ -287,6 +289,9 @@ public:
                 float* out = y.f32() + r * n;
                 if (mode == MathMode::kLlama) {
                     if (isa_ == LlamaIsa::kAvx2) ggml_order::swiglu_row_avx2(g, u, out, n);
+#if defined(LS_HAVE_VEC_DOT_AVX2)
+                    else if (avx512_) swiglu_row_avx512(g, u, out, n);
+#endif
                     else ggml_order::swiglu_row(g, u, out, n);
                 } else {
                     for (int64_t i = 0; i < n; ++i) out[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
@@ -351,6 +356,10 @@ public:
                 double sum = 0.0;
                 // (AVX2: 8 at a time with its own expf, the lanes summed as hsum8.)
                 const int lanes = isa_ == LlamaIsa::kAvx2 ? 8 : 16;
+#if defined(LS_HAVE_VEC_DOT_AVX2)
+                if (mode == MathMode::kLlama && lanes == 16 && avx512_) sum = exp_row_avx512(out, n_kv, max);
+                else
+#endif
                 for (int64_t j0 = 0; j0 < n_kv; j0 += lanes) {
                     float block[16] = {};
                     for (int l = 0; l < lanes && j0 + l < n_kv; ++l) {
@@ -539,8 +548,7 @@ public:
                     if (mode == MathMode::kExact) *out = dot_f32(wf, x.f32() + xc * K, K);
                     else if (w.type == GgmlType::F16) *out = dot_f16(wf, xs_f32 + xc * K, K);
                     else if (w.type == GgmlType::F32)
-                        *out = isa_ == LlamaIsa::kAvx2 ? ggml_order::vec_dot_f32_avx2(wf, x.f32() + xc * K, K)
-                                                       : ggml_order::vec_dot_f32(wf, x.f32() + xc * K, K);
+                        *out = vec_dot_f32(wf, x.f32() + xc * K, K);
                     else if (!vec_dot_row_x86(w.type, K, wr, act_scratch_.data() + xc * act_row_bytes, out))
                         vec_dot_row(w.type, K, wr, act_scratch_.data() + xc * act_row_bytes, out);
                 }
@@ -627,13 +635,35 @@ private:
             return static_cast<float>(sum);
         }
 #endif
+#if defined(LS_HAVE_VEC_DOT_AVX2)
+        if (isa_ == LlamaIsa::kAvx512 && avx512_) {  // vec_dot_f16_f32acc's 16-lane order
+            const int64_t np = n & ~int64_t(63);
+            double sum = dot_blocks16_avx512(a, b, np);
+            for (int64_t i = np; i < n; ++i) sum += static_cast<double>(a[i] * b[i]);
+            return static_cast<float>(sum);
+        }
+#endif
         return ggml_order::vec_dot_f16_f32acc(a, b, n, isa_ == LlamaIsa::kAvx512);
     }
     float dot_tinyblas(const float* a, const float* b, int64_t k) const {
 #if defined(LS_HAVE_VEC_DOT_AVX2)
         if (isa_ == LlamaIsa::kAvx2 && avx2_) return dot_tinyblas8_avx2(a, b, k);
+        if (isa_ != LlamaIsa::kAvx2 && avx512_) return dot_tinyblas16_avx512(a, b, k);
 #endif
         return isa_ == LlamaIsa::kAvx2 ? ggml_order::dot_tinyblas8(a, b, k) : ggml_order::dot_tinyblas(a, b, k);
+    }
+    // ggml_vec_dot_f32 in the order of the llama.cpp build reproduced.
+    float vec_dot_f32(const float* a, const float* b, int64_t n) const {
+        if (isa_ == LlamaIsa::kAvx2) return ggml_order::vec_dot_f32_avx2(a, b, n);
+#if defined(LS_HAVE_VEC_DOT_AVX2)
+        if (avx512_) {  // the blocked part on AVX-512, the leftovers multiplied and added separately
+            const int64_t np = n & ~int64_t(63);
+            float sum = dot_blocks16_avx512(a, b, np);
+            for (int64_t i = np; i < n; ++i) sum = sum + a[i] * b[i];
+            return sum;
+        }
+#endif
+        return ggml_order::vec_dot_f32(a, b, n);
     }
     int64_t tinyblas_k() const { return isa_ == LlamaIsa::kAvx2 ? 8 : 16; }
 

@@ -13,6 +13,8 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "kernels/cpu/dequant.h"
@@ -307,6 +309,204 @@ float dot_f32_exact_avx512(const float* a, const float* b, int64_t n) {
     float out = 0;
     dot_f32_exact_avx512_rows(a, 0, 1, b, n, &out);
     return out;
+}
+
+// ---- Llama mode
+// q4_K . q8_K as ggml's AVX2 kernel computes it: per super-block, lane l (of 8) of the int32 sums
+// collects bytes 4l .. 4l + 3 of every 32-quant chunk times the chunk's scale; then
+// acc = fma(d_a * d, float(lanes), acc), and four min lanes fma(-d_a * dmin, mins . bsums, acc_m).
+// Here a register holds a chunk pair (the 32 quant bytes give the low nibbles, elements 64c ..
+// 64c + 31, in the low half and the high nibbles in the high half, so the activations are one
+// contiguous load): its lanes 0-7 are chunk 2c's lanes, 8-15 chunk 2c + 1's, added at the end.
+// The integer sums are exact (|2 * 15 * 128| fits the 16-bit pairs), so the lanes are the same
+// integers and the float steps the same bits.
+
+namespace {
+
+struct alignas(64) Q4KUnpacked512 {
+    __m512i q[4];   // chunk pair c: low nibbles of qs[32c ..] then their high nibbles
+    __m512i sc[4];  // the pair's two scales, each in sixteen 16-bit lanes
+    __m128i mins;   // the eight mins as 16-bit lanes
+    float d, dmin;
+};
+
+LS_AVX512 inline __attribute__((always_inline)) void unpack_q4_K(const block_q4_K& w, Q4KUnpacked512* u) {
+    uint32_t packed[4];
+    std::memcpy(packed, w.scales, 12);
+    packed[3] = ((packed[2] >> 4) & 0x0f0f0f0fu) | (((packed[1] >> 6) & 0x03030303u) << 4);
+    const uint32_t mins_lo = packed[1] & 0x3f3f3f3fu;
+    packed[1] = (packed[2] & 0x0f0f0f0fu) | (((packed[0] >> 6) & 0x03030303u) << 4);
+    packed[2] = mins_lo;
+    packed[0] &= 0x3f3f3f3fu;
+    const __m256i scales_mins = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(packed)));
+    u->mins = _mm256_extracti128_si256(scales_mins, 1);
+    const __m512i scales = _mm512_zextsi256_si512(scales_mins);
+    const __m512i shift = _mm512_setr_epi64(0, 0, 0, 0, 4, 4, 4, 4);
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    for (int c = 0; c < 4; ++c) {
+        u->sc[c] = _mm512_permutexvar_epi16(
+            _mm512_inserti64x4(_mm512_set1_epi16(static_cast<int16_t>(2 * c)), _mm256_set1_epi16(static_cast<int16_t>(2 * c + 1)), 1),
+            scales);
+        const __m512i bytes = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.qs + 32 * c)));
+        u->q[c] = _mm512_and_si512(_mm512_srlv_epi64(bytes, shift), low4);  // the neighbour's bits are masked off
+    }
+    u->d = _cvtsh_ss(w.d);
+    u->dmin = _cvtsh_ss(w.dmin);
+}
+
+// The float steps of one block for one activation row, on the lanes summed from four chunk pairs.
+LS_AVX512 inline void q4_K_block_step(const Q4KUnpacked512& u, const block_q8_K& ab, __m512i sumi, __m256& acc,
+                                      __m128& acc_m) {
+    // Lane k: mn[2k] * (bsums 4k, 4k+1) + mn[2k+1] * (bsums 4k+2, 4k+3).
+    const __m128i bsums = _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(ab.bsums)),
+                                         _mm_loadu_si128(reinterpret_cast<const __m128i*>(ab.bsums + 8)));
+    acc_m = _mm_fmadd_ps(_mm_set1_ps(-ab.d * u.dmin), _mm_cvtepi32_ps(_mm_madd_epi16(u.mins, bsums)), acc_m);
+    const __m256i lanes = _mm256_add_epi32(_mm512_castsi512_si256(sumi), _mm512_extracti64x4_epi64(sumi, 1));
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(ab.d * u.d), _mm256_cvtepi32_ps(lanes), acc);
+}
+
+LS_AVX512 inline __m512i q4_K_pair_sum(const Q4KUnpacked512& u, int c, const block_q8_K& ab) {
+    const __m512i av = _mm512_loadu_si512(ab.qs + 64 * c);
+    return _mm512_madd_epi16(_mm512_maddubs_epi16(u.q[c], av), u.sc[c]);
+}
+
+LS_AVX512 inline float q4_K_result(__m256 acc, __m128 acc_m) {
+    alignas(32) float v[8];
+    alignas(16) float m[4];
+    _mm256_store_ps(v, acc);
+    _mm_store_ps(m, acc_m);
+    const float h[4] = {v[4] + v[0], v[5] + v[1], v[6] + v[2], v[7] + v[3]};  // hsum_float_8
+    return ((h[0] + h[2]) + (h[1] + h[3])) + ((m[0] + m[2]) + (m[1] + m[3]));
+}
+
+// C activation rows against an unpacked weight row, block by block, the accumulators in registers.
+template <int C>
+LS_AVX512 void dot_q4_K_unpacked(int64_t nb, const Q4KUnpacked512* u, const block_q8_K* a, int64_t a_stride_blocks,
+                                 float* out, int64_t out_stride) {
+    __m256 acc[C];
+    __m128 acc_m[C];
+    for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps(), acc_m[c] = _mm_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+        __m512i sumi[C];
+        for (int c = 0; c < C; ++c) sumi[c] = _mm512_setzero_si512();
+        for (int p = 0; p < 4; ++p)
+            for (int c = 0; c < C; ++c) {
+                sumi[c] = _mm512_add_epi32(sumi[c], q4_K_pair_sum(u[b], p, a[c * a_stride_blocks + b]));
+                // Kept a running sum: the compiler would otherwise regroup these exact integer adds
+                // into a tree whose live products spill to the stack.
+                asm("" : "+v"(sumi[c]));
+            }
+        for (int c = 0; c < C; ++c) q4_K_block_step(u[b], a[c * a_stride_blocks + b], sumi[c], acc[c], acc_m[c]);
+    }
+    for (int c = 0; c < C; ++c) out[c * out_stride] = q4_K_result(acc[c], acc_m[c]);
+}
+
+// ggml_v_expf on sixteen lanes (ggml_order::v_expf, lane by lane).
+LS_AVX512 inline __m512 v_expf16(__m512 x) {
+    const __m512 r = _mm512_set1_ps(0x1.8p23f);
+    const __m512 z = _mm512_fmadd_ps(x, _mm512_set1_ps(0x1.715476p+0f), r);
+    const __m512 n = _mm512_sub_ps(z, r);
+    const __m512 b = _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.7f7d1cp-20f), _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.62e4p-1f), x));
+    const __mmask16 big = _mm512_cmp_ps_mask(_mm512_abs_ps(n), _mm512_set1_ps(192), _CMP_GT_OQ);
+    const __m512 u = _mm512_mul_ps(b, b);
+    const __m512 j = _mm512_fmadd_ps(
+        _mm512_fmadd_ps(_mm512_fmadd_ps(_mm512_set1_ps(0x1.0e4020p-7f), b, _mm512_set1_ps(0x1.573e2ep-5f)), u,
+                        _mm512_fmadd_ps(_mm512_set1_ps(0x1.555e66p-3f), b, _mm512_set1_ps(0x1.fffdb6p-2f))),
+        u, _mm512_fmadd_ps(_mm512_set1_ps(0x1.ffffecp-1f), b, _mm512_set1_ps(1.0f)));
+    const __m512 res = _mm512_scalef_ps(j, n);
+    if (big == 0) return res;
+    const __mmask16 negative = _mm512_cmp_ps_mask(n, _mm512_setzero_ps(), _CMP_LE_OQ);
+    const __m512 alt = _mm512_mask_blend_ps(negative, _mm512_set1_ps(INFINITY), _mm512_setzero_ps());
+    return _mm512_mask_blend_ps(big, res, alt);
+}
+
+// _mm512_reduce_add_ps in ggml_order::reduce_add16's order.
+LS_AVX512 inline float reduce_add16(__m512 v) {
+    const __m256 t3 = _mm256_add_ps(_mm512_extractf32x8_ps(v, 1), _mm512_castps512_ps256(v));
+    const __m128 t6 = _mm_add_ps(_mm256_extractf128_ps(t3, 1), _mm256_castps256_ps128(t3));
+    alignas(16) float t[4];
+    _mm_store_ps(t, t6);
+    return (t[0] + t[2]) + (t[1] + t[3]);
+}
+
+}  // namespace
+
+LS_AVX512 float dot_q4_K_avx512(int64_t n, const block_q4_K* w, const block_q8_K* a) {
+    __m256 acc = _mm256_setzero_ps();
+    __m128 acc_m = _mm_setzero_ps();
+    for (int64_t b = 0; b < n / kQK_K; ++b) {
+        // 12 blocks (1.7 KB) ahead, into the next rows of the tensor, as the AVX2 kernel does.
+        _mm_prefetch(reinterpret_cast<const char*>(w + b + 12), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(w + b + 12) + 64, _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(w + b + 12) + 128, _MM_HINT_T0);
+        Q4KUnpacked512 u;
+        unpack_q4_K(w[b], &u);
+        __m512i sumi = q4_K_pair_sum(u, 0, a[b]);
+        for (int p = 1; p < 4; ++p) sumi = _mm512_add_epi32(sumi, q4_K_pair_sum(u, p, a[b]));
+        q4_K_block_step(u, a[b], sumi, acc, acc_m);
+    }
+    return q4_K_result(acc, acc_m);
+}
+
+LS_AVX512 void dot_q4_K_avx512_rows(int64_t n, const block_q4_K* w, const block_q8_K* a, int64_t a_stride_blocks,
+                                    int count, float* out, int64_t out_stride) {
+    // The row unpacked once (n / 256 blocks of 576 bytes: L1 for the model sizes we meet).
+    thread_local std::vector<Q4KUnpacked512> unpacked;
+    const int64_t nb = n / kQK_K;
+    if (static_cast<int64_t>(unpacked.size()) < nb) unpacked.resize(static_cast<size_t>(nb));
+    for (int64_t b = 0; b < nb; ++b) unpack_q4_K(w[b], &unpacked[b]);
+    // The next row (the rows of a weight tensor follow each other) comes from memory while this
+    // one meets every column.
+    for (uint64_t off = 0; off < nb * sizeof(block_q4_K); off += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(w + nb) + off, _MM_HINT_T0);
+    for (; count >= 4; count -= 4, a += 4 * a_stride_blocks, out += 4 * out_stride)
+        dot_q4_K_unpacked<4>(nb, unpacked.data(), a, a_stride_blocks, out, out_stride);
+    if (count == 3) dot_q4_K_unpacked<3>(nb, unpacked.data(), a, a_stride_blocks, out, out_stride);
+    if (count == 2) dot_q4_K_unpacked<2>(nb, unpacked.data(), a, a_stride_blocks, out, out_stride);
+    if (count == 1) dot_q4_K_unpacked<1>(nb, unpacked.data(), a, a_stride_blocks, out, out_stride);
+}
+
+LS_AVX512 float dot_tinyblas16_avx512(const float* a, const float* b, int64_t k) {
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t l = 0; l < k; l += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + l), _mm512_loadu_ps(b + l), acc);
+    return reduce_add16(acc);
+}
+
+LS_AVX512 float dot_blocks16_avx512(const float* a, const float* b, int64_t np) {
+    __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    for (int64_t i = 0; i < np; i += 64) {
+        s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), s0);
+        s1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), s1);
+        s2 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 32), _mm512_loadu_ps(b + i + 32), s2);
+        s3 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 48), _mm512_loadu_ps(b + i + 48), s3);
+    }
+    s0 = _mm512_add_ps(s0, s2);
+    s1 = _mm512_add_ps(s1, s3);
+    return reduce_add16(_mm512_add_ps(s0, s1));
+}
+
+LS_AVX512 double exp_row_avx512(float* row, int64_t n, float max) {
+    double sum = 0.0;
+    const __m512 m = _mm512_set1_ps(max);
+    for (int64_t j = 0; j < n; j += 16) {
+        // Past n the block is padded with zeros.
+        const __mmask16 in = n - j >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << (n - j)) - 1);
+        const __m512 v = _mm512_maskz_mov_ps(in, v_expf16(_mm512_sub_ps(_mm512_maskz_loadu_ps(in, row + j), m)));
+        _mm512_mask_storeu_ps(row + j, in, v);
+        sum += reduce_add16(v);
+    }
+    return sum;
+}
+
+LS_AVX512 void swiglu_row_avx512(const float* x, const float* g, float* y, int64_t n) {
+    int64_t i = 0;
+    const __m512 one = _mm512_set1_ps(1.0f);
+    for (; i + 15 < n; i += 16) {
+        const __m512 xv = _mm512_loadu_ps(x + i);
+        const __m512 silu = _mm512_div_ps(xv, _mm512_add_ps(one, v_expf16(_mm512_sub_ps(_mm512_setzero_ps(), xv))));
+        _mm512_storeu_ps(y + i, _mm512_mul_ps(silu, _mm512_loadu_ps(g + i)));
+    }
+    for (; i < n; ++i) y[i] = x[i] / (1.0f + std::exp(-x[i])) * g[i];
 }
 
 }  // namespace ls

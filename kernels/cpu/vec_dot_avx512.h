@@ -1,6 +1,8 @@
-// Exact mode's f32 kernels on AVX-512 instructions: an output's sixteen lanes (exact_order.h) are
-// one register, so each result equals the portable exact_dot_f32 of the dequantized row, bit for
-// bit. Callers check the processor first.
+// Both math modes' kernels on AVX-512 instructions. Exact mode: an output's sixteen lanes
+// (exact_order.h) are one register, so each result equals the portable exact_dot_f32 of the
+// dequantized row, bit for bit. Llama mode: ggml's integer sums, twice as wide as its AVX2 kernels
+// (exact, so grouped any way), then its float steps on the same lanes, so each result equals the
+// scalar emulation (vec_dot_x86.h, ggml_order.h) bit for bit. Callers check the processor first.
 #pragma once
 
 #include <cstdint>
@@ -27,5 +29,22 @@ void matmul_exact_avx512(GgmlType type, const void* w, uint64_t row_bytes, int r
 // exact_dot_f32 of `count` rows a + i * a_stride with one b (n elements each): out[i].
 void dot_f32_exact_avx512_rows(const float* a, int64_t a_stride, int count, const float* b, int64_t n, float* out);
 float dot_f32_exact_avx512(const float* a, const float* b, int64_t n);
+
+// ---- Llama mode
+
+// dot_q4_K_avx2's result (ggml's AVX2 q4_K . q8_K), 64 quants to an instruction.
+float dot_q4_K_avx512(int64_t n, const block_q4_K* w, const block_q8_K* a);
+// One q4_K row against `count` activation rows (a_stride_blocks blocks apart): out[i * out_stride]
+// is exactly dot_q4_K_avx512 of row i, with each weight block unpacked once for all of them.
+void dot_q4_K_avx512_rows(int64_t n, const block_q4_K* w, const block_q8_K* a, int64_t a_stride_blocks, int count,
+                          float* out, int64_t out_stride);
+// ggml_order::dot_tinyblas (k a multiple of 16) and ggml_order::dot_blocks<16> (np a multiple of 64).
+float dot_tinyblas16_avx512(const float* a, const float* b, int64_t k);
+float dot_blocks16_avx512(const float* a, const float* b, int64_t np);
+// Softmax's exponentials as ggml's AVX-512 build computes them: row[j] = v_expf(row[j] - max) for
+// j < n, returning the sum of reduce_add16 over blocks of 16 (zeros past n) in double.
+double exp_row_avx512(float* row, int64_t n, float max);
+// ggml_order::swiglu_row on AVX-512 (v_silu sixteen at a time, libm expf for the leftovers).
+void swiglu_row_avx512(const float* x, const float* g, float* y, int64_t n);
 
 }  // namespace ls
