@@ -565,13 +565,25 @@ TEST(VecDotAvx512, SameBitsAsTheEmulation) {
         float want = 0;
         ASSERT_TRUE(vec_dot_row_x86_emulated(GgmlType::Q4_K, n, w.data(), a.data(), &want));
         ASSERT_EQ(bits_of(dot_q4_K_avx512(n, w.data(), a.data())), bits_of(want)) << "q4_K trial " << trial;
-        const int count = 1 + trial % 5;
-        std::vector<float> many(static_cast<size_t>(count) * 2, -1.0f);
-        dot_q4_K_avx512_rows(n, w.data(), a.data(), nb, count, many.data(), 2);
+        // Several weight rows (the row again, then its blocks in reverse) against one group of four
+        // activation rows and the tails.
+        const int count = 1 + trial % 5, rows = 1 + trial % 3;
+        std::vector<block_q4_K> w_rows(static_cast<size_t>(rows * nb));
+        for (int r = 0; r < rows; ++r)
+            for (int64_t b = 0; b < nb; ++b) w_rows[r * nb + b] = w[r % 2 == 0 ? b : nb - 1 - b];
+        const int64_t out_stride = rows + 1;
+        std::vector<float> many(static_cast<size_t>(count * out_stride), -1.0f);
+        std::vector<Q8KColumnBlock> columns(static_cast<size_t>((count + 3) / 4 * nb));
+        q8_K_column_blocks(a.data(), nb, count, nb, columns.data());
+        dot_q4_K_avx512_rows(n, w_rows.data(), nb * sizeof(block_q4_K), rows, a.data(), nb, columns.data(), count,
+                             many.data(), out_stride);
         for (int c = 0; c < count; ++c) {
-            ASSERT_TRUE(vec_dot_row_x86_emulated(GgmlType::Q4_K, n, w.data(), a.data() + c * nb, &want));
-            ASSERT_EQ(bits_of(many[c * 2]), bits_of(want)) << "q4_K rows trial " << trial << " row " << c;
-            ASSERT_EQ(many[c * 2 + 1], -1.0f);
+            for (int r = 0; r < rows; ++r) {
+                ASSERT_TRUE(vec_dot_row_x86_emulated(GgmlType::Q4_K, n, w_rows.data() + r * nb, a.data() + c * nb, &want));
+                ASSERT_EQ(bits_of(many[c * out_stride + r]), bits_of(want))
+                    << "q4_K rows trial " << trial << " weight row " << r << " activation row " << c;
+            }
+            ASSERT_EQ(many[c * out_stride + rows], -1.0f);
         }
         ++checked;
     }

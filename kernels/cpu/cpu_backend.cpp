@@ -204,13 +204,21 @@ public:
 #if defined(LS_HAVE_VEC_DOT_AVX2)
         // Q4_K prompts: each weight row's blocks are unpacked once for all the columns (same bits).
         if (w.type == GgmlType::Q4_K && T >= 2 && (avx512_ || avx2_)) {
+            const auto* act = reinterpret_cast<const block_q8_K*>(act_scratch_.data());
+            const auto act_stride = static_cast<int64_t>(act_row_bytes / sizeof(block_q8_K));
+            if (avx512_) {
+                q8_K_columns_.resize(static_cast<size_t>((T + 3) / 4 * act_stride));
+                q8_K_column_blocks(act, act_stride, T, act_stride, q8_K_columns_.data());
+            }
+            constexpr int64_t kRows = 8;  // AVX-512: weight rows per pass over the columns
             pool_.parallel_for(N, 4, [&](int64_t b, int64_t e) {
-                for (int64_t r = b; r < e; ++r) {
+                for (int64_t r = b; r < e; r += avx512_ ? kRows : 1) {
                     const auto* wr = reinterpret_cast<const block_q4_K*>(wbase + r * w_row_bytes);
-                    const auto* act = reinterpret_cast<const block_q8_K*>(act_scratch_.data());
-                    const auto act_stride = static_cast<int64_t>(act_row_bytes / sizeof(block_q8_K));
-                    if (avx512_) dot_q4_K_avx512_rows(K, wr, act, act_stride, static_cast<int>(T), &y.f32()[r], N);
-                    else dot_q4_K_avx2_rows(K, wr, act, act_stride, static_cast<int>(T), &y.f32()[r], N);
+                    if (avx512_)
+                        dot_q4_K_avx512_rows(K, wr, w_row_bytes, static_cast<int>(std::min(kRows, e - r)), act, act_stride,
+                                             q8_K_columns_.data(), static_cast<int>(T), &y.f32()[r], N);
+                    else
+                        dot_q4_K_avx2_rows(K, wr, act, act_stride, static_cast<int>(T), &y.f32()[r], N);
                 }
             });
             return;
@@ -674,6 +682,9 @@ private:
 #endif
     ThreadPool pool_;
     std::vector<uint8_t> act_scratch_;  // activations converted for llama-mode matmuls
+#if defined(LS_HAVE_VEC_DOT_AVX2)
+    std::vector<Q8KColumnBlock> q8_K_columns_;  // their scales and bsums, four columns a block
+#endif
     std::vector<float> act_f32_;        // f16-rounded activations for F16 weights
     std::vector<float> v_t_;            // V transposed and padded, for llama-mode attention
 };

@@ -379,16 +379,20 @@ LS_AVX512 inline float q4_K_result(__m256 acc, __m128 acc_m) {
     return ((h[0] + h[2]) + (h[1] + h[3])) + ((m[0] + m[2]) + (m[1] + m[3]));
 }
 
-// C activation rows against an unpacked weight row, block by block, the accumulators in registers.
+// C (up to four) activation rows against an unpacked weight row, block by block, the accumulators
+// in registers. The float steps of the four columns share registers lane for lane: the main lanes
+// two columns to a register (8 + 8), the min lanes all four (4 x 4), each lane's fused add the one
+// ggml does for that column.
 template <int C>
 LS_AVX512 void dot_q4_K_unpacked(int64_t nb, const Q4KUnpacked512* u, const block_q8_K* a, int64_t a_stride_blocks,
-                                 float* out, int64_t out_stride) {
-    __m256 acc[C];
-    __m128 acc_m[C];
-    for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps(), acc_m[c] = _mm_setzero_ps();
+                                 const Q8KColumnBlock* columns, float* out, int64_t out_stride) {
+    __m512 acc01 = _mm512_setzero_ps(), acc23 = _mm512_setzero_ps(), acc_m = _mm512_setzero_ps();
+    const __m512i spread01 = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    const __m512i spread23 = _mm512_setr_epi32(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m512i spread4 = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
     for (int64_t b = 0; b < nb; ++b) {
-        __m512i sumi[C];
-        for (int c = 0; c < C; ++c) sumi[c] = _mm512_setzero_si512();
+        __m512i sumi[4];
+        for (int c = 0; c < 4; ++c) sumi[c] = _mm512_setzero_si512();
         for (int p = 0; p < 4; ++p)
             for (int c = 0; c < C; ++c) {
                 sumi[c] = _mm512_add_epi32(sumi[c], q4_K_pair_sum(u[b], p, a[c * a_stride_blocks + b]));
@@ -396,9 +400,29 @@ LS_AVX512 void dot_q4_K_unpacked(int64_t nb, const Q4KUnpacked512* u, const bloc
                 // into a tree whose live products spill to the stack.
                 asm("" : "+v"(sumi[c]));
             }
-        for (int c = 0; c < C; ++c) q4_K_block_step(u[b], a[c * a_stride_blocks + b], sumi[c], acc[c], acc_m[c]);
+        const Q8KColumnBlock& col = columns[b];
+        // Lane k of column c: mn[2k] * (bsums 4k, 4k+1) + mn[2k+1] * (bsums 4k+2, 4k+3), times
+        // -d_a * dmin.
+        const __m512i mins = _mm512_madd_epi16(_mm512_broadcast_i32x4(u[b].mins), _mm512_loadu_si512(col.bsum_pairs));
+        const __m128 da = _mm_load_ps(col.d);
+        const __m128 dmin = _mm_mul_ps(_mm_xor_ps(da, _mm_set1_ps(-0.0f)), _mm_set1_ps(u[b].dmin));
+        acc_m = _mm512_fmadd_ps(_mm512_permutexvar_ps(spread4, _mm512_zextps128_ps512(dmin)), _mm512_cvtepi32_ps(mins), acc_m);
+        // Each column's eight lanes: its chunk-pair lanes 0-7 plus 8-15, times d_a * d.
+        const __m512 d = _mm512_zextps128_ps512(_mm_mul_ps(da, _mm_set1_ps(u[b].d)));
+        const __m512i lanes01 = _mm512_add_epi32(_mm512_shuffle_i64x2(sumi[0], sumi[1], 0x44), _mm512_shuffle_i64x2(sumi[0], sumi[1], 0xEE));
+        acc01 = _mm512_fmadd_ps(_mm512_permutexvar_ps(spread01, d), _mm512_cvtepi32_ps(lanes01), acc01);
+        if (C > 2) {
+            const __m512i lanes23 = _mm512_add_epi32(_mm512_shuffle_i64x2(sumi[2], sumi[3], 0x44), _mm512_shuffle_i64x2(sumi[2], sumi[3], 0xEE));
+            acc23 = _mm512_fmadd_ps(_mm512_permutexvar_ps(spread23, d), _mm512_cvtepi32_ps(lanes23), acc23);
+        }
     }
-    for (int c = 0; c < C; ++c) out[c * out_stride] = q4_K_result(acc[c], acc_m[c]);
+    alignas(64) float m[16];
+    _mm512_store_ps(m, acc_m);
+    for (int c = 0; c < C; ++c) {
+        const __m512 acc = c < 2 ? acc01 : acc23;
+        const __m256 lanes = c % 2 == 0 ? _mm512_castps512_ps256(acc) : _mm512_extractf32x8_ps(acc, 1);
+        out[c * out_stride] = q4_K_result(lanes, _mm_load_ps(m + 4 * c));
+    }
 }
 
 // ggml_v_expf on sixteen lanes (ggml_order::v_expf, lane by lane).
@@ -448,22 +472,44 @@ LS_AVX512 float dot_q4_K_avx512(int64_t n, const block_q4_K* w, const block_q8_K
     return q4_K_result(acc, acc_m);
 }
 
-LS_AVX512 void dot_q4_K_avx512_rows(int64_t n, const block_q4_K* w, const block_q8_K* a, int64_t a_stride_blocks,
-                                    int count, float* out, int64_t out_stride) {
-    // The row unpacked once (n / 256 blocks of 576 bytes: L1 for the model sizes we meet).
+void q8_K_column_blocks(const block_q8_K* a, int64_t a_stride_blocks, int64_t T, int64_t nb, Q8KColumnBlock* out) {
+    for (int64_t g = 0; g < (T + 3) / 4; ++g)
+        for (int64_t b = 0; b < nb; ++b) {
+            Q8KColumnBlock& col = out[g * nb + b];
+            for (int c = 0; c < 4; ++c) {
+                const int64_t t = 4 * g + c;
+                const block_q8_K* ab = t < T ? &a[t * a_stride_blocks + b] : nullptr;
+                col.d[c] = ab != nullptr ? ab->d : 0.0f;
+                for (int k = 0; k < 8; ++k)
+                    col.bsum_pairs[c][k] = ab != nullptr ? static_cast<int16_t>(ab->bsums[2 * k] + ab->bsums[2 * k + 1]) : 0;
+            }
+        }
+}
+
+LS_AVX512 void dot_q4_K_avx512_rows(int64_t n, const block_q4_K* w, uint64_t row_bytes, int rows, const block_q8_K* a,
+                                    int64_t a_stride_blocks, const Q8KColumnBlock* columns, int count, float* out,
+                                    int64_t out_stride) {
+    // The rows unpacked once (n / 256 blocks of 576 bytes each: L2 for the model sizes we meet).
     thread_local std::vector<Q4KUnpacked512> unpacked;
     const int64_t nb = n / kQK_K;
-    if (static_cast<int64_t>(unpacked.size()) < nb) unpacked.resize(static_cast<size_t>(nb));
-    for (int64_t b = 0; b < nb; ++b) unpack_q4_K(w[b], &unpacked[b]);
-    // The next row (the rows of a weight tensor follow each other) comes from memory while this
-    // one meets every column.
-    for (uint64_t off = 0; off < nb * sizeof(block_q4_K); off += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(w + nb) + off, _MM_HINT_T0);
-    for (; count >= 4; count -= 4, a += 4 * a_stride_blocks, out += 4 * out_stride)
-        dot_q4_K_unpacked<4>(nb, unpacked.data(), a, a_stride_blocks, out, out_stride);
-    if (count == 3) dot_q4_K_unpacked<3>(nb, unpacked.data(), a, a_stride_blocks, out, out_stride);
-    if (count == 2) dot_q4_K_unpacked<2>(nb, unpacked.data(), a, a_stride_blocks, out, out_stride);
-    if (count == 1) dot_q4_K_unpacked<1>(nb, unpacked.data(), a, a_stride_blocks, out, out_stride);
+    if (static_cast<int64_t>(unpacked.size()) < rows * nb) unpacked.resize(static_cast<size_t>(rows * nb));
+    auto row = [&](int r) { return reinterpret_cast<const block_q4_K*>(reinterpret_cast<const char*>(w) + r * row_bytes); };
+    for (int r = 0; r < rows; ++r)
+        for (int64_t b = 0; b < nb; ++b) unpack_q4_K(row(r)[b], &unpacked[r * nb + b]);
+    // The next rows (the rows of a weight tensor follow each other) come from memory while these
+    // meet every column.
+    for (uint64_t off = 0; off < rows * row_bytes; off += 64) _mm_prefetch(reinterpret_cast<const char*>(row(rows)) + off, _MM_HINT_T1);
+    // Four columns at a time against every row: the columns' blocks stay in L1 meanwhile.
+    for (int c0 = 0; c0 < count; c0 += 4, a += 4 * a_stride_blocks, columns += nb, out += 4 * out_stride)
+        for (int r = 0; r < rows; ++r) {
+            const Q4KUnpacked512* u = unpacked.data() + r * nb;
+            switch (std::min(count - c0, 4)) {
+                case 4: dot_q4_K_unpacked<4>(nb, u, a, a_stride_blocks, columns, out + r, out_stride); break;
+                case 3: dot_q4_K_unpacked<3>(nb, u, a, a_stride_blocks, columns, out + r, out_stride); break;
+                case 2: dot_q4_K_unpacked<2>(nb, u, a, a_stride_blocks, columns, out + r, out_stride); break;
+                default: dot_q4_K_unpacked<1>(nb, u, a, a_stride_blocks, columns, out + r, out_stride); break;
+            }
+        }
 }
 
 LS_AVX512 float dot_tinyblas16_avx512(const float* a, const float* b, int64_t k) {
