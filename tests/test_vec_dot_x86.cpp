@@ -202,13 +202,12 @@ namespace {
 // l + 8, those eight sums ((0+1)+(2+3))+((4+5)+(6+7)), the leftovers fused in order.
 float exact_order_dot(const float* a, const float* b, int64_t n) {
     float lane[16] = {};
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16)
-        for (int l = 0; l < 16; ++l) lane[l] = std::fma(a[i + l], b[i + l], lane[l]);
+    const int64_t whole = n - n % 16;
+    for (int64_t i = 0; i < whole; ++i) lane[i % 16] = std::fma(a[i], b[i], lane[i % 16]);
     float h[8];
     for (int l = 0; l < 8; ++l) h[l] = lane[l] + lane[l + 8];
     float sum = ((h[0] + h[1]) + (h[2] + h[3])) + ((h[4] + h[5]) + (h[6] + h[7]));
-    for (; i < n; ++i) sum = std::fma(a[i], b[i], sum);
+    for (int64_t i = whole; i < n; ++i) sum = std::fma(a[i], b[i], sum);
     return sum;
 }
 
@@ -533,8 +532,9 @@ TEST(AttentionDotsAvx2, SameBitsAsTheEmulation) {
 }
 
 // llama mode's AVX-512 kernels give the bits of the scalar emulation of ggml's orders: the q4_K
-// dots (64 quants to an instruction, the lanes added at the end) on random blocks with every scale
-// and min and extreme activations, one row against several, and the f32 orders of ggml's AVX-512
+// prompt dots (64 quants to an instruction, the lanes added at the end, several weight rows against
+// several columns) on random blocks with every scale and min and extreme activations, and the f32
+// orders of ggml's AVX-512
 // build (tinyBLAS, vec_dot's blocks, softmax's exponentials and sums, SwiGLU).
 TEST(VecDotAvx512, SameBitsAsTheEmulation) {
     if (!avx512_kernels_usable()) GTEST_SKIP() << "this processor has no AVX-512 F/BW/DQ/VL";
@@ -564,7 +564,6 @@ TEST(VecDotAvx512, SameBitsAsTheEmulation) {
         const int64_t nb = static_cast<int64_t>(w.size());
         float want = 0;
         ASSERT_TRUE(vec_dot_row_x86_emulated(GgmlType::Q4_K, n, w.data(), a.data(), &want));
-        ASSERT_EQ(bits_of(dot_q4_K_avx512(n, w.data(), a.data())), bits_of(want)) << "q4_K trial " << trial;
         // Several weight rows (the row again, then its blocks in reverse) against one group of four
         // activation rows and the tails.
         const int count = 1 + trial % 5, rows = 1 + trial % 3;

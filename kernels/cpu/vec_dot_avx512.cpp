@@ -455,23 +455,6 @@ LS_AVX512 inline float reduce_add16(__m512 v) {
 
 }  // namespace
 
-LS_AVX512 float dot_q4_K_avx512(int64_t n, const block_q4_K* w, const block_q8_K* a) {
-    __m256 acc = _mm256_setzero_ps();
-    __m128 acc_m = _mm_setzero_ps();
-    for (int64_t b = 0; b < n / kQK_K; ++b) {
-        // 12 blocks (1.7 KB) ahead, into the next rows of the tensor, as the AVX2 kernel does.
-        _mm_prefetch(reinterpret_cast<const char*>(w + b + 12), _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(w + b + 12) + 64, _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(w + b + 12) + 128, _MM_HINT_T0);
-        Q4KUnpacked512 u;
-        unpack_q4_K(w[b], &u);
-        __m512i sumi = q4_K_pair_sum(u, 0, a[b]);
-        for (int p = 1; p < 4; ++p) sumi = _mm512_add_epi32(sumi, q4_K_pair_sum(u, p, a[b]));
-        q4_K_block_step(u, a[b], sumi, acc, acc_m);
-    }
-    return q4_K_result(acc, acc_m);
-}
-
 void q8_K_column_blocks(const block_q8_K* a, int64_t a_stride_blocks, int64_t T, int64_t nb, Q8KColumnBlock* out) {
     for (int64_t g = 0; g < (T + 3) / 4; ++g)
         for (int64_t b = 0; b < nb; ++b) {

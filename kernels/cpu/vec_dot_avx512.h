@@ -32,8 +32,6 @@ float dot_f32_exact_avx512(const float* a, const float* b, int64_t n);
 
 // ---- Llama mode
 
-// dot_q4_K_avx2's result (ggml's AVX2 q4_K . q8_K), 64 quants to an instruction.
-float dot_q4_K_avx512(int64_t n, const block_q4_K* w, const block_q8_K* a);
 // One block of four Q8_K activation columns as the prompt kernel reads them: the columns' bsums
 // added in pairs (16-bit, as _mm_hadd_epi16 gives them) and their scales; columns past the last are
 // zeros.
@@ -45,8 +43,8 @@ struct alignas(16) Q8KColumnBlock {
 // 4g .. 4g + 3.
 void q8_K_column_blocks(const block_q8_K* a, int64_t a_stride_blocks, int64_t T, int64_t nb, Q8KColumnBlock* out);
 // `rows` q4_K rows (row_bytes apart) against `count` activation rows (a_stride_blocks blocks apart;
-// `columns` from q8_K_column_blocks of the same rows): out[i * out_stride + r] is exactly
-// dot_q4_K_avx512 of weight row r and activation row i, with each weight block unpacked once for all
+// `columns` from q8_K_column_blocks of the same rows): out[i * out_stride + r] is exactly ggml's
+// AVX2 q4_K . q8_K (dot_q4_K_avx2) of weight row r and activation row i, 64 quants to an instruction, with each weight block unpacked once for all
 // of them, each four activation rows used by every weight row while they are in L1, and the float
 // steps of four columns done together.
 void dot_q4_K_avx512_rows(int64_t n, const block_q4_K* w, uint64_t row_bytes, int rows, const block_q8_K* a,
