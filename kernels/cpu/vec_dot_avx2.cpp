@@ -136,38 +136,41 @@ LS_AVX2 void dot_q4_K_f32_rows_t(int64_t n, const block_q4_K* w, int64_t row_str
 }
 
 // R weight rows (f32, at wr[r]) against C activation columns (x_stride apart) over n16 elements
-// (a multiple of 16): acc[(r * acc_stride + c) * 16 ..] holds the running lanes of output (r, c),
-// loaded and stored around the chunk, which leaves every chain's order untouched.
+// (a multiple of 16), lanes 8h .. 8h + 7 of each output: the elements 16m + 8h .. 16m + 8h + 7.
+// The two halves are independent chains, so each is one pass with R x C registers, as many as
+// eight lanes an output would need. acc[(r * acc_stride + c) * 16 + 8h ..] holds the running lanes
+// of output (r, c), loaded and stored around the pass, which leaves every chain's order untouched.
 template <int R, int C>
-LS_AVX2 void exact_tile(const float* const* wr, const float* x, int64_t x_stride, int64_t n16, float* acc,
+LS_AVX2 void exact_tile(const float* const* wr, const float* x, int64_t x_stride, int64_t n16, int h, float* acc,
                         int64_t acc_stride) {
-    __m256 a[R][C][2];
+    __m256 a[R][C];
     for (int r = 0; r < R; ++r)
-        for (int c = 0; c < C; ++c)
-            for (int h = 0; h < 2; ++h) a[r][c][h] = _mm256_loadu_ps(acc + (r * acc_stride + c) * 16 + 8 * h);
-    for (int64_t k = 0; k < n16; k += 16)
-        for (int h = 0; h < 2; ++h) {
-            __m256 xv[C];
-            for (int c = 0; c < C; ++c) xv[c] = _mm256_loadu_ps(x + c * x_stride + k + 8 * h);
-            for (int r = 0; r < R; ++r) {
-                const __m256 wv = _mm256_loadu_ps(wr[r] + k + 8 * h);
-                for (int c = 0; c < C; ++c) a[r][c][h] = _mm256_fmadd_ps(wv, xv[c], a[r][c][h]);
-            }
+        for (int c = 0; c < C; ++c) a[r][c] = _mm256_loadu_ps(acc + (r * acc_stride + c) * 16 + 8 * h);
+    for (int64_t k = 8 * h; k < n16; k += 16) {
+        __m256 xv[C];
+        for (int c = 0; c < C; ++c) xv[c] = _mm256_loadu_ps(x + c * x_stride + k);
+        for (int r = 0; r < R; ++r) {
+            const __m256 wv = _mm256_loadu_ps(wr[r] + k);
+            for (int c = 0; c < C; ++c) a[r][c] = _mm256_fmadd_ps(wv, xv[c], a[r][c]);
         }
+    }
     for (int r = 0; r < R; ++r)
-        for (int c = 0; c < C; ++c)
-            for (int h = 0; h < 2; ++h) _mm256_storeu_ps(acc + (r * acc_stride + c) * 16 + 8 * h, a[r][c][h]);
+        for (int c = 0; c < C; ++c) _mm256_storeu_ps(acc + (r * acc_stride + c) * 16 + 8 * h, a[r][c]);
 }
 
-// All the rows (in pairs) against C columns: the columns' chunk of x is read from L2 once and
-// stays in L1 while every row pair uses it.
+// All the rows (in groups of four) against C columns, both halves: the columns' chunk of x is read
+// from L2 once and stays in L1 while every row group uses it.
 template <int C>
 LS_AVX2 void exact_column_block(const float* const* wr, int rows, const float* x, int64_t x_stride, int64_t T,
                                 int64_t n16, float* acc) {
-    for (int g = 0; g < rows; g += 2) {
+    for (int g = 0; g < rows; g += 4) {
         float* a = acc + g * T * 16;
-        if (rows - g >= 2) exact_tile<2, C>(wr + g, x, x_stride, n16, a, T);
-        else exact_tile<1, C>(wr + g, x, x_stride, n16, a, T);
+        for (int h = 0; h < 2; ++h) switch (std::min(rows - g, 4)) {
+                case 4: exact_tile<4, C>(wr + g, x, x_stride, n16, h, a, T); break;
+                case 3: exact_tile<3, C>(wr + g, x, x_stride, n16, h, a, T); break;
+                case 2: exact_tile<2, C>(wr + g, x, x_stride, n16, h, a, T); break;
+                default: exact_tile<1, C>(wr + g, x, x_stride, n16, h, a, T); break;
+            }
     }
 }
 
