@@ -532,8 +532,8 @@ TEST(AttentionDotsAvx2, SameBitsAsTheEmulation) {
 }
 
 // llama mode's AVX-512 kernels give the bits of the scalar emulation of ggml's orders: the q4_K
-// prompt dots (64 quants to an instruction, the lanes added at the end, several weight rows against
-// several columns) on random blocks with every scale and min and extreme activations, and the f32
+// dots (64 quants to an instruction, the lanes added at the end; one row against one column, and
+// several weight rows against several columns) on random blocks with every scale and min and extreme activations, and the f32
 // orders of ggml's AVX-512
 // build (tinyBLAS, vec_dot's blocks, softmax's exponentials and sums, SwiGLU).
 TEST(VecDotAvx512, SameBitsAsTheEmulation) {
@@ -564,6 +564,7 @@ TEST(VecDotAvx512, SameBitsAsTheEmulation) {
         const int64_t nb = static_cast<int64_t>(w.size());
         float want = 0;
         ASSERT_TRUE(vec_dot_row_x86_emulated(GgmlType::Q4_K, n, w.data(), a.data(), &want));
+        ASSERT_EQ(bits_of(dot_q4_K_avx512(n, w.data(), a.data())), bits_of(want)) << "q4_K trial " << trial;
         // Several weight rows (the row again, then its blocks in reverse) against one group of four
         // activation rows and the tails.
         const int count = 1 + trial % 5, rows = 1 + trial % 3;

@@ -330,7 +330,8 @@ struct alignas(64) Q4KUnpacked512 {
     float d, dmin;
 };
 
-LS_AVX512 inline __attribute__((always_inline)) void unpack_q4_K(const block_q4_K& w, Q4KUnpacked512* u) {
+// A block's six-bit scales and mins as bytes (scales 0-7, then mins 0-7), as ggml unpacks them.
+inline __attribute__((always_inline)) __m128i q4_K_scale_bytes(const block_q4_K& w) {
     uint32_t packed[4];
     std::memcpy(packed, w.scales, 12);
     packed[3] = ((packed[2] >> 4) & 0x0f0f0f0fu) | (((packed[1] >> 6) & 0x03030303u) << 4);
@@ -338,31 +339,34 @@ LS_AVX512 inline __attribute__((always_inline)) void unpack_q4_K(const block_q4_
     packed[1] = (packed[2] & 0x0f0f0f0fu) | (((packed[0] >> 6) & 0x03030303u) << 4);
     packed[2] = mins_lo;
     packed[0] &= 0x3f3f3f3fu;
-    const __m256i scales_mins = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(packed)));
-    u->mins = _mm256_extracti128_si256(scales_mins, 1);
-    const __m512i scales = _mm512_zextsi256_si512(scales_mins);
-    const __m512i shift = _mm512_setr_epi64(0, 0, 0, 0, 4, 4, 4, 4);
-    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(packed));
+}
+
+// Chunk pair c's scales in 16-bit lanes (sixteen of scale 2c, then sixteen of 2c + 1) from the
+// scale bytes broadcast to every 128-bit lane.
+LS_AVX512 inline __m512i q4_K_pair_scales(__m512i scale_bytes, int c) {
+    const __m512i pick = _mm512_inserti64x4(_mm512_set1_epi16(static_cast<int16_t>(0xFF00 | (2 * c))),
+                                            _mm256_set1_epi16(static_cast<int16_t>(0xFF00 | (2 * c + 1))), 1);
+    return _mm512_shuffle_epi8(scale_bytes, pick);  // index 0xFF writes zero: the high bytes
+}
+
+// Chunk pair c's quants: the 32 bytes' low nibbles, then their high nibbles.
+LS_AVX512 inline __m512i q4_K_pair_quants(const block_q4_K& w, int c) {
+    const __m512i bytes = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.qs + 32 * c)));
+    // The high half shifted by four; the neighbour's bits that come in are masked off.
+    return _mm512_and_si512(_mm512_srlv_epi64(bytes, _mm512_setr_epi64(0, 0, 0, 0, 4, 4, 4, 4)), _mm512_set1_epi8(0x0F));
+}
+
+LS_AVX512 inline __attribute__((always_inline)) void unpack_q4_K(const block_q4_K& w, Q4KUnpacked512* u) {
+    const __m128i scale_bytes = q4_K_scale_bytes(w);
+    u->mins = _mm_cvtepu8_epi16(_mm_srli_si128(scale_bytes, 8));
+    const __m512i broadcast = _mm512_broadcast_i32x4(scale_bytes);
     for (int c = 0; c < 4; ++c) {
-        u->sc[c] = _mm512_permutexvar_epi16(
-            _mm512_inserti64x4(_mm512_set1_epi16(static_cast<int16_t>(2 * c)), _mm256_set1_epi16(static_cast<int16_t>(2 * c + 1)), 1),
-            scales);
-        const __m512i bytes = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.qs + 32 * c)));
-        u->q[c] = _mm512_and_si512(_mm512_srlv_epi64(bytes, shift), low4);  // the neighbour's bits are masked off
+        u->sc[c] = q4_K_pair_scales(broadcast, c);
+        u->q[c] = q4_K_pair_quants(w, c);
     }
     u->d = _cvtsh_ss(w.d);
     u->dmin = _cvtsh_ss(w.dmin);
-}
-
-// The float steps of one block for one activation row, on the lanes summed from four chunk pairs.
-LS_AVX512 inline void q4_K_block_step(const Q4KUnpacked512& u, const block_q8_K& ab, __m512i sumi, __m256& acc,
-                                      __m128& acc_m) {
-    // Lane k: mn[2k] * (bsums 4k, 4k+1) + mn[2k+1] * (bsums 4k+2, 4k+3).
-    const __m128i bsums = _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(ab.bsums)),
-                                         _mm_loadu_si128(reinterpret_cast<const __m128i*>(ab.bsums + 8)));
-    acc_m = _mm_fmadd_ps(_mm_set1_ps(-ab.d * u.dmin), _mm_cvtepi32_ps(_mm_madd_epi16(u.mins, bsums)), acc_m);
-    const __m256i lanes = _mm256_add_epi32(_mm512_castsi512_si256(sumi), _mm512_extracti64x4_epi64(sumi, 1));
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(ab.d * u.d), _mm256_cvtepi32_ps(lanes), acc);
 }
 
 LS_AVX512 inline __m512i q4_K_pair_sum(const Q4KUnpacked512& u, int c, const block_q8_K& ab) {
@@ -454,6 +458,33 @@ LS_AVX512 inline float reduce_add16(__m512 v) {
 }
 
 }  // namespace
+
+LS_AVX512 float dot_q4_K_avx512(int64_t n, const block_q4_K* w, const block_q8_K* a) {
+    __m256 acc = _mm256_setzero_ps();
+    __m128 acc_m = _mm_setzero_ps();
+    for (int64_t b = 0; b < n / kQK_K; ++b) {
+        // 32 blocks (4.6 KB) ahead, into the next rows of the tensor, as the AVX2 kernel does.
+        const char* ahead = reinterpret_cast<const char*>(w + b + 32);
+        _mm_prefetch(ahead, _MM_HINT_T0);
+        _mm_prefetch(ahead + 64, _MM_HINT_T0);
+        _mm_prefetch(ahead + 128, _MM_HINT_T0);
+        const __m128i scale_bytes = q4_K_scale_bytes(w[b]);
+        const __m512i broadcast = _mm512_broadcast_i32x4(scale_bytes);
+        __m512i sumi = _mm512_setzero_si512();
+        for (int c = 0; c < 4; ++c) {
+            const __m512i products = _mm512_maddubs_epi16(q4_K_pair_quants(w[b], c), _mm512_loadu_si512(a[b].qs + 64 * c));
+            sumi = _mm512_add_epi32(sumi, _mm512_madd_epi16(products, q4_K_pair_scales(broadcast, c)));
+        }
+        // Lane k of the mins: mn[2k] * (bsums 4k, 4k+1) + mn[2k+1] * (bsums 4k+2, 4k+3).
+        const __m128i bsums = _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a[b].bsums)),
+                                             _mm_loadu_si128(reinterpret_cast<const __m128i*>(a[b].bsums + 8)));
+        const __m128i mins = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_srli_si128(scale_bytes, 8)), bsums);
+        acc_m = _mm_fmadd_ps(_mm_set1_ps(-a[b].d * _cvtsh_ss(w[b].dmin)), _mm_cvtepi32_ps(mins), acc_m);
+        const __m256i lanes = _mm256_add_epi32(_mm512_castsi512_si256(sumi), _mm512_extracti64x4_epi64(sumi, 1));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(a[b].d * _cvtsh_ss(w[b].d)), _mm256_cvtepi32_ps(lanes), acc);
+    }
+    return q4_K_result(acc, acc_m);
+}
 
 void q8_K_column_blocks(const block_q8_K* a, int64_t a_stride_blocks, int64_t T, int64_t nb, Q8KColumnBlock* out) {
     for (int64_t g = 0; g < (T + 3) / 4; ++g)

@@ -32,6 +32,8 @@ float dot_f32_exact_avx512(const float* a, const float* b, int64_t n);
 
 // ---- Llama mode
 
+// ggml's AVX2 q4_K . q8_K (dot_q4_K_avx2) bit for bit, 64 quants to an instruction.
+float dot_q4_K_avx512(int64_t n, const block_q4_K* w, const block_q8_K* a);
 // One block of four Q8_K activation columns as the prompt kernel reads them: the columns' bsums
 // added in pairs (16-bit, as _mm_hadd_epi16 gives them) and their scales; columns past the last are
 // zeros.

@@ -8,6 +8,7 @@
 #include "kernels/common/quant_blocks.h"
 #include "kernels/cpu/ggml_order.h"
 #include "kernels/cpu/vec_dot_avx2.h"
+#include "kernels/cpu/vec_dot_avx512.h"
 
 namespace ls {
 
@@ -258,9 +259,12 @@ float dot_q6_K(int64_t n, const block_q6_K* w, const block_q8_K* a) {
 
 bool vec_dot_row_x86(GgmlType weight_type, int64_t n, const void* w, const void* act, float* out) {
 #if defined(LS_HAVE_VEC_DOT_AVX2)
-    // The same results on AVX2 instructions where the processor has them (vec_dot_avx2.cpp). (An
-    // AVX-512 form of the one-row Q4_K dot, 64 quants to an instruction, streamed weights at 0.73x
-    // the AVX2 kernel's rate: unpacking a block for one column costs more than it saves.)
+    // The same results on AVX-512 or AVX2 instructions where the processor has them
+    // (vec_dot_avx512.cpp, vec_dot_avx2.cpp).
+    if (weight_type == GgmlType::Q4_K && avx512_kernels_usable() && n > 0 && n % kQK_K == 0) {
+        *out = dot_q4_K_avx512(n, static_cast<const block_q4_K*>(w), static_cast<const block_q8_K*>(act));
+        return true;
+    }
     if (avx2_kernels_usable() && n > 0 && n % kQK_K == 0) {
         if (weight_type == GgmlType::Q4_K) {
             *out = dot_q4_K_avx2(n, static_cast<const block_q4_K*>(w), static_cast<const block_q8_K*>(act));
