@@ -21,6 +21,11 @@
 #include "kernels/common/fp16.h"
 #include "kernels/cpu/dequant.h"
 #include "kernels/cpu/quantize.h"
+#if defined(__x86_64__)
+#include "kernels/cpu/stats_avx2.h"
+#include "kernels/cpu/stats_avx512.h"
+#include "kernels/cpu/vec_dot_avx512.h"
+#endif
 
 namespace ls {
 namespace {
@@ -1026,6 +1031,31 @@ TEST(HistogramBins, SimdStatisticsEqualThePlainLoops) {
         ASSERT_EQ(bits(tensor_stats(x.data(), n, in_reverse)), want) << "trial " << trial << ", " << n << " values";
     }
 }
+
+#if defined(__x86_64__)
+// On a processor with AVX-512, tensor_stats runs the AVX-512 loops; the AVX2 ones must still give
+// the same lanes and bins (and so the plain loops' results) for the processors without it.
+TEST(HistogramBins, Avx2AndAvx512LoopsAgree) {
+    if (!stats_avx2_usable() || !avx512_kernels_usable()) GTEST_SKIP() << "this processor lacks AVX2 or AVX-512";
+    std::mt19937 rng(8);
+    const float specials[] = {0.0f, -0.0f, NAN, -NAN, INFINITY, -INFINITY, 1e-45f, -3e-39f, 3.4e38f, -3.4e38f, 1.0f, -1.0f};
+    for (int trial = 0; trial < 100; ++trial) {
+        const int64_t n = 8 * (1 + trial * 7 % 200);
+        std::vector<float> x = randn(static_cast<size_t>(n), 1900 + trial, trial % 4 == 1 ? 1e30f : 3.0f);
+        for (int k = 0; k < 1 + static_cast<int>(n / 20); ++k) x[rng() % n] = specials[rng() % 12];
+        StatsLanes a{}, b{};
+        for (int l = 0; l < 8; ++l) a.min[l] = b.min[l] = INFINITY, a.max[l] = b.max[l] = -INFINITY;
+        ASSERT_EQ(stats_moments_avx2(x.data(), n, &a), n);
+        ASSERT_EQ(stats_moments_avx512(x.data(), n, &b), n);
+        ASSERT_EQ(std::memcmp(&a, &b, sizeof a), 0) << "moments, trial " << trial;
+        const HistogramAxis axis = histogram_axis(-2.5f, trial % 3 == 0 ? 3.4e38f : 4.0f, 1.5f);
+        int32_t ha[8][kHistogramBinCount + 1] = {}, hb[8][kHistogramBinCount + 1] = {};
+        ASSERT_EQ(stats_histogram_avx2(x.data(), n, axis, ha), n);
+        ASSERT_EQ(stats_histogram_avx512(x.data(), n, axis, hb), n);
+        ASSERT_EQ(std::memcmp(ha, hb, sizeof ha), 0) << "histogram, trial " << trial;
+    }
+}
+#endif
 
 }  // namespace
 }  // namespace ls
