@@ -148,6 +148,21 @@ LS_AVX512 void exact_tile(const float* const* wr, const float* x, int64_t x_stri
 
 // Every row (in groups of four) against C columns: the columns' chunk of x stays in L1 while all
 // the rows use it.
+// The weight bytes the next chunk will decode (`rows` ranges of `bytes`, row_bytes apart), fetched
+// into L2 a few lines after each column block (issued all at once at the start of the chunk, the
+// same fetches left exact prompts 1-2% slower).
+struct NextChunk {
+    const char* first;
+    uint64_t row_bytes, bytes;
+    int rows;
+    int64_t fetched = 0;
+    void fetch(int64_t lines) {
+        const int64_t per_row = static_cast<int64_t>((bytes + 63) / 64), total = per_row * rows;
+        for (const int64_t end = std::min(total, fetched + lines); fetched < end; ++fetched)
+            _mm_prefetch(first + fetched / per_row * row_bytes + fetched % per_row * 64, _MM_HINT_T1);
+    }
+};
+
 struct TileArgs {
     const float* const* wr;
     int rows;
@@ -155,6 +170,7 @@ struct TileArgs {
     bool first;
     float* y;  // non-null on the last chunk when the lanes are summed in registers
     int64_t y_stride;
+    NextChunk* next;
 };
 
 template <int C>
@@ -175,7 +191,12 @@ LS_AVX512 void exact_tiles(const TileArgs& t, const float* x, float* acc) {
     constexpr int C = 6;  // 4 x 6 accumulators, 4 weight registers and a column: 29 of the 32
     int64_t c0 = 0;
     auto y_at = [&](int64_t c) { return t.y != nullptr ? t.y + c * t.y_stride : nullptr; };
-    for (; c0 + C <= t.T; c0 += C) exact_column_block<C>(t, x + c0 * t.x_stride, acc + c0 * 16, y_at(c0));
+    const int64_t blocks = (t.T + C - 1) / C;
+    const int64_t lines = (static_cast<int64_t>((t.next->bytes + 63) / 64) * t.next->rows + blocks - 1) / blocks;
+    for (; c0 + C <= t.T; c0 += C) {
+        exact_column_block<C>(t, x + c0 * t.x_stride, acc + c0 * 16, y_at(c0));
+        t.next->fetch(lines);
+    }
     const float* xc = x + c0 * t.x_stride;
     float* ac = acc + c0 * 16;
     switch (t.T - c0) {
@@ -186,6 +207,7 @@ LS_AVX512 void exact_tiles(const TileArgs& t, const float* x, float* acc) {
         case 1: exact_column_block<1>(t, xc, ac, y_at(c0)); break;
         default: break;
     }
+    t.next->fetch(lines);
 }
 
 // P f32 rows (a + r * a_stride) against one b over n16 elements, one register each.
@@ -247,12 +269,8 @@ LS_AVX512 void matmul_exact_avx512(GgmlType type, const void* w, uint64_t row_by
         const bool last = k0 + len == K;
         // The weights come from memory once per prompt: the next chunk of these rows (after the
         // last, the first of the next rows) is fetched while this one's columns are computed.
-        const uint64_t chunk_bytes = std::min(kChunk, K - (last ? 0 : k0 + len)) / block_elems * block_bytes;
-        for (int r = 0; r < rows; ++r) {
-            const char* next = static_cast<const char*>(w) +
-                               (last ? (rows + r) * row_bytes : r * row_bytes + (k0 + len) / block_elems * block_bytes);
-            for (uint64_t off = 0; off < chunk_bytes; off += 64) _mm_prefetch(next + off, _MM_HINT_T1);
-        }
+        NextChunk next{static_cast<const char*>(w) + (last ? rows * row_bytes : (k0 + len) / block_elems * block_bytes),
+                       row_bytes, std::min(kChunk, K - (last ? 0 : k0 + len)) / block_elems * block_bytes, rows};
         const float* wr[kExactMatmulRows512] = {};
         for (int r = 0; r < rows; ++r) {
             const char* src = static_cast<const char*>(w) + r * row_bytes + k0 / block_elems * block_bytes;
@@ -267,7 +285,8 @@ LS_AVX512 void matmul_exact_avx512(GgmlType type, const void* w, uint64_t row_by
         }
         const int64_t n16 = std::min(len, K16 - k0);
         const bool sum_in_registers = last && n16 == len;
-        exact_tiles(TileArgs{wr, rows, K, T, n16, k0 == 0, sum_in_registers ? y : nullptr, y_stride}, x + k0, acc.data());
+        exact_tiles(TileArgs{wr, rows, K, T, n16, k0 == 0, sum_in_registers ? y : nullptr, y_stride, &next}, x + k0,
+                    acc.data());
         if (!last || sum_in_registers) continue;
         // The last chunk of a length that is not a multiple of 16: the lanes of each output, then
         // its leftovers in order.
