@@ -575,7 +575,7 @@ public:
 private:
     // Exact mode: weights dequantized as dequantize_row does, f32 dot products in the order of
     // exact_order.h. With AVX-512 (an output's sixteen lanes in one register) or AVX2 (in two),
-    // decode keeps eight (AVX2: four) Q4_K rows' chains in flight; prompts, and AVX-512 decodes of
+    // decode keeps six (AVX2: four) Q4_K rows' chains in flight; prompts, and AVX-512 decodes of
     // other formats, take sixteen rows at a time, each chunk of them decoded once for all the
     // columns; the results are the same bits as the portable loop below.
     void matmul_exact(const Tensor& w, const Tensor& x, Tensor& y) {
@@ -585,7 +585,7 @@ private:
 #if defined(LS_HAVE_VEC_DOT_AVX2)
         const bool q4_K_decode = T == 1 && w.type == GgmlType::Q4_K;
         if (avx512_ || (avx2_ && (T >= 2 || q4_K_decode))) {
-            const int64_t R = q4_K_decode ? (avx512_ ? 8 : 4) : avx512_ ? kExactMatmulRows512 : kExactMatmulRows;
+            const int64_t R = q4_K_decode ? (avx512_ ? kExactDecodeRows512 : 4) : avx512_ ? kExactMatmulRows512 : kExactMatmulRows;
             const int64_t stride_blocks = static_cast<int64_t>(row_bytes / sizeof(block_q4_K));
             pool_.parallel_for((N + R - 1) / R, 1, [&](int64_t b, int64_t e) {
                 for (int64_t q = b; q < e; ++q) {

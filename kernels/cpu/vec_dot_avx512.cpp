@@ -224,10 +224,9 @@ LS_AVX512 void dot_rows(const float* a, int64_t a_stride, const float* b, int64_
 
 void dot_q4_K_f32_avx512_rows(int64_t n, const block_q4_K* w, int64_t row_stride_blocks, int count, const float* x,
                               float* out) {
-    for (; count >= 8; count -= 8, w += 8 * row_stride_blocks, out += 8) dot_q4_K_f32_rows<8>(n, w, row_stride_blocks, x, out);
+    static_assert(kExactDecodeRows512 == 6);
+    for (; count >= 6; count -= 6, w += 6 * row_stride_blocks, out += 6) dot_q4_K_f32_rows<6>(n, w, row_stride_blocks, x, out);
     switch (count) {
-        case 7: dot_q4_K_f32_rows<7>(n, w, row_stride_blocks, x, out); break;
-        case 6: dot_q4_K_f32_rows<6>(n, w, row_stride_blocks, x, out); break;
         case 5: dot_q4_K_f32_rows<5>(n, w, row_stride_blocks, x, out); break;
         case 4: dot_q4_K_f32_rows<4>(n, w, row_stride_blocks, x, out); break;
         case 3: dot_q4_K_f32_rows<3>(n, w, row_stride_blocks, x, out); break;
