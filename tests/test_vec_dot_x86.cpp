@@ -461,6 +461,30 @@ TEST(ExactAvx512, RowsAgainstOneVector) {
     }
 }
 
+// Exact attention values from the cache's rows as they lie: each output the exact dot of V's
+// column with the probabilities, for cell counts with and without leftovers and head widths of
+// 16 to 128.
+TEST(ExactAvx512, AttentionValuesFromTheRows) {
+    if (!avx512_kernels_usable()) GTEST_SKIP() << "this processor has no AVX-512 F/BW/DQ/VL";
+    for (int64_t hd : {16, 64, 128})
+        for (int64_t n : {1, 15, 16, 17, 40, 97}) {
+            const int64_t stride = 3 * hd;  // the heads of a cell lie together
+            std::vector<float> v(static_cast<size_t>(n * stride));
+            for (int64_t j = 0; j < n; ++j) {
+                const std::vector<float> row = wavy_row(hd, 0.37f * static_cast<float>(j), 2.5f);
+                std::copy(row.begin(), row.end(), v.begin() + j * stride + hd);
+            }
+            const std::vector<float> p = wavy_row(n, 0.6f, 0.9f);
+            std::vector<float> out(static_cast<size_t>(hd) + 1, -1.0f), column(static_cast<size_t>(n));
+            attn_values_exact_avx512(p.data(), n, v.data() + hd, stride, hd, out.data());
+            for (int64_t d = 0; d < hd; ++d) {
+                for (int64_t j = 0; j < n; ++j) column[j] = v[j * stride + hd + d];
+                ASSERT_EQ(bits_of(out[d]), bits_of(exact_order_dot(column.data(), p.data(), n))) << "hd " << hd << " n " << n << " d " << d;
+            }
+            ASSERT_EQ(out[hd], -1.0f);
+        }
+}
+
 // The portable loop (exact_order.h) is the same order.
 TEST(ExactOrder, PortableLoopIsTheOrderWrittenOut) {
     for (int64_t n : {0, 1, 7, 16, 17, 33, 256, 1000}) {

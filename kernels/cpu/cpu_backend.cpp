@@ -390,6 +390,20 @@ public:
         const int64_t hd = kqv.ne[0], T = kqv.ne[1], n_head = kqv.ne[2];
         const int64_t n_head_kv = cache_v.ne[1];
         const int64_t group = n_head / n_head_kv;
+#if defined(LS_HAVE_VEC_DOT_AVX2)
+        // Exact mode on AVX-512: the cache's rows as they are, each cell's row added into the lanes
+        // of every output at once (the same sums as dots of V's columns).
+        if (mode == MathMode::kExact && avx512_ && hd % 16 == 0) {
+            pool_.parallel_for(n_head * T, 1, [&](int64_t b, int64_t e) {
+                for (int64_t ht = b; ht < e; ++ht) {
+                    const int64_t h = ht / T, t = ht % T, g = h / group;
+                    attn_values_exact_avx512(p.f32() + (h * T + t) * n_kv, n_kv, cache_v.f32() + g * hd, n_head_kv * hd,
+                                             hd, kqv.f32() + (h * T + t) * hd);
+                }
+            });
+            return;
+        }
+#endif
         // ggml reads V transposed ({n_kv, head_dim} per kv head) and sums over the padded cells
         // (multiples of 16 for tinyBLAS, 128 for vec_dot), the extra cells being zero.
         const bool tinyblas = T >= 2;

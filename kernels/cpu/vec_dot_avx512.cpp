@@ -329,6 +329,31 @@ float dot_f32_exact_avx512(const float* a, const float* b, int64_t n) {
     return out;
 }
 
+LS_AVX512 void attn_values_exact_avx512(const float* p, int64_t n, const float* v, int64_t v_stride, int64_t hd,
+                                        float* out) {
+    // lanes[l * hd + d]: lane l of output d, which takes the rows j with j % 16 == l, in order.
+    thread_local std::vector<float> lanes;
+    lanes.assign(static_cast<size_t>(16 * hd), 0.0f);
+    const int64_t n16 = n - n % 16;
+    for (int64_t j = 0; j < n16; ++j) {
+        const __m512 pj = _mm512_set1_ps(p[j]);
+        float* lane = lanes.data() + (j % 16) * hd;
+        for (int64_t d = 0; d < hd; d += 16)
+            _mm512_storeu_ps(lane + d, _mm512_fmadd_ps(pj, _mm512_loadu_ps(v + j * v_stride + d), _mm512_loadu_ps(lane + d)));
+    }
+    // The lanes folded (l + l + 8) and added ((0+1)+(2+3))+((4+5)+(6+7)), sixteen outputs at a
+    // time, then the leftover rows fused in order.
+    for (int64_t d = 0; d < hd; d += 16) {
+        __m512 h[8];
+        for (int l = 0; l < 8; ++l)
+            h[l] = _mm512_add_ps(_mm512_loadu_ps(lanes.data() + l * hd + d), _mm512_loadu_ps(lanes.data() + (l + 8) * hd + d));
+        __m512 sum = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(h[0], h[1]), _mm512_add_ps(h[2], h[3])),
+                                   _mm512_add_ps(_mm512_add_ps(h[4], h[5]), _mm512_add_ps(h[6], h[7])));
+        for (int64_t j = n16; j < n; ++j) sum = _mm512_fmadd_ps(_mm512_set1_ps(p[j]), _mm512_loadu_ps(v + j * v_stride + d), sum);
+        _mm512_storeu_ps(out + d, sum);
+    }
+}
+
 // ---- Llama mode
 // q4_K . q8_K as ggml's AVX2 kernel computes it: per super-block, lane l (of 8) of the int32 sums
 // collects bytes 4l .. 4l + 3 of every 32-quant chunk times the chunk's scale; then

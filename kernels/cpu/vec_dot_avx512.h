@@ -32,6 +32,9 @@ void matmul_exact_avx512(GgmlType type, const void* w, uint64_t row_bytes, int r
 // exact_dot_f32 of `count` rows a + i * a_stride with one b (n elements each): out[i].
 void dot_f32_exact_avx512_rows(const float* a, int64_t a_stride, int count, const float* b, int64_t n, float* out);
 float dot_f32_exact_avx512(const float* a, const float* b, int64_t n);
+// out[d] = exact_dot_f32(column d of V, p) for d < hd (a multiple of 16), V's n rows v_stride
+// apart: each row added into the lanes of all the outputs, so V is read as it lies.
+void attn_values_exact_avx512(const float* p, int64_t n, const float* v, int64_t v_stride, int64_t hd, float* out);
 
 // ---- Llama mode
 
