@@ -130,11 +130,11 @@ LS_AVX512 void exact_tile(const float* const* wr, const float* x, int64_t x_stri
     for (int r = 0; r < R; ++r)
         for (int c = 0; c < C; ++c) a[r][c] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(acc + (r * acc_stride + c) * 16);
     for (int64_t k = 0; k < n16; k += 16) {
-        __m512 wv[R];
-        for (int r = 0; r < R; ++r) wv[r] = _mm512_loadu_ps(wr[r] + k);
-        for (int c = 0; c < C; ++c) {
-            const __m512 xv = _mm512_loadu_ps(x + c * x_stride + k);
-            for (int r = 0; r < R; ++r) a[r][c] = _mm512_fmadd_ps(wv[r], xv, a[r][c]);
+        __m512 xv[C];
+        for (int c = 0; c < C; ++c) xv[c] = _mm512_loadu_ps(x + c * x_stride + k);
+        for (int r = 0; r < R; ++r) {
+            const __m512 wv = _mm512_loadu_ps(wr[r] + k);
+            for (int c = 0; c < C; ++c) a[r][c] = _mm512_fmadd_ps(wv, xv[c], a[r][c]);
         }
     }
     if (y != nullptr) {

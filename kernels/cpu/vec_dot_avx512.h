@@ -26,7 +26,7 @@ void dequantize_q4_K_avx512(const block_q4_K* w, float* out, int64_t n_blocks);
 // Up to kExactMatmulRows512 weight rows (any format dequantize_row knows, row_bytes apart) against
 // T activation columns of K floats: y[t * y_stride + r] = exact_dot_f32(row r, column t). Each
 // weight chunk is decoded once for all the columns.
-constexpr int kExactMatmulRows512 = 16;
+constexpr int kExactMatmulRows512 = 32;
 void matmul_exact_avx512(GgmlType type, const void* w, uint64_t row_bytes, int rows, int64_t K, const float* x,
                          int64_t T, float* y, int64_t y_stride);
 // exact_dot_f32 of `count` rows a + i * a_stride with one b (n elements each): out[i].
