@@ -118,6 +118,21 @@ LS_AVX512 void dot_q4_K_f32_rows(int64_t n, const block_q4_K* w, int64_t row_str
     for (int r = 0; r < R; ++r) out[r] = lane_sum(acc[r]);
 }
 
+// The lane sums (lane_sum's order) of the R (up to four) outputs a[r][c] of one column, stored at
+// y[0 .. R): each register's halves added, then two rounds of pairwise adds across the registers
+// ((h0+h1), (h2+h3), then their sum, for every output at once), then the two half-trees added.
+template <int R, int C>
+LS_AVX512 inline void y_store_lane_sums(const __m512 (&a)[R][C], int c, float* y) {
+    __m256 h[4];
+    for (int r = 0; r < 4; ++r)
+        h[r] = r < R ? _mm256_add_ps(_mm512_castps512_ps256(a[r][c]), _mm512_extractf32x8_ps(a[r][c], 1)) : _mm256_setzero_ps();
+    // [r0 (h0+h1), r0 (h2+h3), r1 .., r1 .. | r0 (h4+h5), r0 (h6+h7), r1 .., r1 ..], then the same
+    // for r2 and r3, then [r (h0+h1)+(h2+h3) for r = 0..3 | r (h4+h5)+(h6+h7) for r = 0..3].
+    const __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(h[0], h[1]), _mm256_hadd_ps(h[2], h[3]));
+    const __m128 sums = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
+    _mm_mask_storeu_ps(y, static_cast<__mmask8>((1u << R) - 1), sums);
+}
+
 // R weight rows (f32, at wr[r]) against C activation columns (x_stride apart) over n16 elements
 // (a multiple of 16): acc[(r * acc_stride + c) * 16 ..] holds the running lanes of output (r, c),
 // loaded and stored around the chunk, which leaves every chain's order untouched. On the last
@@ -138,8 +153,7 @@ LS_AVX512 void exact_tile(const float* const* wr, const float* x, int64_t x_stri
         }
     }
     if (y != nullptr) {
-        for (int r = 0; r < R; ++r)
-            for (int c = 0; c < C; ++c) y[c * y_stride + r] = lane_sum(a[r][c]);
+        for (int c = 0; c < C; ++c) y_store_lane_sums<R>(a, c, y + c * y_stride);
         return;
     }
     for (int r = 0; r < R; ++r)
