@@ -132,20 +132,26 @@ public:
         });
     }
 
+    // Element by element, so the rows go to the threads (a prompt's rows; a decode's one row stays
+    // on the caller).
     void mul_row(const Tensor& x, const Tensor& w, Tensor& y) override {
         const int64_t n = x.ne[0];
         const float* wr = w.f32();
-        for (int64_t r = 0; r < x.n_rows(); ++r)
-            for (int64_t i = 0; i < n; ++i) y.f32()[r * n + i] = x.f32()[r * n + i] * wr[i];
+        pool_.parallel_for(x.n_rows(), 8, [&](int64_t b, int64_t e) {
+            for (int64_t r = b; r < e; ++r)
+                for (int64_t i = 0; i < n; ++i) y.f32()[r * n + i] = x.f32()[r * n + i] * wr[i];
+        });
     }
 
     void add(const Tensor& a, const Tensor& b, Tensor& y) override {
         const int64_t n = a.ne[0];
         const bool broadcast = b.n_rows() == 1 && a.n_rows() > 1;
-        for (int64_t r = 0; r < a.n_rows(); ++r) {
-            const float* br = b.f32() + (broadcast ? 0 : r * n);
-            for (int64_t i = 0; i < n; ++i) y.f32()[r * n + i] = a.f32()[r * n + i] + br[i];
-        }
+        pool_.parallel_for(a.n_rows(), 8, [&](int64_t begin, int64_t end) {
+            for (int64_t r = begin; r < end; ++r) {
+                const float* br = b.f32() + (broadcast ? 0 : r * n);
+                for (int64_t i = 0; i < n; ++i) y.f32()[r * n + i] = a.f32()[r * n + i] + br[i];
+            }
+        });
     }
 
     void matmul(const Tensor& w, const Tensor& x, Tensor& y, MathMode mode) override {
