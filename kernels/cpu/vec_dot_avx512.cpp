@@ -169,11 +169,15 @@ struct NextChunk {
     const char* first;
     uint64_t row_bytes, bytes;
     int rows;
-    int64_t fetched = 0;
-    void fetch(int64_t lines) {
-        const int64_t per_row = static_cast<int64_t>((bytes + 63) / 64), total = per_row * rows;
-        for (const int64_t end = std::min(total, fetched + lines); fetched < end; ++fetched)
-            _mm_prefetch(first + fetched / per_row * row_bytes + fetched % per_row * 64, _MM_HINT_T1);
+    int row = 0;         // the cursor: row, and byte offset in it
+    uint64_t offset = 0;
+    int64_t lines() const { return static_cast<int64_t>((bytes + 63) / 64) * rows; }
+    void fetch(int64_t n) {
+        for (; n > 0 && row < rows; --n) {
+            _mm_prefetch(first + row * row_bytes + offset, _MM_HINT_T1);
+            offset += 64;
+            if (offset >= bytes) offset = 0, ++row;
+        }
     }
 };
 
@@ -206,7 +210,7 @@ LS_AVX512 void exact_tiles(const TileArgs& t, const float* x, float* acc) {
     int64_t c0 = 0;
     auto y_at = [&](int64_t c) { return t.y != nullptr ? t.y + c * t.y_stride : nullptr; };
     const int64_t blocks = (t.T + C - 1) / C;
-    const int64_t lines = (static_cast<int64_t>((t.next->bytes + 63) / 64) * t.next->rows + blocks - 1) / blocks;
+    const int64_t lines = (t.next->lines() + blocks - 1) / blocks;
     for (; c0 + C <= t.T; c0 += C) {
         exact_column_block<C>(t, x + c0 * t.x_stride, acc + c0 * 16, y_at(c0));
         t.next->fetch(lines);
