@@ -287,7 +287,8 @@ LS_AVX512 void matmul_exact_avx512(GgmlType type, const void* w, uint64_t row_by
         // The weights come from memory once per prompt: the next chunk of these rows (after the
         // last, the first of the next rows) is fetched while this one's columns are computed.
         NextChunk next{static_cast<const char*>(w) + (last ? rows * row_bytes : (k0 + len) / block_elems * block_bytes),
-                       row_bytes, std::min(kChunk, K - (last ? 0 : k0 + len)) / block_elems * block_bytes, rows};
+                       row_bytes, static_cast<uint64_t>(std::min(kChunk, K - (last ? 0 : k0 + len)) / block_elems * block_bytes),
+                       rows};
         const float* wr[kExactMatmulRows512] = {};
         for (int r = 0; r < rows; ++r) {
             const char* src = static_cast<const char*>(w) + r * row_bytes + k0 / block_elems * block_bytes;
