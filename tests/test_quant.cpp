@@ -155,6 +155,24 @@ TEST(QuantBlocks, DecodesHandMadeBlocks) {
     EXPECT_EQ(out[5 * 32], 35.0f * 9 - 0.5f * 23);
 }
 
+// The word-at-a-time unpack of the SIMD kernels gives get_scale_min_k4's values for every
+// sub-block, over random packed bytes (every bit of each byte is used by some field).
+TEST(QuantBlocks, WordwiseScaleUnpackMatchesGetScaleMinK4) {
+    uint32_t state = 3;
+    for (int trial = 0; trial < 2000; ++trial) {
+        uint8_t packed[12];
+        for (uint8_t& b : packed) b = static_cast<uint8_t>((state = state * 1664525u + 1013904223u) >> 24);
+        uint8_t out[16];
+        unpack_scales_mins_k4(packed, out);
+        for (int j = 0; j < 8; ++j) {
+            uint8_t sc = 0, m = 0;
+            get_scale_min_k4(j, packed, &sc, &m);
+            ASSERT_EQ(out[j], sc) << "trial " << trial << " scale " << j;
+            ASSERT_EQ(out[8 + j], m) << "trial " << trial << " min " << j;
+        }
+    }
+}
+
 TEST(Quantize, RoundTripErrorIsSmall) {
     std::vector<float> x(1024);
     for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * i) * (1.0f + (i % 7));

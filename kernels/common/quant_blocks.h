@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/common/fp16.h"
 #include "kernels/common/hd.h"
@@ -124,6 +125,16 @@ LS_HD inline void get_scale_min_k4(int j, const uint8_t* q, uint8_t* scale, uint
         *scale = static_cast<uint8_t>((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
         *min = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
     }
+}
+
+// Q4_K / Q5_K: get_scale_min_k4 for all eight sub-blocks, a 32-bit word at a time: out[j] is the
+// scale of sub-block j, out[8 + j] its min. For the CPU's SIMD kernels, which load the 16 bytes.
+inline void unpack_scales_mins_k4(const uint8_t* q, uint8_t out[16]) {
+    uint32_t w[3];
+    std::memcpy(w, q, 12);
+    const uint32_t packed[4] = {w[0] & 0x3f3f3f3fu, (w[2] & 0x0f0f0f0fu) | (((w[0] >> 6) & 0x03030303u) << 4),
+                                w[1] & 0x3f3f3f3fu, ((w[2] >> 4) & 0x0f0f0f0fu) | (((w[1] >> 6) & 0x03030303u) << 4)};
+    std::memcpy(out, packed, 16);
 }
 
 // Q3_K: 6-bit scale of group j (0..15), still biased by 32.

@@ -61,14 +61,9 @@ LS_AVX2 inline float lane_sum(__m256 lo, __m256 hi) {
 // A Q4_K super-block's eight sub-block scales d * sc and mins dmin * m, as dequantize_block_q4_K
 // computes them (the 6-bit values are exact in f32, so one rounded product each).
 LS_AVX2 inline void q4_K_scales(const block_q4_K& b, float* d1, float* m1) {
-    uint32_t packed[4];
-    std::memcpy(packed, b.scales, 12);
-    packed[3] = ((packed[2] >> 4) & 0x0f0f0f0fu) | (((packed[1] >> 6) & 0x03030303u) << 4);
-    const uint32_t mins_lo = packed[1] & 0x3f3f3f3fu;
-    packed[1] = (packed[2] & 0x0f0f0f0fu) | (((packed[0] >> 6) & 0x03030303u) << 4);
-    packed[2] = mins_lo;
-    packed[0] &= 0x3f3f3f3fu;
-    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(packed));
+    alignas(16) uint8_t packed[16];
+    unpack_scales_mins_k4(b.scales, packed);
+    const __m128i bytes = _mm_load_si128(reinterpret_cast<const __m128i*>(packed));
     const __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(bytes));
     const __m256 mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(bytes, 8)));
     _mm256_store_ps(d1, _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(b.d)), sc));
@@ -284,14 +279,9 @@ struct alignas(32) Q4KUnpacked {
 
 LS_AVX2 inline __attribute__((always_inline)) void unpack_q4_K(const block_q4_K& w, Q4KUnpacked* u) {
     const __m256i low4 = _mm256_set1_epi8(0x0F);
-    uint32_t packed[4];
-    std::memcpy(packed, w.scales, 12);
-    packed[3] = ((packed[2] >> 4) & 0x0f0f0f0fu) | (((packed[1] >> 6) & 0x03030303u) << 4);
-    const uint32_t mins_lo = packed[1] & 0x3f3f3f3fu;
-    packed[1] = (packed[2] & 0x0f0f0f0fu) | (((packed[0] >> 6) & 0x03030303u) << 4);
-    packed[2] = mins_lo;
-    packed[0] &= 0x3f3f3f3fu;
-    const __m256i scales_mins = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(packed)));
+    alignas(16) uint8_t packed[16];
+    unpack_scales_mins_k4(w.scales, packed);
+    const __m256i scales_mins = _mm256_cvtepu8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(packed)));
     u->mins = _mm256_extracti128_si256(scales_mins, 1);
     const __m256i scales = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(scales_mins));
     for (int j = 0; j < 8; ++j)
