@@ -323,8 +323,8 @@ LS_AVX2 float dot_q4_K_avx2(int64_t n, const block_q4_K* w, const block_q8_K* a)
     __m128 acc_m = _mm_setzero_ps();
     for (int64_t b = 0; b < n / kQK_K; ++b) {
         // 32 blocks (4.6 KB) ahead, into the next rows of the tensor: 4 were too close to hide the
-        // memory's latency (decode took 1.08x the time), and on a 2-core Zen 5 with twice the
-        // bandwidth 12 still were (66-70 tok/s against 70-72 in the same rounds).
+        // memory's latency (decode took 1.08x the time), and on a 2-core Zen 5 12 still were
+        // (66-70 tok/s against 70-72 with 24 or 32 in the same rounds).
         constexpr int64_t kAhead = 32;
         _mm_prefetch(reinterpret_cast<const char*>(w + b + kAhead), _MM_HINT_T0);
         _mm_prefetch(reinterpret_cast<const char*>(w + b + kAhead) + 64, _MM_HINT_T0);

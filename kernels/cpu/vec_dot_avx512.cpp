@@ -3,7 +3,6 @@
 // have the instructions.
 #include "kernels/cpu/vec_dot_avx512.h"
 
-#include <cpuid.h>
 // GCC 12's AVX-512 intrinsics start many results from _mm512_undefined_*(), which its
 // -Wmaybe-uninitialized then reports at every use (GCC bug 105593, fixed in GCC 13).
 #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13
@@ -17,19 +16,16 @@
 #include <vector>
 
 #include "kernels/cpu/dequant.h"
+#include "kernels/cpu/vec_dot_avx2.h"
 
 namespace ls {
 
 #define LS_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c")))
 
 bool avx512_kernels_usable() {
-    static const bool yes = [] {
-        unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-        const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx >> 29 & 1);
-        return f16c && __builtin_cpu_supports("fma") && __builtin_cpu_supports("avx512f") &&
-               __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
-               __builtin_cpu_supports("avx512vl");
-    }();
+    static const bool yes = avx2_kernels_usable() && __builtin_cpu_supports("avx512f") &&
+                            __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+                            __builtin_cpu_supports("avx512vl");
     return yes;
 }
 
@@ -171,7 +167,7 @@ LS_AVX512 void exact_tile(const float* const* wr, const float* x, int64_t x_stri
 // the rows use it.
 // The weight bytes the next chunk will decode (`rows` ranges of `bytes`, row_bytes apart), fetched
 // into L2 a few lines after each column block (issued all at once at the start of the chunk, the
-// same fetches left exact prompts 1-2% slower).
+// same fetches left exact prompts up to 2% slower in three rounds).
 struct NextChunk {
     const char* first;
     uint64_t row_bytes, bytes;
@@ -249,8 +245,9 @@ LS_AVX512 void dot_rows(const float* a, int64_t a_stride, const float* b, int64_
 
 void dot_q4_K_f32_avx512_rows(int64_t n, const block_q4_K* w, int64_t row_stride_blocks, int count, const float* x,
                               float* out) {
-    static_assert(kExactDecodeRows512 == 6);
-    for (; count >= 6; count -= 6, w += 6 * row_stride_blocks, out += 6) dot_q4_K_f32_rows<6>(n, w, row_stride_blocks, x, out);
+    constexpr int R = kExactDecodeRows512;
+    static_assert(R <= 6, "the tail below takes up to five rows");
+    for (; count >= R; count -= R, w += R * row_stride_blocks, out += R) dot_q4_K_f32_rows<R>(n, w, row_stride_blocks, x, out);
     switch (count) {
         case 5: dot_q4_K_f32_rows<5>(n, w, row_stride_blocks, x, out); break;
         case 4: dot_q4_K_f32_rows<4>(n, w, row_stride_blocks, x, out); break;

@@ -12,7 +12,7 @@
 
 namespace ls {
 
-// Whether the processor has AVX-512 F, BW, DQ and VL (with FMA and F16C).
+// Whether the processor has AVX-512 F, BW, DQ and VL besides what avx2_kernels_usable asks.
 bool avx512_kernels_usable();
 
 // `count` Q4_K rows (row_stride_blocks blocks apart) against one x: out[i] is row i's dot. Rows
