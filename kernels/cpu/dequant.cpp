@@ -62,4 +62,21 @@ bool dequantize_rows(GgmlType type, const void* src, size_t src_row_bytes, float
     return true;
 }
 
+void chunk_rows_f32(GgmlType type, const void* w, uint64_t row_bytes, int rows, int64_t k0, int64_t len, float* panel,
+                    int64_t panel_stride, void (*q4_K)(const block_q4_K*, float*, int64_t), const float** wr) {
+    const uint32_t block_elems = ggml_type_traits(type)->block_elems;
+    const uint32_t block_bytes = ggml_type_traits(type)->block_bytes;
+    for (int r = 0; r < rows; ++r) {
+        const char* src = static_cast<const char*>(w) + r * row_bytes + k0 / block_elems * block_bytes;
+        if (type == GgmlType::F32) {
+            wr[r] = reinterpret_cast<const float*>(src);
+            continue;
+        }
+        float* dst = panel + r * panel_stride;
+        if (type == GgmlType::Q4_K) q4_K(reinterpret_cast<const block_q4_K*>(src), dst, len / kQK_K);
+        else dequantize_row(type, src, dst, len);
+        wr[r] = dst;
+    }
+}
+
 }  // namespace ls

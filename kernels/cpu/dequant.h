@@ -20,4 +20,12 @@ bool dequantize_row(GgmlType type, const void* src, float* dst, int64_t n);
 bool dequantize_rows(GgmlType type, const void* src, size_t src_row_bytes, float* dst, int64_t n_rows,
                      int64_t n_per_row);
 
+struct block_q4_K;
+
+// The elements [k0, k0 + len) (whole blocks) of `rows` rows, row_bytes apart, as f32 for the exact
+// prompt kernels: wr[r] points at row r's elements, F32 rows where they lie, the others decoded into
+// panel + r * panel_stride (Q4_K by `q4_K`, a SIMD decoder with dequantize_row's bits).
+void chunk_rows_f32(GgmlType type, const void* w, uint64_t row_bytes, int rows, int64_t k0, int64_t len, float* panel,
+                    int64_t panel_stride, void (*q4_K)(const block_q4_K*, float*, int64_t), const float** wr);
+
 }  // namespace ls

@@ -237,17 +237,7 @@ LS_AVX2 void matmul_exact_avx2(GgmlType type, const void* w, uint64_t row_bytes,
             for (uint64_t off = 0; off < chunk_bytes; off += 64) _mm_prefetch(next + off, _MM_HINT_T0);
         }
         const float* wr[kExactMatmulRows] = {};
-        for (int r = 0; r < rows; ++r) {
-            const char* src = static_cast<const char*>(w) + r * row_bytes + k0 / block_elems * block_bytes;
-            if (type == GgmlType::F32) {
-                wr[r] = reinterpret_cast<const float*>(src);
-                continue;
-            }
-            float* dst = panel.data() + r * kChunk;
-            if (type == GgmlType::Q4_K) dequantize_q4_K_avx2(reinterpret_cast<const block_q4_K*>(src), dst, len / kQK_K);
-            else dequantize_row(type, src, dst, len);
-            wr[r] = dst;
-        }
+        chunk_rows_f32(type, w, row_bytes, rows, k0, len, panel.data(), kChunk, dequantize_q4_K_avx2, wr);
         const int64_t n16 = std::min(len, K16 - k0);
         exact_tiles(wr, rows, x + k0, K, T, n16, acc.data());
         if (k0 + len < K) continue;

@@ -163,8 +163,6 @@ LS_AVX512 void exact_tile(const float* const* wr, const float* x, int64_t x_stri
         for (int c = 0; c < C; ++c) _mm512_storeu_ps(acc + (r * acc_stride + c) * 16, a[r][c]);
 }
 
-// Every row (in groups of four) against C columns: the columns' chunk of x stays in L1 while all
-// the rows use it.
 // The weight bytes the next chunk will decode (`rows` ranges of `bytes`, row_bytes apart), fetched
 // into L2 a few lines after each column block (issued all at once at the start of the chunk, the
 // same fetches left exact prompts up to 2% slower in three rounds).
@@ -194,6 +192,8 @@ struct TileArgs {
     NextChunk* next;
 };
 
+// Every row (in groups of four) against C columns: the columns' chunk of x stays in L1 while all
+// the rows use it.
 template <int C>
 LS_AVX512 void exact_column_block(const TileArgs& t, const float* x, float* acc, float* y) {
     for (int g = 0; g < t.rows; g += 4) {
@@ -294,17 +294,7 @@ LS_AVX512 void matmul_exact_avx512(GgmlType type, const void* w, uint64_t row_by
                        row_bytes, static_cast<uint64_t>(std::min(kChunk, K - (last ? 0 : k0 + len)) / block_elems * block_bytes),
                        rows};
         const float* wr[kExactMatmulRows512] = {};
-        for (int r = 0; r < rows; ++r) {
-            const char* src = static_cast<const char*>(w) + r * row_bytes + k0 / block_elems * block_bytes;
-            if (type == GgmlType::F32) {
-                wr[r] = reinterpret_cast<const float*>(src);
-                continue;
-            }
-            float* dst = panel.data() + r * kChunk;
-            if (type == GgmlType::Q4_K) dequantize_q4_K_avx512(reinterpret_cast<const block_q4_K*>(src), dst, len / kQK_K);
-            else dequantize_row(type, src, dst, len);
-            wr[r] = dst;
-        }
+        chunk_rows_f32(type, w, row_bytes, rows, k0, len, panel.data(), kChunk, dequantize_q4_K_avx512, wr);
         const int64_t n16 = std::min(len, K16 - k0);
         const bool sum_in_registers = last && n16 == len;
         exact_tiles(TileArgs{wr, rows, K, T, n16, k0 == 0, sum_in_registers ? y : nullptr, y_stride, &next}, x + k0,
