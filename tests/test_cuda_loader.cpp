@@ -1,4 +1,6 @@
-// Finding the CUDA backend at run time: the probe never crashes and says why the CPU is used.
+// Finding the CUDA backend at run time: the probe never crashes and says why the CPU is used. The
+// module is loaded once per process, so the cases that point LAYERSCOPE_CUDA_MODULE elsewhere hold
+// when each case runs in its own process, as ctest runs them.
 #include "kernels/cuda/loader.h"
 
 #include <gtest/gtest.h>

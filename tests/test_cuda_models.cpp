@@ -1,7 +1,8 @@
-// Whole models on the CUDA backend's kernels, run on the CPU by the SIMT emulator (cuda-emulated):
-// every llama, qwen2 and deepseek2 fixture model generates llama.cpp's greedy tokens, and every
-// event of the run agrees with the CPU backend's exact-mode run of the same tokens at NMSE <= 1e-6
-// (compared with the backend A/B machinery of `compare --against-backend`).
+// Whole models on the CUDA backend's kernels, run on the CPU by the SIMT emulator (cuda-emulated)
+// and, where a device is usable, on the GPU (cuda; skipped with the reason elsewhere): every llama,
+// qwen2 and deepseek2 fixture model generates llama.cpp's greedy tokens, and every event of the run
+// agrees with the CPU backend's exact-mode run of the same tokens at NMSE <= 1e-6 (compared with the
+// backend A/B machinery of `compare --against-backend`).
 #include <gtest/gtest.h>
 
 #include "engine/compare/backend_ab.h"
@@ -52,16 +53,25 @@ ModelRun run_for(const ModelCase& c) {
     return r;
 }
 
-class CudaModels : public ::testing::TestWithParam<ModelCase> {};
+// The backends under test: the emulated device always, the real one where it is usable.
+const BackendKind kCudaKinds[] = {BackendKind::kCudaEmulated, BackendKind::kCuda};
+
+// The CUDA backend of `kind` with two CPU threads; a test of the real device is skipped, with the
+// runtime's reason, where there is none.
+#define LS_MAKE_CUDA_OR_SKIP(var, kind)                                                          \
+    MadeBackend var = make_backend((kind), BackendOptions{2});                                  \
+    if (!var.backend && (kind) == BackendKind::kCuda) GTEST_SKIP() << "no usable CUDA device: " << var.note; \
+    ASSERT_TRUE(var.backend) << var.note
+
+class CudaModels : public ::testing::TestWithParam<std::tuple<ModelCase, BackendKind>> {};
 
 TEST_P(CudaModels, GreedyTokensAreLlamaCpps) {
     LS_REQUIRE_FIXTURES();
-    const ModelCase& c = GetParam();
+    const auto& [c, kind] = GetParam();
+    LS_MAKE_CUDA_OR_SKIP(cuda, kind);
     const ModelRun run = run_for(c);
     auto model = Model::open(test::fixture_path(c.model));
     ASSERT_TRUE(model.ok()) << model.error().message;
-    MadeBackend cuda = make_backend(BackendKind::kCudaEmulated, BackendOptions{2});
-    ASSERT_TRUE(cuda.backend) << cuda.note;
     auto forward = make_forward(*model.value(), *cuda.backend, run.forward);
     ASSERT_TRUE(forward.ok()) << forward.error().message;
     const int n = std::max<int>(4, static_cast<int>(run.want.size()));
@@ -83,7 +93,8 @@ TEST_P(CudaModels, GreedyTokensAreLlamaCpps) {
 
 TEST_P(CudaModels, EveryEventMatchesTheCpuExactRun) {
     LS_REQUIRE_FIXTURES();
-    const ModelCase& c = GetParam();
+    const auto& [c, kind] = GetParam();
+    LS_MAKE_CUDA_OR_SKIP(cuda, kind);
     ModelRun run = run_for(c);
     run.forward.mode = MathMode::kExact;
     const int n_generate = std::max<int>(3, static_cast<int>(run.want.size()));
@@ -93,8 +104,6 @@ TEST_P(CudaModels, EveryEventMatchesTheCpuExactRun) {
     auto reference = run_as_reference(*model.value(), *cpu, run.forward, run.prompt, n_generate, "the cpu run");
     ASSERT_TRUE(reference.ok()) << reference.error().message;
 
-    MadeBackend cuda = make_backend(BackendKind::kCudaEmulated, BackendOptions{2});
-    ASSERT_TRUE(cuda.backend) << cuda.note;
     CompareRunOptions options;
     options.forward = run.forward;
     options.prompt = run.prompt;
@@ -114,15 +123,18 @@ TEST_P(CudaModels, EveryEventMatchesTheCpuExactRun) {
     }
     EXPECT_GT(result.summary.compared(), 50);
     EXPECT_EQ(result.summary.no_reference, 0);
-    std::printf("[cuda-emulated vs cpu exact] %s: %d events over %d decode calls, worst %s nmse %.3g\n", c.model,
-                result.summary.compared(), 1 + n_generate, worst_name.c_str(), worst);
+    std::printf("[%s vs cpu exact] %s: %d events over %d decode calls, worst %s nmse %.3g\n", backend_kind_name(kind),
+                c.model, result.summary.compared(), 1 + n_generate, worst_name.c_str(), worst);
 }
 
 // Against llama.cpp's CPU dumps, the CUDA backend (whose matmuls compute in f32 where the CPU
 // quantizes the activations) is judged against the noise the CPU's two math modes leave per event:
 // a clean run passes, a bug stands out where it lives.
-TEST(CudaModelsAgainstLlamaCpp, CleanWithinTheCpuFloorAndFaultsStillShow) {
+class CudaModelsAgainstLlamaCpp : public ::testing::TestWithParam<BackendKind> {};
+
+TEST_P(CudaModelsAgainstLlamaCpp, CleanWithinTheCpuFloorAndFaultsStillShow) {
     LS_REQUIRE_FIXTURES();
+    LS_MAKE_CUDA_OR_SKIP(cuda, GetParam());
     struct Case {
         const char* model;
         const char* dump;
@@ -140,8 +152,6 @@ TEST(CudaModelsAgainstLlamaCpp, CleanWithinTheCpuFloorAndFaultsStillShow) {
         ASSERT_TRUE(model.ok()) << model.error().message;
         auto reference = ReferenceDump::open(test::fixture_path(c.dump));
         ASSERT_TRUE(reference.ok()) << reference.error().message;
-        MadeBackend cuda = make_backend(BackendKind::kCudaEmulated, {2});
-        ASSERT_TRUE(cuda.backend) << cuda.note;
         CompareRunOptions options;
         options.forward.fault = c.fault;
         options.forward.n_ubatch = reference.value()->n_ubatch();
@@ -160,14 +170,21 @@ TEST(CudaModelsAgainstLlamaCpp, CleanWithinTheCpuFloorAndFaultsStillShow) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, CudaModels, ::testing::ValuesIn(kModels), [](const auto& info) {
-    std::string s = info.param.model;
-    s = s.substr(s.find('/') + 1);
-    s = s.substr(0, s.find(".gguf"));
+std::string test_name(std::string s) {
     for (char& ch : s)
         if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
     return s;
-});
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, CudaModels, ::testing::Combine(::testing::ValuesIn(kModels), ::testing::ValuesIn(kCudaKinds)),
+                         [](const auto& info) {
+                             std::string s = std::get<0>(info.param).model;
+                             s = s.substr(s.find('/') + 1);
+                             s = s.substr(0, s.find(".gguf"));
+                             return test_name(s + "_" + backend_kind_name(std::get<1>(info.param)));
+                         });
+INSTANTIATE_TEST_SUITE_P(Fixtures, CudaModelsAgainstLlamaCpp, ::testing::ValuesIn(kCudaKinds),
+                         [](const auto& info) { return test_name(backend_kind_name(info.param)); });
 
 }  // namespace
 }  // namespace ls

@@ -187,30 +187,35 @@ namespace ls {
 namespace {
 
 // --backend: cpu, auto and cuda-emulated run (the emulated CUDA kernels generate the CPU's
-// tokens); an unknown or unavailable backend is a usage error that says why.
+// tokens); auto takes the GPU where one is usable and otherwise says why not; an unknown or
+// unavailable backend is a usage error that says why.
 TEST(RunCli, BackendChoice) {
     LS_REQUIRE_FIXTURES();
     const std::string model = "-m '" + test::fixture_path("models/stories260K.gguf") + "' -p 'Once upon a time' -n 2";
-    for (const char* kind : {"cpu", "auto"}) {
-        const test::CommandResult r = test::run_layerscope("run " + model + " --backend " + kind, true);
-        EXPECT_EQ(r.exit_code, 0) << kind << ": " << r.out;
-        EXPECT_NE(r.out.find("backend: CPU"), std::string::npos) << r.out;
-    }
     const MadeBackend cuda = make_backend(BackendKind::kCuda);
-    if (!cuda.backend) {
+    const test::CommandResult cpu = test::run_layerscope("run " + model + " --backend cpu", true);
+    EXPECT_EQ(cpu.exit_code, 0) << cpu.out;
+    EXPECT_NE(cpu.out.find("backend: CPU"), std::string::npos) << cpu.out;
+    const test::CommandResult a = test::run_layerscope("run " + model + " --backend auto", true);
+    const test::CommandResult c = test::run_layerscope("run " + model + " --backend cuda", true);
+    EXPECT_EQ(a.exit_code, 0) << a.out;
+    if (cuda.backend) {
+        EXPECT_NE(a.out.find("backend: " + cuda.backend->name()), std::string::npos) << a.out;
+        EXPECT_EQ(c.exit_code, 0) << c.out;
+        EXPECT_NE(c.out.find("backend: " + cuda.backend->name()), std::string::npos) << c.out;
+    } else {
         // auto says why it did not choose CUDA; cuda itself refuses with the same reason.
-        const test::CommandResult r = test::run_layerscope("run " + model + " --backend auto", true);
-        EXPECT_NE(r.out.find("(CPU: " + cuda.note), std::string::npos) << r.out;
-        const test::CommandResult c = test::run_layerscope("run " + model + " --backend cuda", true);
+        EXPECT_NE(a.out.find("backend: CPU"), std::string::npos) << a.out;
+        EXPECT_NE(a.out.find("(CPU: " + cuda.note), std::string::npos) << a.out;
         EXPECT_EQ(c.exit_code, 2) << c.out;
         EXPECT_NE(c.out.find("the cuda backend is not available: " + cuda.note), std::string::npos) << c.out;
     }
-    const test::CommandResult cpu = test::run_layerscope("run " + model + " --backend cpu", true);
     const test::CommandResult e = test::run_layerscope("run " + model + " --backend cuda-emulated", true);
     EXPECT_EQ(e.exit_code, 0) << e.out;
     EXPECT_NE(e.out.find("backend: CUDA (emulated on the CPU)"), std::string::npos) << e.out;
     auto generated = [](const std::string& out) { return out.substr(out.find("generated:"), out.find("\ntext:") - out.find("generated:")); };
     EXPECT_EQ(generated(e.out), generated(cpu.out)) << e.out << cpu.out;
+    if (cuda.backend) EXPECT_EQ(generated(c.out), generated(cpu.out)) << c.out << cpu.out;
     const test::CommandResult bad = test::run_layerscope("run " + model + " --backend vulkan", true);
     EXPECT_EQ(bad.exit_code, 2) << bad.out;
 }
