@@ -15,6 +15,7 @@
 
 #include "kernels/common/fp16.h"
 #include "kernels/common/quant_blocks.h"
+#include "kernels/cpu/aligned_vector.h"
 #include "kernels/cpu/dequant.h"
 #include "kernels/cpu/ggml_order.h"
 
@@ -220,7 +221,7 @@ float dot_q4_K_f32_avx2(int64_t n, const block_q4_K* w, const float* x) {
 LS_AVX2 void matmul_exact_avx2(GgmlType type, const void* w, uint64_t row_bytes, int rows, int64_t K, const float* x,
                                int64_t T, float* y, int64_t y_stride) {
     constexpr int64_t kChunk = 256;  // a whole number of blocks of every format; L1-sized panels
-    thread_local std::vector<float> panel, acc;
+    thread_local AlignedVector<float> panel, acc;
     panel.resize(kExactMatmulRows * kChunk);
     acc.assign(static_cast<size_t>(rows * T * 16), 0.0f);
     const uint32_t block_elems = ggml_type_traits(type)->block_elems;
