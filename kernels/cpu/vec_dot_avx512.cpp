@@ -122,32 +122,39 @@ LS_AVX512 void dot_q4_K_f32_rows(int64_t n, const block_q4_K* w, int64_t row_str
     for (int r = 0; r < R; ++r) out[r] = lane_sum(acc[r]);
 }
 
-// The lane sums (lane_sum's order) of the R (up to four) outputs a[r][c] of one column, stored at
-// y[0 .. R): each register's halves added, then two rounds of pairwise adds across the registers
-// ((h0+h1), (h2+h3), then their sum, for every output at once), then the two half-trees added.
-template <int R, int C>
-LS_AVX512 inline void y_store_lane_sums(const __m512 (&a)[R][C], int c, float* y) {
-    __m256 h[4];
-    for (int r = 0; r < 4; ++r)
-        h[r] = r < R ? _mm256_add_ps(_mm512_castps512_ps256(a[r][c]), _mm512_extractf32x8_ps(a[r][c], 1)) : _mm256_setzero_ps();
-    // [r0 (h0+h1), r0 (h2+h3), r1 .., r1 .. | r0 (h4+h5), r0 (h6+h7), r1 .., r1 ..], then the same
-    // for r2 and r3, then [r (h0+h1)+(h2+h3) for r = 0..3 | r (h4+h5)+(h6+h7) for r = 0..3].
-    const __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(h[0], h[1]), _mm256_hadd_ps(h[2], h[3]));
-    const __m128 sums = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
-    _mm_mask_storeu_ps(y, static_cast<__mmask8>((1u << R) - 1), sums);
+// The lane sums (lane_sum's order) of sixteen outputs at once, whose lanes are the registers
+// a[0 .. 16), as one register: output o in lane o. Each step adds the same pairs as lane_sum, for
+// all sixteen outputs at once: the halves (lanes l and l + 8) of outputs o and o + 8 side by side,
+// then adjacent pairs twice within 128-bit blocks, then the two half-trees; about two shuffles per
+// output where lane_sum's form takes six.
+LS_AVX512 inline __m512 lane_sums16(const __m512 (&a)[16]) {
+    __m512 h[8], p[4], q[2];
+    // h[k] = [s(k) | s(k + 8)], s(o) = o's lanes 0-7 + lanes 8-15.
+    for (int k = 0; k < 8; ++k)
+        h[k] = _mm512_add_ps(_mm512_shuffle_f32x4(a[k], a[k + 8], 0x44), _mm512_shuffle_f32x4(a[k], a[k + 8], 0xee));
+    // p[j]: block 0 (s0+s1, s2+s3) of outputs 2j and 2j + 1, block 1 their (s4+s5, s6+s7), blocks
+    // 2 and 3 the same for outputs 2j + 8 and 2j + 9.
+    for (int j = 0; j < 4; ++j)
+        p[j] = _mm512_add_ps(_mm512_shuffle_ps(h[2 * j], h[2 * j + 1], 0x88), _mm512_shuffle_ps(h[2 * j], h[2 * j + 1], 0xdd));
+    // q[i]: block 0 the left half-trees ((s0+s1)+(s2+s3)) of outputs 4i .. 4i + 3, block 1 their
+    // right half-trees, blocks 2 and 3 the same for outputs 4i + 8 ...
+    for (int i = 0; i < 2; ++i)
+        q[i] = _mm512_add_ps(_mm512_shuffle_ps(p[2 * i], p[2 * i + 1], 0x88), _mm512_shuffle_ps(p[2 * i], p[2 * i + 1], 0xdd));
+    // The two half-trees of every output added, blocks ordered 0-3, 4-7, 8-11, 12-15.
+    const __m512i left = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27);
+    const __m512i right = _mm512_setr_epi32(4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31);
+    return _mm512_add_ps(_mm512_permutex2var_ps(q[0], left, q[1]), _mm512_permutex2var_ps(q[0], right, q[1]));
 }
 
 // R weight rows (f32, at wr[r]) against C activation columns (x_stride apart) over n16 elements
-// (a multiple of 16): acc[(r * acc_stride + c) * 16 ..] holds the running lanes of output (r, c),
-// loaded and stored around the chunk, which leaves every chain's order untouched. On the last
-// chunk of a row whose length is a multiple of 16 (y != nullptr), the lanes are summed from the
-// registers into y[c * y_stride + r] instead.
+// (a multiple of 16): acc[(c * kExactMatmulRows512 + r) * 16 ..] holds the running lanes of output
+// (r, c), loaded and stored around the chunk, which leaves every chain's order untouched.
 template <int R, int C>
-LS_AVX512 void exact_tile(const float* const* wr, const float* x, int64_t x_stride, int64_t n16, float* acc,
-                          int64_t acc_stride, bool first, float* y, int64_t y_stride) {
+LS_AVX512 void exact_tile(const float* const* wr, const float* x, int64_t x_stride, int64_t n16, float* acc, bool first) {
+    constexpr int64_t kColumn = kExactMatmulRows512 * 16;
     __m512 a[R][C];
     for (int r = 0; r < R; ++r)
-        for (int c = 0; c < C; ++c) a[r][c] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(acc + (r * acc_stride + c) * 16);
+        for (int c = 0; c < C; ++c) a[r][c] = first ? _mm512_setzero_ps() : _mm512_load_ps(acc + c * kColumn + r * 16);
     for (int64_t k = 0; k < n16; k += 16) {
         __m512 xv[C];
         for (int c = 0; c < C; ++c) xv[c] = _mm512_loadu_ps(x + c * x_stride + k);
@@ -156,12 +163,8 @@ LS_AVX512 void exact_tile(const float* const* wr, const float* x, int64_t x_stri
             for (int c = 0; c < C; ++c) a[r][c] = _mm512_fmadd_ps(wv, xv[c], a[r][c]);
         }
     }
-    if (y != nullptr) {
-        for (int c = 0; c < C; ++c) y_store_lane_sums<R>(a, c, y + c * y_stride);
-        return;
-    }
     for (int r = 0; r < R; ++r)
-        for (int c = 0; c < C; ++c) _mm512_storeu_ps(acc + (r * acc_stride + c) * 16, a[r][c]);
+        for (int c = 0; c < C; ++c) _mm512_store_ps(acc + c * kColumn + r * 16, a[r][c]);
 }
 
 // The weight bytes the next chunk will decode (`rows` ranges of `bytes`, row_bytes apart), fetched
@@ -188,48 +191,58 @@ struct TileArgs {
     int rows;
     int64_t x_stride, T, n16;
     bool first;
-    float* y;  // non-null on the last chunk when the lanes are summed in registers
-    int64_t y_stride;
     NextChunk* next;
 };
 
 // Every row (in groups of four) against C columns: the columns' chunk of x stays in L1 while all
 // the rows use it.
 template <int C>
-LS_AVX512 void exact_column_block(const TileArgs& t, const float* x, float* acc, float* y) {
+LS_AVX512 void exact_column_block(const TileArgs& t, const float* x, float* acc) {
     for (int g = 0; g < t.rows; g += 4) {
-        float* a = acc + g * t.T * 16;
-        float* yg = y != nullptr ? y + g : nullptr;
+        float* a = acc + g * 16;
         switch (std::min(t.rows - g, 4)) {
-            case 4: exact_tile<4, C>(t.wr + g, x, t.x_stride, t.n16, a, t.T, t.first, yg, t.y_stride); break;
-            case 3: exact_tile<3, C>(t.wr + g, x, t.x_stride, t.n16, a, t.T, t.first, yg, t.y_stride); break;
-            case 2: exact_tile<2, C>(t.wr + g, x, t.x_stride, t.n16, a, t.T, t.first, yg, t.y_stride); break;
-            default: exact_tile<1, C>(t.wr + g, x, t.x_stride, t.n16, a, t.T, t.first, yg, t.y_stride); break;
+            case 4: exact_tile<4, C>(t.wr + g, x, t.x_stride, t.n16, a, t.first); break;
+            case 3: exact_tile<3, C>(t.wr + g, x, t.x_stride, t.n16, a, t.first); break;
+            case 2: exact_tile<2, C>(t.wr + g, x, t.x_stride, t.n16, a, t.first); break;
+            default: exact_tile<1, C>(t.wr + g, x, t.x_stride, t.n16, a, t.first); break;
         }
     }
 }
 
 LS_AVX512 void exact_tiles(const TileArgs& t, const float* x, float* acc) {
     constexpr int C = 6;  // 4 x 6 accumulators, 4 weight registers and a column: 29 of the 32
+    constexpr int64_t kColumn = kExactMatmulRows512 * 16;
     int64_t c0 = 0;
-    auto y_at = [&](int64_t c) { return t.y != nullptr ? t.y + c * t.y_stride : nullptr; };
     const int64_t blocks = (t.T + C - 1) / C;
     const int64_t lines = (t.next->lines() + blocks - 1) / blocks;
     for (; c0 + C <= t.T; c0 += C) {
-        exact_column_block<C>(t, x + c0 * t.x_stride, acc + c0 * 16, y_at(c0));
+        exact_column_block<C>(t, x + c0 * t.x_stride, acc + c0 * kColumn);
         t.next->fetch(lines);
     }
     const float* xc = x + c0 * t.x_stride;
-    float* ac = acc + c0 * 16;
+    float* ac = acc + c0 * kColumn;
     switch (t.T - c0) {
-        case 5: exact_column_block<5>(t, xc, ac, y_at(c0)); break;
-        case 4: exact_column_block<4>(t, xc, ac, y_at(c0)); break;
-        case 3: exact_column_block<3>(t, xc, ac, y_at(c0)); break;
-        case 2: exact_column_block<2>(t, xc, ac, y_at(c0)); break;
-        case 1: exact_column_block<1>(t, xc, ac, y_at(c0)); break;
+        case 5: exact_column_block<5>(t, xc, ac); break;
+        case 4: exact_column_block<4>(t, xc, ac); break;
+        case 3: exact_column_block<3>(t, xc, ac); break;
+        case 2: exact_column_block<2>(t, xc, ac); break;
+        case 1: exact_column_block<1>(t, xc, ac); break;
         default: break;
     }
     t.next->fetch(lines);
+}
+
+// The finished lanes of rows x T outputs (acc, as exact_tile leaves them) summed, sixteen rows of a
+// column at a time: y[t * y_stride + r].
+LS_AVX512 void store_lane_sums(const float* acc, int rows, int64_t T, float* y, int64_t y_stride) {
+    constexpr int64_t kColumn = kExactMatmulRows512 * 16;
+    for (int64_t t = 0; t < T; ++t)
+        for (int r0 = 0; r0 < rows; r0 += 16) {
+            const int n = std::min(rows - r0, 16);
+            __m512 a[16];
+            for (int i = 0; i < 16; ++i) a[i] = i < n ? _mm512_load_ps(acc + t * kColumn + (r0 + i) * 16) : _mm512_setzero_ps();
+            _mm512_mask_storeu_ps(y + t * y_stride + r0, static_cast<__mmask16>((1u << n) - 1), lane_sums16(a));
+        }
 }
 
 // P f32 rows (a + r * a_stride) against one b over n16 elements, one register each.
@@ -285,7 +298,7 @@ LS_AVX512 void matmul_exact_avx512(GgmlType type, const void* w, uint64_t row_by
     constexpr int64_t kPanelStride = kChunk + 16;
     thread_local AlignedVector<float> panel, acc;
     panel.resize(kExactMatmulRows512 * kPanelStride);
-    acc.resize(static_cast<size_t>(rows * T * 16));
+    acc.resize(static_cast<size_t>(kExactMatmulRows512 * T * 16));
     const uint32_t block_elems = ggml_type_traits(type)->block_elems;
     const uint32_t block_bytes = ggml_type_traits(type)->block_bytes;
     const int64_t K16 = K - K % 16;
@@ -300,17 +313,14 @@ LS_AVX512 void matmul_exact_avx512(GgmlType type, const void* w, uint64_t row_by
         const float* wr[kExactMatmulRows512] = {};
         chunk_rows_f32(type, w, row_bytes, rows, k0, len, panel.data(), kPanelStride, dequantize_q4_K_avx512, wr);
         const int64_t n16 = std::min(len, K16 - k0);
-        const bool sum_in_registers = last && n16 == len;
-        exact_tiles(TileArgs{wr, rows, K, T, n16, k0 == 0, sum_in_registers ? y : nullptr, y_stride, &next}, x + k0,
-                    acc.data());
-        if (!last || sum_in_registers) continue;
-        // The last chunk of a length that is not a multiple of 16: the lanes of each output, then
-        // its leftovers in order.
-        for (int r = 0; r < rows; ++r)
+        exact_tiles(TileArgs{wr, rows, K, T, n16, k0 == 0, &next}, x + k0, acc.data());
+        if (!last) continue;
+        store_lane_sums(acc.data(), rows, T, y, y_stride);
+        // A length that is not a multiple of 16: each output's leftovers fused after its lanes, in order.
+        for (int r = 0; r < rows && n16 < len; ++r)
             for (int64_t t = 0; t < T; ++t) {
-                float sum = lane_sum(_mm512_loadu_ps(acc.data() + (r * T + t) * 16));
+                float& sum = y[t * y_stride + r];
                 for (int64_t i = n16; i < len; ++i) sum = __builtin_fmaf(wr[r][i], x[t * K + k0 + i], sum);
-                y[t * y_stride + r] = sum;
             }
     }
 }
