@@ -130,7 +130,8 @@ public:
     virtual void matmul(const Tensor& w, const Tensor& x, Tensor& y, MathMode mode) = 0;
     // Rotates the first n_rot dims of every head in place: x {head_dim, n_head, T}; pos: I32 {T}.
     virtual void rope(Tensor& x, const Tensor& pos, const RopeParams& p, MathMode mode) = 0;
-    // y = silu(gate) * up
+    // y = silu(gate) * up, silu(g) = g / (1 + e^-g); exact mode takes e^-g from ggml's 512-bit
+    // vectorized expf (ggml_order::v_expf) for every value, on the CPU and on CUDA.
     virtual void swiglu(const Tensor& gate, const Tensor& up, Tensor& y, MathMode mode) = 0;
 
     // Attention over a KV cache. cache_k {head_dim_k, n_head_kv, n_ctx}, cache_v {head_dim_v,
@@ -142,7 +143,9 @@ public:
     // kq {n_kv, T, n_head} = K^T q per head (GQA: head h reads kv head h / (n_head / n_head_kv)).
     virtual void attn_scores(const Tensor& q, const Tensor& cache_k, int64_t n_kv, Tensor& kq, MathMode mode) = 0;
     // p = softmax(kq * scale + mask) over ne0, with the causal mask: cell j is visible to token t
-    // when j <= pos[t] (pos: I32 {T}); `causal` false disables the mask.
+    // when j <= pos[t] (pos: I32 {T}); `causal` false disables the mask. On the CPU both modes take
+    // the exponentials from ggml_order::v_expf (ggml's AVX2 build: its 256-bit expf) and sum them
+    // 16 (8) at a time, the blocks in double.
     virtual void softmax_masked(const Tensor& kq, float scale, const Tensor& pos, bool causal, Tensor& p,
                                 MathMode mode) = 0;
     // kqv {head_dim_v, T, n_head} = V p per head.

@@ -650,6 +650,12 @@ TEST(GgmlOrderAvx512, SameBitsAsTheEmulation) {
         swiglu_row_avx512(gate.data(), up.data(), y_got.data(), static_cast<int64_t>(gate.size()));
         for (size_t i = 0; i < gate.size(); ++i)
             ASSERT_EQ(bits_of(y_got[i]), bits_of(y_want[i])) << "swiglu n " << gate.size() << " i " << i << " gate " << gate[i];
+        // Exact mode's swiglu: v_expf for every value, the leftovers included.
+        swiglu_exact_avx512(gate.data(), up.data(), y_got.data(), static_cast<int64_t>(gate.size()));
+        for (size_t i = 0; i < gate.size(); ++i) {
+            const float want_exact = gate[i] / (1.0f + ggml_order::v_expf(0.0f - gate[i])) * up[i];
+            ASSERT_EQ(bits_of(y_got[i]), bits_of(want_exact)) << "exact swiglu n " << gate.size() << " i " << i;
+        }
     }
 }
 

@@ -308,7 +308,13 @@ public:
 #endif
                     else ggml_order::swiglu_row(g, u, out, n);
                 } else {
-                    for (int64_t i = 0; i < n; ++i) out[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+#if defined(LS_HAVE_VEC_DOT_AVX2)
+                    if (avx512_) {
+                        swiglu_exact_avx512(g, u, out, n);
+                        continue;
+                    }
+#endif
+                    for (int64_t i = 0; i < n; ++i) out[i] = g[i] / (1.0f + ggml_order::v_expf(0.0f - g[i])) * u[i];
                 }
             }
         });
@@ -366,22 +372,20 @@ public:
                     out[j] = visible ? in[j] * scale : -INFINITY;
                     max = std::max(max, out[j]);
                 }
-                // ggml adds the exponentials 16 at a time (reduced in f32), the blocks in double.
+                // ggml adds the exponentials 16 at a time (reduced in f32), the blocks in double; so
+                // does exact mode, on every processor.
                 double sum = 0.0;
-                // (AVX2: 8 at a time with its own expf, the lanes summed as hsum8.)
-                const int lanes = isa_ == LlamaIsa::kAvx2 ? 8 : 16;
+                // (ggml's AVX2 build: 8 at a time with its own expf, the lanes summed as hsum8.)
+                const int lanes = mode == MathMode::kLlama && isa_ == LlamaIsa::kAvx2 ? 8 : 16;
 #if defined(LS_HAVE_VEC_DOT_AVX2)
-                if (mode == MathMode::kLlama && lanes == 16 && avx512_) sum = exp_row_avx512(out, n_kv, max);
+                if (lanes == 16 && avx512_) sum = exp_row_avx512(out, n_kv, max);
                 else
 #endif
                 for (int64_t j0 = 0; j0 < n_kv; j0 += lanes) {
                     float block[16] = {};
                     for (int l = 0; l < lanes && j0 + l < n_kv; ++l) {
                         const int64_t j = j0 + l;
-                        out[j] = mode == MathMode::kLlama ? (lanes == 8 ? ggml_order::v_expf_avx2(out[j] - max)
-                                                                        : ggml_order::v_expf(out[j] - max))
-                                 : out[j] == -INFINITY     ? 0.0f
-                                                           : std::exp(out[j] - max);
+                        out[j] = lanes == 8 ? ggml_order::v_expf_avx2(out[j] - max) : ggml_order::v_expf(out[j] - max);
                         block[l] = out[j];
                     }
                     sum += lanes == 8 ? ggml_order::hsum8(block) : ggml_order::reduce_add16(block);

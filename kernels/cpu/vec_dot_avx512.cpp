@@ -617,15 +617,27 @@ LS_AVX512 double exp_row_avx512(float* row, int64_t n, float max) {
     return sum;
 }
 
+namespace {
+
+// v_silu(x) * g on sixteen lanes.
+LS_AVX512 inline __m512 silu_mul16(__m512 x, __m512 g) {
+    const __m512 e = v_expf16(_mm512_sub_ps(_mm512_setzero_ps(), x));
+    return _mm512_mul_ps(_mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), e)), g);
+}
+
+}  // namespace
+
 LS_AVX512 void swiglu_row_avx512(const float* x, const float* g, float* y, int64_t n) {
     int64_t i = 0;
-    const __m512 one = _mm512_set1_ps(1.0f);
-    for (; i + 15 < n; i += 16) {
-        const __m512 xv = _mm512_loadu_ps(x + i);
-        const __m512 silu = _mm512_div_ps(xv, _mm512_add_ps(one, v_expf16(_mm512_sub_ps(_mm512_setzero_ps(), xv))));
-        _mm512_storeu_ps(y + i, _mm512_mul_ps(silu, _mm512_loadu_ps(g + i)));
-    }
+    for (; i + 15 < n; i += 16) _mm512_storeu_ps(y + i, silu_mul16(_mm512_loadu_ps(x + i), _mm512_loadu_ps(g + i)));
     for (; i < n; ++i) y[i] = x[i] / (1.0f + std::exp(-x[i])) * g[i];
+}
+
+LS_AVX512 void swiglu_exact_avx512(const float* x, const float* g, float* y, int64_t n) {
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 in = n - i >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << (n - i)) - 1);
+        _mm512_mask_storeu_ps(y + i, in, silu_mul16(_mm512_maskz_loadu_ps(in, x + i), _mm512_maskz_loadu_ps(in, g + i)));
+    }
 }
 
 }  // namespace ls

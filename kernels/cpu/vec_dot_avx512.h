@@ -61,10 +61,13 @@ void dot_q4_K_avx512_rows(int64_t n, const block_q4_K* w, uint64_t row_bytes, in
 // ggml_order::dot_tinyblas (k a multiple of 16) and ggml_order::dot_blocks<16> (np a multiple of 64).
 float dot_tinyblas16_avx512(const float* a, const float* b, int64_t k);
 float dot_blocks16_avx512(const float* a, const float* b, int64_t np);
-// Softmax's exponentials as ggml's AVX-512 build computes them: row[j] = v_expf(row[j] - max) for
-// j < n, returning the sum of reduce_add16 over blocks of 16 (zeros past n) in double.
+// Softmax's exponentials as ggml's AVX-512 build computes them (and exact mode, on every
+// processor): row[j] = v_expf(row[j] - max) for j < n, returning the sum of reduce_add16 over
+// blocks of 16 (zeros past n) in double.
 double exp_row_avx512(float* row, int64_t n, float max);
 // ggml_order::swiglu_row on AVX-512 (v_silu sixteen at a time, libm expf for the leftovers).
 void swiglu_row_avx512(const float* x, const float* g, float* y, int64_t n);
+// Exact mode's swiglu: y[i] = x[i] / (1 + v_expf(0 - x[i])) * g[i] for every i, sixteen at a time.
+void swiglu_exact_avx512(const float* x, const float* g, float* y, int64_t n);
 
 }  // namespace ls

@@ -119,8 +119,9 @@ __device__ float ggml_v_expf8(float x) {
 
 __global__ void __launch_bounds__(kElementThreads) swiglu_kernel(const float* gate, const float* up, float* y, int64_t n,
                                                                  int64_t total, int ggml_lanes) {
-    // ggml's vector path covers the full groups of a row; the values after them use expf.
-    const int64_t vector_end = ggml_lanes > 0 ? n / ggml_lanes * ggml_lanes : 0;
+    // ggml's vector path covers the full groups of a row; the values after them use expf. Exact
+    // mode (ggml_lanes 0) takes the 512-bit ggml_v_expf for every value.
+    const int64_t vector_end = ggml_lanes > 0 ? n / ggml_lanes * ggml_lanes : n;
     for (int64_t i = first_index(); i < total; i += grid_stride()) {
         const float g = gate[i];
         float e;

@@ -23,9 +23,10 @@ cudaError_t cuda_mul_row(const float* dev_x, const float* dev_w, float* dev_y, i
 cudaError_t cuda_add(const float* dev_a, const float* dev_b, float* dev_y, int64_t n, int64_t rows, bool b_one_row,
                      cudaStream_t stream);
 
-// SWIGLU: y = silu(gate) * up. ggml_lanes 0: silu as g / (1 + expf(-g)). 8 or 16: ggml's CPU
-// swiglu, whose vector path (each full group of ggml_lanes values of a row) uses ggml_v_expf
-// (the 256-bit variant for 8 lanes, the 512-bit one for 16) and expf for the rest of the row.
+// SWIGLU: y = silu(gate) * up, silu(g) = g / (1 + e^-g). ggml_lanes 0 (exact mode): e^-g by the
+// 512-bit ggml_v_expf for every value. 8 or 16: ggml's CPU swiglu, whose vector path (each full
+// group of ggml_lanes values of a row) uses ggml_v_expf (the 256-bit variant for 8 lanes, the
+// 512-bit one for 16) and expf for the rest of the row.
 cudaError_t cuda_swiglu(const float* dev_gate, const float* dev_up, float* dev_y, int64_t n, int64_t rows,
                         int ggml_lanes, cudaStream_t stream);
 
