@@ -146,15 +146,18 @@ LS_AVX512 inline __m512 lane_sums16(const __m512 (&a)[16]) {
     return _mm512_add_ps(_mm512_permutex2var_ps(q[0], left, q[1]), _mm512_permutex2var_ps(q[0], right, q[1]));
 }
 
+// The accumulator panel of a prompt matmul holds the running lanes of every output, a column's
+// rows side by side: output (r, c) at (c * kAccColumn + r * 16).
+constexpr int64_t kAccColumn = kExactMatmulRows512 * 16;
+
 // R weight rows (f32, at wr[r]) against C activation columns (x_stride apart) over n16 elements
-// (a multiple of 16): acc[(c * kExactMatmulRows512 + r) * 16 ..] holds the running lanes of output
-// (r, c), loaded and stored around the chunk, which leaves every chain's order untouched.
+// (a multiple of 16): the running lanes of output (r, c) are loaded from and stored to the
+// accumulator panel around the chunk, which leaves every chain's order untouched.
 template <int R, int C>
 LS_AVX512 void exact_tile(const float* const* wr, const float* x, int64_t x_stride, int64_t n16, float* acc, bool first) {
-    constexpr int64_t kColumn = kExactMatmulRows512 * 16;
     __m512 a[R][C];
     for (int r = 0; r < R; ++r)
-        for (int c = 0; c < C; ++c) a[r][c] = first ? _mm512_setzero_ps() : _mm512_load_ps(acc + c * kColumn + r * 16);
+        for (int c = 0; c < C; ++c) a[r][c] = first ? _mm512_setzero_ps() : _mm512_load_ps(acc + c * kAccColumn + r * 16);
     for (int64_t k = 0; k < n16; k += 16) {
         __m512 xv[C];
         for (int c = 0; c < C; ++c) xv[c] = _mm512_loadu_ps(x + c * x_stride + k);
@@ -164,7 +167,7 @@ LS_AVX512 void exact_tile(const float* const* wr, const float* x, int64_t x_stri
         }
     }
     for (int r = 0; r < R; ++r)
-        for (int c = 0; c < C; ++c) _mm512_store_ps(acc + c * kColumn + r * 16, a[r][c]);
+        for (int c = 0; c < C; ++c) _mm512_store_ps(acc + c * kAccColumn + r * 16, a[r][c]);
 }
 
 // The weight bytes the next chunk will decode (`rows` ranges of `bytes`, row_bytes apart), fetched
@@ -211,17 +214,16 @@ LS_AVX512 void exact_column_block(const TileArgs& t, const float* x, float* acc)
 }
 
 LS_AVX512 void exact_tiles(const TileArgs& t, const float* x, float* acc) {
-    constexpr int C = 6;  // 4 x 6 accumulators, 4 weight registers and a column: 29 of the 32
-    constexpr int64_t kColumn = kExactMatmulRows512 * 16;
+    constexpr int C = 6;  // 4 x 6 accumulators, the six columns and a weight row: 31 of the 32 registers
     int64_t c0 = 0;
     const int64_t blocks = (t.T + C - 1) / C;
     const int64_t lines = (t.next->lines() + blocks - 1) / blocks;
     for (; c0 + C <= t.T; c0 += C) {
-        exact_column_block<C>(t, x + c0 * t.x_stride, acc + c0 * kColumn);
+        exact_column_block<C>(t, x + c0 * t.x_stride, acc + c0 * kAccColumn);
         t.next->fetch(lines);
     }
     const float* xc = x + c0 * t.x_stride;
-    float* ac = acc + c0 * kColumn;
+    float* ac = acc + c0 * kAccColumn;
     switch (t.T - c0) {
         case 5: exact_column_block<5>(t, xc, ac); break;
         case 4: exact_column_block<4>(t, xc, ac); break;
@@ -236,12 +238,11 @@ LS_AVX512 void exact_tiles(const TileArgs& t, const float* x, float* acc) {
 // The finished lanes of rows x T outputs (acc, as exact_tile leaves them) summed, sixteen rows of a
 // column at a time: y[t * y_stride + r].
 LS_AVX512 void store_lane_sums(const float* acc, int rows, int64_t T, float* y, int64_t y_stride) {
-    constexpr int64_t kColumn = kExactMatmulRows512 * 16;
     for (int64_t t = 0; t < T; ++t)
         for (int r0 = 0; r0 < rows; r0 += 16) {
             const int n = std::min(rows - r0, 16);
             __m512 a[16];
-            for (int i = 0; i < 16; ++i) a[i] = i < n ? _mm512_load_ps(acc + t * kColumn + (r0 + i) * 16) : _mm512_setzero_ps();
+            for (int i = 0; i < 16; ++i) a[i] = i < n ? _mm512_load_ps(acc + t * kAccColumn + (r0 + i) * 16) : _mm512_setzero_ps();
             _mm512_mask_storeu_ps(y + t * y_stride + r0, static_cast<__mmask16>((1u << n) - 1), lane_sums16(a));
         }
 }
