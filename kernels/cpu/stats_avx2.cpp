@@ -8,6 +8,8 @@
 
 #include <immintrin.h>
 
+#include "kernels/cpu/stats_lanes_x86.h"
+
 namespace ls {
 
 #define LS_AVX2 __attribute__((target("avx2")))
@@ -71,12 +73,7 @@ LS_AVX2 int64_t stats_moments_avx2(const float* v, int64_t n, StatsLanes* lanes)
     _mm256_storeu_pd(lanes->sum + 4, sum_hi);
     _mm256_storeu_pd(lanes->sumsq, sq_lo);
     _mm256_storeu_pd(lanes->sumsq + 4, sq_hi);
-    _mm256_storeu_ps(lanes->min, mn);
-    _mm256_storeu_ps(lanes->max, mx);
-    alignas(32) int32_t fin[8], nans[8];
-    _mm256_store_si256(reinterpret_cast<__m256i*>(fin), finite);
-    _mm256_store_si256(reinterpret_cast<__m256i*>(nans), nan);
-    for (int l = 0; l < 8; ++l) lanes->finite[l] += fin[l], lanes->nan += nans[l];
+    store_lane_extremes_and_counts(lanes, mn, mx, finite, nan);
     return i;
 }
 

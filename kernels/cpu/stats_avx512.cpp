@@ -12,6 +12,8 @@
 
 #include <cmath>
 
+#include "kernels/cpu/stats_lanes_x86.h"
+
 namespace ls {
 
 #define LS_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2")))
@@ -44,12 +46,7 @@ LS_AVX512 int64_t stats_moments_avx512(const float* v, int64_t n, StatsLanes* la
     }
     _mm512_storeu_pd(lanes->sum, sum);
     _mm512_storeu_pd(lanes->sumsq, sq);
-    _mm256_storeu_ps(lanes->min, mn);
-    _mm256_storeu_ps(lanes->max, mx);
-    alignas(32) int32_t fin[8], nans[8];
-    _mm256_store_si256(reinterpret_cast<__m256i*>(fin), finite);
-    _mm256_store_si256(reinterpret_cast<__m256i*>(nans), nan);
-    for (int l = 0; l < 8; ++l) lanes->finite[l] += fin[l], lanes->nan += nans[l];
+    store_lane_extremes_and_counts(lanes, mn, mx, finite, nan);
     return i;
 }
 
