@@ -92,7 +92,7 @@ void print_config(const GgufFile& file) {
                    c.mla_split ? "split k_b/v_b" : "legacy kv_b", c.q_lora_rank, c.kv_lora_rank, c.head_dim_k_mla,
                    c.qk_nope_dim(), c.n_rot, c.head_dim_v_mla);
     fmt::print("  derived, as llama.cpp computes them:\n");
-    for (const SummaryLine& line : derived_lines(c)) fmt::print("    {:<13} {}\n", line.label + ":", line.value);
+    for (const SummaryLine& line : derived_lines(c, &file)) fmt::print("    {:<13} {}\n", line.label + ":", line.value);
 }
 
 void print_tensors(const GgufFile& file, bool list) {

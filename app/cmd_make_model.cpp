@@ -34,6 +34,7 @@ int run_make_model(const MakeModelOptions& o) {
     if (o.n_head) spec.n_head = o.n_head;
     if (o.n_head_kv) spec.n_head_kv = o.n_head_kv;
     if (o.n_ff) spec.n_ff = o.n_ff;
+    if (o.head_dim) spec.head_dim = o.head_dim;
     if (o.vocab) {
         spec.vocab = o.vocab;
         spec.vocab_rows = 0;  // a preset's padded rows belong to its own vocabulary
@@ -50,6 +51,9 @@ int run_make_model(const MakeModelOptions& o) {
     if (o.expert_weights_scale >= 0) spec.expert_weights_scale = static_cast<float>(o.expert_weights_scale);
     if (o.expert_weights_norm) spec.expert_weights_norm = true;
     if (o.expert_bias) spec.expert_bias = true;
+    if (o.rope_freqs >= 0) spec.rope_freqs_factor = static_cast<float>(o.rope_freqs);
+    if (o.tied_output) spec.tied_output = true;
+    if (o.out_biases) spec.out_biases = true;
 
     MakeModelInfo info;
     Status st = make_model(spec, o.out_path, &info, o.force);
@@ -73,6 +77,11 @@ int run_make_model(const MakeModelOptions& o) {
                    spec.n_expert_shared, spec.n_ff_expert, spec.n_dense_lead,
                    spec.expert_gating_func == 2 ? "sigmoid" : "softmax", spec.expert_bias ? " with a selection bias" : "",
                    spec.expert_weights_norm ? ", weights renormalised" : "", spec.expert_weights_scale, spec.yarn_factor);
+    if (spec.rope_freqs_factor > 0)
+        fmt::print("  rope_freqs: llama3 factors (factor {}, low {}, high {}, original context {})\n", spec.rope_freqs_factor,
+                   spec.rope_freqs_low, spec.rope_freqs_high, spec.rope_freqs_orig_ctx);
+    if (spec.out_biases)
+        fmt::print("  biases: {}\n", spec.arch == "qwen2" ? "output.bias" : "attn_output, ffn_gate, ffn_up, ffn_down");
     for (const std::string& f : info.fallbacks) fmt::print("  fallback: {}\n", f);
     return kExitOk;
 }

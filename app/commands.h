@@ -87,7 +87,7 @@ struct MakeModelOptions {
     std::string preset;         // start from a named spec (make_model_preset); other flags override it
     std::string arch, type;     // "" = the spec's default
     // 0 = the spec's default (or the demo's or preset's).
-    int n_embd = 0, n_layer = 0, n_head = 0, n_head_kv = 0, n_ff = 0, vocab = 0, ctx_train = 0;
+    int n_embd = 0, n_layer = 0, n_head = 0, n_head_kv = 0, n_ff = 0, vocab = 0, ctx_train = 0, head_dim = 0;
     // deepseek2; -1 = the spec's default (0 is a value: no q compression, no dense block).
     int q_lora_rank = -1, kv_lora_rank = -1, experts = -1, experts_used = -1, dense_lead = -1;
     bool legacy_kvb = false;
@@ -95,6 +95,9 @@ struct MakeModelOptions {
     double expert_weights_scale = -1; // deepseek2: < 0 = the spec's
     bool expert_weights_norm = false; // deepseek2: renormalise the chosen experts' weights
     bool expert_bias = false;         // deepseek2: a selection bias per MoE layer (exp_probs_b)
+    double rope_freqs = -1;           // llama: Llama 3.1's rope_freqs with this factor (0 = none; < 0 = the spec's)
+    bool tied_output = false;         // llama: no output.weight (the LM head is token_embd)
+    bool out_biases = false;          // llama's attn_output / ffn biases, qwen2's output.bias
     bool seed_given = false;
     uint64_t seed = 0;
     bool force = false;         // replace an existing file (never anything but a regular file)

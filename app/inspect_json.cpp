@@ -125,11 +125,16 @@ json derived_json(const GgufFile& file) {
     auto config = model_config_from_gguf(file);
     if (!config.ok()) return nullptr;
     const ModelConfig& c = *config;
-    const DerivedParams d = derive_params(c);
+    const DerivedParams d = derive_params(c, &file);
     json out = {{"kq_scale", f32_json(d.kq_scale)},
                 {"kq_head_dim", d.kq_head_dim},
                 {"freq_scale", f32_json(d.freq_scale)},
                 {"rope_attn_factor", f32_json(d.rope_attn_factor)}};
+    if (d.rope_freqs)
+        out["rope_freqs"] = {{"pairs", d.rope_freqs_count},
+                             {"scaled_pairs", d.rope_freqs_scaled},
+                             {"min", f32_json(d.rope_freqs_min)},
+                             {"max", f32_json(d.rope_freqs_max)}};
     if (d.yarn) {
         out["ggml_yarn_factor"] = f32_json(d.ggml_yarn_factor);
         out["rope_magnitude"] = f32_json(d.rope_magnitude);

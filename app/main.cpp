@@ -114,10 +114,11 @@ void add_make_model_command(CLI::App& app, ls::app::MakeModelOptions& o) {
     mk->add_flag("--force", o.force, "Replace an existing output file (only a regular file is ever replaced)");
     auto* demo = mk->add_flag("--demo", o.demo, "The GUI's built-in demo model (other flags override its values)");
     mk->add_option("--preset", o.preset, "Real models' shapes (other flags override them): deepseek-v2-lite, "
-                                         "deepseek2-tiny, tinyllama-1.1b, qwen2.5-0.5b")
+                                         "deepseek2-tiny, tinyllama-1.1b, qwen2.5-0.5b, llama-3.2-1b, llama-3.1-8b, "
+                                         "llama3-tiny, qwen3-0.6b, qwen3-8b, qwen3-tiny")
         ->excludes(demo);
-    mk->add_option("--arch", o.arch, "llama (default), qwen2 or deepseek2")
-        ->check(CLI::IsMember({"llama", "qwen2", "deepseek2"}));
+    mk->add_option("--arch", o.arch, "llama (default), qwen2, qwen3 or deepseek2")
+        ->check(CLI::IsMember({"llama", "qwen2", "qwen3", "deepseek2"}));
     mk->add_option("--type", o.type, "Weight type: f32, f16 (default), bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_K..q6_K");
     mk->add_option("--embd", o.n_embd, "Embedding width (default 256)")->check(CLI::Range(1, 65536));
     mk->add_option("--layers", o.n_layer, "Blocks (default 2)")->check(CLI::Range(1, 1024));
@@ -143,6 +144,14 @@ void add_make_model_command(CLI::App& app, ls::app::MakeModelOptions& o) {
     mk->add_flag("--expert-bias", o.expert_bias, "deepseek2: a selection bias per MoE layer (exp_probs_b), as DeepSeek-V3");
     mk->add_option("--dense-lead", o.dense_lead, "deepseek2: dense FFN blocks before the MoE ones (default 1)")
         ->check(CLI::Range(0, 1024));
+    mk->add_option("--rope-freqs", o.rope_freqs, "llama: rope_freqs.weight with Llama 3.1's llama3 factors of this "
+                                                 "scale (0: none)")
+        ->check(CLI::Range(0.0, 1024.0));
+    mk->add_option("--head-dim", o.head_dim, "qwen3: head width, attention.key_length (default n_embd / heads)")
+        ->check(CLI::Range(2, 65536));
+    mk->add_flag("--tied-output", o.tied_output, "llama, qwen3: no output.weight, the LM head is token_embd (Llama 3.2 "
+                                                 "1B/3B, Qwen3-0.6B)");
+    mk->add_flag("--biases", o.out_biases, "llama: attn_output and ffn_gate/up/down biases; qwen2: output.bias");
     mk->add_flag("--legacy-kvb", o.legacy_kvb, "deepseek2: one attn_kv_b per block (older converters' layout) "
                                                 "instead of attn_k_b/attn_v_b");
 }

@@ -129,7 +129,9 @@ public:
     // y[r, t] = dot(w row r, x[:, t]): w {K, N} (any weight type), x {K, T} f32, y {N, T} f32.
     virtual void matmul(const Tensor& w, const Tensor& x, Tensor& y, MathMode mode) = 0;
     // Rotates the first n_rot dims of every head in place: x {head_dim, n_head, T}; pos: I32 {T}.
-    virtual void rope(Tensor& x, const Tensor& pos, const RopeParams& p, MathMode mode) = 0;
+    // freq_factors: f32 {n_rot/2} (Llama 3's rope_freqs, LongRoPE's factors), pair i's angle
+    // divided by factor i before YaRN's interpolation as ggml's ROPE does; data == nullptr: none.
+    virtual void rope(Tensor& x, const Tensor& pos, const Tensor& freq_factors, const RopeParams& p, MathMode mode) = 0;
     // y = silu(gate) * up, silu(g) = g / (1 + e^-g); exact mode takes e^-g from ggml's 512-bit
     // vectorized expf (ggml_order::v_expf) for every value, on the CPU and on CUDA.
     virtual void swiglu(const Tensor& gate, const Tensor& up, Tensor& y, MathMode mode) = 0;

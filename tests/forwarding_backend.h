@@ -28,7 +28,9 @@ public:
     void mul_row(const Tensor& x, const Tensor& w, Tensor& y) override { inner_->mul_row(x, w, y); }
     void add(const Tensor& a, const Tensor& b, Tensor& y) override { inner_->add(a, b, y); }
     void matmul(const Tensor& w, const Tensor& x, Tensor& y, MathMode m) override { inner_->matmul(w, x, y, m); }
-    void rope(Tensor& x, const Tensor& pos, const RopeParams& p, MathMode m) override { inner_->rope(x, pos, p, m); }
+    void rope(Tensor& x, const Tensor& pos, const Tensor& ff, const RopeParams& p, MathMode m) override {
+        inner_->rope(x, pos, ff, p, m);
+    }
     void swiglu(const Tensor& g, const Tensor& u, Tensor& y, MathMode m) override { inner_->swiglu(g, u, y, m); }
     void store_kv(const Tensor& k, const Tensor& v, Tensor& ck, Tensor& cv, int64_t first, MathMode m) override {
         inner_->store_kv(k, v, ck, cv, first, m);

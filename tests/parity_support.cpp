@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "engine/compare/comparison.h"
 #include "engine/compare/llama_variant.h"
 
 namespace ls::test {
@@ -24,6 +25,21 @@ std::vector<int32_t> top_k(const float* logits, int64_t n, int k) {
 std::vector<int32_t> reference_generated(const std::string& dump_path) {
     auto dump = ReferenceDump::open(dump_path);
     return dump.ok() ? dump.value()->generated_tokens() : std::vector<int32_t>{};
+}
+
+std::string rewrite_gguf(const std::string& in, const std::string& out,
+                         const std::function<void(std::vector<GgufKV>&, std::vector<GgufWriteTensor>&)>& edit) {
+    auto file = GgufFile::open(in);
+    EXPECT_TRUE(file.ok()) << (file.ok() ? "" : file.error().message);
+    if (!file.ok()) return out;
+    std::vector<GgufKV> kv = file.value()->metadata();
+    std::vector<GgufWriteTensor> tensors;
+    for (const GgufTensorInfo& t : file.value()->tensors())
+        tensors.push_back({t.name, t.type, std::vector<int64_t>(t.ne, t.ne + t.n_dims), t.data, t.n_bytes});
+    edit(kv, tensors);
+    Status s = gguf_write(out, kv, tensors);
+    EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error().message);
+    return out;
 }
 
 ParityResult run_parity(const std::string& dump_path, const std::string& model_path, MathMode mode, double limit) {
@@ -63,18 +79,26 @@ ParityResult run_parity(const std::string& dump_path, const std::string& model_p
         if (d < ref_generated.size()) input = {ref_generated[d]};
     }
 
+    // Our events paired with the reference's tensors as `compare` pairs them (unnamed nodes by op
+    // and source, a bias's sum after its unnamed product).
+    Comparator comparator(ref);
+    std::map<const RefTensor*, const CapturedTensor*> paired;
+    for (const std::string& name : capture.order) {
+        const RefTensor* t = comparator.pair(name);
+        if (t && t->kind == RefKind::kNode) paired[t] = &capture.tensors.at(name);
+    }
     for (const RefTensor& t : ref.tensors()) {
         if (t.kind == RefKind::kInput) continue;
         const CapturedTensor* ours = nullptr;
-        std::string our_name = t.name;
         if (t.kind == RefKind::kLogits) {
-            // llama_logits = the last row (or, with all logits, every row) of result_output of
-            // the last ubatch of that decode call.
+            // llama_logits = the last row (or, with all logits, every row) of the last
+            // result_output (after qwen2's output.bias) of the last ubatch of that decode call.
             auto it = capture.tensors.end();
-            for (int u = 0; u < 64; ++u) {
-                auto found = capture.tensors.find(event_dump_name("result_output", 1, t.decode, u));
-                if (found != capture.tensors.end()) it = found;
-            }
+            for (int u = 0; u < 64; ++u)
+                for (int k = 1; k <= 2; ++k) {
+                    auto found = capture.tensors.find(event_dump_name("result_output", k, t.decode, u));
+                    if (found != capture.tensors.end()) it = found;
+                }
             if (it == capture.tensors.end()) continue;
             std::vector<float> r = ref.values(t);
             const CapturedTensor& c = it->second;
@@ -92,12 +116,12 @@ ParityResult run_parity(const std::string& dump_path, const std::string& model_p
             if (!(m.nmse <= limit)) result.failures.push_back(fmt::format("{}: nmse {:.3g}", t.name, m.nmse));
             continue;
         }
-        auto it = capture.tensors.find(t.name);
-        if (it == capture.tensors.end()) {
+        auto it = paired.find(&t);
+        if (it == paired.end()) {
             ++result.not_computed;
             continue;
         }
-        ours = &it->second;
+        ours = it->second;
         AlignedValues a;
         std::string why;
         if (!align_with_reference(ours->data.data(), ours->ne, ref, t, &a, &why)) {

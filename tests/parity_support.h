@@ -2,6 +2,7 @@
 // parity tests of each architecture.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -11,6 +12,7 @@
 #include "engine/compare/metrics.h"
 #include "engine/compare/reference.h"
 #include "engine/forward/forward.h"
+#include "engine/gguf/gguf.h"
 
 namespace ls::test {
 
@@ -51,5 +53,9 @@ std::vector<int32_t> top_k(const float* logits, int64_t n, int k);
 
 // dump.generated_tokens of a dump file.
 std::vector<int32_t> reference_generated(const std::string& dump_path);
+
+// A copy of the GGUF file `in` written to `out` with `edit` applied to its metadata and tensors.
+std::string rewrite_gguf(const std::string& in, const std::string& out,
+                         const std::function<void(std::vector<GgufKV>&, std::vector<GgufWriteTensor>&)>& edit);
 
 }  // namespace ls::test

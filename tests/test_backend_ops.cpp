@@ -632,38 +632,52 @@ TEST(BackendOps, Rope) {
     const Shape shapes[] = {{8, 8, 8, {0, 1, 2, 3, 4}}, {64, 32, 64, {0, 1000, 4095}}, {64, 14, 64, {5, 6}},
                             {64, 2, 64, {0, 7, 100}},   {128, 4, 64, {0, 31, 32767}},  {64, 16, 64, {0, 3}},
                             {64, 1, 64, {2, 3, 4}},     {256, 2, 256, {1, 9}}};
+    // Variants: NORM, NEOX, YaRN, NORM with frequency factors (Llama 3.1's rope_freqs: 1 for the
+    // fast pairs, 8 for the slow ones, a ramp between) and NEOX with factors and a cos/sin factor
+    // (LongRoPE's short/long factors).
+    const char* names[] = {"NORM", "NEOX", "YaRN", "NORM freq factors", "NEOX freq factors"};
     for (const Shape& s : shapes)
-        for (int variant = 0; variant < 3; ++variant) {
+        for (int variant = 0; variant < 5; ++variant) {
             RopeParams p;
-            p.mode = variant == 1 ? RopeMode::kNeox : RopeMode::kNorm;
+            p.mode = variant == 1 || variant == 4 ? RopeMode::kNeox : RopeMode::kNorm;
             p.n_rot = s.n_rot;
-            p.freq_base = variant == 1 ? 1000000.0f : 10000.0f;
+            p.freq_base = variant == 1 ? 1000000.0f : variant == 3 ? 500000.0f : 10000.0f;
             if (variant == 2) {  // YaRN as DeepSeek-V2-Lite sets it
                 p.freq_scale = 1.0f / 40.0f, p.ext_factor = 1.0f, p.n_ctx_orig = 4096, p.beta_fast = 32, p.beta_slow = 1;
+            }
+            if (variant == 4) p.attn_factor = 1.19f;
+            const bool with_factors = variant >= 3;
+            std::vector<float> factors(static_cast<size_t>(s.n_rot / 2), 1.0f);
+            for (int i = 0; with_factors && i < s.n_rot / 2; ++i) {
+                const float ramp = static_cast<float>(i) / static_cast<float>(std::max(1, s.n_rot / 2 - 1));
+                factors[i] = variant == 3 ? (ramp < 0.3f ? 1.0f : ramp > 0.7f ? 8.0f : 1.0f + 17.5f * (ramp - 0.3f))
+                                          : 1.0f + 3.0f * ramp;
             }
             const int64_t T = static_cast<int64_t>(s.pos.size());
             const std::vector<float> x = randn(s.hd * s.heads * T, 31);
             std::vector<float> naive;
-            if (variant != 2) {  // plain RoPE in double: pairs rotated by pos * base^(-2i/n_rot)
+            if (variant != 2) {  // plain RoPE in double: pairs rotated by pos * base^(-2i/n_rot) / factor
                 naive = x;
                 for (int64_t t = 0; t < T; ++t)
                     for (int64_t h = 0; h < s.heads; ++h)
                         for (int i = 0; i < s.n_rot / 2; ++i) {
-                            const double theta = s.pos[t] * std::pow(static_cast<double>(p.freq_base), -2.0 * i / s.n_rot);
+                            double theta = s.pos[t] * std::pow(static_cast<double>(p.freq_base), -2.0 * i / s.n_rot);
+                            theta /= factors[i];
+                            const double c = std::cos(theta) * p.attn_factor, sn = std::sin(theta) * p.attn_factor;
                             const int64_t a = p.mode == RopeMode::kNorm ? 2 * i : i, b = p.mode == RopeMode::kNorm ? 2 * i + 1 : i + s.n_rot / 2;
                             float* v = &naive[(t * s.heads + h) * s.hd];
                             const double x0 = x[(t * s.heads + h) * s.hd + a], x1 = x[(t * s.heads + h) * s.hd + b];
-                            v[a] = static_cast<float>(x0 * std::cos(theta) - x1 * std::sin(theta));
-                            v[b] = static_cast<float>(x0 * std::sin(theta) + x1 * std::cos(theta));
+                            v[a] = static_cast<float>(x0 * c - x1 * sn);
+                            v[b] = static_cast<float>(x0 * sn + x1 * c);
                         }
             }
-            const char* names[] = {"NORM", "NEOX", "YaRN"};
             // Large positions lose float precision in theta (as in ggml): the naive check is loose.
             check_case(tally, Op::kRope, GgmlType::F32, shape_text({s.hd, s.heads, T}) + " " + names[variant],
                        variant == 2 ? nullptr : &naive, 1e-4, [&](Backend& be, MathMode mode) {
                            Guarded t(be, make_tensor(nullptr, s.hd, s.heads, T), x.data(), x.size() * 4);
                            Guarded pos(be, make_tensor(nullptr, T, 1, 1, 1, GgmlType::I32), s.pos.data(), T * 4);
-                           be.rope(t.t(), pos.t(), p, mode);
+                           Guarded ff(be, make_tensor(nullptr, s.n_rot / 2), factors.data(), factors.size() * 4);
+                           be.rope(t.t(), pos.t(), with_factors ? ff.t() : Tensor{}, p, mode);
                            return Output{t.floats(), t.guard_damage()};
                        });
         }

@@ -192,7 +192,7 @@ TEST_P(CudaKernels, SwigluEqualsTheCpuForEachLlamaBuild) {
 // multiply-adds (vfmaddsub, which -ffp-contract=off does not prevent), so its bits depend on the
 // processor; the angles, cos and sin are the same bits (llama mode shows it).
 TEST_P(CudaKernels, RopeEqualsTheCpu) {
-    struct Case { const char* what; int64_t hd, heads; int n_rot; RopeMode mode; float base; bool yarn; };
+    struct Case { const char* what; int64_t hd, heads; int n_rot; RopeMode mode; float base; bool yarn; bool factors = false; };
     const Case cases[] = {{"TinyLlama q", 64, 32, 64, RopeMode::kNorm, 10000.0f, false},
                           {"TinyLlama k", 64, 4, 64, RopeMode::kNorm, 10000.0f, false},
                           {"Qwen2.5-0.5B q", 64, 14, 64, RopeMode::kNeox, 1000000.0f, false},
@@ -200,7 +200,9 @@ TEST_P(CudaKernels, RopeEqualsTheCpu) {
                           {"DeepSeek-V2-Lite q_pe", 64, 16, 64, RopeMode::kNorm, 10000.0f, true},
                           {"DeepSeek-V2-Lite k_pe", 64, 1, 64, RopeMode::kNorm, 10000.0f, true},
                           {"partial n_rot", 128, 3, 64, RopeMode::kNeox, 10000.0f, false},
-                          {"256-dim heads", 256, 2, 256, RopeMode::kNorm, 10000.0f, false}};
+                          {"256-dim heads", 256, 2, 256, RopeMode::kNorm, 10000.0f, false},
+                          {"Llama-3.1-8B q, rope_freqs", 128, 32, 128, RopeMode::kNorm, 500000.0f, false, true},
+                          {"LongRoPE factors with YaRN", 96, 4, 96, RopeMode::kNeox, 10000.0f, true, true}};
     const std::vector<int32_t> pos = {0, 1, 17, 4095, 32767};
     const int64_t T = static_cast<int64_t>(pos.size());
     for (const Case& c : cases) {
@@ -210,10 +212,13 @@ TEST_P(CudaKernels, RopeEqualsTheCpu) {
         p.freq_base = c.base;
         if (c.yarn) p.freq_scale = 1.0f / 40.0f, p.ext_factor = 1.0f, p.n_ctx_orig = 4096, p.attn_factor = 0.8f;
         const std::vector<float> x = randn(c.hd * c.heads * T, 12);
+        std::vector<float> factors(static_cast<size_t>(c.n_rot / 2));
+        for (size_t i = 0; i < factors.size(); ++i) factors[i] = 1.0f + 7.0f * static_cast<float>(i) / factors.size();
         expect_same_as_cpu(std::string("rope ") + c.what, 0, [&](Backend& be, MathMode mode) {
             Dev t(be, make_tensor(nullptr, c.hd, c.heads, T), x.data());
             Dev tp(be, make_tensor(nullptr, T, 1, 1, 1, GgmlType::I32), pos.data());
-            be.rope(t.t(), tp.t(), p, mode);
+            Dev tf(be, make_tensor(nullptr, c.n_rot / 2), factors.data());
+            be.rope(t.t(), tp.t(), c.factors ? tf.t() : Tensor{}, p, mode);
             return t.floats();
         }, 1e-13);
     }

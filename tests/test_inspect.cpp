@@ -19,6 +19,7 @@
 #include "engine/gguf/gguf.h"
 #include "engine/model/model_config.h"
 #include "engine/model/model_summary.h"
+#include "tests/parity_support.h"
 #include "tests/test_support.h"
 
 namespace {
@@ -311,20 +312,7 @@ TEST(Inspect, ExitCodes) {
     std::filesystem::remove_all(dir);
 }
 
-// A copy of `model` with `edit` applied to its metadata and tensors.
-std::string rewritten(const std::string& model, const std::string& out,
-                      const std::function<void(std::vector<ls::GgufKV>&, std::vector<ls::GgufWriteTensor>&)>& edit) {
-    auto file = ls::GgufFile::open(model);
-    EXPECT_TRUE(file.ok()) << (file.ok() ? "" : file.error().message);
-    std::vector<ls::GgufKV> kv = file.value()->metadata();
-    std::vector<ls::GgufWriteTensor> tensors;
-    for (const ls::GgufTensorInfo& t : file.value()->tensors())
-        tensors.push_back({t.name, t.type, std::vector<int64_t>(t.ne, t.ne + t.n_dims), t.data, t.n_bytes});
-    edit(kv, tensors);
-    ls::Status s = ls::gguf_write(out, kv, tensors);
-    EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error().message);
-    return out;
-}
+using ls::test::rewrite_gguf;
 
 TEST(Inspect, LintErrorsExitOneWarningsAlone0) {
     std::string dir = ls::test::make_temp_dir();
@@ -334,7 +322,7 @@ TEST(Inspect, LintErrorsExitOneWarningsAlone0) {
     EXPECT_EQ(run("inspect '" + model + "'").exit_code, 0);
 
     // A zero dimension: the model cannot run, its lints say so, the check fails.
-    const std::string zero = rewritten(model, dir + "/zero.gguf", [](auto& kv, auto&) {
+    const std::string zero = rewrite_gguf(model, dir + "/zero.gguf", [](auto& kv, auto&) {
         for (ls::GgufKV& x : kv)
             if (x.key == "llama.embedding_length") x.value = ls::GgufValue::make_u32(0);
     });
@@ -347,14 +335,27 @@ TEST(Inspect, LintErrorsExitOneWarningsAlone0) {
     EXPECT_EQ(js.exit_code, 1);
     EXPECT_EQ(json::parse(js.out)["lints"][0]["severity"], "error");
 
-    // A warning alone (a tensor no llama model has) passes.
-    std::vector<float> extra(4, 0.0f);
-    const std::string warned = rewritten(model, dir + "/warned.gguf", [&](auto&, auto& tensors) {
-        tensors.push_back({"extra.weight", ls::GgmlType::F32, {4}, extra.data(), 16});
+    // A warning alone (a vocab_size key that disagrees with the token list) passes.
+    const std::string warned = rewrite_gguf(model, dir + "/warned.gguf", [&](auto& kv, auto&) {
+        for (ls::GgufKV& x : kv)
+            if (x.key == "llama.vocab_size") x.value = ls::GgufValue::make_u32(401);
     });
     RunResult w = run("inspect '" + warned + "'");
     EXPECT_EQ(w.exit_code, 0) << w.out;
     EXPECT_NE(w.out.find("lints: 0 errors, 1 warnings"), std::string::npos) << w.out;
+
+    // A tensor no llama model has is an error: llama.cpp refuses the file, and so does run.
+    std::vector<float> extra(4, 0.0f);
+    const std::string extra_tensor = rewrite_gguf(model, dir + "/extra.gguf", [&](auto&, auto& tensors) {
+        tensors.push_back({"extra.weight", ls::GgmlType::F32, {4}, extra.data(), 16});
+    });
+    RunResult e = run("inspect '" + extra_tensor + "'");
+    EXPECT_EQ(e.exit_code, 1) << e.out;
+    EXPECT_NE(e.out.find("extra.weight: llama.cpp's llama loader has no tensor of that name"), std::string::npos) << e.out;
+    RunResult r = ls::test::run_layerscope("run -m '" + extra_tensor + "' -p hi -n 1", true);
+    EXPECT_EQ(r.exit_code, 3) << r.out;
+    EXPECT_NE(r.out.find("tensor extra.weight: llama.cpp's llama loader has no tensor of that name"), std::string::npos)
+        << r.out;
     std::filesystem::remove_all(dir);
 }
 

@@ -210,14 +210,32 @@ TEST_F(LintTest, MissingRequiredKey) {
     EXPECT_EQ(l->severity, LintSeverity::kError);
 }
 
-TEST_F(LintTest, UnexpectedTensorIsAWarning) {
+// llama.cpp refuses a file with a tensor its loader does not create (wrong number of tensors),
+// and so do we: what it would compute is undefined.
+TEST_F(LintTest, UnexpectedTensorIsAnError) {
     SyntheticModel m = make_llama();
     m.add("blk.0.mystery.weight", {4});
     auto lints = lint(m);
     const Lint* l = find(lints, "blk.0.mystery.weight");
     ASSERT_NE(l, nullptr) << describe(lints);
-    EXPECT_EQ(l->severity, LintSeverity::kWarning);
-    EXPECT_EQ(count_lints(lints, LintSeverity::kError), 0);
+    EXPECT_EQ(l->severity, LintSeverity::kError);
+    EXPECT_NE(l->message.find("llama.cpp's llama loader has no tensor of that name"), std::string::npos) << l->message;
+    EXPECT_EQ(count_lints(lints, LintSeverity::kError), 1) << describe(lints);
+}
+
+// A tensor llama.cpp's graph would use and we do not run is an error naming it, never skipped.
+TEST_F(LintTest, TensorsLlamaCppUsesAndWeDoNotAreErrors) {
+    SyntheticModel m = make_llama();
+    m.add("blk.0.attn_q.scale", {1});
+    m.add("blk.0.attn_qkv.weight", {16, 32});
+    auto lints = lint(m);
+    for (const char* name : {"blk.0.attn_q.scale", "blk.0.attn_qkv.weight"}) {
+        const Lint* l = find(lints, name);
+        ASSERT_NE(l, nullptr) << name << "\n" << describe(lints);
+        EXPECT_EQ(l->severity, LintSeverity::kError);
+        EXPECT_NE(l->message.find("llama.cpp's llama graph uses it"), std::string::npos) << l->message;
+        EXPECT_NE(l->message.find("not supported yet"), std::string::npos) << l->message;
+    }
 }
 
 TEST_F(LintTest, Qwen2PaddedVocabAndTiedOutputAreInfosOnly) {

@@ -56,16 +56,18 @@ LogitsPanel::Standing standing(const float* row, int64_t n, int64_t token) {
     return s;
 }
 
-// The result_output event of the cursor's decode call: the cursor's micro-batch if it has one,
-// else the call's last.
+// The result_output event of the cursor's decode call: the cursor's micro-batch's if it has one,
+// else the call's last. The last of a micro-batch: with qwen2's output.bias the logits are the
+// sum after the product.
 const EventInfo* logits_event(const DebugContext& ctx, const EventInfo& at) {
     const EventInfo* found = nullptr;
+    const EventInfo* same_ubatch = nullptr;
     for (const EventInfo& e : *ctx.snap->events) {
         if (e.decode != at.decode || e.base_name != "result_output") continue;
-        if (e.ubatch == at.ubatch) return &e;
+        if (e.ubatch == at.ubatch) same_ubatch = &e;
         found = &e;
     }
-    return found;
+    return same_ubatch ? same_ubatch : found;
 }
 
 void standing_cells(const LogitsPanel::Standing& s) {

@@ -11,7 +11,7 @@ Result<std::shared_ptr<const ModelDocument>> ModelDocument::load(const std::stri
     auto config = model_config_from_gguf(*doc->file);
     if (config.ok()) {
         doc->config = config.value();
-        doc->derived = derived_lines(*doc->config);
+        doc->derived = derived_lines(*doc->config, doc->file.get());
     } else {
         doc->config_error = config.error().message;
     }

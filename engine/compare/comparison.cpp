@@ -80,6 +80,8 @@ Comparator::Comparator(const ReferenceDump& reference, CompareThresholds thresho
         } else if (starts_with(t.base_name, "node_")) {
             if (t.op == "MUL_MAT" && attn_output_layer(t.src0) >= 0) {
                 ours = "attn_out-" + std::to_string(attn_output_layer(t.src0));
+            } else if (t.op == "MUL_MAT" && (t.src0 == "output.weight" || t.src0 == "token_embd.weight")) {
+                ours = "result_output";  // the LM head's product before qwen2's output.bias
             } else if (t.op == "FLASH_ATTN_EXT" && starts_with(t.src0, "Qcur-")) {
                 ours = "kqv_out-" + layer_of(t.src0);
             } else if (t.op == "GET_ROWS" && t.src1 == "out_ids") {
@@ -90,8 +92,14 @@ Comparator::Comparator(const ReferenceDump& reference, CompareThresholds thresho
             ours = t.base_name;
         }
         if (ours.empty()) continue;
+        // A named bias sum of an unnamed product standing for the same name (attn_out = wo x + bo,
+        // whose wo x is unnamed in llama.cpp) comes after that product, as in our events. (A named
+        // reshape of an unnamed node, flash attention's kqv_out, is the same values: it goes first.)
+        auto src = alias.find(t.src0);
+        const bool after_its_product = ours == t.base_name && t.op == "ADD" && starts_with(t.src0, "node_") &&
+                                       src != alias.end() && src->second == ours;
         alias[t.base_name] = ours;
-        const int occurrence = ours == t.base_name ? t.occurrence : 1;
+        const int occurrence = ours == t.base_name ? t.occurrence + (after_its_product ? 1 : 0) : 1;
         // A tensor of the same name goes first; aliases of unnamed nodes after it.
         auto& refs = by_our_name_[event_dump_name(ours, occurrence, t.decode, t.ubatch)];
         if (ours == t.base_name) refs.insert(refs.begin(), &t);

@@ -16,6 +16,7 @@
 #include "engine/compare/llama_variant.h"
 #include "engine/forward/faults.h"
 #include "engine/forward/forward.h"
+#include "engine/forward/model.h"
 #include "engine/model/model_config.h"
 
 namespace ls {
@@ -208,11 +209,16 @@ private:
         RopeParams other = clean;
         other.mode = clean.mode == RopeMode::kNorm ? RopeMode::kNeox : RopeMode::kNorm;
         const int64_t T = ours_.ne[2];
-        auto roped = [&](const RopeParams& p, const std::vector<int32_t>& pos) {
+        // Llama 3.1+'s frequency factors: the clean rope divides the angles by them.
+        std::vector<float> factors = rope_freq_factors(*model_);
+        auto roped = [&](const RopeParams& p, const std::vector<int32_t>& pos, bool with_factors = true) {
             std::vector<float> v = in->data;
             Tensor t = make_tensor(v.data(), ours_.ne[0], ours_.ne[1], ours_.ne[2]);
             const Tensor pos_t = make_tensor(const_cast<int32_t*>(pos.data()), T, 1, 1, 1, GgmlType::I32);
-            backend()->rope(t, pos_t, p, MathMode::kLlama);
+            const Tensor ff = with_factors && !factors.empty()
+                                  ? make_tensor(factors.data(), static_cast<int64_t>(factors.size()))
+                                  : Tensor{};
+            backend()->rope(t, pos_t, ff, p, MathMode::kLlama);
             return ours_aligned(v);
         };
         auto positions = [&](int64_t first) {
@@ -228,8 +234,13 @@ private:
         const int64_t ref_start = reference_start_position();
         if (ref_start >= 0 && ref_start != ours_start) starts.push_back(ref_start);
         std::vector<Candidate> cands;
+        const std::string with = factors.empty() ? "" : " with the rope_freqs factors";
         for (int64_t s : starts) {
-            cands.push_back({fmt::format("{} at positions from {}", pairing, s), roped(clean, positions(s))});
+            cands.push_back({fmt::format("{} at positions from {}{}", pairing, s, with), roped(clean, positions(s))});
+            if (!factors.empty())
+                cands.push_back({fmt::format("{} at positions from {} without the rope_freqs factors (plain RoPE "
+                                             "frequencies: rope_freqs.weight ignored)", pairing, s),
+                                 roped(clean, positions(s), false)});
             cands.push_back({fmt::format("{} at positions from {}", other_pairing, s), roped(other, positions(s))});
             for (int64_t shift : {-1, 1})
                 if (s + shift >= 0)
@@ -641,14 +652,7 @@ private:
             }
         }
 
-        FaultModelFacts facts;
-        facts.config = &model_->config();
-        const GgufTensorInfo* out = model_->find("output.weight");
-        const GgufTensorInfo* emb = model_->find("token_embd.weight");
-        facts.n_vocab = out ? out->ne[1] : emb ? emb->ne[1] : model_->config().n_vocab;
-        for (const char* b : {"blk.0.attn_q.bias", "blk.0.attn_k.bias", "blk.0.attn_v.bias"})
-            facts.has_qkv_bias = facts.has_qkv_bias || model_->find(b) != nullptr;
-        for (const GgufTensorInfo& t : model_->file().tensors()) facts.has_q4_k = facts.has_q4_k || t.type == GgmlType::Q4_K;
+        const FaultModelFacts facts = fault_model_facts(*model_);
 
         ForwardOptions fo;
         fo.mode = MathMode::kLlama;

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <tuple>
@@ -70,14 +71,15 @@ public:
         mode_ = o.forward.mode;
         // The knobs our engine runs the fault with (a fault the model cannot have leaves them clean:
         // the comparison would not have run).
-        FaultModelFacts facts;
-        facts.config = &cfg_;
-        const GgufTensorInfo* out = model.find("output.weight");
-        const GgufTensorInfo* emb = model.find("token_embd.weight");
-        facts.n_vocab = out ? out->ne[1] : emb ? emb->ne[1] : cfg_.n_vocab;
-        facts.has_qkv_bias = model.find("blk.0.attn_q.bias") != nullptr;
-        for (const GgufTensorInfo& t : model.file().tensors()) facts.has_q4_k = facts.has_q4_k || t.type == GgmlType::Q4_K;
-        if (auto k = fault_knobs(o.forward.fault, facts)) knobs_ = k.value();
+        if (auto k = fault_knobs(o.forward.fault, fault_model_facts(model))) knobs_ = k.value();
+        if (!knobs_.rope_freqs_ignored) rope_freqs_ = rope_freq_factors(model);
+        // Biases on the outputs of attention, the FFN or the LM head: the products and their sums
+        // share names, and the recomputations below know only the products.
+        for (const GgufTensorInfo& t : model.file().tensors())
+            for (const char* tail : {".attn_output.bias", ".ffn_gate.bias", ".ffn_up.bias", ".ffn_down.bias"})
+                if (t.name.size() > std::strlen(tail) && t.name.compare(t.name.size() - std::strlen(tail), std::string::npos, tail) == 0)
+                    output_biases_ = true;
+        output_biases_ = output_biases_ || model.find("output.bias") != nullptr;
         rope_ = rope_params_for(cfg_);
         if (knobs_.rope_swap_pairing) rope_.mode = rope_.mode == RopeMode::kNorm ? RopeMode::kNeox : RopeMode::kNorm;
         rope_.attn_factor *= knobs_.rope_attn_factor;
@@ -459,7 +461,8 @@ private:
                     std::vector<int32_t> pos = positions(g, knobs_.rope_position_offset);
                     Tensor xt = make_tensor(out->v.data(), out->ne[0], out->ne[1], out->ne[2]);
                     const Tensor pt = make_tensor(pos.data(), T, 1, 1, 1, GgmlType::I32);
-                    be_->rope(xt, pt, rope_, mode_);
+                    const Tensor ff = rope_freqs_.empty() ? Tensor{} : make_tensor(rope_freqs_.data(), static_cast<int64_t>(rope_freqs_.size()));
+                    be_->rope(xt, pt, ff, rope_, mode_);
                 }
                 *target = roped(g, lname);
                 return true;
@@ -556,6 +559,11 @@ private:
             *target = nth(g, lname, 1);
             return true;
         }
+        if (output_biases_ && (prefix == "attn_out" || (prefix.rfind("ffn_", 0) == 0 && prefix != "ffn_norm") ||
+                               prefix == "ffn_inp" || prefix == "l_out" || prefix == "result_output")) {
+            why_ = fmt::format("no local recomputation for {} events of a model with output or feed-forward biases yet", prefix);
+            return false;
+        }
         if (prefix == "attn_out" || prefix == "ffn_gate" || prefix == "ffn_up" || prefix == "ffn_out") {
             const std::string in = prefix == "attn_out" ? fmt::format("kqv_out-{}", L)
                                    : prefix == "ffn_out" ? fmt::format("ffn_swiglu-{}", L)
@@ -631,6 +639,8 @@ private:
     MathMode mode_ = MathMode::kLlama;
     FaultKnobs knobs_;
     RopeParams rope_;
+    std::vector<float> rope_freqs_;  // the model's frequency factors, empty without (or with the fault)
+    bool output_biases_ = false;     // attn_output / ffn / output biases: products not recomputed
     float kq_scale_ = 1, rms_eps_ = 0;
     std::map<std::tuple<int, int, std::string>, std::vector<const RefTensor*>> by_base_;
     std::map<std::tuple<int, int, std::string>, const RefTensor*> inputs_;

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "engine/forward/model.h"
 #include "kernels/common/quant_blocks.h"
 #include "kernels/cpu/dequant.h"
 
@@ -46,6 +47,10 @@ const std::vector<FaultInfo>& fault_catalogue() {
          "absorbed MLA's attention scale computed over the latent key width (kv_lora_rank + rope) instead of the "
          "head's (nope + rope)",
          "kq_soft_max-0"},
+        {Fault::kRopeFreqsIgnored, "rope-freqs-ignored",
+         "Llama 3.1+'s rope_freqs.weight not applied: RoPE at the plain frequencies, so every position but 0 "
+         "rotates the slow pairs too fast",
+         "Qcur-0 after rope"},
     };
     return kCatalogue;
 }
@@ -115,12 +120,29 @@ Result<FaultKnobs> fault_knobs(Fault fault, const FaultModelFacts& m) {
             if (c.n_expert <= 0) return refuse("needs a mixture-of-experts model");
             k.moe_topk_ascending = true;
             break;
+        case Fault::kRopeFreqsIgnored:
+            if (!m.has_rope_freqs) return refuse("needs a model with rope frequency factors (rope_freqs.weight, Llama 3.1+)");
+            k.rope_freqs_ignored = true;
+            break;
         case Fault::kMlaScaleWidth:
             if (c.arch != Arch::kDeepseek2) return refuse("needs a deepseek2 model (multi-head latent attention)");
             k.kq_scale_latent_width = true;
             break;
     }
     return k;
+}
+
+FaultModelFacts fault_model_facts(const Model& model) {
+    FaultModelFacts facts;
+    facts.config = &model.config();
+    const GgufTensorInfo* out = model.find("output.weight");
+    const GgufTensorInfo* emb = model.find("token_embd.weight");
+    facts.n_vocab = out ? out->ne[1] : emb ? emb->ne[1] : model.config().n_vocab;
+    for (const char* b : {"blk.0.attn_q.bias", "blk.0.attn_k.bias", "blk.0.attn_v.bias"})
+        facts.has_qkv_bias = facts.has_qkv_bias || model.find(b) != nullptr;
+    for (const GgufTensorInfo& t : model.file().tensors()) facts.has_q4_k = facts.has_q4_k || t.type == GgmlType::Q4_K;
+    facts.has_rope_freqs = model.config().arch == Arch::kLlama && model.find("rope_freqs.weight") != nullptr;
+    return facts;
 }
 
 FaultWeight fault_weight(Fault fault, const std::string& name, GgmlType type, const int64_t ne[4], const uint8_t* data,

@@ -12,6 +12,8 @@
 
 namespace ls {
 
+class Model;
+
 enum class Fault {
     kNone,
     kTransposedWeight,     // one projection (wq) used transposed: cuBLAS OP_T vs OP_N, wrong lda
@@ -30,6 +32,7 @@ enum class Fault {
     kMoeWeightsNorm,       // the chosen experts' weights renormalised against the model's expert_weights_norm
     kMoeTopKOrder,         // experts taken from the wrong end of the router's ranking (ascending sort)
     kMlaScaleWidth,        // absorbed MLA's attention scale over the latent key width, not the head's
+    kRopeFreqsIgnored,     // Llama 3.1+'s rope_freqs factors not applied (plain RoPE frequencies)
 };
 
 struct FaultInfo {
@@ -61,6 +64,7 @@ struct FaultKnobs {
     bool moe_norm_flipped = false;    // renormalise the experts' weights iff the model says not to
     bool moe_topk_ascending = false;  // the k least likely experts
     bool kq_scale_latent_width = false;  // deepseek2: mscale^2 / sqrt(kv_lora_rank + n_rot)
+    bool rope_freqs_ignored = false;     // the model's rope_freqs left out of RoPE
 };
 
 // The knobs of `fault` for a model, or a usage error when the model cannot have that bug
@@ -71,8 +75,11 @@ struct FaultModelFacts {
     int64_t n_vocab = 0;
     bool has_qkv_bias = false;
     bool has_q4_k = false;
+    bool has_rope_freqs = false;  // rope_freqs.weight (Llama 3.1+ frequency factors)
 };
 Result<FaultKnobs> fault_knobs(Fault fault, const FaultModelFacts& facts);
+// The facts of an opened model (its config must outlive them).
+FaultModelFacts fault_model_facts(const Model& model);
 
 // A weight the fault rewrites (attn_q transposed, Q4_K scales and mins swapped): the bytes and
 // type our engine then reads instead of the file's. `rewrote` is false for weights it leaves alone.

@@ -87,14 +87,21 @@ Status GraphBuilder::load_attn(int64_t il, AttnWeights* w) {
                                      {&w->bk, "attn_k.bias", false},
                                      {&w->bv, "attn_v.bias", false}})
         if (Status s = load_blk(il, name, dst, matmul); !s) return s;
+    if (in_layout(fmt::format("blk.{}.attn_output.bias", il)))
+        if (Status s = load_blk(il, "attn_output.bias", &w->bo); !s) return s;
     return {};
 }
 
 Status GraphBuilder::load_ffn(int64_t il, FfnWeights* w) {
     for (auto [dst, name] : {std::pair{&w->gate, "ffn_gate.weight"}, {&w->up, "ffn_up.weight"}, {&w->down, "ffn_down.weight"}})
         if (Status s = load_blk(il, name, dst, true); !s) return s;
+    for (auto [dst, name] : {std::pair{&w->gate_b, "ffn_gate.bias"}, {&w->up_b, "ffn_up.bias"}, {&w->down_b, "ffn_down.bias"}})
+        if (in_layout(fmt::format("blk.{}.{}", il, name)))
+            if (Status s = load_blk(il, name, dst); !s) return s;
     return {};
 }
+
+bool GraphBuilder::in_layout(const std::string& name) const { return find_tensor_spec(layout_, name) != nullptr; }
 
 #define LS_TRY_LOAD(dst, ...)       \
     do {                            \
@@ -109,14 +116,24 @@ Status GraphBuilder::init() {
     const GgufTensorInfo* out = model_.find("output.weight");
     n_vocab_ = out ? out->ne[1] : emb->ne[1];
     layout_ = tensor_layout(cfg_, n_vocab_);
+    // A tensor llama.cpp would use and we do not (or one llama.cpp's loader does not know) is
+    // refused by name, never skipped.
+    for (const GgufTensorInfo& t : model_.file().tensors())
+        if (std::string why = tensor_refusal(layout_, t.name, cfg_.arch_name); !why.empty())
+            return make_error(ErrorCode::kBadInput, fmt::format("{}: tensor {}: {}", model_.path(), t.name, why));
+    for (const GgufTensorInfo& t : model_.file().tensors()) {
+        auto ends_with = [&](const char* tail) {
+            const size_t n = std::char_traits<char>::length(tail);
+            return t.name.size() > n && t.name.compare(t.name.size() - n, n, tail) == 0;
+        };
+        bias_buffers_.attn_out = bias_buffers_.attn_out || ends_with(".attn_output.bias");
+        bias_buffers_.ffn = bias_buffers_.ffn || ends_with(".ffn_gate.bias") || ends_with(".ffn_up.bias") ||
+                            ends_with(".ffn_down.bias");
+        bias_buffers_.output = bias_buffers_.output || t.name == "output.bias";
+        bias_buffers_.qk_norm = bias_buffers_.qk_norm || ends_with(".attn_q_norm.weight");
+    }
 
-    FaultModelFacts facts;
-    facts.config = &cfg_;
-    facts.n_vocab = n_vocab_;
-    for (const char* b : {"blk.0.attn_q.bias", "blk.0.attn_k.bias", "blk.0.attn_v.bias"})
-        facts.has_qkv_bias = facts.has_qkv_bias || model_.find(b) != nullptr;
-    for (const GgufTensorInfo& t : model_.file().tensors()) facts.has_q4_k = facts.has_q4_k || t.type == GgmlType::Q4_K;
-    auto knobs = fault_knobs(opt_.fault, facts);
+    auto knobs = fault_knobs(opt_.fault, fault_model_facts(model_));
     if (!knobs) return knobs.error();
     knobs_ = knobs.value();
 
@@ -151,7 +168,17 @@ Status GraphBuilder::init() {
     // Tied embeddings (qwen2 and others): the LM head is token_embd.
     if (out) LS_TRY_LOAD(output_, "output.weight");
     else output_ = token_embd_;
+    if (in_layout("output.bias")) LS_TRY_LOAD(output_b_, "output.bias", false);
     if (Status s = load_layer_weights(); !s) return s;
+    if (in_layout("rope_freqs.weight")) {
+        LS_TRY_LOAD(rope_freqs_, "rope_freqs.weight", false);
+        // ggml's CPU rope reads the factors as f32 (and asserts it): so must the file.
+        if (rope_freqs_.data && rope_freqs_.type != GgmlType::F32)
+            return make_error(ErrorCode::kBadInput, fmt::format("{}: tensor rope_freqs.weight is {}; llama.cpp's rope "
+                                                                "needs f32 frequency factors", model_.path(),
+                                                                ggml_type_name(rope_freqs_.type)));
+        if (knobs_.rope_freqs_ignored) rope_freqs_ = Tensor{};
+    }
 
     rope_ = rope_params_for(cfg_);
     if (knobs_.rope_swap_pairing) rope_.mode = rope_.mode == RopeMode::kNorm ? RopeMode::kNeox : RopeMode::kNorm;
@@ -193,11 +220,18 @@ void GraphBuilder::allocate_buffers() {
     buf_.kqv = buffer(hd_v, T, cfg_.n_head);
     buf_.kqv_out = buffer(cfg_.n_head * hd_v, T);
     buf_.attn_out = buffer(n_embd, T);
+    if (bias_buffers_.attn_out) buf_.attn_out_b = buffer(n_embd, T);
+    if (bias_buffers_.qk_norm) {
+        buf_.q_norm = buffer(n_q, T), buf_.q_normed = buffer(n_q, T);
+        buf_.k_norm = buffer(n_k, T), buf_.k_normed = buffer(n_k, T);
+    }
+    if (bias_buffers_.ffn) buf_.gate_b = buffer(cfg_.n_ff, T), buf_.up_b = buffer(cfg_.n_ff, T), buf_.ffn_out_b = buffer(n_embd, T);
     buf_.out_attn = buffer(n_embd, T), buf_.out_x = buffer(n_embd, T);
     buf_.ffn_inp = buffer(n_embd, T);
     buf_.gate = buffer(cfg_.n_ff, T), buf_.up = buffer(cfg_.n_ff, T), buf_.swiglu = buffer(cfg_.n_ff, T);
     buf_.ffn_out = buffer(n_embd, T);
     buf_.logits = buffer(n_logits_, T);
+    if (bias_buffers_.output) buf_.logits_b = buffer(n_logits_, T);
     if (n_logits_ > n_vocab_) {
         // The padded-vocabulary fault: the rows the LM head never writes hold what was there
         // before (deterministic "garbage" here).
@@ -242,13 +276,19 @@ MemoryEstimate GraphBuilder::memory_estimate(bool weights_copied) const {
     e.add("KV cache", fmt::format("n_ctx {} x {} layers x {} KV heads x (head_dim {} + {}) x 4 bytes", n_ctx, n_layer,
                                   n_head_kv, hd, hd_v),
           f32({n_ctx, n_layer, n_head_kv, add_sat(hd, hd_v)}));
-    e.add("feed-forward activations", fmt::format("ubatch {} x n_ff {} x 3 (gate, up, swiglu) x 4 bytes", T, n_ff),
-          mul_sat(3, f32({T, n_ff})));
-    e.add("logits", fmt::format("ubatch {} x {} rows x 4 bytes", T, n_logits_), f32({T, dim(n_logits_)}));
+    const uint64_t ffn_bufs = bias_buffers_.ffn ? 5 : 3;
+    e.add("feed-forward activations", fmt::format("ubatch {} x n_ff {} x {} (gate, up, swiglu{}) x 4 bytes", T, n_ff, ffn_bufs,
+                                                  bias_buffers_.ffn ? ", and with their biases" : ""),
+          mul_sat(ffn_bufs, f32({T, n_ff})));
+    const uint64_t logits_bufs = bias_buffers_.output ? 2 : 1;
+    e.add("logits", fmt::format("ubatch {} x {} rows x {} x 4 bytes", T, n_logits_, logits_bufs),
+          mul_sat(logits_bufs, f32({T, dim(n_logits_)})));
     // Per token: x, norm, cur, attn_out, out_attn, out_x, ffn_inp, ffn_out (n_embd each); q, q_b,
     // q_rope; k, k_b, k_rope; v, v_b; kqv and kqv_out (n_head x head_dim_v each); 4 I32 inputs.
-    uint64_t per_token = add_sat(mul_sat(8, n_embd), mul_sat(3, n_q));
-    per_token = add_sat(per_token, add_sat(mul_sat(3, n_k), mul_sat(2, n_v)));
+    const uint64_t embd_bufs = 8 + (bias_buffers_.attn_out ? 1 : 0) + (bias_buffers_.ffn ? 1 : 0);
+    const uint64_t qk_bufs = bias_buffers_.qk_norm ? 5 : 3;  // + qwen3's normed heads
+    uint64_t per_token = add_sat(mul_sat(embd_bufs, n_embd), mul_sat(qk_bufs, n_q));
+    per_token = add_sat(per_token, add_sat(mul_sat(qk_bufs, n_k), mul_sat(2, n_v)));
     per_token = add_sat(per_token, add_sat(mul_sat(2, mul_sat(n_head, hd_v)), 4));
     e.add("other activations", fmt::format("ubatch {} x {} values x 4 bytes", T, per_token), f32({T, per_token}));
     if (weights_copied) {
@@ -404,11 +444,13 @@ Qkv GraphBuilder::build_qkv(const Tensor& cur, const AttnWeights& w, int il) {
     // llama.cpp's graph order: q through its rope, then v, then k through its rope.
     Tensor q = proj(w.wq, w.bq, cur, buf_.q, buf_.q_b, as("Qcur")).reshaped(hd, cfg_.n_head, T);
     cb(q, "Qcur", il, Op::kReshape);
+    if (w.q_norm.data) q = build_norm(q, w.q_norm, "Qcur_normed", il, buf_.q_norm, buf_.q_normed);
     r.q = build_rope(q, buf_.q_rope, "Qcur", il);
     r.v = proj(w.wv, w.bv, cur, buf_.v, buf_.v_b, as("Vcur")).reshaped(hd_v, cfg_.n_head_kv, T);
     cb(r.v, "Vcur", il, Op::kReshape);
     Tensor k = proj(w.wk, w.bk, cur, buf_.k, buf_.k_b, as("Kcur")).reshaped(hd, cfg_.n_head_kv, T);
     cb(k, "Kcur", il, Op::kReshape);
+    if (w.k_norm.data) k = build_norm(k, w.k_norm, "Kcur_normed", il, buf_.k_norm, buf_.k_normed);
     r.k = build_rope(k, buf_.k_rope, "Kcur", il);
     return r;
 }
@@ -416,7 +458,7 @@ Qkv GraphBuilder::build_qkv(const Tensor& cur, const AttnWeights& w, int il) {
 Tensor GraphBuilder::build_rope(const Tensor& heads, Tensor& buffer, const char* name, int il) {
     Tensor roped = buffer.reshaped(heads.ne[0], heads.ne[1], heads.ne[2]);
     be_.copy(heads, roped);
-    if (!knobs_.rope_skipped) be_.rope(roped, inp_rope_pos_.reshaped(heads.ne[2]), rope_, opt_.mode);
+    if (!knobs_.rope_skipped) be_.rope(roped, inp_rope_pos_.reshaped(heads.ne[2]), rope_freqs_, rope_, opt_.mode);
     cb(roped, name, il, Op::kRope);
     return roped;
 }
@@ -442,7 +484,7 @@ Tensor GraphBuilder::build_attn_kqv(const Qkv& qkv, int il, Tensor* flash_out) {
     return kqv;
 }
 
-Tensor GraphBuilder::build_attn(const Qkv& qkv, const Tensor& wo, int il) {
+Tensor GraphBuilder::build_attn(const Qkv& qkv, const Tensor& wo, int il, const Tensor& bo) {
     const MathMode mode = opt_.mode;
     const int64_t T = qkv.q.ne[2], n_head = qkv.q.ne[1], hd_v = qkv.v.ne[0];
     Tensor kqv_out = cols(buf_.kqv_out, T).reshaped(hd_v * n_head, T), attn_out = cols(buf_.attn_out, T);
@@ -452,7 +494,11 @@ Tensor GraphBuilder::build_attn(const Qkv& qkv, const Tensor& wo, int il) {
     cb(kqv_out, "kqv_out", il, Op::kCont);
     be_.matmul(wo, kqv_out, attn_out, mode);
     cb(attn_out, "attn_out", il, Op::kMulMat);
-    return attn_out;
+    if (!bo.data) return attn_out;
+    Tensor biased = cols(buf_.attn_out_b, T);
+    be_.add(attn_out, bo, biased);
+    cb(biased, "attn_out", il, Op::kAdd);
+    return biased;
 }
 
 bool GraphBuilder::build_out_rows(int il, Tensor& cur, Tensor& residual) {
@@ -480,14 +526,31 @@ Tensor GraphBuilder::build_ffn(const Tensor& cur, const FfnWeights& w, int il, c
     const Tensor* b = buffers;
     Tensor gate = (b ? b[0] : buf_.gate).reshaped(n_ff, T), up = (b ? b[1] : buf_.up).reshaped(n_ff, T);
     Tensor swiglu = (b ? b[2] : buf_.swiglu).reshaped(n_ff, T), out = (b ? b[3] : buf_.ffn_out).reshaped(n_out, T);
+    // ggml's execution order: the gate's product and bias, then the up projection's (the
+    // SWIGLU's first and second operands).
+    auto biased = [&](Tensor& y, const Tensor& bias, const Tensor& buf, const char* name) {
+        if (!bias.data) return;
+        Tensor yb = buf.reshaped(y.ne[0], T);
+        be_.add(y, bias, yb);
+        cb(yb, name, il, Op::kAdd);
+        y = yb;
+    };
     be_.matmul(w.gate, cur, gate, mode);
     cb(gate, "ffn_gate", il, Op::kMulMat);
+    biased(gate, w.gate_b, buf_.gate_b, "ffn_gate_b");
     be_.matmul(w.up, cur, up, mode);
     cb(up, "ffn_up", il, Op::kMulMat);
+    biased(up, w.up_b, buf_.up_b, "ffn_up_b");
     be_.swiglu(gate, up, swiglu, mode);
     cb(swiglu, "ffn_swiglu", il, Op::kSwiglu);
     be_.matmul(w.down, swiglu, out, mode);
-    cb(out, out_name, il, Op::kMulMat);
+    cb(out, w.down_b.data ? "ffn_down" : out_name, il, Op::kMulMat);
+    if (w.down_b.data) {
+        Tensor yb = buf_.ffn_out_b.reshaped(n_out, T);
+        be_.add(out, w.down_b, yb);
+        cb(yb, out_name, il, Op::kAdd);
+        out = yb;
+    }
     return out;
 }
 
@@ -506,6 +569,16 @@ void GraphBuilder::build_output(const Tensor& x) {
         }
     }
     cb(logits, "result_output", -1, Op::kMulMat);
+    if (output_b_.data) {
+        // qwen2's output.bias: llama.cpp names the sum result_output, its product is unnamed.
+        Tensor biased = buf_.logits_b.reshaped(n_logits_, n_out);
+        for (int64_t t = 0; t < n_out; ++t) {
+            Tensor y = biased.columns(t, 1).reshaped(n_vocab_, 1);
+            be_.add(logits.columns(t, 1).reshaped(n_vocab_, 1), output_b_, y);
+        }
+        cb(biased, "result_output", -1, Op::kAdd);
+        logits = biased;
+    }
     be_.download(last_logits_.data(), logits.f32() + (n_out - 1) * n_logits_, n_logits_ * sizeof(float));
 }
 
@@ -516,12 +589,12 @@ RopeParams rope_params_for(const ModelConfig& c) {
     rope.freq_base = static_cast<float>(c.rope_freq_base);
     const RopeScales scales = rope_scales(c);
     rope.freq_scale = scales.freq_scale;
+    rope.attn_factor = scales.attn_factor;
     if (c.rope_scaling == RopeScaling::kYarn) {
         rope.ext_factor = 1.0f;
         rope.n_ctx_orig = static_cast<int>(c.rope_orig_ctx);
         rope.beta_fast = static_cast<float>(c.rope_yarn_beta_fast);
         rope.beta_slow = static_cast<float>(c.rope_yarn_beta_slow);
-        rope.attn_factor = scales.attn_factor;
     }
     return rope;
 }
@@ -573,6 +646,7 @@ Result<std::unique_ptr<ForwardPass>> make_forward(const Model& model, Backend& b
     switch (model.config().arch) {
         case Arch::kLlama: graph = make_llama_graph(model, backend, options); break;
         case Arch::kQwen2: graph = make_qwen2_graph(model, backend, options); break;
+        case Arch::kQwen3: graph = make_qwen3_graph(model, backend, options); break;
         case Arch::kDeepseek2: graph = make_deepseek2_graph(model, backend, options); break;
         default:
             return make_error(ErrorCode::kUnsupported, fmt::format("{}: running {} models is not supported yet", model.path(),

@@ -18,12 +18,14 @@ namespace ls {
 // Attention weights of one layer (biases have data == nullptr when absent).
 struct AttnWeights {
     Tensor wq, wk, wv, wo;
-    Tensor bq, bk, bv;
+    Tensor bq, bk, bv, bo;
+    Tensor q_norm, k_norm;  // {head_dim}: RMS-normalised heads of q and k before RoPE (qwen3)
 };
 
-// Dense SwiGLU feed-forward weights of one layer.
+// Dense SwiGLU feed-forward weights of one layer (biases have data == nullptr when absent).
 struct FfnWeights {
     Tensor gate, up, down;
+    Tensor gate_b, up_b, down_b;
 };
 
 // Q, K and V of one ubatch, split into heads: q {head_dim, n_head, T}, k {head_dim, n_head_kv, T},
@@ -76,9 +78,11 @@ protected:
     // with data == nullptr), uploaded to the backend, rewritten when a fault says so. `matmul`:
     // the weight is a MUL_MAT operand, so the backend must run MUL_MAT on its type.
     Result<Tensor> load(const std::string& name, bool matmul = true);
-    // Layer il's tensors: "blk.<il>.<name>"; q/k/v/o with their optional biases; the dense FFN.
+    // Layer il's tensors: "blk.<il>.<name>"; q/k/v/o with their optional biases; the dense FFN
+    // with the optional biases of the architecture's layout.
     Status load_blk(int64_t il, const char* name, Tensor* out, bool matmul = false);
     Status load_attn(int64_t il, AttnWeights* w);
+    bool in_layout(const std::string& name) const;  // the architecture's layout has this tensor
     Status load_ffn(int64_t il, FfnWeights* w);
 
     // ---- helpers, each announcing its tensors under llama.cpp's names
@@ -88,11 +92,16 @@ protected:
     // The same into the given buffers (x contiguous, of any width).
     Tensor build_norm(const Tensor& x, const Tensor& weight, const char* name, int il, const Tensor& norm_buf,
                       const Tensor& out_buf);
-    // wq/wk/wv projections (+ biases), reshaped to heads; q and k rotated by build_rope
+    // wq/wk/wv projections (+ biases), reshaped to heads; with q_norm/k_norm each head of q and k
+    // RMS-normalised and weighted (norm-L, Qcur_normed-L; Kcur_normed-L); q and k rotated by
+    // build_rope
     Qkv build_qkv(const Tensor& cur, const AttnWeights& w, int il);
+    // RoPE with the model's frequency factors (Llama 3's rope_freqs) when it has them.
     Tensor build_rope(const Tensor& heads, Tensor& buffer, const char* name, int il);
-    // softmax(q k^T * scale + causal mask) v over the KV cache, heads merged, then wo
-    Tensor build_attn(const Qkv& qkv, const Tensor& wo, int il);
+    // softmax(q k^T * scale + causal mask) v over the KV cache, heads merged, then wo (+ bo): the
+    // product is attn_out, and with a bias the sum is attn_out again (llama.cpp names only the sum;
+    // its product is an unnamed node the comparison pairs by op and source).
+    Tensor build_attn(const Qkv& qkv, const Tensor& wo, int il, const Tensor& bo = {});
     // The attention of build_attn without the merge and wo: kq, kq_soft_max and kqv {head_dim_v,
     // T, n_head} announced; with flash attention (llama mode) the fused result {head_dim_v,
     // n_head, T} is written to `flash_out` as well.
@@ -101,8 +110,10 @@ protected:
     // when this ubatch has none: llama.cpp's graph ends there, and so does ours.
     bool build_out_rows(int il, Tensor& cur, Tensor& residual);
     Tensor build_add(const Tensor& a, const Tensor& b, const char* name, int il, Tensor& out);
-    // down(silu(gate x) * up x), announced as ffn_gate, ffn_up, ffn_swiglu and `out_name`. The
-    // buffers are the dense FFN's unless given (gate, up, swiglu, out; at least as large).
+    // down(silu(gate x) * up x), announced as ffn_gate, ffn_up, ffn_swiglu and `out_name`. With
+    // biases (llama.cpp's build_ffn): ffn_gate_b and ffn_up_b after their products, and the down
+    // product is ffn_down with its bias sum `out_name`. The buffers are the dense FFN's unless
+    // given (gate, up, swiglu, out; at least as large).
     Tensor build_ffn(const Tensor& cur, const FfnWeights& w, int il, const char* out_name = "ffn_out",
                      const Tensor* buffers = nullptr);
     void build_output(const Tensor& x);                                           // result_norm, result_output
@@ -130,10 +141,16 @@ protected:
         Tensor q, q_b, q_rope;    // (n_head * head_dim, T): projection, + bias, roped copy
         Tensor k, k_b, k_rope;    // (n_head_kv * head_dim, T)
         Tensor v, v_b;            // (n_head_kv * head_dim_v, T)
+        Tensor q_norm, q_normed;  // (n_head * head_dim, T): qwen3's per-head q norm, without and with its weight
+        Tensor k_norm, k_normed;  // (n_head_kv * head_dim, T)
         Tensor kq, kq_soft_max;   // (n_ctx, T, n_head)
         Tensor kqv;               // (head_dim_v, T, n_head)
         Tensor kqv_out;           // (n_head * head_dim_v, T)
         Tensor attn_out;          // (n_embd, T)
+        Tensor attn_out_b;        // (n_embd, T) attn_out + bo, when the model has attn_output biases
+        Tensor gate_b, up_b;      // (n_ff, T) the FFN's products + biases, when the model has them
+        Tensor ffn_out_b;         // (n_embd, T) the down product + bias
+        Tensor logits_b;          // (n_logits, T) the LM head + output.bias, when the model has one
         Tensor out_attn, out_x;   // (n_embd, n_outputs): the last layer's output rows
         Tensor ffn_inp;           // (n_embd, T)
         Tensor gate, up, swiglu;  // (n_ff, T)
@@ -147,6 +164,7 @@ protected:
 
     Tensor inp_tokens_, inp_pos_, inp_rope_pos_, inp_out_ids_;  // I32 inputs, uploaded per ubatch
     RopeParams rope_;
+    Tensor rope_freqs_;  // f32 {n_rot/2}: divisors of the rotation angles (Llama 3.1+), or none
     float kq_scale_ = 1.0f;
     float rms_eps_ = 0.0f;
     int64_t pos_ = 0;  // cells of the KV cache filled before this ubatch
@@ -159,7 +177,13 @@ private:
     std::string memory_hint(bool weights_copied) const;  // which flag lowers the largest part
     void eval_ubatch(const int32_t* tokens, int64_t T, int ubatch, const std::vector<int32_t>& out_rows);
 
-    Tensor token_embd_, output_norm_, output_;
+    // Which optional bias buffers the model needs (from its file, before anything is allocated).
+    struct BiasBuffers {
+        bool attn_out = false, ffn = false, output = false;
+        bool qk_norm = false;  // not a bias: qwen3's per-head q/k norms need buffers of their own
+    } bias_buffers_;
+
+    Tensor token_embd_, output_norm_, output_, output_b_;
     int64_t n_vocab_ = 0;
     int64_t n_logits_ = 0;  // rows of the logits buffer: n_vocab_, more with the padded-vocab fault
     std::vector<std::pair<Op, GgmlType>> ops_used_;  // what check_backend_support asks for
@@ -175,6 +199,7 @@ private:
 // The graph of each architecture (engine/forward/models/).
 std::unique_ptr<GraphBuilder> make_llama_graph(const Model& model, Backend& backend, const ForwardOptions& options);
 std::unique_ptr<GraphBuilder> make_qwen2_graph(const Model& model, Backend& backend, const ForwardOptions& options);
+std::unique_ptr<GraphBuilder> make_qwen3_graph(const Model& model, Backend& backend, const ForwardOptions& options);
 std::unique_ptr<GraphBuilder> make_deepseek2_graph(const Model& model, Backend& backend, const ForwardOptions& options);
 
 }  // namespace ls

@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
+
 namespace ls {
 
 std::string format_ne(const int64_t* ne, int n_dims) {
@@ -40,6 +42,14 @@ Result<const GgufTensorInfo*> Model::tensor(const std::string& name, std::initia
             return make_error(ErrorCode::kBadInput, fmt::format("{}: tensor {}: expected ne {} got {}", path(), name,
                                                                 format_ne(want, n), format_ne(t->ne, t->n_dims)));
     return t;
+}
+
+std::vector<float> rope_freq_factors(const Model& model) {
+    const GgufTensorInfo* t = model.config().arch == Arch::kLlama ? model.find("rope_freqs.weight") : nullptr;
+    if (!t || t->type != GgmlType::F32) return {};
+    std::vector<float> v(static_cast<size_t>(t->ne[0]));
+    std::memcpy(v.data(), t->data, v.size() * sizeof(float));
+    return v;
 }
 
 }  // namespace ls

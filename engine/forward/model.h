@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "engine/gguf/gguf.h"
 #include "engine/model/model_config.h"
@@ -36,5 +37,9 @@ private:
 };
 
 std::string format_ne(const int64_t* ne, int n_dims);
+
+// The model's RoPE frequency factors (Llama 3.1+'s rope_freqs.weight, f32 {n_rot/2}) as host
+// values; empty when the file has none or stores them in another type (the graph refuses that).
+std::vector<float> rope_freq_factors(const Model& model);
 
 }  // namespace ls

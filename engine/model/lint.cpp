@@ -147,6 +147,11 @@ std::vector<Lint> lint_model(const GgufFile& file) {
                                  "absent: the LM head is token_embd.weight (tied embeddings)"});
             continue;
         }
+        if (!want.unsupported.empty()) {
+            lints.push_back({LintSeverity::kError, want.name, tensor_refusal({want}, want.name, c.arch_name) +
+                                                                   ": layerscope refuses to run this file"});
+            continue;
+        }
         std::vector<int64_t> got = actual_ne(*t);
         if (!same_shape(want.ne, got)) {
             std::string msg = fmt::format("expected ne {} got {}", format_ne(want.ne), format_ne(got));
@@ -162,9 +167,8 @@ std::vector<Lint> lint_model(const GgufFile& file) {
     }
     for (const GgufTensorInfo& t : file.tensors()) {
         if (known.count(t.name)) continue;
-        lints.push_back({LintSeverity::kWarning, t.name,
-                         fmt::format("not used by {} models (llama.cpp refuses files with unused tensors: "
-                                     "wrong number of tensors)", c.arch_name)});
+        lints.push_back({LintSeverity::kError, t.name,
+                         tensor_refusal({}, t.name, c.arch_name) + ": layerscope refuses to run this file too"});
     }
     return lints;
 }

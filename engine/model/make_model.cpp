@@ -57,13 +57,17 @@ Rng tensor_rng(uint64_t seed, const std::string& name) {
 }
 
 bool is_qwen2(const MakeModelSpec& s) { return s.arch == "qwen2"; }
+bool is_qwen3(const MakeModelSpec& s) { return s.arch == "qwen3"; }
+// qwen2 and qwen3 share Qwen's conventions here: NEOX rope base 1e6, eps 1e-6, padded token rows.
+bool is_qwen(const MakeModelSpec& s) { return is_qwen2(s) || is_qwen3(s); }
+int head_dim_of(const MakeModelSpec& s) { return s.head_dim > 0 ? s.head_dim : s.n_embd / s.n_head; }
 bool is_deepseek2(const MakeModelSpec& s) { return s.arch == "deepseek2"; }
 
 int64_t padded_rows(const MakeModelSpec& s) {
     if (s.vocab_rows > 0) return s.vocab_rows;
     // qwen2 GGUFs pad the token list to the embedding rows; we always add at least one pad row so
     // that the padding path is exercised.
-    if (!is_qwen2(s)) return s.vocab;
+    if (!is_qwen(s)) return s.vocab;
     return (static_cast<int64_t>(s.vocab) / 256 + 1) * 256;
 }
 
@@ -244,6 +248,26 @@ MakeModelVocab make_model_vocab(int n_real, int n_rows) {
     return v;
 }
 
+std::vector<float> llama3_rope_freq_factors(int head_dim, float freq_base, float factor, float low, float high,
+                                            int original_ctx) {
+    const double low_wavelen = original_ctx / static_cast<double>(low);
+    const double high_wavelen = original_ctx / static_cast<double>(high);
+    std::vector<float> out;
+    for (int i = 0; i < head_dim; i += 2) {
+        const double freq = 1.0 / std::pow(static_cast<double>(freq_base), static_cast<double>(i) / head_dim);
+        const double wavelen = 2.0 * M_PI / freq;
+        double f = 1.0;
+        if (wavelen > low_wavelen) {
+            f = factor;
+        } else if (wavelen >= high_wavelen) {
+            const double smooth = (original_ctx / wavelen - low) / (high - low);
+            f = 1.0 / ((1.0 - smooth) / factor + smooth);
+        }
+        out.push_back(static_cast<float>(f));
+    }
+    return out;
+}
+
 MakeModelSpec demo_model_spec() {
     MakeModelSpec s;
     s.arch = "llama";
@@ -260,7 +284,9 @@ MakeModelSpec demo_model_spec() {
 
 const std::vector<std::string>& make_model_preset_names() {
     static const std::vector<std::string> names = {"deepseek-v2-lite", "deepseek2-tiny", "tinyllama-1.1b",
-                                                   "qwen2.5-0.5b"};
+                                                   "qwen2.5-0.5b",     "llama-3.2-1b",   "llama-3.1-8b",
+                                                   "llama3-tiny",      "qwen3-0.6b",     "qwen3-8b",
+                                                   "qwen3-tiny"};
     return names;
 }
 
@@ -329,6 +355,66 @@ Result<MakeModelSpec> make_model_preset(const std::string& name) {
         s.n_ctx_train = 2048;
         s.rope_freq_base = 10000.0f;
         s.rms_eps = 1e-5f;
+    } else if (name == "llama-3.2-1b" || name == "llama-3.1-8b") {
+        // meta-llama's config.json: GQA with 8 KV heads, 128256 tokens, rope_theta 500000 with
+        // "llama3" rope scaling (factor 32 for 3.2, 8 for 3.1; low 1, high 4, from 8192); 3.2 1B
+        // ties its LM head to the embeddings.
+        const bool small = name == "llama-3.2-1b";
+        s.arch = "llama";
+        s.n_embd = small ? 2048 : 4096;
+        s.n_layer = small ? 16 : 32;
+        s.n_head = 32;
+        s.n_head_kv = 8;
+        s.n_ff = small ? 8192 : 14336;
+        s.vocab = 128256;
+        s.n_ctx_train = 131072;
+        s.rope_freq_base = 500000.0f;
+        s.rms_eps = 1e-5f;
+        s.rope_freqs_factor = small ? 32.0f : 8.0f;
+        s.tied_output = small;
+    } else if (name == "llama3-tiny") {
+        // For tests: Llama 3.1's rope_freqs on a small llama (64-dim heads, rope_theta 500000). An
+        // original context of 256 (Llama 3's is 8192) puts the ramp on pairs that rotate by
+        // 0.02-0.09 rad a position, so a prompt of tens of tokens shows a missing factor.
+        s.arch = "llama";
+        s.n_embd = 256;
+        s.n_layer = 2;
+        s.n_head = 4;
+        s.n_head_kv = 2;
+        s.n_ff = 512;
+        s.vocab = 512;
+        s.n_ctx_train = 131072;
+        s.rope_freq_base = 500000.0f;
+        s.rms_eps = 1e-5f;
+        s.rope_freqs_factor = 8.0f;
+        s.rope_freqs_orig_ctx = 256;
+    } else if (name == "qwen3-0.6b" || name == "qwen3-8b") {
+        // Qwen/Qwen3-0.6B and -8B config.json: 128-wide heads (16 / 8 and 32 / 8 of them), per-head
+        // q/k norms, rope_theta 1e6, 151669 tokens in 151936 rows; 0.6B ties its LM head.
+        const bool small = name == "qwen3-0.6b";
+        s.arch = "qwen3";
+        s.n_embd = small ? 1024 : 4096;
+        s.n_layer = small ? 28 : 36;
+        s.n_head = small ? 16 : 32;
+        s.n_head_kv = 8;
+        s.head_dim = 128;
+        s.n_ff = small ? 3072 : 12288;
+        s.vocab = 151669;
+        s.vocab_rows = 151936;
+        s.n_ctx_train = 40960;
+        s.rope_freq_base = 1000000.0f;
+        s.rms_eps = 1e-6f;
+        s.tied_output = small;
+    } else if (name == "qwen3-tiny") {
+        // For tests: Qwen3's shape in small, heads wider than n_embd / n_head as in Qwen3-0.6B.
+        s.arch = "qwen3";
+        s.n_embd = 128;
+        s.n_layer = 2;
+        s.n_head = 4;
+        s.n_head_kv = 2;
+        s.head_dim = 64;
+        s.n_ff = 384;
+        s.vocab = 512;
     } else if (name == "qwen2.5-0.5b") {
         // Qwen2.5-0.5B: 14 / 2 heads, q/k/v biases, tied LM head; 151665 tokens in 151936 rows.
         s.arch = "qwen2";
@@ -359,13 +445,13 @@ struct PlannedTensor {
 // The config llama.cpp reads back from the file make_model writes.
 ModelConfig config_of(const MakeModelSpec& s) {
     ModelConfig c;
-    c.arch = is_qwen2(s) ? Arch::kQwen2 : is_deepseek2(s) ? Arch::kDeepseek2 : Arch::kLlama;
+    c.arch = is_qwen2(s) ? Arch::kQwen2 : is_qwen3(s) ? Arch::kQwen3 : is_deepseek2(s) ? Arch::kDeepseek2 : Arch::kLlama;
     c.arch_name = s.arch;
     c.n_embd = s.n_embd;
     c.n_layer = s.n_layer;
     c.n_head = s.n_head;
     c.n_head_kv = s.n_head_kv;
-    c.head_dim_k = c.head_dim_v = c.n_rot = s.n_embd / s.n_head;
+    c.head_dim_k = c.head_dim_v = c.n_rot = head_dim_of(s);
     c.n_ff = s.n_ff;
     c.n_vocab = padded_rows(s);
     if (is_deepseek2(s)) {
@@ -396,8 +482,14 @@ bool generated(const MakeModelSpec& s, const TensorSpec& t) {
         return t.name.size() >= n && t.name.compare(t.name.size() - n, n, suffix) == 0;
     };
     if (t.required) return true;
-    if (t.name == "output.weight") return !is_qwen2(s);
+    if (!t.unsupported.empty()) return false;
+    if (t.name == "output.weight") return !is_qwen2(s) && !s.tied_output;
+    if (t.name == "cls_out.weight") return false;
+    if (t.name == "rope_freqs.weight") return s.rope_freqs_factor > 0;
     if (ends("exp_probs_b.bias")) return s.expert_bias;
+    if (t.name == "output.bias" || ends("attn_output.bias") || ends("ffn_gate.bias") || ends("ffn_up.bias") ||
+        ends("ffn_down.bias"))
+        return s.out_biases;
     return is_qwen2(s) && (ends("attn_q.bias") || ends("attn_k.bias") || ends("attn_v.bias"));
 }
 
@@ -487,8 +579,8 @@ Status validate_deepseek2(const MakeModelSpec& s) {
 
 Status validate_make_model_spec(const MakeModelSpec& s) {
     auto bad = [](std::string msg) { return Status(make_error(ErrorCode::kUsage, std::move(msg))); };
-    if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "deepseek2")
-        return bad(fmt::format("arch '{}' is not supported; use llama, qwen2 or deepseek2", s.arch));
+    if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3" && s.arch != "deepseek2")
+        return bad(fmt::format("arch '{}' is not supported; use llama, qwen2, qwen3 or deepseek2", s.arch));
     struct { const char* name; int value; int max; } dims[] = {
         {"n_embd", s.n_embd, 65536}, {"n_layer", s.n_layer, 1024}, {"n_head", s.n_head, 1024},
         {"n_head_kv", s.n_head_kv, 1024}, {"n_ff", s.n_ff, 1 << 20},
@@ -499,15 +591,17 @@ Status validate_make_model_spec(const MakeModelSpec& s) {
         // Head widths are their own keys; n_embd / n_head and n_head_kv do not matter.
         if (Status st = validate_deepseek2(s); !st) return st;
     } else {
-        if (s.n_embd % s.n_head != 0)
+        if (s.head_dim < 0 || s.head_dim > 65536) return bad(fmt::format("head_dim {} is out of range 0..65536", s.head_dim));
+        if (s.head_dim > 0 && !is_qwen3(s))
+            return bad(fmt::format("head_dim is a qwen3 option; {} heads are n_embd / n_head wide", s.arch));
+        if (s.head_dim == 0 && s.n_embd % s.n_head != 0)
             return bad(fmt::format("n_embd {} is not divisible by n_head {}; pick a head count that divides it",
                                    s.n_embd, s.n_head));
         if (s.n_head % s.n_head_kv != 0)
             return bad(fmt::format("n_head_kv {} does not divide n_head {}; grouped-query attention needs a whole "
                                    "number of query heads per KV head", s.n_head_kv, s.n_head));
-        if ((s.n_embd / s.n_head) % 2 != 0)
-            return bad(fmt::format("head dimension n_embd / n_head = {} is odd; RoPE rotates pairs, so it must be even",
-                                   s.n_embd / s.n_head));
+        if (head_dim_of(s) % 2 != 0)
+            return bad(fmt::format("head dimension {} is odd; RoPE rotates pairs, so it must be even", head_dim_of(s)));
     }
     if (s.vocab < kMakeModelMinVocab || s.vocab > kMakeModelMaxVocab)
         return bad(fmt::format("vocab {} is out of range {}..{} (3 special tokens, 256 byte tokens, the space piece "
@@ -516,6 +610,19 @@ Status validate_make_model_spec(const MakeModelSpec& s) {
         return bad(fmt::format("vocab_rows {} must be between vocab {} and {}", s.vocab_rows, s.vocab,
                                kMakeModelMaxVocab));
     if (s.n_ctx_train < 0) return bad(fmt::format("n_ctx_train {} is negative", s.n_ctx_train));
+    if (s.arch != "llama" && s.rope_freqs_factor != 0.0f)
+        return bad(fmt::format("rope_freqs is a llama option; llama.cpp's {} graph has no frequency factors", s.arch));
+    if (s.tied_output && s.arch != "llama" && !is_qwen3(s))
+        return bad(fmt::format("a tied output is a llama and qwen3 option; a {} model has {}", s.arch,
+                               is_qwen2(s) ? "its LM head tied already" : "an output.weight"));
+    if ((is_deepseek2(s) || is_qwen3(s)) && s.out_biases)
+        return bad(fmt::format("output biases are a llama and qwen2 option; llama.cpp's {} loader has none", s.arch));
+    if (s.rope_freqs_factor != 0.0f &&
+        (!(s.rope_freqs_factor >= 1.0f) || !std::isfinite(s.rope_freqs_factor) || !(s.rope_freqs_low > 0.0f) ||
+         !(s.rope_freqs_high > s.rope_freqs_low) || s.rope_freqs_orig_ctx < 1))
+        return bad(fmt::format("llama3 rope factors need factor >= 1, 0 < low < high and an original context >= 1 (got "
+                               "{}, {}, {}, {})", s.rope_freqs_factor, s.rope_freqs_low, s.rope_freqs_high,
+                               s.rope_freqs_orig_ctx));
     if (!(s.rope_freq_base >= 0.0f) || !std::isfinite(s.rope_freq_base))
         return bad("rope_freq_base must be a finite positive number (or 0 for the default)");
     if (!(s.rms_eps >= 0.0f) || !std::isfinite(s.rms_eps))
@@ -561,11 +668,15 @@ double make_model_tensor_std(const MakeModelSpec& s, const std::string& name) {
     // same spread at every width (the fixtures' values at n_embd 512: 0.06 and 0.05).
     const double width = std::sqrt(512.0 / s.n_embd);
     if (ends("_norm.weight")) return 0.1;
-    if (name == "token_embd.weight") return is_qwen2(s) ? 0.05 * width : 0.02;
+    if (name == "token_embd.weight") return is_qwen2(s) || s.tied_output ? 0.05 * width : 0.02;
     if (name == "output.weight") return is_qwen2(s) ? 0.0 : 0.05 * width;
     if (ends("attn_q.weight") || ends("attn_k.weight")) return 0.06 * width;
     if (ends("attn_q.bias") || ends("attn_k.bias")) return is_qwen2(s) ? 0.1 : 0.0;
     if (ends("attn_v.bias")) return is_qwen2(s) ? 0.02 : 0.0;
+    // Output biases about the size of what they are added to, so that leaving one out shows.
+    if (s.out_biases && (ends("attn_output.bias") || ends("ffn_down.bias"))) return 0.02;
+    if (s.out_biases && (ends("ffn_gate.bias") || ends("ffn_up.bias"))) return 0.05;
+    if (s.out_biases && name == "output.bias") return 0.5;
     if (ends("attn_v.weight") || ends("attn_output.weight") || ends("ffn_gate.weight") || ends("ffn_up.weight") ||
         ends("ffn_down.weight"))
         return 0.02;
@@ -584,6 +695,9 @@ double make_model_tensor_std(const MakeModelSpec& s, const std::string& name) {
 namespace {
 
 std::vector<float> generate_values(const MakeModelSpec& s, const PlannedTensor& t) {
+    if (t.name == "rope_freqs.weight")
+        return llama3_rope_freq_factors(head_dim_of(s), s.rope_freq_base > 0 ? s.rope_freq_base : 10000.0f,
+                                        s.rope_freqs_factor, s.rope_freqs_low, s.rope_freqs_high, s.rope_freqs_orig_ctx);
     const int64_t n = n_elements(t);
     std::vector<float> v(static_cast<size_t>(n));
     Rng rng = tensor_rng(s.seed, t.name);
@@ -625,11 +739,11 @@ GgmlType stored_type(const MakeModelSpec& s, const PlannedTensor& t) {
 
 // Everything but the token list's size goes into the file as make_model writes it.
 std::vector<GgufKV> build_metadata(const MakeModelSpec& s, int64_t* n_tokens) {
-    const bool qwen = is_qwen2(s);
+    const bool qwen = is_qwen(s);
     const bool ds2 = is_deepseek2(s);
     const std::string a = s.arch;
     const int64_t rows = padded_rows(s);
-    const int n_ctx_train = s.n_ctx_train > 0 ? s.n_ctx_train : (qwen ? 32768 : ds2 ? 163840 : 2048);
+    const int n_ctx_train = s.n_ctx_train > 0 ? s.n_ctx_train : (is_qwen3(s) ? 40960 : qwen ? 32768 : ds2 ? 163840 : 2048);
     const float freq_base = s.rope_freq_base > 0 ? s.rope_freq_base : (qwen ? 1000000.0f : 10000.0f);
     const float rms_eps = s.rms_eps > 0 ? s.rms_eps : (qwen || ds2 ? 1e-6f : 1e-5f);
     const ModelConfig c = config_of(s);
@@ -656,6 +770,10 @@ std::vector<GgufKV> build_metadata(const MakeModelSpec& s, int64_t* n_tokens) {
     // Real Qwen2.5 GGUFs omit rope.dimension_count (n_rot = head dim); llama files carry it.
     if (!qwen) put(a + ".rope.dimension_count", u32(c.n_rot));
     put(a + ".vocab_size", u32(rows));
+    if (is_qwen3(s)) {
+        put(a + ".attention.key_length", u32(c.head_dim_k));
+        put(a + ".attention.value_length", u32(c.head_dim_v));
+    }
     if (ds2) {
         // What llama.cpp's deepseek2 loader reads. Required there: layer_norm_rms_epsilon,
         // kv_lora_rank, expert_feed_forward_length, expert_shared_count and, unless the depth

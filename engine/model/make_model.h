@@ -19,6 +19,8 @@ struct MakeModelSpec {
     // "llama": NORM rope, rope.dimension_count, separate output.weight.
     // "qwen2": q/k/v biases (with a few large q/k entries, like real Qwen2.5), NEOX rope, LM head
     // tied to token_embd, token list padded with UNUSED [PADn] entries to a multiple of 256 rows.
+    // "qwen3": qwen2's NEOX rope and padded vocabulary without q/k/v biases, with per-head q/k
+    // RMS norms (attn_q_norm, attn_k_norm) and its own head width (head_dim).
     // "deepseek2": multi-head latent attention, mixture of experts and YaRN (the fields below);
     // n_head_kv is not used (the file says 1 for the MLA layout, n_head for the legacy one).
     std::string arch = "llama";
@@ -27,6 +29,7 @@ struct MakeModelSpec {
     int n_head = 4;
     int n_head_kv = 2;
     int n_ff = 512;
+    int head_dim = 0;  // qwen3: attention.key_length (0: n_embd / n_head); n_head * head_dim need not be n_embd
     int n_ctx_train = 0;
     float rope_freq_base = 0.0f;
     float rms_eps = 0.0f;
@@ -39,6 +42,20 @@ struct MakeModelSpec {
     // token_embd rows (the token list is padded to them); 0: vocab, and for qwen2 the next multiple
     // of 256 above it.
     int vocab_rows = 0;
+
+    // llama only: rope_freqs.weight with Llama 3.1's "llama3" frequency factors (as
+    // convert_hf_to_gguf computes them from rope_scaling: factor, low/high_freq_factor,
+    // original_max_position_embeddings); 0: none (Llama 2, TinyLlama).
+    float rope_freqs_factor = 0.0f;
+    float rope_freqs_low = 1.0f;
+    float rope_freqs_high = 4.0f;
+    int rope_freqs_orig_ctx = 8192;
+    // llama, qwen3: the LM head tied to token_embd (no output.weight), as Llama 3.2 1B/3B and
+    // Qwen3 up to 4B ship (qwen2 files are always tied here).
+    bool tied_output = false;
+    // The optional biases llama.cpp's graph adds when a file has them: llama's attn_output and
+    // ffn_gate/up/down biases, qwen2's output.bias.
+    bool out_biases = false;
 
     // deepseek2 only; the defaults are the fixtures' deepseek2-mini.
     int q_lora_rank = 0;   // 0: a plain attn_q, as DeepSeek-V2-Lite has
@@ -64,7 +81,9 @@ struct MakeModelSpec {
 };
 
 // Named specs with real models' shapes (random weights): "deepseek-v2-lite", "deepseek2-tiny" (for
-// tests: the fixtures' deepseek2-mini, smaller), "tinyllama-1.1b", "qwen2.5-0.5b".
+// tests: the fixtures' deepseek2-mini, smaller), "tinyllama-1.1b", "qwen2.5-0.5b", "llama-3.2-1b",
+// "llama-3.1-8b", "llama3-tiny" (for tests: Llama 3.1's rope_freqs on a small llama),
+// "qwen3-0.6b", "qwen3-8b" and "qwen3-tiny" (for tests: 64-wide heads, n_head * head_dim = 2 n_embd).
 const std::vector<std::string>& make_model_preset_names();
 // The preset's spec; kUsage naming the valid presets for an unknown name.
 Result<MakeModelSpec> make_model_preset(const std::string& name);
@@ -120,5 +139,11 @@ struct MakeModelVocab {
     std::vector<int32_t> types;  // 1 NORMAL, 2 UNKNOWN, 3 CONTROL, 5 UNUSED, 6 BYTE
 };
 MakeModelVocab make_model_vocab(int n_real, int n_rows);
+
+// Llama 3.1's "llama3" RoPE frequency factors for head dimension `head_dim` (one per rotated
+// pair): 1 for wavelengths under original_ctx / high, `factor` above original_ctx / low, a smooth
+// ramp between (convert_hf_to_gguf's generate_extra_tensors).
+std::vector<float> llama3_rope_freq_factors(int head_dim, float freq_base, float factor, float low, float high,
+                                            int original_ctx);
 
 }  // namespace ls

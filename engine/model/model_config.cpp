@@ -15,6 +15,7 @@ const char* arch_name(Arch arch) {
     switch (arch) {
         case Arch::kLlama: return "llama";
         case Arch::kQwen2: return "qwen2";
+        case Arch::kQwen3: return "qwen3";
         case Arch::kDeepseek2: return "deepseek2";
     }
     return "?";
@@ -34,6 +35,7 @@ const char* rope_scaling_name(RopeScaling scaling) {
 bool arch_from_name(std::string_view name, Arch* out) {
     if (name == "llama") { *out = Arch::kLlama; return true; }
     if (name == "qwen2") { *out = Arch::kQwen2; return true; }
+    if (name == "qwen3") { *out = Arch::kQwen3; return true; }
     if (name == "deepseek2") { *out = Arch::kDeepseek2; return true; }
     return false;
 }
@@ -103,14 +105,26 @@ Error positive_error(const KeyReader& keys, std::string_view suffix, int64_t val
 }
 
 Status read_rope_scaling(const GgufFile& file, const KeyReader& keys, ModelConfig& c) {
+    // llama.cpp reads a missing rope.scaling.type as "linear": a rope.scaling.factor (or the older
+    // rope.scale_linear) without a type scales positions linearly.
+    const bool has_factor = keys.has("rope.scaling.factor") || keys.has("rope.scale_linear");
     std::string type = file.get_string(keys.key("rope.scaling.type"), "");
-    if (type.empty() || type == "none") c.rope_scaling = RopeScaling::kNone;
+    if (type.empty()) c.rope_scaling = has_factor ? RopeScaling::kLinear : RopeScaling::kNone;
+    else if (type == "none") c.rope_scaling = RopeScaling::kNone;
     else if (type == "linear") c.rope_scaling = RopeScaling::kLinear;
     else if (type == "yarn") c.rope_scaling = RopeScaling::kYarn;
+    else if (type == "longrope")
+        return make_error(ErrorCode::kUnsupported,
+                          fmt::format("{} is \"longrope\" (LongRoPE short/long frequency factors): not supported yet",
+                                      keys.key("rope.scaling.type")));
     else
         return make_error(ErrorCode::kBadInput,
-                          fmt::format("{} is {}; expected none, linear or yarn", keys.key("rope.scaling.type"), quote_text(type)));
-    LS_ASSIGN(c.rope_scaling_factor, keys.optional_float("rope.scaling.factor", 1.0));
+                          fmt::format("{} is {}; expected none, linear, yarn or longrope", keys.key("rope.scaling.type"),
+                                      quote_text(type)));
+    const char* factor_key = keys.has("rope.scaling.factor") ? "rope.scaling.factor" : "rope.scale_linear";
+    LS_ASSIGN(c.rope_scaling_factor, keys.optional_float(factor_key, 1.0));
+    if (c.rope_scaling_factor == 0.0) c.rope_scaling_factor = 1.0;  // llama.cpp: 0 means no scaling
+    LS_ASSIGN(c.rope_attn_factor, keys.optional_float("rope.scaling.attn_factor", 1.0));
     LS_ASSIGN(c.rope_orig_ctx, keys.optional_int("rope.scaling.original_context_length", c.n_ctx_train));
     LS_ASSIGN(c.rope_yarn_log_multiplier, keys.optional_float("rope.scaling.yarn_log_multiplier", 0.0));
     LS_ASSIGN(c.rope_yarn_beta_fast, keys.optional_float("rope.scaling.yarn_beta_fast", 32.0));
@@ -179,13 +193,13 @@ Result<ModelConfig> read_config(const GgufFile& file, bool check) {
     const GgufValue* arch_value = file.find("general.architecture");
     if (!arch_value)
         return make_error(ErrorCode::kBadInput,
-                          "general.architecture is missing; every model needs it (llama, qwen2 or deepseek2)");
+                          "general.architecture is missing; every model needs it (llama, qwen2, qwen3 or deepseek2)");
     if (arch_value->type != GgufValueType::STRING)
         return make_error(ErrorCode::kBadInput, "general.architecture is not a string");
     c.arch_name = arch_value->str;
     if (!arch_from_name(c.arch_name, &c.arch))
         return make_error(ErrorCode::kUnsupported,
-                          fmt::format("architecture {} is not supported; supported: llama, qwen2, deepseek2",
+                          fmt::format("architecture {} is not supported; supported: llama, qwen2, qwen3, deepseek2",
                                       quote_text(c.arch_name)));
 
     KeyReader keys(file, c.arch_name);
@@ -238,7 +252,14 @@ Result<ModelConfig> read_config(const GgufFile& file, bool check) {
             if (Status s = read_experts(file, keys, c, false); !s) return s.error();
             break;
         case Arch::kQwen2:
+        case Arch::kQwen3:
             c.rope_type = RopeType::kNeox;
+            // llama.cpp's qwen2 and qwen3 graphs assert that the whole head is rotated.
+            if (check && c.n_rot != c.head_dim_k)
+                return make_error(ErrorCode::kBadInput,
+                                  fmt::format("{} is {} but the head dimension is {}; {} rotates the whole head "
+                                              "(llama.cpp aborts on this file)", keys.key("rope.dimension_count"),
+                                              c.n_rot, c.head_dim_k, c.arch_name));
             break;
         case Arch::kDeepseek2:
             c.rope_type = RopeType::kNorm;
@@ -246,6 +267,12 @@ Result<ModelConfig> read_config(const GgufFile& file, bool check) {
             if (Status s = read_mla(keys, c); !s) return s.error();
             break;
     }
+    // llama.cpp's llama, qwen2 and qwen3 graphs assert equal key and value head widths.
+    if (check && c.arch != Arch::kDeepseek2 && c.head_dim_k != c.head_dim_v)
+        return make_error(ErrorCode::kBadInput,
+                          fmt::format("{} ({}) differs from {} ({}); {} needs equal key and value heads (llama.cpp "
+                                      "aborts on this file)", keys.key("attention.key_length"), c.head_dim_k,
+                                      keys.key("attention.value_length"), c.head_dim_v, c.arch_name));
     // Shapes multiply these (n_head x head dim, ...): beyond 2^30 a product could overflow, and no
     // model comes near it (llama.cpp keeps them in 32 bits).
     constexpr int64_t kMaxDim = int64_t{1} << 30;
@@ -266,6 +293,8 @@ Result<ModelConfig> read_config(const GgufFile& file, bool check) {
 
 RopeScales rope_scales(const ModelConfig& c) {
     RopeScales s;
+    // llama.cpp (llama-context.cpp) multiplies rope.scaling.attn_factor in last, whatever the scaling.
+    s.attn_factor = static_cast<float>(c.rope_attn_factor);
     if (c.rope_scaling == RopeScaling::kNone) return s;  // llama.cpp never scales then
     if (c.rope_scaling_factor > 0) s.freq_scale = 1.0f / static_cast<float>(c.rope_scaling_factor);
     if (c.rope_scaling != RopeScaling::kYarn) return s;
@@ -277,8 +306,9 @@ RopeScales rope_scales(const ModelConfig& c) {
     // deepseek2 loader reads yarn_log_multiplier.
     const float factor = 1.0f / s.freq_scale;
     const bool log_mul = c.arch == Arch::kDeepseek2 && c.rope_yarn_log_multiplier != 0;
-    s.attn_factor = log_mul || factor <= 1.0f ? 1.0f : 0.1f * std::log(factor) + 1.0f;
-    s.attn_factor *= 1.0f / (1.0f + 0.1f * std::log(factor));
+    float yarn = log_mul || factor <= 1.0f ? 1.0f : 0.1f * std::log(factor) + 1.0f;
+    yarn *= 1.0f / (1.0f + 0.1f * std::log(factor));
+    s.attn_factor = yarn * static_cast<float>(c.rope_attn_factor);
     s.ggml_yarn_factor = 1.0f + 0.1f * std::log(1.0f / s.freq_scale);
     return s;
 }

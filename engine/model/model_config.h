@@ -1,4 +1,4 @@
-// Model hyperparameters read from GGUF metadata (llama, qwen2, deepseek2), with llama.cpp's
+// Model hyperparameters read from GGUF metadata (llama, qwen2, qwen3, deepseek2), with llama.cpp's
 // defaults and requirements, so that our forward pass and the lints agree with what llama.cpp loads.
 #pragma once
 
@@ -12,7 +12,7 @@ namespace ls {
 
 class GgufFile;
 
-enum class Arch { kLlama, kQwen2, kDeepseek2 };
+enum class Arch { kLlama, kQwen2, kQwen3, kDeepseek2 };
 
 // NORM rotates adjacent pairs (x0,x1),(x2,x3)...; NEOX rotates (x_i, x_{i+n_rot/2}).
 enum class RopeType { kNorm, kNeox };
@@ -50,6 +50,7 @@ struct ModelConfig {
     double rope_yarn_log_multiplier = 0.0;      // as stored (llama.cpp divides it by 0.1 on load)
     double rope_yarn_beta_fast = 32.0;
     double rope_yarn_beta_slow = 1.0;
+    double rope_attn_factor = 1.0;              // rope.scaling.attn_factor: multiplies cos/sin (every architecture)
 
     // Mixture of experts (deepseek2; llama when expert_count > 0).
     int64_t n_expert = 0;
@@ -78,7 +79,7 @@ struct ModelConfig {
 // RoPE scaling as llama.cpp's context derives it (llama-context.cpp) before any graph is built.
 struct RopeScales {
     float freq_scale = 1.0f;        // 1/rope.scaling.factor with linear or YaRN scaling, else 1
-    float attn_factor = 1.0f;       // what the rope op is given
+    float attn_factor = 1.0f;       // what the rope op is given (rope.scaling.attn_factor included)
     float ggml_yarn_factor = 1.0f;  // ggml multiplies it in with YaRN on: 1 + 0.1 ln(1/freq_scale)
 };
 RopeScales rope_scales(const ModelConfig& c);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 
 #include "kernels/common/host_memory.h"
@@ -49,11 +50,22 @@ float yarn_corr_dim(int64_t n_dims, int64_t n_ctx_orig, float turns, float base)
 
 }  // namespace
 
-DerivedParams derive_params(const ModelConfig& c) {
+DerivedParams derive_params(const ModelConfig& c, const GgufFile* file) {
     DerivedParams d;
     const RopeScales scales = rope_scales(c);
     d.freq_scale = scales.freq_scale;
     d.rope_attn_factor = scales.attn_factor;
+    d.rope_attn_factor_key = static_cast<float>(c.rope_attn_factor);
+    const GgufTensorInfo* freqs = file && c.arch == Arch::kLlama ? file->find_tensor("rope_freqs.weight") : nullptr;
+    if (freqs && freqs->type == GgmlType::F32 && freqs->n_dims == 1) {
+        d.rope_freqs = true;
+        d.rope_freqs_count = freqs->ne[0];
+        std::vector<float> v(static_cast<size_t>(freqs->ne[0]));
+        std::memcpy(v.data(), freqs->data, v.size() * sizeof(float));
+        d.rope_freqs_min = v.empty() ? 1.0f : *std::min_element(v.begin(), v.end());
+        d.rope_freqs_max = v.empty() ? 1.0f : *std::max_element(v.begin(), v.end());
+        d.rope_freqs_scaled = std::count_if(v.begin(), v.end(), [](float f) { return f != 1.0f; });
+    }
     d.kq_scale = attention_kq_scale(c);
     d.kq_head_dim = c.arch == Arch::kDeepseek2 && c.head_dim_k_mla > 0 ? c.head_dim_k_mla : c.head_dim_k;
 
@@ -99,8 +111,8 @@ DerivedParams derive_params(const ModelConfig& c) {
     return d;
 }
 
-std::vector<SummaryLine> derived_lines(const ModelConfig& c) {
-    const DerivedParams d = derive_params(c);
+std::vector<SummaryLine> derived_lines(const ModelConfig& c, const GgufFile* file) {
+    const DerivedParams d = derive_params(c, file);
     std::vector<SummaryLine> lines;
     if (d.mla)
         lines.push_back({"attention", fmt::format("kq scale {:.6f} = mscale^2/sqrt({}), mscale {:.6f} (mscale_all_dim {:g})",
@@ -110,6 +122,15 @@ std::vector<SummaryLine> derived_lines(const ModelConfig& c) {
     if (c.rope_scaling != RopeScaling::kNone)
         lines.push_back({"rope scaling", fmt::format("{}, freq_scale {:g} (factor {:g})", rope_scaling_name(c.rope_scaling),
                                                      d.freq_scale, c.rope_scaling_factor)});
+    if (d.rope_freqs)
+        lines.push_back({"rope freqs", fmt::format("rope_freqs.weight: {} of {} pairs slowed down by factors {:g}..{:g} "
+                                                   "(each pair's angle divided by its factor; Llama 3.1+ \"llama3\" scaling)",
+                                                   d.rope_freqs_scaled, d.rope_freqs_count, d.rope_freqs_min,
+                                                   d.rope_freqs_max)});
+    if (d.rope_attn_factor_key != 1.0f)
+        lines.push_back({"rope attn", fmt::format("rope.scaling.attn_factor {:g}: cos/sin of every rotation scaled by it "
+                                                  "(attn_factor given to the rope op {:.6f})",
+                                                  d.rope_attn_factor_key, d.rope_attn_factor)});
     if (d.yarn) {
         lines.push_back({"yarn rope", fmt::format("attn_factor {:.6f} given to the rope op, ggml's YaRN factor {:.6f}, "
                                                   "cos/sin scaled by {:.6f}",

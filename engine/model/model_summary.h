@@ -53,6 +53,13 @@ struct DerivedParams {
     // above corr_dims[1] interpolate, over the n_rot rotated dims.
     int corr_dims[2] = {0, 0};
 
+    // Llama 3.1+'s rope_freqs.weight: the angle divisors of the rotated pairs.
+    bool rope_freqs = false;
+    int64_t rope_freqs_count = 0;     // pairs (n_rot / 2)
+    float rope_freqs_min = 1.0f, rope_freqs_max = 1.0f;
+    int64_t rope_freqs_scaled = 0;    // pairs whose factor is not 1 (slowed down)
+    float rope_attn_factor_key = 1.0f;  // rope.scaling.attn_factor (1 when absent)
+
     // deepseek2 multi-head latent attention.
     bool mla = false;
     float mscale = 1.0f;            // deepseek2_mscale
@@ -71,7 +78,8 @@ struct DerivedParams {
     int64_t n_moe_layers = 0;
 };
 
-DerivedParams derive_params(const ModelConfig& c);
+// `file`, when given, adds what the tensors say (rope_freqs).
+DerivedParams derive_params(const ModelConfig& c, const GgufFile* file = nullptr);
 
 // The same as text, one line per (label, value), for `inspect` and the model panel: kq scale
 // always, YaRN lines only with YaRN scaling, MLA lines for deepseek2, MoE lines with experts.
@@ -79,7 +87,7 @@ struct SummaryLine {
     std::string label;
     std::string value;
 };
-std::vector<SummaryLine> derived_lines(const ModelConfig& c);
+std::vector<SummaryLine> derived_lines(const ModelConfig& c, const GgufFile* file = nullptr);
 
 struct TypeTotal {
     GgmlType type = GgmlType::F32;

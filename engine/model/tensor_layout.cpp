@@ -10,10 +10,14 @@ namespace {
 class Layout {
 public:
     explicit Layout(std::vector<TensorSpec>& out) : out_(out) {}
-    void need(std::string name, std::vector<int64_t> ne) { out_.push_back({std::move(name), std::move(ne), true, false}); }
-    void maybe(std::string name, std::vector<int64_t> ne) { out_.push_back({std::move(name), std::move(ne), false, false}); }
+    void need(std::string name, std::vector<int64_t> ne) { out_.push_back({std::move(name), std::move(ne), true, false, ""}); }
+    void maybe(std::string name, std::vector<int64_t> ne) { out_.push_back({std::move(name), std::move(ne), false, false, ""}); }
     void vocab(std::string name, std::vector<int64_t> ne, bool required) {
-        out_.push_back({std::move(name), std::move(ne), required, true});
+        out_.push_back({std::move(name), std::move(ne), required, true, ""});
+    }
+    // A tensor llama.cpp's graph reads when present and we do not run yet: a file with it is refused.
+    void refused(std::string name, std::vector<int64_t> ne, std::string why) {
+        out_.push_back({std::move(name), std::move(ne), false, false, std::move(why)});
     }
 
 private:
@@ -26,6 +30,18 @@ void dense_ffn(Layout& l, int64_t il, int64_t n_embd, int64_t n_ff) {
     l.need(blk(il, "ffn_gate.weight"), {n_embd, n_ff});
     l.need(blk(il, "ffn_down.weight"), {n_ff, n_embd});
     l.need(blk(il, "ffn_up.weight"), {n_embd, n_ff});
+}
+
+// Per-tensor scales of NVFP4 conversions (llama.cpp multiplies a product by `.scale` and loads
+// `.input_scale` for every projection that exists), created by llama.cpp's generic pass for
+// every architecture.
+void weight_scales(Layout& l, int64_t il, std::initializer_list<const char*> projections) {
+    for (const char* p : projections) {
+        l.refused(blk(il, fmt::format("{}.scale", p).c_str()), {1},
+                  "per-tensor weight scales (NVFP4 conversions) are not supported yet");
+        l.refused(blk(il, fmt::format("{}.input_scale", p).c_str()), {1},
+                  "per-tensor input scales (NVFP4 conversions) are not supported yet");
+    }
 }
 
 // The router and the routed experts; deepseek2's optional selection bias sits between them.
@@ -57,8 +73,11 @@ void deepseek2_layer(Layout& l, const ModelConfig& c, int64_t il) {
     }
     l.need(blk(il, "attn_output.weight"), {c.n_head * c.head_dim_v_mla, c.n_embd});
     l.need(blk(il, "ffn_norm.weight"), {c.n_embd});
+    if (c.q_lora_rank == 0) weight_scales(l, il, {"attn_q"});
+    weight_scales(l, il, {"attn_output"});
     if (!c.layer_is_moe(il)) {
         dense_ffn(l, il, c.n_embd, c.n_ff);
+        weight_scales(l, il, {"ffn_gate", "ffn_down", "ffn_up"});
         return;
     }
     moe_ffn(l, c, il);
@@ -66,27 +85,49 @@ void deepseek2_layer(Layout& l, const ModelConfig& c, int64_t il) {
     l.need(blk(il, "ffn_gate_shexp.weight"), {c.n_embd, shared});
     l.need(blk(il, "ffn_down_shexp.weight"), {shared, c.n_embd});
     l.need(blk(il, "ffn_up_shexp.weight"), {c.n_embd, shared});
+    weight_scales(l, il, {"ffn_gate_exps", "ffn_down_exps", "ffn_up_exps", "ffn_gate_shexp", "ffn_down_shexp", "ffn_up_shexp"});
 }
 
-// llama and qwen2: q/k/v projections with optional biases (qwen2 files carry them, llama ones
-// rarely do); llama may also have an output bias, per-dimension rope factors and experts.
+// llama, qwen2 and qwen3: q/k/v projections with optional biases (qwen2 files carry them, llama
+// ones rarely do); llama may also have output and feed-forward biases, per-dimension rope factors
+// and experts; qwen3 normalises each head of q and k.
 void llama_layer(Layout& l, const ModelConfig& c, int64_t il) {
     const bool llama = c.arch == Arch::kLlama;
+    const int64_t n_q = c.n_head * c.head_dim_k;
     l.need(blk(il, "attn_norm.weight"), {c.n_embd});
-    l.need(blk(il, "attn_q.weight"), {c.n_embd, c.n_head * c.head_dim_k});
+    // llama.cpp's create_tensor_qkv: a fused attn_qkv when the file has one, else q, k and v.
+    const std::string fused = "fused QKV projections (attn_qkv) in a " + c.arch_name + " file are not supported yet";
+    l.refused(blk(il, "attn_qkv.weight"), {c.n_embd, n_q + c.n_embd_k_gqa() + c.n_embd_v_gqa()}, fused);
+    l.refused(blk(il, "attn_qkv.bias"), {n_q + c.n_embd_k_gqa() + c.n_embd_v_gqa()}, fused);
+    l.need(blk(il, "attn_q.weight"), {c.n_embd, n_q});
     l.need(blk(il, "attn_k.weight"), {c.n_embd, c.n_embd_k_gqa()});
     l.need(blk(il, "attn_v.weight"), {c.n_embd, c.n_embd_v_gqa()});
-    l.need(blk(il, "attn_output.weight"), {c.n_head * c.head_dim_v, c.n_embd});
-    l.maybe(blk(il, "attn_q.bias"), {c.n_head * c.head_dim_k});
+    l.maybe(blk(il, "attn_q.bias"), {n_q});
     l.maybe(blk(il, "attn_k.bias"), {c.n_embd_k_gqa()});
     l.maybe(blk(il, "attn_v.bias"), {c.n_embd_v_gqa()});
+    l.need(blk(il, "attn_output.weight"), {c.n_head * c.head_dim_v, c.n_embd});
     if (llama) l.maybe(blk(il, "attn_output.bias"), {c.n_embd});
+    if (c.arch == Arch::kQwen3) {
+        l.need(blk(il, "attn_k_norm.weight"), {c.head_dim_k});
+        l.need(blk(il, "attn_q_norm.weight"), {c.head_dim_k});
+    }
     l.need(blk(il, "ffn_norm.weight"), {c.n_embd});
     // One model-wide tensor, but llama.cpp creates it inside the first layer (the other layers
     // share it).
     if (llama && il == 0) l.maybe("rope_freqs.weight", {c.n_rot / 2});
-    if (llama && c.n_expert > 0) moe_ffn(l, c, il);
-    else dense_ffn(l, il, c.n_embd, c.n_ff);
+    if (llama && c.n_expert > 0) {
+        moe_ffn(l, c, il);
+        weight_scales(l, il, {"attn_q", "attn_k", "attn_v", "attn_output", "attn_qkv", "ffn_gate_exps", "ffn_down_exps",
+                              "ffn_up_exps"});
+        return;
+    }
+    dense_ffn(l, il, c.n_embd, c.n_ff);
+    if (llama) {
+        l.maybe(blk(il, "ffn_gate.bias"), {c.n_ff});
+        l.maybe(blk(il, "ffn_down.bias"), {c.n_embd});
+        l.maybe(blk(il, "ffn_up.bias"), {c.n_ff});
+    }
+    weight_scales(l, il, {"attn_q", "attn_k", "attn_v", "attn_output", "attn_qkv", "ffn_gate", "ffn_down", "ffn_up"});
 }
 
 }  // namespace
@@ -98,6 +139,9 @@ std::vector<TensorSpec> tensor_layout(const ModelConfig& c, int64_t n_vocab) {
     l.need("output_norm.weight", {c.n_embd});
     // llama and qwen2 tie the LM head to token_embd when output.weight is absent.
     l.vocab("output.weight", {c.n_embd, n_vocab}, c.arch == Arch::kDeepseek2);
+    if (c.arch == Arch::kQwen2) l.maybe("output.bias", {n_vocab});
+    if (c.arch == Arch::kQwen3)
+        l.refused("cls_out.weight", {c.n_embd, 1}, "a reranker's classification head (pooled ranking) is not run by layerscope");
     for (int64_t il = 0; il < c.n_layer; ++il) {
         if (c.arch == Arch::kDeepseek2) deepseek2_layer(l, c, il);
         else llama_layer(l, c, il);
@@ -109,6 +153,15 @@ const TensorSpec* find_tensor_spec(const std::vector<TensorSpec>& layout, const 
     for (const TensorSpec& s : layout)
         if (s.name == name) return &s;
     return nullptr;
+}
+
+std::string tensor_refusal(const std::vector<TensorSpec>& layout, const std::string& name, const std::string& arch) {
+    const TensorSpec* spec = find_tensor_spec(layout, name);
+    if (!spec)
+        return fmt::format("llama.cpp's {} loader has no tensor of that name (it refuses the file: wrong number of tensors)",
+                           arch);
+    if (!spec->unsupported.empty()) return fmt::format("llama.cpp's {} graph uses it, and {}", arch, spec->unsupported);
+    return "";
 }
 
 }  // namespace ls

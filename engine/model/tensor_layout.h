@@ -16,6 +16,9 @@ struct TensorSpec {
     std::vector<int64_t> ne;  // ggml order; trailing 1s omitted
     bool required = true;     // false: the model may omit it (biases, a tied output.weight)
     bool vocab_rows = false;  // ne[1] is the vocabulary size (token_embd, output)
+    // Non-empty: llama.cpp's graph for this architecture reads the tensor when a file has it, and
+    // Layerscope does not run it yet; a file that has it is refused with this reason.
+    std::string unsupported;
 };
 
 // Every tensor a model with config `c` and `n_vocab` tokens has or may have, in load order.
@@ -23,5 +26,10 @@ std::vector<TensorSpec> tensor_layout(const ModelConfig& c, int64_t n_vocab);
 
 // The spec named `name`, or nullptr.
 const TensorSpec* find_tensor_spec(const std::vector<TensorSpec>& layout, const std::string& name);
+
+// Why a file holding tensor `name` cannot be run: it is one llama.cpp reads and Layerscope does
+// not yet (the spec's reason), or one llama.cpp's loader does not know for this architecture
+// (llama.cpp refuses such files: wrong number of tensors). "" when the layout has it.
+std::string tensor_refusal(const std::vector<TensorSpec>& layout, const std::string& name, const std::string& arch);
 
 }  // namespace ls

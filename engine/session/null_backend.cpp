@@ -28,7 +28,7 @@ public:
     void mul_row(const Tensor&, const Tensor&, Tensor&) override {}
     void add(const Tensor&, const Tensor&, Tensor&) override {}
     void matmul(const Tensor&, const Tensor&, Tensor&, MathMode) override {}
-    void rope(Tensor&, const Tensor&, const RopeParams&, MathMode) override {}
+    void rope(Tensor&, const Tensor&, const Tensor&, const RopeParams&, MathMode) override {}
     void swiglu(const Tensor&, const Tensor&, Tensor&, MathMode) override {}
     void store_kv(const Tensor&, const Tensor&, Tensor&, Tensor&, int64_t, MathMode) override {}
     void attn_scores(const Tensor&, const Tensor&, int64_t, Tensor&, MathMode) override {}

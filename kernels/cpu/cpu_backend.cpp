@@ -243,8 +243,9 @@ public:
         });
     }
 
-    void rope(Tensor& x, const Tensor& pos_tensor, const RopeParams& p, MathMode mode) override {
+    void rope(Tensor& x, const Tensor& pos_tensor, const Tensor& freq_factors, const RopeParams& p, MathMode mode) override {
         const int32_t* pos = pos_tensor.i32();
+        const float* ff = freq_factors.data ? freq_factors.f32() : nullptr;
         const int64_t head_dim = x.ne[0], n_head = x.ne[1], T = x.ne[2];
         const int n_dims = p.n_rot;
         const float theta_scale = std::pow(p.freq_base, -2.0f / n_dims);
@@ -261,12 +262,13 @@ public:
                 // cos/sin per pair, theta advanced by repeated multiplication as ggml does.
                 float theta_extrap = static_cast<float>(pos[t]);
                 for (int i0 = 0; i0 < n_dims; i0 += 2) {
-                    float theta = p.freq_scale * theta_extrap;
+                    const float extrap = ff ? theta_extrap / ff[i0 / 2] : theta_extrap;
+                    float theta = p.freq_scale * extrap;
                     float mscale = p.attn_factor;
                     if (p.ext_factor != 0.0f) {
                         float y = (i0 / 2 - corr_dims[0]) / std::max(0.001f, corr_dims[1] - corr_dims[0]);
                         float ramp_mix = (1 - std::min(1.0f, std::max(0.0f, y))) * p.ext_factor;
-                        theta = theta * (1 - ramp_mix) + theta_extrap * ramp_mix;
+                        theta = theta * (1 - ramp_mix) + extrap * ramp_mix;
                         mscale *= 1.0f + 0.1f * std::log(1.0f / p.freq_scale);
                     }
                     cache[i0] = std::cos(theta) * mscale;

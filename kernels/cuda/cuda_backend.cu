@@ -176,11 +176,12 @@ public:
         const bool b_one_row = b.n_rows() == 1 && a.n_rows() > 1;
         LS_CUDA_CHECK(cuda::cuda_add(a.f32(), b.f32(), y.f32(), a.ne[0], a.n_rows(), b_one_row, stream_));
     }
-    void rope(Tensor& x, const Tensor& pos, const RopeParams& p, MathMode mode) override {
+    void rope(Tensor& x, const Tensor& pos, const Tensor& freq_factors, const RopeParams& p, MathMode mode) override {
         const cuda::RopeArgs args =
             cuda::cuda_rope_args(p.mode == RopeMode::kNeox, mode == MathMode::kLlama, p.n_rot, p.freq_base, p.freq_scale,
                                  p.n_ctx_orig, p.ext_factor, p.attn_factor, p.beta_fast, p.beta_slow);
-        LS_CUDA_CHECK(cuda::cuda_rope(x.f32(), pos.i32(), x.ne[1], x.ne[2], static_cast<int64_t>(x.nb[1] / sizeof(float)),
+        const float* ff = freq_factors.data ? freq_factors.f32() : nullptr;
+        LS_CUDA_CHECK(cuda::cuda_rope(x.f32(), pos.i32(), ff, x.ne[1], x.ne[2], static_cast<int64_t>(x.nb[1] / sizeof(float)),
                                       static_cast<int64_t>(x.nb[2] / sizeof(float)), args, stream_));
     }
     void swiglu(const Tensor& gate, const Tensor& up, Tensor& y, MathMode mode) override {

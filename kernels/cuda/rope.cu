@@ -1,6 +1,6 @@
 // CUDA backend: ROPE as the CPU backend computes it: theta advanced from the position by repeated
-// multiplication (pair i multiplies i times), the YaRN ramp, cos/sin scaled by mscale, then the
-// rotation of each pair (fused in llama mode). Built with --fmad=false: no multiply-add that the
+// multiplication (pair i multiplies i times), divided by the pair's frequency factor, the YaRN
+// ramp, cos/sin scaled by mscale, then the rotation of each pair (fused in llama mode). Built with --fmad=false: no multiply-add that the
 // source does not spell.
 #include "kernels/cuda/rope.h"
 
@@ -18,8 +18,9 @@ float yarn_corr_dim(int n_dims, int n_ctx_orig, float n_rot, float base) {
 }
 
 // Block (t, g) rotates the heads [g * kRopeHeadsPerBlock, +kRopeHeadsPerBlock) of token t.
-__global__ void __launch_bounds__(kRopeThreads) rope_kernel(float* x, const int32_t* pos, int64_t n_head,
-                                                            int64_t head_stride, int64_t token_stride, RopeArgs a) {
+__global__ void __launch_bounds__(kRopeThreads) rope_kernel(float* x, const int32_t* pos, const float* freq_factors,
+                                                            int64_t n_head, int64_t head_stride, int64_t token_stride,
+                                                            RopeArgs a) {
     const int64_t t = blockIdx.x;
     const int64_t h_begin = static_cast<int64_t>(blockIdx.y) * kRopeHeadsPerBlock;
     const int64_t h_end = h_begin + kRopeHeadsPerBlock < n_head ? h_begin + kRopeHeadsPerBlock : n_head;
@@ -28,6 +29,7 @@ __global__ void __launch_bounds__(kRopeThreads) rope_kernel(float* x, const int3
     for (int i = threadIdx.x; i < half; i += blockDim.x) {
         float theta_extrap = p;
         for (int k = 0; k < i; ++k) theta_extrap *= a.theta_scale;
+        if (freq_factors) theta_extrap = theta_extrap / freq_factors[i];
         float theta = a.freq_scale * theta_extrap;
         if (a.ext_factor != 0.0f) {
             const float y = (i - a.corr_lo) / fmaxf(0.001f, a.corr_hi - a.corr_lo);
@@ -72,8 +74,8 @@ RopeArgs cuda_rope_args(bool neox, bool fused, int n_rot, float freq_base, float
     return a;
 }
 
-cudaError_t cuda_rope(float* dev_x, const int32_t* dev_pos, int64_t n_head, int64_t T, int64_t head_stride,
-                      int64_t token_stride, const RopeArgs& args, cudaStream_t stream) {
+cudaError_t cuda_rope(float* dev_x, const int32_t* dev_pos, const float* dev_freq_factors, int64_t n_head, int64_t T,
+                      int64_t head_stride, int64_t token_stride, const RopeArgs& args, cudaStream_t stream) {
     if (args.n_rot <= 0 || args.n_rot % 2 != 0 || n_head <= 0 || T < 0 || T > 0x7fffffff) return cudaErrorInvalidValue;
     if (T == 0) return cudaSuccess;
     const int64_t groups = (n_head + kRopeHeadsPerBlock - 1) / kRopeHeadsPerBlock;
@@ -81,7 +83,7 @@ cudaError_t cuda_rope(float* dev_x, const int32_t* dev_pos, int64_t n_head, int6
     const int half = args.n_rot / 2;
     const int threads = half >= kRopeThreads ? kRopeThreads : (half + 31) / 32 * 32;
     LAUNCH_STREAM(rope_kernel, dim3(static_cast<unsigned>(T), static_cast<unsigned>(groups)), threads, 0, stream, dev_x,
-                  dev_pos, n_head, head_stride, token_stride, args);
+                  dev_pos, dev_freq_factors, n_head, head_stride, token_stride, args);
     return cudaGetLastError();
 }
 

@@ -1,4 +1,4 @@
-// CUDA backend: ROPE (NORM and NEOX pairings, linear scaling and YaRN) in place on the device.
+// CUDA backend: ROPE (NORM and NEOX pairings, frequency factors, linear scaling and YaRN) in place on the device.
 // Included by .cu sources (built by nvcc into the CUDA module, or as C++ against the SIMT emulator).
 #pragma once
 
@@ -25,8 +25,10 @@ RopeArgs cuda_rope_args(bool neox, bool fused, int n_rot, float freq_base, float
                         float ext_factor, float attn_factor, float beta_fast, float beta_slow);
 
 // Rotates the first n_rot dims of every head of dev_x {head_dim, n_head, T} in place; heads are
-// head_stride floats apart and tokens token_stride floats apart; dev_pos: T positions (i32).
-cudaError_t cuda_rope(float* dev_x, const int32_t* dev_pos, int64_t n_head, int64_t T, int64_t head_stride,
+// head_stride floats apart and tokens token_stride floats apart; dev_pos: T positions (i32);
+// dev_freq_factors: n_rot/2 divisors of the pairs' angles, or nullptr.
+cudaError_t cuda_rope(float* dev_x, const int32_t* dev_pos, const float* dev_freq_factors, int64_t n_head, int64_t T,
+                      int64_t head_stride,
                       int64_t token_stride, const RopeArgs& args, cudaStream_t stream);
 
 }  // namespace ls::cuda

@@ -342,7 +342,7 @@ private:
         const Tensor q_pe = materialize(head_slice(q, k_mla(), H(), N, R, T), b_.q_pe, nullptr, il, Op::kView);
         Tensor q_pe_roped = b_.q_pe_rope.reshaped(R, H(), T);
         be_.copy(q_pe, q_pe_roped);
-        if (!knobs_.rope_skipped) be_.rope(q_pe_roped, inp_rope_pos_.reshaped(T), rope_, opt_.mode);
+        if (!knobs_.rope_skipped) be_.rope(q_pe_roped, inp_rope_pos_.reshaped(T), Tensor{}, rope_, opt_.mode);
         Tensor q_right = head_slice(Q, k_mla(), H(), N, R, T);
         be_.copy(q_pe_roped, q_right);
         cb(Q, "Qcur", il, Op::kRope);

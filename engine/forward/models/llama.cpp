@@ -1,5 +1,6 @@
-// llama (Llama 2/3, TinyLlama, stories): pre-norm decoder layers of grouped-query attention with
-// RoPE and a SwiGLU feed-forward, as llama.cpp's llm_build_llama strings them together.
+// llama (Llama 2/3.x, TinyLlama, stories): pre-norm decoder layers of grouped-query attention with
+// RoPE (Llama 3.1+'s rope_freqs factors when the file has them) and a SwiGLU feed-forward, with the
+// optional biases llama.cpp's llama graph adds, as its llm_build_llama strings them together.
 #include "engine/forward/graph.h"
 
 namespace ls {
@@ -7,8 +8,8 @@ namespace {
 
 struct LlamaLayer {
     Tensor attn_norm, ffn_norm;
-    AttnWeights attn;  // q/k/v biases when the file has them
-    FfnWeights ffn;
+    AttnWeights attn;  // q/k/v/o biases when the file has them
+    FfnWeights ffn;    // gate/up/down biases when the file has them
 };
 
 class LlamaGraph final : public GraphBuilder {
@@ -34,11 +35,11 @@ private:
             Tensor inpSA = inpL;
             Tensor cur = build_norm(inpL, w.attn_norm, "attn_norm", il);  // rmsnorm * attn_norm
             const Qkv qkv = build_qkv(cur, w.attn, il);                   // q, k, v in heads; rope on q and k
-            cur = build_attn(qkv, w.attn.wo, il);                         // softmax(q k^T * scale + mask) v, wo
+            cur = build_attn(qkv, w.attn.wo, il, w.attn.bo);              // softmax(q k^T * scale + mask) v, wo (+ bo)
             if (!build_out_rows(il, cur, inpSA)) return;                  // last layer: only the output rows go on
             Tensor ffn_inp = build_add(cur, inpSA, "ffn_inp", il, buf_.ffn_inp);  // residual
             cur = build_norm(ffn_inp, w.ffn_norm, "ffn_norm", il);        // rmsnorm * ffn_norm
-            cur = build_ffn(cur, w.ffn, il);                              // down(silu(gate x) * up x)
+            cur = build_ffn(cur, w.ffn, il);                              // down(silu(gate x + bg) * (up x + bu)) + bd
             inpL = build_add(cur, ffn_inp, "l_out", il, buf_.x);          // residual
         }
         build_output(inpL);                                               // rmsnorm * output_norm, lm_head

@@ -1,0 +1,304 @@
+// The dense architectures as llama.cpp's graphs build them, beyond the shared fixtures: Llama
+// 3.1's rope_freqs, llama's optional attention-output and feed-forward biases and tied LM head,
+// qwen2's output.bias, qwen3's per-head q/k norms. Against llama.cpp's own dumps (tests/data/dense,
+// made by its AVX2 build with the companion dumper) of models make-model writes here: every tensor,
+// the greedy tokens and the top-5 logits; the same models on the CUDA kernels (emulated); the
+// rope_freqs fault found where it lives and named; and what llama.cpp reads that Layerscope does not
+// run yet, refused by name.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "engine/compare/backend_ab.h"
+#include "engine/compare/compare_run.h"
+#include "engine/compare/doctor.h"
+#include "engine/forward/generate.h"
+#include "engine/model/make_model.h"
+#include "tests/parity_support.h"
+#include "tests/test_support.h"
+
+namespace ls {
+namespace {
+
+struct DenseCase {
+    const char* name;
+    const char* preset;               // nullptr: MakeModelSpec's defaults
+    void (*tweak)(MakeModelSpec&);    // nullptr: the preset as it is
+    const char* dump;                 // in tests/data/dense
+    double limit;                     // largest NMSE accepted in llama mode
+};
+
+void qwen2_output_bias(MakeModelSpec& s) {
+    s.arch = "qwen2";
+    s.n_embd = 128;
+    s.n_head = 4;
+    s.n_head_kv = 2;
+    s.n_ff = 384;
+    s.vocab = 400;
+    s.out_biases = true;
+}
+
+// F16 weights without flash attention: 1e-8; quantized weights and flash attention: 1e-6.
+const DenseCase kCases[] = {
+    {"llama3_rope_freqs", "llama3-tiny", nullptr, "llama3-tiny-F16_story_n4_fa-off.gguf", 1e-8},
+    {"llama3_rope_freqs_flash", "llama3-tiny", nullptr, "llama3-tiny-F16_hello_n2_fa-on.gguf", 1e-6},
+    {"llama3_q4_K", "llama3-tiny", [](MakeModelSpec& s) { s.type = GgmlType::Q4_K; },
+     "llama3-tiny-Q4_K_hello_n3_fa-off.gguf", 1e-6},
+    {"llama_biases_tied", "llama3-tiny",
+     [](MakeModelSpec& s) {
+         s.out_biases = true;
+         s.tied_output = true;
+     },
+     "llama3-tiny-biases-tied-F16_hello_n3_fa-off.gguf", 1e-8},
+    {"qwen2_output_bias", nullptr, qwen2_output_bias, "qwen2-tiny-output-bias-F16_hello_n3_fa-off.gguf", 1e-8},
+    {"qwen3", "qwen3-tiny", nullptr, "qwen3-tiny-F16_hello_n3_fa-off.gguf", 1e-8},
+    {"qwen3_q8_0", "qwen3-tiny", [](MakeModelSpec& s) { s.type = GgmlType::Q8_0; }, "qwen3-tiny-Q8_0_hello_n3_fa-off.gguf",
+     1e-6},
+};
+
+std::string dump_path(const DenseCase& c) { return std::string(LAYERSCOPE_TEST_DATA) + "/dense/" + c.dump; }
+
+// The case's model, written into a fresh temporary folder.
+struct CaseModel {
+    explicit CaseModel(const DenseCase& c) {
+        MakeModelSpec spec;
+        if (c.preset) {
+            auto preset = make_model_preset(c.preset);
+            EXPECT_TRUE(preset.ok()) << (preset.ok() ? "" : preset.error().message);
+            if (preset.ok()) spec = preset.value();
+        }
+        if (c.tweak) c.tweak(spec);
+        dir = test::make_temp_dir();
+        path = dir + "/model.gguf";
+        Status s = make_model(spec, path);
+        EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error().message);
+    }
+    ~CaseModel() { std::filesystem::remove_all(dir); }
+    std::string dir, path;
+};
+
+class DenseArchs : public ::testing::TestWithParam<DenseCase> {};
+
+TEST_P(DenseArchs, EveryTensorMatchesLlamaCpp) {
+    const DenseCase& c = GetParam();
+    const CaseModel model(c);
+    test::ParityResult r = test::run_parity(dump_path(c), model.path, MathMode::kLlama, c.limit);
+    std::printf("[dense %s] %d tensors compared, %d reference nodes not computed, worst %s nmse %.3g\n", c.name, r.compared,
+                r.not_computed, r.worst_name.c_str(), r.worst_nmse);
+    EXPECT_GT(r.compared, 100);
+    for (const std::string& f : r.failures) ADD_FAILURE() << f;
+    const std::vector<int32_t> want = test::reference_generated(dump_path(c));
+    ASSERT_FALSE(want.empty());
+    ASSERT_GE(r.generated.size(), want.size());
+    EXPECT_EQ(std::vector<int32_t>(r.generated.begin(), r.generated.begin() + want.size()), want);
+    ASSERT_EQ(r.top5_ours.size(), r.top5_ref.size());
+    for (size_t d = 0; d < r.top5_ref.size(); ++d) EXPECT_EQ(r.top5_ours[d], r.top5_ref[d]) << "top-5 of decode " << d;
+}
+
+// The CUDA kernels (on the SIMT emulator) generate llama.cpp's tokens, and every event of their
+// exact-mode run agrees with the CPU backend's at NMSE <= 1e-6.
+TEST_P(DenseArchs, CudaEmulatedAgreesWithTheCpuAndLlamaCpp) {
+    const DenseCase& c = GetParam();
+    const CaseModel made(c);
+    auto model = Model::open(made.path);
+    ASSERT_TRUE(model.ok()) << model.error().message;
+    auto ref = ReferenceDump::open(dump_path(c));
+    ASSERT_TRUE(ref.ok()) << ref.error().message;
+    MadeBackend cuda = make_backend(BackendKind::kCudaEmulated, BackendOptions{2});
+    ASSERT_TRUE(cuda.backend) << cuda.note;
+    ForwardOptions fo;
+    fo.n_ctx = 256;
+    const std::vector<int32_t> prompt = ref.value()->prompt_tokens(), want = ref.value()->generated_tokens();
+    {
+        auto forward = make_forward(*model.value(), *cuda.backend, fo);
+        ASSERT_TRUE(forward.ok()) << forward.error().message;
+        auto g = generate_greedy(*forward.value(), model.value()->tokenizer(), prompt, static_cast<int>(want.size()), nullptr);
+        ASSERT_TRUE(g.ok()) << g.error().message;
+        EXPECT_EQ(g.value().generated, want);
+    }
+    fo.mode = MathMode::kExact;
+    auto cpu = make_cpu_backend(2);
+    auto cpu_run = run_as_reference(*model.value(), *cpu, fo, prompt, 2, "the cpu run");
+    ASSERT_TRUE(cpu_run.ok()) << cpu_run.error().message;
+    CompareRunOptions options;
+    options.forward = fo;
+    options.prompt = prompt;
+    options.thresholds.noise_floor = false;
+    options.thresholds.warn_nmse = 1e-6;
+    options.thresholds.diverged_nmse = 1e-6;
+    auto r = compare_with_reference(*model.value(), *cuda.backend, *cpu_run.value(), options);
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    for (const EventComparison& e : r.value().comparisons)
+        EXPECT_TRUE(e.status == CompareStatus::kOk) << e.name << " " << compare_status_name(e.status) << " nmse "
+                                                    << e.metrics.nmse;
+    EXPECT_EQ(r.value().summary.no_reference, 0);
+    EXPECT_GT(r.value().summary.compared(), 60);
+}
+
+INSTANTIATE_TEST_SUITE_P(LlamaCppAvx2, DenseArchs, ::testing::ValuesIn(kCases),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+// A Llama 3.1 port that ignores rope_freqs: the first divergent tensor is the rotated Q of layer 0
+// (all before it match), and the doctor names the missing factors.
+TEST(DenseArchsFaults, RopeFreqsIgnoredIsFoundAtTheRopeAndNamed) {
+    const DenseCase& c = kCases[0];
+    const CaseModel made(c);
+    auto model = Model::open(made.path);
+    ASSERT_TRUE(model.ok()) << model.error().message;
+    auto reference = ReferenceDump::open(dump_path(c));
+    ASSERT_TRUE(reference.ok()) << reference.error().message;
+    auto backend = make_cpu_backend(0);
+    for (Fault fault : {Fault::kNone, Fault::kRopeFreqsIgnored}) {
+        CompareRunOptions options;
+        options.forward.fault = fault;
+        options.forward.n_ubatch = reference.value()->n_ubatch();
+        auto run = compare_with_reference(*model.value(), *backend, *reference.value(), options);
+        ASSERT_TRUE(run.ok()) << run.error().message;
+        const CompareRunResult& r = run.value();
+        EXPECT_EQ(r.llama_isa, LlamaIsa::kAvx2) << r.llama_isa_why;
+        if (fault == Fault::kNone) {
+            EXPECT_EQ(r.summary.first_divergent, -1) << r.comparisons[std::max<int64_t>(0, r.summary.first_divergent)].name;
+            EXPECT_EQ(r.summary.warn, 0);
+            continue;
+        }
+        ASSERT_GE(r.summary.first_divergent, 0) << "rope-freqs-ignored was not detected";
+        const EventComparison& first = r.comparisons[r.summary.first_divergent];
+        EXPECT_EQ(first.name, "Qcur-0#3") << "nmse " << first.metrics.nmse;
+        for (int64_t i = 0; i < r.summary.first_divergent; ++i)
+            EXPECT_EQ(r.comparisons[i].status, CompareStatus::kOk) << r.comparisons[i].name;
+        DoctorReport doctor = diagnose(r, static_cast<size_t>(r.summary.first_divergent), *reference.value(),
+                                       model.value().get(), options.thresholds);
+        ASSERT_FALSE(doctor.findings.empty()) << "the doctor found no explanation for " << first.name;
+        EXPECT_EQ(doctor.findings.front().transform, "rope") << doctor.findings.front().verdict;
+        EXPECT_NE(doctor.findings.front().verdict.find("with the rope_freqs factors instead of"), std::string::npos)
+            << doctor.findings.front().verdict;
+        EXPECT_NE(doctor.findings.front().verdict.find("rope_freqs.weight ignored"), std::string::npos)
+            << doctor.findings.front().verdict;
+        std::printf("[fault] rope-freqs-ignored first divergent %s nmse %.3g doctor: %s\n", first.name.c_str(),
+                    first.metrics.nmse, doctor.findings.front().verdict.c_str());
+    }
+}
+
+// The fault needs factors to leave out.
+TEST(DenseArchsFaults, RopeFreqsIgnoredNeedsAModelWithThem) {
+    auto spec = make_model_preset("llama3-tiny");
+    ASSERT_TRUE(spec.ok());
+    spec.value().rope_freqs_factor = 0;
+    const std::string dir = test::make_temp_dir(), path = dir + "/model.gguf";
+    ASSERT_TRUE(make_model(spec.value(), path).ok());
+    auto model = Model::open(path);
+    ASSERT_TRUE(model.ok()) << model.error().message;
+    auto backend = make_cpu_backend(1);
+    ForwardOptions fo;
+    fo.n_ctx = 256;
+    fo.fault = Fault::kRopeFreqsIgnored;
+    auto forward = make_forward(*model.value(), *backend, fo);
+    ASSERT_FALSE(forward.ok());
+    EXPECT_EQ(forward.error().code, ErrorCode::kUsage);
+    EXPECT_NE(forward.error().message.find("needs a model with rope frequency factors"), std::string::npos)
+        << forward.error().message;
+    std::filesystem::remove_all(dir);
+}
+
+// convert_hf_to_gguf's llama3 factors, recomputed here from Meta's formula for Llama 3.1 8B's
+// rope_scaling (factor 8, low 1, high 4, from 8192; 128-wide heads, theta 500000).
+TEST(DenseArchsRope, Llama3FactorsFollowMetasFormula) {
+    const std::vector<float> f = llama3_rope_freq_factors(128, 500000.0f, 8.0f, 1.0f, 4.0f, 8192);
+    ASSERT_EQ(f.size(), 64u);
+    int ones = 0, eights = 0;
+    for (size_t i = 0; i < f.size(); ++i) {
+        const double wavelen = 2 * M_PI * std::pow(500000.0, 2.0 * static_cast<double>(i) / 128.0);
+        if (wavelen < 8192.0 / 4) {
+            EXPECT_EQ(f[i], 1.0f) << i;
+            ++ones;
+        } else if (wavelen > 8192.0) {
+            EXPECT_EQ(f[i], 8.0f) << i;
+            ++eights;
+        } else {
+            const double smooth = (8192.0 / wavelen - 1.0) / (4.0 - 1.0);
+            EXPECT_NEAR(f[i], 1.0 / ((1 - smooth) / 8.0 + smooth), 1e-5) << i;
+        }
+        if (i > 0) {
+            EXPECT_GE(f[i], f[i - 1]) << i;
+        }
+    }
+    EXPECT_GT(ones, 10);
+    EXPECT_GT(eights, 10);
+}
+
+// rope.scaling.* as llama.cpp reads them: a factor without a type scales linearly; attn_factor
+// multiplies cos/sin; longrope is refused by name.
+TEST(DenseArchsRope, ScalingKeysAreReadAsLlamaCppReadsThem) {
+    auto spec = make_model_preset("llama3-tiny");
+    ASSERT_TRUE(spec.ok());
+    const std::string dir = test::make_temp_dir(), path = dir + "/model.gguf";
+    ASSERT_TRUE(make_model(spec.value(), path).ok());
+    auto with = [&](const std::string& out, std::vector<GgufKV> extra) {
+        return test::rewrite_gguf(path, dir + "/" + out, [&](std::vector<GgufKV>& kv, auto&) {
+            for (GgufKV& e : extra) kv.push_back(e);
+        });
+    };
+    auto linear = Model::open(with("linear.gguf", {{"llama.rope.scaling.factor", GgufValue::make_f32(4.0f)},
+                                                   {"llama.rope.scaling.attn_factor", GgufValue::make_f32(0.5f)}}));
+    ASSERT_TRUE(linear.ok()) << linear.error().message;
+    EXPECT_EQ(linear.value()->config().rope_scaling, RopeScaling::kLinear);
+    const RopeParams p = rope_params_for(linear.value()->config());
+    EXPECT_EQ(p.freq_scale, 0.25f);
+    EXPECT_EQ(p.attn_factor, 0.5f);
+    EXPECT_EQ(p.ext_factor, 0.0f);
+    auto none = Model::open(with("none.gguf", {{"llama.rope.scaling.type", GgufValue::make_string("none")},
+                                               {"llama.rope.scaling.factor", GgufValue::make_f32(4.0f)}}));
+    ASSERT_TRUE(none.ok()) << none.error().message;
+    EXPECT_EQ(rope_params_for(none.value()->config()).freq_scale, 1.0f);  // "never scale if scaling type is none"
+    auto longrope = Model::open(with("longrope.gguf", {{"llama.rope.scaling.type", GgufValue::make_string("longrope")}}));
+    ASSERT_FALSE(longrope.ok());
+    EXPECT_NE(longrope.error().message.find("llama.rope.scaling.type is \"longrope\""), std::string::npos)
+        << longrope.error().message;
+    std::filesystem::remove_all(dir);
+}
+
+// Tensors llama.cpp's graph would use and Layerscope does not run yet make `run` refuse the file,
+// naming the tensor (exit 3), never skip them.
+TEST(DenseArchsRefusals, TensorsLlamaCppUsesAreRunOrRefusedByName) {
+    struct Refusal {
+        const char* preset;
+        const char* tensor;
+        std::vector<int64_t> ne;
+        const char* why;
+    };
+    const Refusal cases[] = {
+        {"llama3-tiny", "blk.0.attn_q.scale", {1}, "per-tensor weight scales"},
+        {"llama3-tiny", "blk.1.ffn_down.input_scale", {1}, "per-tensor input scales"},
+        {"llama3-tiny", "blk.0.attn_qkv.weight", {256, 512}, "fused QKV projections"},
+        {"qwen3-tiny", "cls_out.weight", {128, 1}, "reranker"},
+        {"qwen3-tiny", "blk.0.attn_output.bias", {128}, "loader has no tensor of that name"},
+    };
+    const std::string dir = test::make_temp_dir();
+    for (const Refusal& c : cases) {
+        auto spec = make_model_preset(c.preset);
+        ASSERT_TRUE(spec.ok());
+        const std::string path = dir + "/" + c.preset + ".gguf";
+        if (!std::filesystem::exists(path)) {
+            ASSERT_TRUE(make_model(spec.value(), path).ok());
+        }
+        int64_t n = 1;
+        for (int64_t d : c.ne) n *= d;
+        std::vector<float> zeros(static_cast<size_t>(n), 0.0f);
+        const std::string out = test::rewrite_gguf(path, dir + "/refused.gguf", [&](auto&, std::vector<GgufWriteTensor>& t) {
+            t.push_back({c.tensor, GgmlType::F32, c.ne, zeros.data(), zeros.size() * sizeof(float)});
+        });
+        const test::CommandResult r = test::run_layerscope("run -m '" + out + "' -p hello -n 1", true);
+        EXPECT_EQ(r.exit_code, 3) << c.tensor << ": " << r.out;
+        EXPECT_NE(r.out.find(std::string("tensor ") + c.tensor + ": "), std::string::npos) << r.out;
+        EXPECT_NE(r.out.find(c.why), std::string::npos) << r.out;
+        const test::CommandResult lint = test::run_layerscope("inspect '" + out + "'", true);
+        EXPECT_EQ(lint.exit_code, 1) << lint.out;
+        EXPECT_NE(lint.out.find(c.tensor), std::string::npos) << lint.out;
+        std::filesystem::remove(dir + "/refused.gguf");
+    }
+    std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace ls
