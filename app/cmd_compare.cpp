@@ -313,8 +313,7 @@ int compare_backends(const CompareOptions& o, const CompareThresholds& th) {
 
     ForwardOptions forward;
     forward.mode = mode;
-    if (o.llama_isa != "auto" && !llama_isa_from_name(o.llama_isa, &forward.llama_isa))
-        return fail(make_error(ErrorCode::kUsage, "--llama-isa must be auto, avx2, avx512 or avx512-fp16"));
+    if (Status s = parse_llama_isa(o.llama_isa, &forward.llama_isa); !s) return fail(s.error());
     auto n_ctx = context_for_run(model.value()->config(), static_cast<int64_t>(tokens.value().size()), n_generate, 0, false);
     if (!n_ctx) return fail(n_ctx.error());
     forward.n_ctx = n_ctx.value();
@@ -367,6 +366,15 @@ int run_compare(const CompareOptions& o) {
         if (o.files.size() != 2 || !o.reference_path.empty())
             return fail(make_error(ErrorCode::kUsage, "give --model M --reference DUMP, or two dumps: compare A.gguf B.gguf "
                                                       "[--model M]"));
+        if (!o.run_flags_given.empty()) {
+            std::string flags;
+            for (const std::string& f : o.run_flags_given)
+                if (flags.find(f) == std::string::npos) flags += (flags.empty() ? "" : ", ") + f;
+            return fail(make_error(ErrorCode::kUsage,
+                                   fmt::format("{} apply to a model run (compare -m MODEL -r REFERENCE); comparing two dumps "
+                                               "runs nothing (--model only gives the doctor the weights). Leave them out, or "
+                                               "compare a run of the model with the reference", flags)));
+        }
         auto a = ReferenceDump::open(o.files[0]);
         if (!a) return fail(a.error());
         auto b = ReferenceDump::open(o.files[1]);
@@ -427,9 +435,8 @@ int run_compare(const CompareOptions& o) {
     options.forward.flash_attn = reference.value()->flash_attention();
     options.forward.all_logits = reference.value()->all_logits();
     if (o.llama_isa != "auto") {
-        LlamaIsa isa;
-        if (!llama_isa_from_name(o.llama_isa, &isa))
-            return fail(make_error(ErrorCode::kUsage, "--llama-isa must be auto, avx2, avx512 or avx512-fp16"));
+        LlamaIsa isa{};
+        if (Status s = parse_llama_isa(o.llama_isa, &isa); !s) return fail(s.error());
         options.llama_isa = isa;
     }
     auto chosen = open_backend_for(*model.value(), o.backend, o.threads, options.forward);

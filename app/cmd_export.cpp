@@ -51,6 +51,7 @@ Result<ExportSet> run_model(const ExportCmdOptions& o, const std::vector<std::st
 
     ForwardOptions fo;
     fo.mode = mode;
+    if (Status s = parse_llama_isa(o.llama_isa, &fo.llama_isa); !s) return s.error();
     auto n_ctx = context_for_run(model.value()->config(), static_cast<int64_t>(tokens.size()), o.n_predict, 0, false);
     if (!n_ctx) return n_ctx.error();
     fo.n_ctx = n_ctx.value();

@@ -54,6 +54,12 @@ int run_make_model(const MakeModelOptions& o) {
     if (o.rope_freqs >= 0) spec.rope_freqs_factor = static_cast<float>(o.rope_freqs);
     if (o.tied_output) spec.tied_output = true;
     if (o.out_biases) spec.out_biases = true;
+    if (o.weight_scales) spec.weight_scales = true;
+    if (o.n_rot) spec.n_rot = o.n_rot;
+    if (o.longrope_orig_ctx) {
+        spec.longrope = true;
+        spec.longrope_orig_ctx = o.longrope_orig_ctx;
+    }
 
     MakeModelInfo info;
     Status st = make_model(spec, o.out_path, &info, o.force);
@@ -82,6 +88,10 @@ int run_make_model(const MakeModelOptions& o) {
                    spec.rope_freqs_low, spec.rope_freqs_high, spec.rope_freqs_orig_ctx);
     if (spec.out_biases)
         fmt::print("  biases: {}\n", spec.arch == "qwen2" ? "output.bias" : "attn_output, ffn_gate, ffn_up, ffn_down");
+    if (spec.weight_scales) fmt::print("  scales: a .scale and an .input_scale per projection\n");
+    if (spec.longrope)
+        fmt::print("  longrope: rope_factors_short/_long, original context {} (a longer context takes the long "
+                   "factors)\n", spec.longrope_orig_ctx);
     for (const std::string& f : info.fallbacks) fmt::print("  fallback: {}\n", f);
     return kExitOk;
 }

@@ -98,6 +98,7 @@ int run_run(const RunOptions& o) {
     fo.flash_attn = o.flash_attn;
     mla_form_from_name(o.mla, &fo.mla);
     fo.all_logits = o.all_logits;
+    if (Status s = parse_llama_isa(o.llama_isa, &fo.llama_isa); !s) return fail(s.error());
     auto n_ctx = context_for_run(model.value()->config(), static_cast<int64_t>(tokens.size()), o.n_predict, o.ctx,
                                  o.ctx_beyond_train);
     if (!n_ctx) return fail(n_ctx.error());
@@ -116,8 +117,9 @@ int run_run(const RunOptions& o) {
     std::printf("model:   %s (%s, %lld layers, n_embd %lld)\n", o.model_path.c_str(), c.arch_name.c_str(),
                 static_cast<long long>(c.n_layer), static_cast<long long>(c.n_embd));
     const std::string& why = chosen.value().note;
-    std::printf("backend: %s%s, mode %s%s\n", backend->name().c_str(), why.empty() ? "" : (" (" + why + ")").c_str(),
-                math_mode_name(mode), fo.flash_attn ? ", flash attention" : "");
+    const std::string isa = mode == MathMode::kLlama ? std::string(" (llama.cpp build ") + llama_isa_name(fo.llama_isa) + ")" : "";
+    std::printf("backend: %s%s, mode %s%s%s\n", backend->name().c_str(), why.empty() ? "" : (" (" + why + ")").c_str(),
+                math_mode_name(mode), isa.c_str(), fo.flash_attn ? ", flash attention" : "");
     auto piece = [&](int32_t id, bool render_special) {
         return tok && tok->valid(id) ? tok->token_to_piece(id, render_special) : std::string("?");
     };

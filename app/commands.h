@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engine/util/result.h"
+#include "kernels/backend.h"
 
 namespace ls::app {
 
@@ -24,6 +25,12 @@ inline int exit_code_for(const Error& e) {
         case ErrorCode::kUsage: case ErrorCode::kUnsupported: case ErrorCode::kIo: return kExitUsage;
         default: return kExitBadInput;
     }
+}
+
+// --llama-isa's value into `isa` ("auto" leaves it as it is); a usage error for anything else.
+inline Status parse_llama_isa(const std::string& value, LlamaIsa* isa) {
+    if (value == "auto" || llama_isa_from_name(value, isa)) return {};
+    return make_error(ErrorCode::kUsage, "--llama-isa must be auto, avx2, avx512 or avx512-fp16");
 }
 
 struct InspectOptions {
@@ -55,6 +62,7 @@ struct RunOptions {
     bool chat = false;          // wrap the prompt as one user message in the model's chat template
     std::string chat_template;  // a template family name instead of the model's (implies chat)
     std::string backend = "auto";  // cpu, cuda, cuda-emulated, auto
+    std::string llama_isa = "auto";  // the llama.cpp CPU build llama mode reproduces (auto: this processor's)
 };
 
 int run_run(const RunOptions& options);
@@ -77,6 +85,7 @@ struct CompareOptions {
     std::string llama_isa = "auto";  // the llama.cpp CPU build llama mode reproduces
     std::string names = "auto";      // naming convention of the dumps: auto, llama, hf, meta or a map file
     double min_paired = 0.5;         // share of the smaller side that must pair (kDefaultMinPaired)
+    std::vector<std::string> run_flags_given;  // flags of a model run given (--mode, --fault, ...), in order
 };
 
 int run_compare(const CompareOptions& options);
@@ -98,6 +107,9 @@ struct MakeModelOptions {
     double rope_freqs = -1;           // llama: Llama 3.1's rope_freqs with this factor (0 = none; < 0 = the spec's)
     bool tied_output = false;         // llama: no output.weight (the LM head is token_embd)
     bool out_biases = false;          // llama's attn_output / ffn biases, qwen2's output.bias
+    bool weight_scales = false;       // llama, qwen2, qwen3: .scale / .input_scale per projection
+    int n_rot = 0;                    // phi3: rotated dims per head (0 = the spec's)
+    int longrope_orig_ctx = 0;        // phi3: LongRoPE with this original context (0 = the spec's)
     bool seed_given = false;
     uint64_t seed = 0;
     bool force = false;         // replace an existing file (never anything but a regular file)
@@ -118,6 +130,7 @@ struct ExportCmdOptions {
     bool chat = false;
     std::string chat_template;
     std::string backend = "auto";
+    std::string llama_isa = "auto";     // the llama.cpp CPU build llama mode reproduces (auto: this processor's)
 };
 
 // Exports a run's events or converts a dump (0 ok, 2 bad usage, nothing selected, cannot write or

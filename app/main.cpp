@@ -30,6 +30,13 @@ void add_inspect_command(CLI::App& app, ls::app::InspectOptions& options) {
         ->check(CLI::Range(0, 1 << 30));
 }
 
+// --llama-isa, the same flag wherever a model runs in llama mode. `automatic` says what auto picks.
+void add_llama_isa_option(CLI::App* cmd, std::string& value, const char* automatic) {
+    cmd->add_option("--llama-isa", value, fmt::format("llama mode: the llama.cpp CPU build to reproduce: avx2, avx512, "
+                                                      "avx512-fp16 or auto (default: {})", automatic))
+        ->check(CLI::IsMember({"auto", "avx2", "avx512", "avx512-fp16"}));
+}
+
 void add_run_command(CLI::App& app, ls::app::RunOptions& o) {
     CLI::App* run = app.add_subcommand("run", "Run a model greedily; print tokens, text and timing; optionally dump every tensor");
     run->add_option("--model,-m", o.model_path, "GGUF model file")->required();
@@ -39,6 +46,7 @@ void add_run_command(CLI::App& app, ls::app::RunOptions& o) {
     run->add_option("-n,--n-predict", o.n_predict, "Tokens to generate (default 16)")->check(CLI::Range(0, 1 << 20));
     run->add_option("--mode", o.mode, "exact (f32 math on dequantized weights) or llama (ggml's CPU arithmetic; default)")
         ->check(CLI::IsMember({"exact", "llama"}));
+    add_llama_isa_option(run, o.llama_isa, "the build llama.cpp would have compiled for this processor");
     run->add_option("--dump", o.dump_path, "Write every intermediate tensor to this GGUF dump")->check(kNonEmptyPath);
     run->add_flag("--force", o.force, "Replace an existing --dump file (only a regular file is ever replaced)");
     run->add_option("--threads,-t", o.threads, "CPU threads (default: all cores)")->check(CLI::Range(0, 1024));
@@ -69,16 +77,20 @@ void add_compare_command(CLI::App& app, ls::app::CompareOptions& o) {
     cmp->add_option("--model,-m", o.model_path, "GGUF model to run; with two dumps, the model the doctor reads");
     cmp->add_option("--reference,-r", o.reference_path, "Reference: a GGUF dump, a .npy folder with manifest.json, or an "
                                                         "eval-callback log");
-    auto* prompt = cmp->add_option("--prompt,-p", o.prompt, "Prompt (default: the reference's prompt tokens)");
-    auto* tokens = cmp->add_option("--tokens", o.tokens, "Token ids, e.g. 1,403,407");
+    // The flags of a model run, which a comparison of two dumps refuses by name (it runs nothing).
+    auto run_flag = [&o](const char* name) { return [&o, name](const std::string&) { o.run_flags_given.push_back(name); }; };
+    auto* prompt = cmp->add_option("--prompt,-p", o.prompt, "Prompt (default: the reference's prompt tokens)")->each(run_flag("--prompt"));
+    auto* tokens = cmp->add_option("--tokens", o.tokens, "Token ids, e.g. 1,403,407")->each(run_flag("--tokens"));
     prompt->excludes(tokens);
-    cmp->add_option("--mode", o.mode, "exact or llama (default)")->check(CLI::IsMember({"exact", "llama"}));
-    cmp->add_option("--fault", o.fault, "Inject a bug from the fault catalogue (see --list-faults)");
+    cmp->add_option("--mode", o.mode, "exact or llama (default)")->check(CLI::IsMember({"exact", "llama"}))->each(run_flag("--mode"));
+    cmp->add_option("--fault", o.fault, "Inject a bug from the fault catalogue (see --list-faults)")->each(run_flag("--fault"));
     cmp->add_option("--mla", o.mla, "deepseek2 attention form of our run: auto (as llama.cpp runs the file), absorbed "
                                     "or unabsorbed")
-        ->check(CLI::IsMember({"auto", "absorbed", "unabsorbed"}));
+        ->check(CLI::IsMember({"auto", "absorbed", "unabsorbed"}))
+        ->each(run_flag("--mla"));
     cmp->add_option("-n,--decode-calls", o.n_decode, "Decode calls to run (default: as many as the reference)")
-        ->check(CLI::Range(1, 1 << 20));
+        ->check(CLI::Range(1, 1 << 20))
+        ->each(run_flag("--decode-calls"));
     auto given = [&o](const std::string&) { o.thresholds_given = true; };
     cmp->add_option("--warn", o.warn_nmse, "NMSE above which an event is 'warn' (default 1e-6; no noise floor when given)")
         ->check(CLI::PositiveNumber)
@@ -88,11 +100,11 @@ void add_compare_command(CLI::App& app, ls::app::CompareOptions& o) {
         ->check(CLI::PositiveNumber)
         ->each(given);
     cmp->add_option("--threads,-t", o.threads, "CPU threads (default: all cores)")->check(CLI::Range(0, 1024));
-    cmp->add_option("--llama-isa", o.llama_isa, "llama mode: the llama.cpp CPU build to reproduce: avx2, avx512, avx512-fp16 "
-                                                "or auto (default: the reference's, from what it records of its build and "
-                                                "which variant matches its first events)")
-        ->check(CLI::IsMember({"auto", "avx2", "avx512", "avx512-fp16"}));
-    cmp->add_option("--backend", o.backend, "cpu, cuda, cuda-emulated or auto (default)")->check(CLI::IsMember({"cpu", "cuda", "cuda-emulated", "auto"}));
+    add_llama_isa_option(cmp, o.llama_isa, "the reference's, from what it records of its build and which variant matches "
+                                           "its first events");
+    cmp->add_option("--backend", o.backend, "cpu, cuda, cuda-emulated or auto (default)")
+        ->check(CLI::IsMember({"cpu", "cuda", "cuda-emulated", "auto"}))
+        ->each(run_flag("--backend"));
     cmp->add_option("--against-backend", o.against_backend,
                     "Compare two backends: run -m MODEL on this one too (cpu, cuda, cuda-emulated) and use that run as "
                     "the reference, event by event")
@@ -115,10 +127,11 @@ void add_make_model_command(CLI::App& app, ls::app::MakeModelOptions& o) {
     auto* demo = mk->add_flag("--demo", o.demo, "The GUI's built-in demo model (other flags override its values)");
     mk->add_option("--preset", o.preset, "Real models' shapes (other flags override them): deepseek-v2-lite, "
                                          "deepseek2-tiny, tinyllama-1.1b, qwen2.5-0.5b, llama-3.2-1b, llama-3.1-8b, "
-                                         "llama3-tiny, qwen3-0.6b, qwen3-8b, qwen3-tiny")
+                                         "llama3-tiny, qwen3-0.6b, qwen3-8b, qwen3-tiny, phi-3.5-mini, phi-4-mini, "
+                                         "phi3-tiny")
         ->excludes(demo);
-    mk->add_option("--arch", o.arch, "llama (default), qwen2, qwen3 or deepseek2")
-        ->check(CLI::IsMember({"llama", "qwen2", "qwen3", "deepseek2"}));
+    mk->add_option("--arch", o.arch, "llama (default), qwen2, qwen3, phi3 or deepseek2")
+        ->check(CLI::IsMember({"llama", "qwen2", "qwen3", "phi3", "deepseek2"}));
     mk->add_option("--type", o.type, "Weight type: f32, f16 (default), bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_K..q6_K");
     mk->add_option("--embd", o.n_embd, "Embedding width (default 256)")->check(CLI::Range(1, 65536));
     mk->add_option("--layers", o.n_layer, "Blocks (default 2)")->check(CLI::Range(1, 1024));
@@ -149,9 +162,16 @@ void add_make_model_command(CLI::App& app, ls::app::MakeModelOptions& o) {
         ->check(CLI::Range(0.0, 1024.0));
     mk->add_option("--head-dim", o.head_dim, "qwen3: head width, attention.key_length (default n_embd / heads)")
         ->check(CLI::Range(2, 65536));
+    mk->add_option("--rot", o.n_rot, "phi3: rotated dims per head, rope.dimension_count (default: the whole head)")
+        ->check(CLI::Range(2, 65536));
+    mk->add_option("--longrope-orig-ctx", o.longrope_orig_ctx, "phi3: write LongRoPE factors with this original context "
+                                                               "(a longer context takes the long factors)")
+        ->check(CLI::Range(1, 1 << 24));
     mk->add_flag("--tied-output", o.tied_output, "llama, qwen3: no output.weight, the LM head is token_embd (Llama 3.2 "
                                                  "1B/3B, Qwen3-0.6B)");
     mk->add_flag("--biases", o.out_biases, "llama: attn_output and ffn_gate/up/down biases; qwen2: output.bias");
+    mk->add_flag("--scales", o.weight_scales, "llama, qwen2, qwen3: a per-tensor .scale and .input_scale for every "
+                                              "projection (as NVFP4 conversions have them)");
     mk->add_flag("--legacy-kvb", o.legacy_kvb, "deepseek2: one attn_kv_b per block (older converters' layout) "
                                                 "instead of attn_k_b/attn_v_b");
 }
@@ -172,6 +192,7 @@ void add_export_command(CLI::App& app, ls::app::ExportCmdOptions& o) {
     gguf->excludes(npy);
     ex->add_flag("--force", o.force, "Replace an existing output file, or a folder holding an earlier export");
     ex->add_option("--mode", o.mode, "exact or llama (default)")->check(CLI::IsMember({"exact", "llama"}));
+    add_llama_isa_option(ex, o.llama_isa, "the build llama.cpp would have compiled for this processor");
     ex->add_option("--threads,-t", o.threads, "CPU threads (default: all cores)")->check(CLI::Range(0, 1024));
     ex->add_option("--backend", o.backend, "cpu, cuda, cuda-emulated or auto (default)")->check(CLI::IsMember({"cpu", "cuda", "cuda-emulated", "auto"}));
     ex->add_flag("--chat", o.chat, "Apply the model's chat template to the prompt");

@@ -53,7 +53,7 @@ ParityResult run_parity(const std::string& dump_path, const std::string& model_p
     auto backend = make_cpu_backend(0);
     ForwardOptions options;
     options.mode = mode;
-    options.n_ctx = 256;
+    options.n_ctx = dump.value()->n_ctx() > 0 ? dump.value()->n_ctx() : 256;  // LongRoPE follows it
     options.n_ubatch = dump.value()->n_ubatch();
     options.all_logits = dump.value()->all_logits();
     options.flash_attn = dump.value()->flash_attention();

@@ -411,6 +411,8 @@ TEST(BackendOps, Binary) {
         {{6, 4, 1, 1}, {1, 4, 1, 1}, "weights over their sums (k 6)"},
         {{5, 3, 1, 1}, {5, 3, 1, 1}, "same shape"},
         {{4, 6, 2, 3}, {2, 3, 1, 3}, "every axis"},
+        {{4096, 7, 1, 1}, {1, 1, 1, 1}, "a product times its per-tensor .scale (Llama-3.1-8B attn_q)"},
+        {{14336, 2, 1, 1}, {1, 1, 1, 1}, "a product times its per-tensor .scale (Llama-3.1-8B ffn_up)"},
     };
     for (const Shape& s : shapes)
         for (Op op : {Op::kAdd, Op::kMul, Op::kDiv}) {

@@ -121,6 +121,14 @@ TEST(CompareCli, TwoDumps) {
     auto fa = run_layerscope("compare " + q(dir + "/ours.gguf") + " " + q(fixture_path("dumps/stories260K_once_n0.gguf")) +
                              " --diverged 1e-3");
     EXPECT_EQ(fa.exit_code, 0) << fa.out;
+    // The flags of a model run mean nothing to two dumps: refused by name, never ignored.
+    auto flags = run_layerscope("compare " + q(dir + "/ours.gguf") + " " + q(fixture_path("dumps/stories260K_once_n0_fa-off.gguf")) +
+                                " -m " + q(fixture_path("models/stories260K.gguf")) +
+                                " --mode exact --tokens 1,2 --backend cpu --fault rope-skipped", true);
+    EXPECT_EQ(flags.exit_code, 2) << flags.out;
+    EXPECT_NE(flags.out.find("apply to a model run"), std::string::npos) << flags.out;
+    for (const char* flag : {"--mode", "--tokens", "--backend", "--fault"})
+        EXPECT_NE(flags.out.find(flag), std::string::npos) << flag << ": " << flags.out;
     std::filesystem::remove_all(dir);
 }
 

@@ -53,6 +53,31 @@ const DenseCase kCases[] = {
      "llama3-tiny-biases-tied-F16_hello_n3_fa-off.gguf", 1e-8},
     {"qwen2_output_bias", nullptr, qwen2_output_bias, "qwen2-tiny-output-bias-F16_hello_n3_fa-off.gguf", 1e-8},
     {"qwen3", "qwen3-tiny", nullptr, "qwen3-tiny-F16_hello_n3_fa-off.gguf", 1e-8},
+    {"llama_scales_biases", "llama3-tiny",
+     [](MakeModelSpec& s) {
+         s.weight_scales = true;
+         s.out_biases = true;
+     },
+     "llama3-tiny-scales-biases-F16_hello_n3_fa-off.gguf", 1e-8},
+    {"qwen3_scales", "qwen3-tiny", [](MakeModelSpec& s) { s.weight_scales = true; }, "qwen3-tiny-scales-F16_hello_n3_fa-off.gguf",
+     1e-8},
+    // phi3: fused attn_qkv and ffn_up, partial NEOX rope, the Q scaled before attention; LongRoPE's
+    // long factors (the 256-cell context beyond the original 128) and short ones (original 2048).
+    {"phi3_longrope_long", "phi3-tiny", nullptr, "phi3-tiny-F16_hello_n3_fa-off.gguf", 1e-8},
+    {"phi3_longrope_short", "phi3-tiny", [](MakeModelSpec& s) { s.longrope_orig_ctx = 2048; },
+     "phi3-tiny-short-F16_hello_n3_fa-off.gguf", 1e-8},
+    // The original context equal to the reference's 256 cells: short factors, as long as the run
+    // takes the reference's context size (a default of 512 would take the long ones).
+    {"phi3_longrope_edge", "phi3-tiny", [](MakeModelSpec& s) { s.longrope_orig_ctx = 256; },
+     "phi3-tiny-edge-F16_hello_n3_fa-off.gguf", 1e-8},
+    // qwen2's graph multiplies q, k, v and o by their scales, and leaves the feed-forward's unused.
+    {"qwen2_scales", nullptr,
+     [](MakeModelSpec& s) {
+         qwen2_output_bias(s);
+         s.out_biases = false;
+         s.weight_scales = true;
+     },
+     "qwen2-tiny-scales-F16_hello_n3_fa-off.gguf", 1e-8},
     {"qwen3_q8_0", "qwen3-tiny", [](MakeModelSpec& s) { s.type = GgmlType::Q8_0; }, "qwen3-tiny-Q8_0_hello_n3_fa-off.gguf",
      1e-6},
 };
@@ -139,17 +164,35 @@ TEST_P(DenseArchs, CudaEmulatedAgreesWithTheCpuAndLlamaCpp) {
 INSTANTIATE_TEST_SUITE_P(LlamaCppAvx2, DenseArchs, ::testing::ValuesIn(kCases),
                          [](const auto& info) { return std::string(info.param.name); });
 
-// A Llama 3.1 port that ignores rope_freqs: the first divergent tensor is the rotated Q of layer 0
-// (all before it match), and the doctor names the missing factors.
-TEST(DenseArchsFaults, RopeFreqsIgnoredIsFoundAtTheRopeAndNamed) {
-    const DenseCase& c = kCases[0];
+// Bugs of ports of these models: the first divergent tensor is where the bug lives (everything
+// before it matches), and the doctor names it. A Llama 3.1 port that ignores rope_freqs; a Qwen3
+// port that normalises q and k after RoPE.
+struct DenseFault {
+    Fault fault;
+    size_t dump_case;      // index into kCases
+    const char* first;     // the first divergent event
+    const char* verdicts[2];  // what the doctor's verdict says
+};
+
+const DenseFault kFaults[] = {
+    {Fault::kRopeFreqsIgnored, 0, "Qcur-0#3", {"with the rope_freqs factors instead of", "rope_freqs.weight ignored"}},
+    {Fault::kQkNormAfterRope, 5, "Qcur-0#3", {"after their RMS norm (attn_q_norm before RoPE) instead of", "halves (NEOX)"}},
+    {Fault::kLongRopeSwapped, 8, "Qcur-0#2", {"with the rope_factors_long factors instead of", "rope_factors_short"}},
+    {Fault::kLongRopeSwapped, 9, "Qcur-0#2", {"with the rope_factors_short factors instead of", "rope_factors_long"}},
+};
+
+class DenseArchsFaults : public ::testing::TestWithParam<DenseFault> {};
+
+TEST_P(DenseArchsFaults, FoundWhereTheBugLivesAndNamed) {
+    const DenseFault& f = GetParam();
+    const DenseCase& c = kCases[f.dump_case];
     const CaseModel made(c);
     auto model = Model::open(made.path);
     ASSERT_TRUE(model.ok()) << model.error().message;
     auto reference = ReferenceDump::open(dump_path(c));
     ASSERT_TRUE(reference.ok()) << reference.error().message;
     auto backend = make_cpu_backend(0);
-    for (Fault fault : {Fault::kNone, Fault::kRopeFreqsIgnored}) {
+    for (Fault fault : {Fault::kNone, f.fault}) {
         CompareRunOptions options;
         options.forward.fault = fault;
         options.forward.n_ubatch = reference.value()->n_ubatch();
@@ -162,26 +205,31 @@ TEST(DenseArchsFaults, RopeFreqsIgnoredIsFoundAtTheRopeAndNamed) {
             EXPECT_EQ(r.summary.warn, 0);
             continue;
         }
-        ASSERT_GE(r.summary.first_divergent, 0) << "rope-freqs-ignored was not detected";
+        ASSERT_GE(r.summary.first_divergent, 0) << fault_info(fault).name << " was not detected";
         const EventComparison& first = r.comparisons[r.summary.first_divergent];
-        EXPECT_EQ(first.name, "Qcur-0#3") << "nmse " << first.metrics.nmse;
+        EXPECT_EQ(first.name, f.first) << "nmse " << first.metrics.nmse;
         for (int64_t i = 0; i < r.summary.first_divergent; ++i)
             EXPECT_EQ(r.comparisons[i].status, CompareStatus::kOk) << r.comparisons[i].name;
         DoctorReport doctor = diagnose(r, static_cast<size_t>(r.summary.first_divergent), *reference.value(),
                                        model.value().get(), options.thresholds);
         ASSERT_FALSE(doctor.findings.empty()) << "the doctor found no explanation for " << first.name;
         EXPECT_EQ(doctor.findings.front().transform, "rope") << doctor.findings.front().verdict;
-        EXPECT_NE(doctor.findings.front().verdict.find("with the rope_freqs factors instead of"), std::string::npos)
-            << doctor.findings.front().verdict;
-        EXPECT_NE(doctor.findings.front().verdict.find("rope_freqs.weight ignored"), std::string::npos)
-            << doctor.findings.front().verdict;
-        std::printf("[fault] rope-freqs-ignored first divergent %s nmse %.3g doctor: %s\n", first.name.c_str(),
+        for (const char* v : f.verdicts)
+            EXPECT_NE(doctor.findings.front().verdict.find(v), std::string::npos) << doctor.findings.front().verdict;
+        std::printf("[fault] %s first divergent %s nmse %.3g doctor: %s\n", fault_info(fault).name, first.name.c_str(),
                     first.metrics.nmse, doctor.findings.front().verdict.c_str());
     }
 }
 
+INSTANTIATE_TEST_SUITE_P(LlamaCppAvx2, DenseArchsFaults, ::testing::ValuesIn(kFaults), [](const auto& info) {
+    std::string n = std::string(fault_info(info.param.fault).name) + "_" + kCases[info.param.dump_case].name;
+    for (char& ch : n)
+        if (ch == '-') ch = '_';
+    return n;
+});
+
 // The fault needs factors to leave out.
-TEST(DenseArchsFaults, RopeFreqsIgnoredNeedsAModelWithThem) {
+TEST(DenseArchsFaultRefusals, RopeFreqsIgnoredNeedsAModelWithThem) {
     auto spec = make_model_preset("llama3-tiny");
     ASSERT_TRUE(spec.ok());
     spec.value().rope_freqs_factor = 0;
@@ -259,7 +307,7 @@ TEST(DenseArchsRope, ScalingKeysAreReadAsLlamaCppReadsThem) {
 }
 
 // Tensors llama.cpp's graph would use and Layerscope does not run yet make `run` refuse the file,
-// naming the tensor (exit 3), never skip them.
+// naming the tensor (exit 3), never skip them; so do tensors llama.cpp's loader does not know.
 TEST(DenseArchsRefusals, TensorsLlamaCppUsesAreRunOrRefusedByName) {
     struct Refusal {
         const char* preset;
@@ -268,10 +316,9 @@ TEST(DenseArchsRefusals, TensorsLlamaCppUsesAreRunOrRefusedByName) {
         const char* why;
     };
     const Refusal cases[] = {
-        {"llama3-tiny", "blk.0.attn_q.scale", {1}, "per-tensor weight scales"},
-        {"llama3-tiny", "blk.1.ffn_down.input_scale", {1}, "per-tensor input scales"},
+        {"llama3-tiny", "output.scale", {1}, "NVFP4 LM head"},
         {"llama3-tiny", "blk.0.attn_qkv.weight", {256, 512}, "fused QKV projections"},
-        {"qwen3-tiny", "cls_out.weight", {128, 1}, "reranker"},
+        {"llama3-tiny", "blk.1.attn_qkv.scale", {1}, "per-tensor weight scales on attn_qkv"},
         {"qwen3-tiny", "blk.0.attn_output.bias", {128}, "loader has no tensor of that name"},
     };
     const std::string dir = test::make_temp_dir();

@@ -223,13 +223,28 @@ TEST_F(LintTest, UnexpectedTensorIsAnError) {
     EXPECT_EQ(count_lints(lints, LintSeverity::kError), 1) << describe(lints);
 }
 
+// A tensor llama.cpp's graph would use and we do not run is an error naming it, never skipped; one
+// it loads and never reads is accepted with an info saying so.
+TEST_F(LintTest, TensorsLlamaCppLoadsAndNeverReadsAreInfos) {
+    SyntheticModel m = make_llama("qwen2", 8);
+    m.add("blk.0.ffn_up.scale", {1});
+    m.add("blk.0.attn_q.input_scale", {1});
+    auto lints = lint(m);
+    for (const char* name : {"blk.0.ffn_up.scale", "blk.0.attn_q.input_scale"}) {
+        const Lint* l = find(lints, name);
+        ASSERT_NE(l, nullptr) << name << "\n" << describe(lints);
+        EXPECT_EQ(l->severity, LintSeverity::kInfo);
+        EXPECT_NE(l->message.find("unused"), std::string::npos) << l->message;
+    }
+}
+
 // A tensor llama.cpp's graph would use and we do not run is an error naming it, never skipped.
 TEST_F(LintTest, TensorsLlamaCppUsesAndWeDoNotAreErrors) {
     SyntheticModel m = make_llama();
-    m.add("blk.0.attn_q.scale", {1});
+    m.add("blk.0.attn_qkv.scale", {1});
     m.add("blk.0.attn_qkv.weight", {16, 32});
     auto lints = lint(m);
-    for (const char* name : {"blk.0.attn_q.scale", "blk.0.attn_qkv.weight"}) {
+    for (const char* name : {"blk.0.attn_qkv.scale", "blk.0.attn_qkv.weight"}) {
         const Lint* l = find(lints, name);
         ASSERT_NE(l, nullptr) << name << "\n" << describe(lints);
         EXPECT_EQ(l->severity, LintSeverity::kError);

@@ -111,6 +111,12 @@ TEST(RunCli, ExitCodes) {
     EXPECT_EQ(test::run_layerscope("run -m /no/such/model.gguf -p hi").exit_code, 3);
     auto r = test::run_layerscope("run " + m + " --tokens 1,403 -n 2", true);
     EXPECT_EQ(r.exit_code, 0) << r.out;
+    // --llama-isa as compare takes it: the build named is the one reproduced, a bad name is usage.
+    auto isa = test::run_layerscope("run " + m + " --tokens 1,403 -n 1 --backend cpu --llama-isa avx512-fp16", true);
+    EXPECT_EQ(isa.exit_code, 0) << isa.out;
+    EXPECT_NE(isa.out.find("llama.cpp build avx512-fp16"), std::string::npos) << isa.out;
+    EXPECT_EQ(test::run_layerscope("run " + m + " -p hi --llama-isa sse3").exit_code, 2);
+    EXPECT_EQ(test::run_layerscope("export " + m + " -p hi --gguf /dev/null --llama-isa neon").exit_code, 2);
 }
 
 // ---- --dump never loses a file -----------------------------------------------------------------

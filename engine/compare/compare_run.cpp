@@ -74,7 +74,9 @@ Result<CompareRunResult> run_and_compare(const Model& model, Backend& backend, c
     if (Status s = check_reference_tokens(model, reference, fed, "dump.generated_tokens"); !s) return s.error();
 
     ForwardOptions fo = options.forward;
-    fo.n_ctx = std::max<int64_t>(fo.n_ctx, (static_cast<int64_t>(result.prompt.size()) + n_decode + 255) / 256 * 256);
+    // The reference's context size when it records one (LongRoPE's factors depend on it), else ours.
+    const int64_t needed = (static_cast<int64_t>(result.prompt.size()) + n_decode + 255) / 256 * 256;
+    fo.n_ctx = std::max<int64_t>(reference.n_ctx() > 0 ? reference.n_ctx() : fo.n_ctx, needed);
     auto forward = make_forward(model, backend, fo);
     if (!forward) return forward.error();
 

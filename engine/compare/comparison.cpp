@@ -7,29 +7,13 @@
 #include <cmath>
 #include <numeric>
 
+#include "engine/compare/ref_names.h"
 #include "engine/forward/event.h"
 
 namespace ls {
 namespace {
 
 bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
-
-// "blk.12.attn_output.weight" -> 12, else -1.
-int attn_output_layer(const std::string& weight) {
-    int layer = -1;
-    char tail[64] = {};
-    if (std::sscanf(weight.c_str(), "blk.%d.%63s", &layer, tail) == 2 && std::string(tail) == "attn_output.weight")
-        return layer;
-    return -1;
-}
-
-// "Qcur-7 (view) (permuted)" -> "7".
-std::string layer_of(const std::string& name) {
-    size_t dash = name.find('-');
-    if (dash == std::string::npos) return "";
-    size_t end = name.find_first_not_of("0123456789", dash + 1);
-    return name.substr(dash + 1, end - dash - 1);
-}
 
 // Appends a clause to an event's note.
 void add_note(EventComparison& c, const std::string& more) {
@@ -70,39 +54,16 @@ const char* local_origin_name(LocalOrigin origin) {
 
 Comparator::Comparator(const ReferenceDump& reference, CompareThresholds thresholds)
     : ref_(reference), thresholds_(thresholds) {
-    // Our base name for each reference tensor, following unnamed nodes to what they compute.
-    std::map<std::string, std::string> alias;  // reference name -> our base name
-    for (const RefTensor& t : ref_.tensors()) {
-        std::string ours;
-        if (t.kind == RefKind::kInput) continue;
-        if (t.kind == RefKind::kLogits) {
-            ours = "result_output";
-        } else if (starts_with(t.base_name, "node_")) {
-            if (t.op == "MUL_MAT" && attn_output_layer(t.src0) >= 0) {
-                ours = "attn_out-" + std::to_string(attn_output_layer(t.src0));
-            } else if (t.op == "MUL_MAT" && (t.src0 == "output.weight" || t.src0 == "token_embd.weight")) {
-                ours = "result_output";  // the LM head's product before qwen2's output.bias
-            } else if (t.op == "FLASH_ATTN_EXT" && starts_with(t.src0, "Qcur-")) {
-                ours = "kqv_out-" + layer_of(t.src0);
-            } else if (t.op == "GET_ROWS" && t.src1 == "out_ids") {
-                auto it = alias.find(t.src0);
-                ours = it != alias.end() ? it->second : t.src0;
-            }
-        } else {
-            ours = t.base_name;
-        }
-        if (ours.empty()) continue;
-        // A named bias sum of an unnamed product standing for the same name (attn_out = wo x + bo,
-        // whose wo x is unnamed in llama.cpp) comes after that product, as in our events. (A named
-        // reshape of an unnamed node, flash attention's kqv_out, is the same values: it goes first.)
-        auto src = alias.find(t.src0);
-        const bool after_its_product = ours == t.base_name && t.op == "ADD" && starts_with(t.src0, "node_") &&
-                                       src != alias.end() && src->second == ours;
-        alias[t.base_name] = ours;
-        const int occurrence = ours == t.base_name ? t.occurrence + (after_its_product ? 1 : 0) : 1;
-        // A tensor of the same name goes first; aliases of unnamed nodes after it.
-        auto& refs = by_our_name_[event_dump_name(ours, occurrence, t.decode, t.ubatch)];
-        if (ours == t.base_name) refs.insert(refs.begin(), &t);
+    // Our name for each reference tensor, following unnamed nodes to what they compute.
+    const std::vector<OurName> names = our_names(ref_);
+    const std::vector<RefTensor>& tensors = ref_.tensors();
+    for (size_t i = 0; i < tensors.size(); ++i) {
+        const OurName& n = names[i];
+        if (n.kind == OurName::Kind::kNone) continue;
+        const RefTensor& t = tensors[i];
+        // A tensor computed as ours is goes first; the same values under another node after it.
+        auto& refs = by_our_name_[event_dump_name(n.base, n.occurrence, t.decode, t.ubatch)];
+        if (n.kind == OurName::Kind::kOwn) refs.insert(refs.begin(), &t);
         else refs.push_back(&t);
     }
 }

@@ -193,14 +193,19 @@ private:
     }
 
     void try_rope(int L) {
-        (void)L;
         if (!model_) return;
-        // The rope input is the last Q/K tensor before this one (reshape, or the bias ADD).
+        // The rope input is the last Q/K tensor before this one (reshape, or the bias ADD; qwen3's
+        // per-head norm, Qcur_normed-L). `raw` is the last of the same name (before any norm).
+        const std::string prefix = ours_.base_name.substr(0, ours_.base_name.find('-'));
+        const std::string normed = fmt::format("{}_normed-{}", prefix, L);
         const CapturedEvent* in = nullptr;
+        const CapturedEvent* raw = nullptr;
         for (size_t i = index_; i-- > 0;) {
             const CapturedEvent& e = run_.captures.events[i];
-            if (e.base_name == ours_.base_name && e.decode == ours_.decode && e.ubatch == ours_.ubatch) {
-                in = &e;
+            if (e.decode != ours_.decode || e.ubatch != ours_.ubatch) continue;
+            if (!in && (e.base_name == ours_.base_name || e.base_name == normed)) in = &e;
+            if (e.base_name == ours_.base_name) {
+                raw = &e;
                 break;
             }
         }
@@ -209,23 +214,34 @@ private:
         RopeParams other = clean;
         other.mode = clean.mode == RopeMode::kNorm ? RopeMode::kNeox : RopeMode::kNorm;
         const int64_t T = ours_.ne[2];
-        // Llama 3.1+'s frequency factors: the clean rope divides the angles by them.
-        std::vector<float> factors = rope_freq_factors(*model_);
-        auto roped = [&](const RopeParams& p, const std::vector<int32_t>& pos, bool with_factors = true) {
+        // Frequency factors divide the angles: Llama 3.1+'s rope_freqs, or one of phi3's LongRoPE
+        // sets (short within the original context, long beyond: the set ours used is the one that
+        // reproduces it, the other is a candidate).
+        std::vector<RopeFactorSet> sets = rope_factor_sets(*model_);
+        const std::vector<float>* factors = nullptr;
+        auto roped_with = [&](const RopeParams& p, const std::vector<int32_t>& pos, const std::vector<float>* ff) {
             std::vector<float> v = in->data;
             Tensor t = make_tensor(v.data(), ours_.ne[0], ours_.ne[1], ours_.ne[2]);
             const Tensor pos_t = make_tensor(const_cast<int32_t*>(pos.data()), T, 1, 1, 1, GgmlType::I32);
-            const Tensor ff = with_factors && !factors.empty()
-                                  ? make_tensor(factors.data(), static_cast<int64_t>(factors.size()))
-                                  : Tensor{};
-            backend()->rope(t, pos_t, ff, p, MathMode::kLlama);
+            const Tensor ft = ff ? make_tensor(const_cast<float*>(ff->data()), static_cast<int64_t>(ff->size())) : Tensor{};
+            backend()->rope(t, pos_t, ft, p, MathMode::kLlama);
             return ours_aligned(v);
+        };
+        auto roped = [&](const RopeParams& p, const std::vector<int32_t>& pos, bool with_factors = true) {
+            return roped_with(p, pos, with_factors ? factors : nullptr);
         };
         auto positions = [&](int64_t first) {
             std::vector<int32_t> pos(static_cast<size_t>(T));
             for (int64_t t = 0; t < T; ++t) pos[t] = static_cast<int32_t>(first + t);
             return pos;
         };
+        const RopeFactorSet* base_set = sets.empty() ? nullptr : &sets[0];
+        if (sets.size() > 1 && start_position() >= 0) {
+            const std::vector<float> ours_now = ours_aligned(ours_.data);
+            for (const RopeFactorSet& s : sets)
+                if (close(roped_with(clean, positions(start_position()), &s.factors), ours_now)) base_set = &s;
+        }
+        if (base_set) factors = &base_set->factors;
         const char* pairing = clean.mode == RopeMode::kNorm ? "interleaved pairs (NORM)" : "halves (NEOX)";
         const char* other_pairing = clean.mode == RopeMode::kNorm ? "halves (NEOX)" : "interleaved pairs (NORM)";
         std::vector<int64_t> starts;
@@ -234,13 +250,19 @@ private:
         const int64_t ref_start = reference_start_position();
         if (ref_start >= 0 && ref_start != ours_start) starts.push_back(ref_start);
         std::vector<Candidate> cands;
-        const std::string with = factors.empty() ? "" : " with the rope_freqs factors";
+        const std::string factor_name = base_set ? base_set->tensor.substr(0, base_set->tensor.find('.')) : "";
+        const std::string with = base_set ? fmt::format(" with the {} factors", factor_name) : "";
         for (int64_t s : starts) {
             cands.push_back({fmt::format("{} at positions from {}{}", pairing, s, with), roped(clean, positions(s))});
-            if (!factors.empty())
-                cands.push_back({fmt::format("{} at positions from {} without the rope_freqs factors (plain RoPE "
-                                             "frequencies: rope_freqs.weight ignored)", pairing, s),
+            if (base_set)
+                cands.push_back({fmt::format("{} at positions from {} without the {} factors (plain RoPE frequencies: "
+                                             "{} ignored)", pairing, s, factor_name, base_set->tensor),
                                  roped(clean, positions(s), false)});
+            for (const RopeFactorSet& other_set : sets)
+                if (&other_set != base_set)
+                    cands.push_back({fmt::format("{} at positions from {} with the {} factors", pairing, s,
+                                                 other_set.tensor.substr(0, other_set.tensor.find('.'))),
+                                     roped_with(clean, positions(s), &other_set.factors)});
             cands.push_back({fmt::format("{} at positions from {}", other_pairing, s), roped(other, positions(s))});
             for (int64_t shift : {-1, 1})
                 if (s + shift >= 0)
@@ -255,6 +277,24 @@ private:
                              roped(twice, positions(starts[0]))});
         }
         cands.push_back({"not applied", ours_aligned(in->data)});
+        // qwen3: the per-head RMS norm belongs before RoPE.
+        const char* norm_weight = prefix == "Qcur" ? "attn_q_norm" : prefix == "Kcur" ? "attn_k_norm" : nullptr;
+        int64_t w_rows = 0, w_cols = 0;
+        std::vector<float> w = norm_weight && raw && !starts.empty()
+                                   ? dequantized(*model_, fmt::format("blk.{}.{}.weight", L, norm_weight), &w_rows, &w_cols)
+                                   : std::vector<float>{};
+        if (!w.empty() && w_cols == ours_.ne[0] && raw->data.size() == ours_.data.size()) {
+            std::vector<float> x = raw->data;
+            Tensor xt = make_tensor(x.data(), ours_.ne[0], ours_.ne[1], ours_.ne[2]);
+            backend()->rms_norm(xt, static_cast<float>(model_->config().rms_eps), xt);
+            backend()->mul_row(xt, make_tensor(w.data(), w_cols), xt);
+            // rope of the normed heads, as llama.cpp's qwen3 graph runs them
+            std::vector<int32_t> pos = positions(starts[0]);
+            Tensor pos_t = make_tensor(pos.data(), T, 1, 1, 1, GgmlType::I32);
+            backend()->rope(xt, pos_t, Tensor{}, clean, MathMode::kLlama);
+            cands.push_back({fmt::format("applied to the heads after their RMS norm ({} before RoPE)", norm_weight),
+                             ours_aligned(x)});
+        }
         judge("rope", "RoPE", cands);
     }
 
@@ -661,7 +701,7 @@ private:
         fo.all_logits = ref_.all_logits();
         const LlamaIsaGuess guess = guess_llama_isa(ref_);
         if (!guess.candidates.empty()) fo.llama_isa = guess.candidates.front();
-        fo.n_ctx = (static_cast<int64_t>(prompt.size()) + ours_.decode + 1 + 255) / 256 * 256;
+        fo.n_ctx = std::max<int64_t>(ref_.n_ctx(), (static_cast<int64_t>(prompt.size()) + ours_.decode + 1 + 255) / 256 * 256);
 
         // The clean run: the events our engine computes up to this one (where the span starts) and
         // what a correct engine shows against the reference here (the floor of the verdict).

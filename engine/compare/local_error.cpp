@@ -14,12 +14,12 @@
 #include <memory>
 #include <tuple>
 
+#include "engine/compare/ref_names.h"
 #include "engine/model/model_config.h"
 
 namespace ls {
 namespace {
 
-bool starts_with(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
 
 // "Qcur-12" -> ("Qcur", 12); "embd" -> ("embd", -1).
 std::pair<std::string, int> split_base(const std::string& base) {
@@ -30,27 +30,11 @@ std::pair<std::string, int> split_base(const std::string& base) {
     return {base.substr(0, dash), std::stoi(base.substr(dash + 1))};
 }
 
-// "blk.12.attn_output.weight" -> 12, else -1.
-int attn_output_layer(const std::string& weight) {
-    int layer = -1;
-    char tail[64] = {};
-    if (std::sscanf(weight.c_str(), "blk.%d.%63s", &layer, tail) == 2 && std::string(tail) == "attn_output.weight")
-        return layer;
-    return -1;
-}
-
 // Our base name for a reference tensor: its own, or for llama.cpp's unnamed nodes what they
-// compute (the output projection: attn_out-L; flash attention: kqv_out-L); "" for the rest.
-std::string our_base(const RefTensor& t) {
-    if (t.kind == RefKind::kLogits) return "result_output";
-    if (!starts_with(t.base_name, "node_")) return t.base_name;
-    if (t.op == "MUL_MAT" && attn_output_layer(t.src0) >= 0) return fmt::format("attn_out-{}", attn_output_layer(t.src0));
-    if (t.op == "FLASH_ATTN_EXT" && starts_with(t.src0, "Qcur-")) {
-        // "Qcur-7 (view) (permuted)" -> "kqv_out-7"
-        const size_t end = t.src0.find_first_not_of("0123456789", 5);
-        return "kqv_out-" + t.src0.substr(5, end == std::string::npos ? std::string::npos : end - 5);
-    }
-    return "";
+// compute (ref_names.h); "" for the rest and for the output rows (GET_ROWS of out_ids).
+std::string our_base(const OurName& n, const RefTensor& t) {
+    if (n.kind == OurName::Kind::kNone || (t.op == "GET_ROWS" && t.src1 == "out_ids")) return "";
+    return n.base;
 }
 
 using Group = std::pair<int, int>;  // decode call, ubatch
@@ -80,6 +64,7 @@ public:
                 if (t.name.size() > std::strlen(tail) && t.name.compare(t.name.size() - std::strlen(tail), std::string::npos, tail) == 0)
                     output_biases_ = true;
         output_biases_ = output_biases_ || model.find("output.bias") != nullptr;
+        qk_norm_ = model.find("blk.0.attn_q_norm.weight") != nullptr || cfg_.arch == Arch::kPhi3;
         rope_ = rope_params_for(cfg_);
         if (knobs_.rope_swap_pairing) rope_.mode = rope_.mode == RopeMode::kNorm ? RopeMode::kNeox : RopeMode::kNorm;
         rope_.attn_factor *= knobs_.rope_attn_factor;
@@ -87,12 +72,14 @@ public:
         rms_eps_ = static_cast<float>(cfg_.rms_eps) * knobs_.rms_eps_factor;
 
         // The reference's tensors by (group, our base name), in file order.
-        for (const RefTensor& t : ref.tensors()) {
+        const std::vector<OurName> names = our_names(ref);
+        for (size_t i = 0; i < ref.tensors().size(); ++i) {
+            const RefTensor& t = ref.tensors()[i];
             if (t.kind == RefKind::kInput) {
                 inputs_[{t.decode, t.ubatch, t.base_name}] = &t;
                 continue;
             }
-            const std::string base = our_base(t);
+            const std::string base = our_base(names[i], t);
             if (!base.empty()) by_base_[{t.decode, t.ubatch, base}].push_back(&t);
         }
         // Our groups in execution order, their token counts and our positions.
@@ -559,6 +546,12 @@ private:
             *target = nth(g, lname, 1);
             return true;
         }
+        if (qk_norm_ && (prefix == "Qcur" || prefix == "Kcur" || prefix == "kq" || prefix == "kq_soft_max" ||
+                         prefix == "kqv" || prefix == "kqv_out")) {
+            why_ = fmt::format("no local recomputation for {} events of a {} model yet (per-head q/k norms, fused "
+                               "projections or a scaled Q)", prefix, cfg_.arch_name);
+            return false;
+        }
         if (output_biases_ && (prefix == "attn_out" || (prefix.rfind("ffn_", 0) == 0 && prefix != "ffn_norm") ||
                                prefix == "ffn_inp" || prefix == "l_out" || prefix == "result_output")) {
             why_ = fmt::format("no local recomputation for {} events of a model with output or feed-forward biases yet", prefix);
@@ -641,6 +634,7 @@ private:
     RopeParams rope_;
     std::vector<float> rope_freqs_;  // the model's frequency factors, empty without (or with the fault)
     bool output_biases_ = false;     // attn_output / ffn / output biases: products not recomputed
+    bool qk_norm_ = false;           // qwen3's per-head q/k norms, phi3's fused q/k/v: attention not recomputed
     float kq_scale_ = 1, rms_eps_ = 0;
     std::map<std::tuple<int, int, std::string>, std::vector<const RefTensor*>> by_base_;
     std::map<std::tuple<int, int, std::string>, const RefTensor*> inputs_;

@@ -51,6 +51,13 @@ const std::vector<FaultInfo>& fault_catalogue() {
          "Llama 3.1+'s rope_freqs.weight not applied: RoPE at the plain frequencies, so every position but 0 "
          "rotates the slow pairs too fast",
          "Qcur-0 after rope"},
+        {Fault::kQkNormAfterRope, "qk-norm-after-rope",
+         "qwen3's per-head RMS norm of q and k (attn_q_norm, attn_k_norm) applied after RoPE instead of before",
+         "Qcur-0 after rope"},
+        {Fault::kLongRopeSwapped, "longrope-swapped",
+         "phi3's LongRoPE factors swapped: the long ones (rope_factors_long) for a context within the original one, "
+         "or the short ones beyond it",
+         "Qcur-0 after rope"},
     };
     return kCatalogue;
 }
@@ -124,6 +131,14 @@ Result<FaultKnobs> fault_knobs(Fault fault, const FaultModelFacts& m) {
             if (!m.has_rope_freqs) return refuse("needs a model with rope frequency factors (rope_freqs.weight, Llama 3.1+)");
             k.rope_freqs_ignored = true;
             break;
+        case Fault::kQkNormAfterRope:
+            if (!m.has_qk_norm) return refuse("needs a model with per-head q/k norms (attn_q_norm, qwen3)");
+            k.qk_norm_after_rope = true;
+            break;
+        case Fault::kLongRopeSwapped:
+            if (!m.has_longrope) return refuse("needs a model with LongRoPE factors (rope_factors_long/short, phi3)");
+            k.longrope_swapped = true;
+            break;
         case Fault::kMlaScaleWidth:
             if (c.arch != Arch::kDeepseek2) return refuse("needs a deepseek2 model (multi-head latent attention)");
             k.kq_scale_latent_width = true;
@@ -142,6 +157,9 @@ FaultModelFacts fault_model_facts(const Model& model) {
         facts.has_qkv_bias = facts.has_qkv_bias || model.find(b) != nullptr;
     for (const GgufTensorInfo& t : model.file().tensors()) facts.has_q4_k = facts.has_q4_k || t.type == GgmlType::Q4_K;
     facts.has_rope_freqs = model.config().arch == Arch::kLlama && model.find("rope_freqs.weight") != nullptr;
+    facts.has_qk_norm = model.find("blk.0.attn_q_norm.weight") != nullptr;
+    facts.has_longrope = model.config().arch == Arch::kPhi3 && model.find("rope_factors_long.weight") &&
+                         model.find("rope_factors_short.weight");
     return facts;
 }
 

@@ -33,6 +33,8 @@ enum class Fault {
     kMoeTopKOrder,         // experts taken from the wrong end of the router's ranking (ascending sort)
     kMlaScaleWidth,        // absorbed MLA's attention scale over the latent key width, not the head's
     kRopeFreqsIgnored,     // Llama 3.1+'s rope_freqs factors not applied (plain RoPE frequencies)
+    kQkNormAfterRope,      // qwen3's per-head q/k RMS norm applied after RoPE instead of before
+    kLongRopeSwapped,      // phi3's LongRoPE short and long factors swapped (the other set for the context)
 };
 
 struct FaultInfo {
@@ -65,6 +67,8 @@ struct FaultKnobs {
     bool moe_topk_ascending = false;  // the k least likely experts
     bool kq_scale_latent_width = false;  // deepseek2: mscale^2 / sqrt(kv_lora_rank + n_rot)
     bool rope_freqs_ignored = false;     // the model's rope_freqs left out of RoPE
+    bool qk_norm_after_rope = false;     // qwen3: q/k heads rotated first, normalised after
+    bool longrope_swapped = false;       // phi3: the long factors where the short belong, and back
 };
 
 // The knobs of `fault` for a model, or a usage error when the model cannot have that bug
@@ -76,6 +80,8 @@ struct FaultModelFacts {
     bool has_qkv_bias = false;
     bool has_q4_k = false;
     bool has_rope_freqs = false;  // rope_freqs.weight (Llama 3.1+ frequency factors)
+    bool has_qk_norm = false;     // attn_q_norm / attn_k_norm (qwen3)
+    bool has_longrope = false;    // rope_factors_long / _short (phi3)
 };
 Result<FaultKnobs> fault_knobs(Fault fault, const FaultModelFacts& facts);
 // The facts of an opened model (its config must outlive them).

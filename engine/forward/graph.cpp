@@ -79,6 +79,9 @@ Status GraphBuilder::load_blk(int64_t il, const char* name, Tensor* out, bool ma
 }
 
 Status GraphBuilder::load_attn(int64_t il, AttnWeights* w) {
+    for (auto [dst, name, matmul] : {std::tuple{&w->wqkv, "attn_qkv.weight", true}, {&w->bqkv, "attn_qkv.bias", false}})
+        if (in_layout(fmt::format("blk.{}.{}", il, name)))
+            if (Status s = load_blk(il, name, dst, matmul); !s) return s;
     for (auto [dst, name, matmul] : {std::tuple{&w->wq, "attn_q.weight", true},
                                      {&w->wk, "attn_k.weight", true},
                                      {&w->wv, "attn_v.weight", true},
@@ -87,21 +90,36 @@ Status GraphBuilder::load_attn(int64_t il, AttnWeights* w) {
                                      {&w->bk, "attn_k.bias", false},
                                      {&w->bv, "attn_v.bias", false}})
         if (Status s = load_blk(il, name, dst, matmul); !s) return s;
-    if (in_layout(fmt::format("blk.{}.attn_output.bias", il)))
-        if (Status s = load_blk(il, "attn_output.bias", &w->bo); !s) return s;
+    for (auto [dst, name] : {std::pair{&w->bo, "attn_output.bias"}, {&w->sq, "attn_q.scale"}, {&w->sk, "attn_k.scale"},
+                             {&w->sv, "attn_v.scale"}, {&w->so, "attn_output.scale"}})
+        if (in_layout(fmt::format("blk.{}.{}", il, name)))
+            if (Status s = load_blk(il, name, dst); !s) return s;
+    // q, k and v: fused or all three (phi3's loader accepts either).
+    if (w->wqkv.data && (w->bq.data || w->bk.data || w->bv.data))
+        return make_error(ErrorCode::kBadInput, fmt::format("{}: blk.{}: a fused attn_qkv.weight with separate q/k/v "
+                                                            "biases (llama.cpp concatenates them) is not supported yet",
+                                                            model_.path(), il));
+    if (!w->wqkv.data && (!w->wq.data || !w->wk.data || !w->wv.data))
+        return make_error(ErrorCode::kBadInput, fmt::format("{}: blk.{}: neither attn_qkv.weight nor all of attn_q, attn_k "
+                                                            "and attn_v.weight; a {} model needs one or the other",
+                                                            model_.path(), il, cfg_.arch_name));
     return {};
 }
 
 Status GraphBuilder::load_ffn(int64_t il, FfnWeights* w) {
     for (auto [dst, name] : {std::pair{&w->gate, "ffn_gate.weight"}, {&w->up, "ffn_up.weight"}, {&w->down, "ffn_down.weight"}})
         if (Status s = load_blk(il, name, dst, true); !s) return s;
-    for (auto [dst, name] : {std::pair{&w->gate_b, "ffn_gate.bias"}, {&w->up_b, "ffn_up.bias"}, {&w->down_b, "ffn_down.bias"}})
+    for (auto [dst, name] : {std::pair{&w->gate_b, "ffn_gate.bias"}, {&w->up_b, "ffn_up.bias"}, {&w->down_b, "ffn_down.bias"},
+                             {&w->gate_s, "ffn_gate.scale"}, {&w->up_s, "ffn_up.scale"}, {&w->down_s, "ffn_down.scale"}})
         if (in_layout(fmt::format("blk.{}.{}", il, name)))
             if (Status s = load_blk(il, name, dst); !s) return s;
     return {};
 }
 
-bool GraphBuilder::in_layout(const std::string& name) const { return find_tensor_spec(layout_, name) != nullptr; }
+bool GraphBuilder::in_layout(const std::string& name) const {
+    const TensorSpec* spec = find_tensor_spec(layout_, name);
+    return spec && spec->unused.empty() && spec->unsupported.empty();
+}
 
 #define LS_TRY_LOAD(dst, ...)       \
     do {                            \
@@ -131,6 +149,9 @@ Status GraphBuilder::init() {
                             ends_with(".ffn_down.bias");
         bias_buffers_.output = bias_buffers_.output || t.name == "output.bias";
         bias_buffers_.qk_norm = bias_buffers_.qk_norm || ends_with(".attn_q_norm.weight");
+        bias_buffers_.scales = bias_buffers_.scales || ends_with(".scale");
+        bias_buffers_.fused_qkv = bias_buffers_.fused_qkv || ends_with(".attn_qkv.weight");
+        bias_buffers_.fused_up = bias_buffers_.fused_up || (ends_with(".ffn_up.weight") && t.ne[1] == 2 * cfg_.n_ff);
     }
 
     auto knobs = fault_knobs(opt_.fault, fault_model_facts(model_));
@@ -179,6 +200,16 @@ Status GraphBuilder::init() {
                                                                 ggml_type_name(rope_freqs_.type)));
         if (knobs_.rope_freqs_ignored) rope_freqs_ = Tensor{};
     }
+    if (in_layout("rope_factors_long.weight")) {
+        // LongRoPE (phi3): llama.cpp takes the long factors when the context per sequence is
+        // longer than the original one (llama_model::get_rope_factors), else the short ones.
+        const bool long_ctx = (opt_.n_ctx > cfg_.rope_orig_ctx) != knobs_.longrope_swapped;
+        const char* name = long_ctx ? "rope_factors_long.weight" : "rope_factors_short.weight";
+        LS_TRY_LOAD(rope_freqs_, name, false);
+        if (rope_freqs_.data && rope_freqs_.type != GgmlType::F32)
+            return make_error(ErrorCode::kBadInput, fmt::format("{}: tensor {} is {}; llama.cpp's rope needs f32 frequency "
+                                                                "factors", model_.path(), name, ggml_type_name(rope_freqs_.type)));
+    }
 
     rope_ = rope_params_for(cfg_);
     if (knobs_.rope_swap_pairing) rope_.mode = rope_.mode == RopeMode::kNorm ? RopeMode::kNeox : RopeMode::kNorm;
@@ -221,6 +252,12 @@ void GraphBuilder::allocate_buffers() {
     buf_.kqv_out = buffer(cfg_.n_head * hd_v, T);
     buf_.attn_out = buffer(n_embd, T);
     if (bias_buffers_.attn_out) buf_.attn_out_b = buffer(n_embd, T);
+    if (bias_buffers_.scales) {
+        buf_.q_s = buffer(n_q, T), buf_.k_s = buffer(n_k, T), buf_.v_s = buffer(n_v, T), buf_.attn_out_s = buffer(n_embd, T);
+        buf_.gate_s = buffer(cfg_.n_ff, T), buf_.up_s = buffer(cfg_.n_ff, T), buf_.ffn_out_s = buffer(n_embd, T);
+    }
+    if (bias_buffers_.fused_qkv) buf_.qkv = buffer(n_q + n_k + n_v, T), buf_.qkv_b = buffer(n_q + n_k + n_v, T);
+    if (bias_buffers_.fused_up) buf_.up2 = buffer(2 * cfg_.n_ff, T);
     if (bias_buffers_.qk_norm) {
         buf_.q_norm = buffer(n_q, T), buf_.q_normed = buffer(n_q, T);
         buf_.k_norm = buffer(n_k, T), buf_.k_normed = buffer(n_k, T);
@@ -276,19 +313,22 @@ MemoryEstimate GraphBuilder::memory_estimate(bool weights_copied) const {
     e.add("KV cache", fmt::format("n_ctx {} x {} layers x {} KV heads x (head_dim {} + {}) x 4 bytes", n_ctx, n_layer,
                                   n_head_kv, hd, hd_v),
           f32({n_ctx, n_layer, n_head_kv, add_sat(hd, hd_v)}));
-    const uint64_t ffn_bufs = bias_buffers_.ffn ? 5 : 3;
-    e.add("feed-forward activations", fmt::format("ubatch {} x n_ff {} x {} (gate, up, swiglu{}) x 4 bytes", T, n_ff, ffn_bufs,
-                                                  bias_buffers_.ffn ? ", and with their biases" : ""),
+    const uint64_t ffn_bufs = 3 + (bias_buffers_.ffn ? 2 : 0) + (bias_buffers_.scales ? 2 : 0) + (bias_buffers_.fused_up ? 2 : 0);
+    e.add("feed-forward activations", fmt::format("ubatch {} x n_ff {} x {} (gate, up, swiglu{}{}) x 4 bytes", T, n_ff,
+                                                  ffn_bufs, bias_buffers_.ffn ? ", with their biases" : "",
+                                                  bias_buffers_.scales ? ", times their scales" : ""),
           mul_sat(ffn_bufs, f32({T, n_ff})));
     const uint64_t logits_bufs = bias_buffers_.output ? 2 : 1;
     e.add("logits", fmt::format("ubatch {} x {} rows x {} x 4 bytes", T, n_logits_, logits_bufs),
           mul_sat(logits_bufs, f32({T, dim(n_logits_)})));
     // Per token: x, norm, cur, attn_out, out_attn, out_x, ffn_inp, ffn_out (n_embd each); q, q_b,
     // q_rope; k, k_b, k_rope; v, v_b; kqv and kqv_out (n_head x head_dim_v each); 4 I32 inputs.
-    const uint64_t embd_bufs = 8 + (bias_buffers_.attn_out ? 1 : 0) + (bias_buffers_.ffn ? 1 : 0);
-    const uint64_t qk_bufs = bias_buffers_.qk_norm ? 5 : 3;  // + qwen3's normed heads
+    const uint64_t embd_bufs = 8 + (bias_buffers_.attn_out ? 1 : 0) + (bias_buffers_.ffn ? 1 : 0) + (bias_buffers_.scales ? 2 : 0);
+    const uint64_t qk_bufs = 3 + (bias_buffers_.qk_norm ? 2 : 0) + (bias_buffers_.scales ? 1 : 0);  // + normed, scaled
+    const uint64_t v_bufs = bias_buffers_.scales ? 3 : 2;
     uint64_t per_token = add_sat(mul_sat(embd_bufs, n_embd), mul_sat(qk_bufs, n_q));
-    per_token = add_sat(per_token, add_sat(mul_sat(qk_bufs, n_k), mul_sat(2, n_v)));
+    if (bias_buffers_.fused_qkv) per_token = add_sat(per_token, mul_sat(2, add_sat(n_q, add_sat(n_k, n_v))));
+    per_token = add_sat(per_token, add_sat(mul_sat(qk_bufs, n_k), mul_sat(v_bufs, n_v)));
     per_token = add_sat(per_token, add_sat(mul_sat(2, mul_sat(n_head, hd_v)), 4));
     e.add("other activations", fmt::format("ubatch {} x {} values x 4 bytes", T, per_token), f32({T, per_token}));
     if (weights_copied) {
@@ -416,16 +456,24 @@ Tensor GraphBuilder::build_norm(const Tensor& x, const Tensor& weight, const cha
 
 namespace {
 
-// y = w x (+ b), announced as `name` after the product and again after the bias.
+// y = w x (* s) (+ b), announced as `name` after the product, again after the scale and again
+// after the bias.
 struct Projection {
     Backend& be;
     MathMode mode;
     bool biases;
-    Tensor operator()(const Tensor& w, const Tensor& b, const Tensor& x, const Tensor& out_buf, const Tensor& out_b_buf,
+    Tensor operator()(const Tensor& w, const Tensor& s, const Tensor& b, const Tensor& x, const Tensor& out_buf,
+                      const Tensor& out_s_buf, const Tensor& out_b_buf,
                       const std::function<void(const Tensor&, Op)>& announce) const {
         Tensor y = cols(out_buf, x.ne[1]);
         be.matmul(w, x, y, mode);
         announce(y, Op::kMulMat);
+        if (s.data) {
+            Tensor ys = cols(out_s_buf, x.ne[1]);
+            be.binary(Op::kMul, y, s, ys);
+            announce(ys, Op::kMul);
+            y = ys;
+        }
         if (!b.data || !biases) return y;
         Tensor yb = cols(out_b_buf, x.ne[1]);
         be.add(y, b, yb);
@@ -441,17 +489,49 @@ Qkv GraphBuilder::build_qkv(const Tensor& cur, const AttnWeights& w, int il) {
     const Projection proj{be_, opt_.mode, knobs_.qkv_biases};
     auto as = [&](const char* name) { return [this, name, il](const Tensor& t, Op op) { cb(t, name, il, op); }; };
     Qkv r;
+    if (w.wqkv.data) {
+        // One product (+ bias), then Q, K and V as views of its rows, gathered contiguous as
+        // ggml's dumps and the next ops read them.
+        const int64_t n_q = cfg_.n_head * hd, n_k = cfg_.n_head_kv * hd;
+        Tensor qkv = cols(buf_.qkv, T);
+        be_.matmul(w.wqkv, cur, qkv, opt_.mode);
+        cb(qkv, "wqkv", il, Op::kMulMat);
+        if (w.bqkv.data && knobs_.qkv_biases) {
+            Tensor biased = cols(buf_.qkv_b, T);
+            be_.add(qkv, w.bqkv, biased);
+            cb(biased, "wqkv_b", il, Op::kAdd);
+            qkv = biased;
+        }
+        auto part = [&](int64_t first, int64_t head, int64_t heads, const Tensor& buf, const char* name) {
+            const Tensor view = qkv.view({head, heads, T, 1}, {4, static_cast<uint64_t>(head) * 4, qkv.nb[1], qkv.nb[1] * T},
+                                         static_cast<uint64_t>(first) * 4);
+            Tensor out = buf.reshaped(head, heads, T);
+            be_.copy(view, out);
+            cb(out, name, il, Op::kView);
+            return out;
+        };
+        // llama.cpp's graph order: q through its rope, then v, then k through its rope.
+        const Tensor q = part(0, hd, cfg_.n_head, buf_.q, "Qcur");
+        r.q = build_rope(q, buf_.q_rope, "Qcur", il);
+        r.v = part(n_q + n_k, hd_v, cfg_.n_head_kv, buf_.v, "Vcur");
+        const Tensor k = part(n_q, hd, cfg_.n_head_kv, buf_.k, "Kcur");
+        r.k = build_rope(k, buf_.k_rope, "Kcur", il);
+        return r;
+    }
     // llama.cpp's graph order: q through its rope, then v, then k through its rope.
-    Tensor q = proj(w.wq, w.bq, cur, buf_.q, buf_.q_b, as("Qcur")).reshaped(hd, cfg_.n_head, T);
+    Tensor q = proj(w.wq, w.sq, w.bq, cur, buf_.q, buf_.q_s, buf_.q_b, as("Qcur")).reshaped(hd, cfg_.n_head, T);
     cb(q, "Qcur", il, Op::kReshape);
-    if (w.q_norm.data) q = build_norm(q, w.q_norm, "Qcur_normed", il, buf_.q_norm, buf_.q_normed);
+    const bool norm_first = !knobs_.qk_norm_after_rope;
+    if (w.q_norm.data && norm_first) q = build_norm(q, w.q_norm, "Qcur_normed", il, buf_.q_norm, buf_.q_normed);
     r.q = build_rope(q, buf_.q_rope, "Qcur", il);
-    r.v = proj(w.wv, w.bv, cur, buf_.v, buf_.v_b, as("Vcur")).reshaped(hd_v, cfg_.n_head_kv, T);
+    if (w.q_norm.data && !norm_first) r.q = build_norm(r.q, w.q_norm, "Qcur_normed", il, buf_.q_norm, buf_.q_normed);
+    r.v = proj(w.wv, w.sv, w.bv, cur, buf_.v, buf_.v_s, buf_.v_b, as("Vcur")).reshaped(hd_v, cfg_.n_head_kv, T);
     cb(r.v, "Vcur", il, Op::kReshape);
-    Tensor k = proj(w.wk, w.bk, cur, buf_.k, buf_.k_b, as("Kcur")).reshaped(hd, cfg_.n_head_kv, T);
+    Tensor k = proj(w.wk, w.sk, w.bk, cur, buf_.k, buf_.k_s, buf_.k_b, as("Kcur")).reshaped(hd, cfg_.n_head_kv, T);
     cb(k, "Kcur", il, Op::kReshape);
-    if (w.k_norm.data) k = build_norm(k, w.k_norm, "Kcur_normed", il, buf_.k_norm, buf_.k_normed);
+    if (w.k_norm.data && norm_first) k = build_norm(k, w.k_norm, "Kcur_normed", il, buf_.k_norm, buf_.k_normed);
     r.k = build_rope(k, buf_.k_rope, "Kcur", il);
+    if (w.k_norm.data && !norm_first) r.k = build_norm(r.k, w.k_norm, "Kcur_normed", il, buf_.k_norm, buf_.k_normed);
     return r;
 }
 
@@ -484,21 +564,17 @@ Tensor GraphBuilder::build_attn_kqv(const Qkv& qkv, int il, Tensor* flash_out) {
     return kqv;
 }
 
-Tensor GraphBuilder::build_attn(const Qkv& qkv, const Tensor& wo, int il, const Tensor& bo) {
+Tensor GraphBuilder::build_attn(const Qkv& qkv, const AttnWeights& w, int il) {
     const MathMode mode = opt_.mode;
     const int64_t T = qkv.q.ne[2], n_head = qkv.q.ne[1], hd_v = qkv.v.ne[0];
-    Tensor kqv_out = cols(buf_.kqv_out, T).reshaped(hd_v * n_head, T), attn_out = cols(buf_.attn_out, T);
+    Tensor kqv_out = cols(buf_.kqv_out, T).reshaped(hd_v * n_head, T);
     Tensor fa_out = kqv_out.reshaped(hd_v, n_head, T);
     const Tensor kqv = build_attn_kqv(qkv, il, &fa_out);
     if (!(opt_.flash_attn && mode == MathMode::kLlama)) be_.merge_heads(kqv, kqv_out);
     cb(kqv_out, "kqv_out", il, Op::kCont);
-    be_.matmul(wo, kqv_out, attn_out, mode);
-    cb(attn_out, "attn_out", il, Op::kMulMat);
-    if (!bo.data) return attn_out;
-    Tensor biased = cols(buf_.attn_out_b, T);
-    be_.add(attn_out, bo, biased);
-    cb(biased, "attn_out", il, Op::kAdd);
-    return biased;
+    const Projection proj{be_, mode, true};
+    return proj(w.wo, w.so, w.bo, kqv_out, buf_.attn_out, buf_.attn_out_s, buf_.attn_out_b,
+                [this, il](const Tensor& t, Op op) { cb(t, "attn_out", il, op); });
 }
 
 bool GraphBuilder::build_out_rows(int il, Tensor& cur, Tensor& residual) {
@@ -526,31 +602,49 @@ Tensor GraphBuilder::build_ffn(const Tensor& cur, const FfnWeights& w, int il, c
     const Tensor* b = buffers;
     Tensor gate = (b ? b[0] : buf_.gate).reshaped(n_ff, T), up = (b ? b[1] : buf_.up).reshaped(n_ff, T);
     Tensor swiglu = (b ? b[2] : buf_.swiglu).reshaped(n_ff, T), out = (b ? b[3] : buf_.ffn_out).reshaped(n_out, T);
-    // ggml's execution order: the gate's product and bias, then the up projection's (the
+    // ggml's execution order: the gate's product, bias and scale, then the up projection's (the
     // SWIGLU's first and second operands).
-    auto biased = [&](Tensor& y, const Tensor& bias, const Tensor& buf, const char* name) {
-        if (!bias.data) return;
-        Tensor yb = buf.reshaped(y.ne[0], T);
-        be_.add(y, bias, yb);
-        cb(yb, name, il, Op::kAdd);
-        y = yb;
+    auto step = [&](Tensor& y, const Tensor& operand, Op op, const Tensor& buf, const char* name) {
+        if (!operand.data) return;
+        Tensor z = buf.reshaped(y.ne[0], T);
+        if (op == Op::kAdd) be_.add(y, operand, z);
+        else be_.binary(Op::kMul, y, operand, z);
+        cb(z, name, il, op);
+        y = z;
     };
     be_.matmul(w.gate, cur, gate, mode);
     cb(gate, "ffn_gate", il, Op::kMulMat);
-    biased(gate, w.gate_b, buf_.gate_b, "ffn_gate_b");
+    step(gate, w.gate_b, Op::kAdd, buf_.gate_b, "ffn_gate_b");
+    step(gate, w.gate_s, Op::kMul, buf_.gate_s, "ffn_gate_s");
     be_.matmul(w.up, cur, up, mode);
     cb(up, "ffn_up", il, Op::kMulMat);
-    biased(up, w.up_b, buf_.up_b, "ffn_up_b");
+    step(up, w.up_b, Op::kAdd, buf_.up_b, "ffn_up_b");
+    step(up, w.up_s, Op::kMul, buf_.up_s, "ffn_up_s");
     be_.swiglu(gate, up, swiglu, mode);
     cb(swiglu, "ffn_swiglu", il, Op::kSwiglu);
+    // The down product is ffn_down when a bias follows; the last step is `out_name`.
     be_.matmul(w.down, swiglu, out, mode);
     cb(out, w.down_b.data ? "ffn_down" : out_name, il, Op::kMulMat);
-    if (w.down_b.data) {
-        Tensor yb = buf_.ffn_out_b.reshaped(n_out, T);
-        be_.add(out, w.down_b, yb);
-        cb(yb, out_name, il, Op::kAdd);
-        out = yb;
-    }
+    step(out, w.down_b, Op::kAdd, buf_.ffn_out_b, w.down_s.data ? "ffn_down" : out_name);
+    step(out, w.down_s, Op::kMul, buf_.ffn_out_s, out_name);
+    return out;
+}
+
+Tensor GraphBuilder::build_ffn_fused_up(const Tensor& cur, const Tensor& up, const Tensor& down, int il) {
+    const MathMode mode = opt_.mode;
+    const int64_t T = cur.ne[1], n_ff = up.ne[1] / 2, n_out = down.ne[1];
+    Tensor up2 = buf_.up2.reshaped(2 * n_ff, T);
+    be_.matmul(up, cur, up2, mode);
+    cb(up2, "ffn_up", il, Op::kMulMat);
+    // The halves of each column as two contiguous operands: silu(first) * second.
+    Tensor gate = buf_.gate.reshaped(n_ff, T), upper = buf_.up.reshaped(n_ff, T);
+    be_.copy(up2.view({n_ff, T, 1, 1}, {4, up2.nb[1], up2.nb[1] * T, up2.nb[1] * T}, 0), gate);
+    be_.copy(up2.view({n_ff, T, 1, 1}, {4, up2.nb[1], up2.nb[1] * T, up2.nb[1] * T}, static_cast<uint64_t>(n_ff) * 4), upper);
+    Tensor swiglu = buf_.swiglu.reshaped(n_ff, T), out = buf_.ffn_out.reshaped(n_out, T);
+    be_.swiglu(gate, upper, swiglu, mode);
+    cb(swiglu, "ffn_swiglu", il, Op::kSwiglu);
+    be_.matmul(down, swiglu, out, mode);
+    cb(out, "ffn_out", il, Op::kMulMat);
     return out;
 }
 
@@ -647,6 +741,7 @@ Result<std::unique_ptr<ForwardPass>> make_forward(const Model& model, Backend& b
         case Arch::kLlama: graph = make_llama_graph(model, backend, options); break;
         case Arch::kQwen2: graph = make_qwen2_graph(model, backend, options); break;
         case Arch::kQwen3: graph = make_qwen3_graph(model, backend, options); break;
+        case Arch::kPhi3: graph = make_phi3_graph(model, backend, options); break;
         case Arch::kDeepseek2: graph = make_deepseek2_graph(model, backend, options); break;
         default:
             return make_error(ErrorCode::kUnsupported, fmt::format("{}: running {} models is not supported yet", model.path(),

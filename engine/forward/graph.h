@@ -17,8 +17,10 @@ namespace ls {
 
 // Attention weights of one layer (biases have data == nullptr when absent).
 struct AttnWeights {
+    Tensor wqkv, bqkv;  // phi3: q, k and v in one projection (then wq/wk/wv are absent)
     Tensor wq, wk, wv, wo;
     Tensor bq, bk, bv, bo;
+    Tensor sq, sk, sv, so;  // per-tensor scales {1} (NVFP4 conversions): each product times its scale
     Tensor q_norm, k_norm;  // {head_dim}: RMS-normalised heads of q and k before RoPE (qwen3)
 };
 
@@ -26,6 +28,7 @@ struct AttnWeights {
 struct FfnWeights {
     Tensor gate, up, down;
     Tensor gate_b, up_b, down_b;
+    Tensor gate_s, up_s, down_s;  // per-tensor scales {1}, after the biases (llama.cpp's build_ffn)
 };
 
 // Q, K and V of one ubatch, split into heads: q {head_dim, n_head, T}, k {head_dim, n_head_kv, T},
@@ -82,7 +85,7 @@ protected:
     // with the optional biases of the architecture's layout.
     Status load_blk(int64_t il, const char* name, Tensor* out, bool matmul = false);
     Status load_attn(int64_t il, AttnWeights* w);
-    bool in_layout(const std::string& name) const;  // the architecture's layout has this tensor
+    bool in_layout(const std::string& name) const;  // the architecture's layout has this tensor, and its graph reads it
     Status load_ffn(int64_t il, FfnWeights* w);
 
     // ---- helpers, each announcing its tensors under llama.cpp's names
@@ -92,16 +95,17 @@ protected:
     // The same into the given buffers (x contiguous, of any width).
     Tensor build_norm(const Tensor& x, const Tensor& weight, const char* name, int il, const Tensor& norm_buf,
                       const Tensor& out_buf);
-    // wq/wk/wv projections (+ biases), reshaped to heads; with q_norm/k_norm each head of q and k
+    // wq/wk/wv projections (* scales, + biases), reshaped to heads (a fused wqkv: its product `wqkv`
+    // (+ `wqkv_b`) and the three views Qcur, Kcur, Vcur, made contiguous); with q_norm/k_norm each head of q and k
     // RMS-normalised and weighted (norm-L, Qcur_normed-L; Kcur_normed-L); q and k rotated by
     // build_rope
     Qkv build_qkv(const Tensor& cur, const AttnWeights& w, int il);
     // RoPE with the model's frequency factors (Llama 3's rope_freqs) when it has them.
     Tensor build_rope(const Tensor& heads, Tensor& buffer, const char* name, int il);
-    // softmax(q k^T * scale + causal mask) v over the KV cache, heads merged, then wo (+ bo): the
-    // product is attn_out, and with a bias the sum is attn_out again (llama.cpp names only the sum;
-    // its product is an unnamed node the comparison pairs by op and source).
-    Tensor build_attn(const Qkv& qkv, const Tensor& wo, int il, const Tensor& bo = {});
+    // softmax(q k^T * scale + causal mask) v over the KV cache, heads merged, then wo (* so, + bo):
+    // the product is attn_out, and the scale and bias steps are attn_out again (llama.cpp names only
+    // the last; the others are unnamed nodes the comparison pairs by op and source).
+    Tensor build_attn(const Qkv& qkv, const AttnWeights& w, int il);
     // The attention of build_attn without the merge and wo: kq, kq_soft_max and kqv {head_dim_v,
     // T, n_head} announced; with flash attention (llama mode) the fused result {head_dim_v,
     // n_head, T} is written to `flash_out` as well.
@@ -111,11 +115,15 @@ protected:
     bool build_out_rows(int il, Tensor& cur, Tensor& residual);
     Tensor build_add(const Tensor& a, const Tensor& b, const char* name, int il, Tensor& out);
     // down(silu(gate x) * up x), announced as ffn_gate, ffn_up, ffn_swiglu and `out_name`. With
-    // biases (llama.cpp's build_ffn): ffn_gate_b and ffn_up_b after their products, and the down
-    // product is ffn_down with its bias sum `out_name`. The buffers are the dense FFN's unless
-    // given (gate, up, swiglu, out; at least as large).
+    // biases and scales (llama.cpp's build_ffn): ffn_gate_b / ffn_gate_s after the gate's product
+    // (the same for up), and the down product is ffn_down with its bias (the last step is
+    // `out_name`). The buffers are the dense FFN's unless given (gate, up, swiglu, out; at least as
+    // large).
     Tensor build_ffn(const Tensor& cur, const FfnWeights& w, int il, const char* out_name = "ffn_out",
                      const Tensor* buffers = nullptr);
+    // phi3's feed-forward: one up projection of 2 n_ff rows (ffn_up), silu of its first half times
+    // its second (ffn_swiglu: ggml's one-operand SWIGLU), down (ffn_out).
+    Tensor build_ffn_fused_up(const Tensor& cur, const Tensor& up, const Tensor& down, int il);
     void build_output(const Tensor& x);                                           // result_norm, result_output
 
     // Announces a tensor (cb(cur, "attn_norm", il) in llama.cpp). Names repeat within a graph
@@ -141,6 +149,8 @@ protected:
         Tensor q, q_b, q_rope;    // (n_head * head_dim, T): projection, + bias, roped copy
         Tensor k, k_b, k_rope;    // (n_head_kv * head_dim, T)
         Tensor v, v_b;            // (n_head_kv * head_dim_v, T)
+        Tensor qkv, qkv_b;        // (n_q + n_k + n_v, T): phi3's fused projection, + bias
+        Tensor up2;               // (2 n_ff, T): phi3's fused gate and up projection
         Tensor q_norm, q_normed;  // (n_head * head_dim, T): qwen3's per-head q norm, without and with its weight
         Tensor k_norm, k_normed;  // (n_head_kv * head_dim, T)
         Tensor kq, kq_soft_max;   // (n_ctx, T, n_head)
@@ -151,6 +161,11 @@ protected:
         Tensor gate_b, up_b;      // (n_ff, T) the FFN's products + biases, when the model has them
         Tensor ffn_out_b;         // (n_embd, T) the down product + bias
         Tensor logits_b;          // (n_logits, T) the LM head + output.bias, when the model has one
+        // The products times their per-tensor scales, when the model has them.
+        Tensor q_s, k_s, v_s;     // (n_head * head_dim, T), (n_head_kv * head_dim, T) x2
+        Tensor attn_out_s;        // (n_embd, T)
+        Tensor gate_s, up_s;      // (n_ff, T)
+        Tensor ffn_out_s;         // (n_embd, T)
         Tensor out_attn, out_x;   // (n_embd, n_outputs): the last layer's output rows
         Tensor ffn_inp;           // (n_embd, T)
         Tensor gate, up, swiglu;  // (n_ff, T)
@@ -181,6 +196,8 @@ private:
     struct BiasBuffers {
         bool attn_out = false, ffn = false, output = false;
         bool qk_norm = false;  // not a bias: qwen3's per-head q/k norms need buffers of their own
+        bool scales = false;   // per-tensor weight scales (.scale)
+        bool fused_qkv = false, fused_up = false;  // phi3's attn_qkv, ffn_up of 2 n_ff rows
     } bias_buffers_;
 
     Tensor token_embd_, output_norm_, output_, output_b_;
@@ -200,6 +217,7 @@ private:
 std::unique_ptr<GraphBuilder> make_llama_graph(const Model& model, Backend& backend, const ForwardOptions& options);
 std::unique_ptr<GraphBuilder> make_qwen2_graph(const Model& model, Backend& backend, const ForwardOptions& options);
 std::unique_ptr<GraphBuilder> make_qwen3_graph(const Model& model, Backend& backend, const ForwardOptions& options);
+std::unique_ptr<GraphBuilder> make_phi3_graph(const Model& model, Backend& backend, const ForwardOptions& options);
 std::unique_ptr<GraphBuilder> make_deepseek2_graph(const Model& model, Backend& backend, const ForwardOptions& options);
 
 }  // namespace ls

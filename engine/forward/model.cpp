@@ -44,6 +44,19 @@ Result<const GgufTensorInfo*> Model::tensor(const std::string& name, std::initia
     return t;
 }
 
+std::vector<RopeFactorSet> rope_factor_sets(const Model& model) {
+    std::vector<RopeFactorSet> sets;
+    for (const char* name : {"rope_freqs.weight", "rope_factors_short.weight", "rope_factors_long.weight"}) {
+        const GgufTensorInfo* t = model.find(name);
+        if (!t || t->type != GgmlType::F32) continue;
+        if ((model.config().arch == Arch::kLlama) != (std::string(name) == "rope_freqs.weight")) continue;
+        RopeFactorSet set{name, std::vector<float>(static_cast<size_t>(t->ne[0]))};
+        std::memcpy(set.factors.data(), t->data, set.factors.size() * sizeof(float));
+        sets.push_back(std::move(set));
+    }
+    return sets;
+}
+
 std::vector<float> rope_freq_factors(const Model& model) {
     const GgufTensorInfo* t = model.config().arch == Arch::kLlama ? model.find("rope_freqs.weight") : nullptr;
     if (!t || t->type != GgmlType::F32) return {};

@@ -42,4 +42,12 @@ std::string format_ne(const int64_t* ne, int n_dims);
 // values; empty when the file has none or stores them in another type (the graph refuses that).
 std::vector<float> rope_freq_factors(const Model& model);
 
+// Every RoPE frequency-factor set the model has, by tensor name: Llama 3.1+'s rope_freqs, or
+// phi3's rope_factors_short and rope_factors_long (f32 only).
+struct RopeFactorSet {
+    std::string tensor;
+    std::vector<float> factors;
+};
+std::vector<RopeFactorSet> rope_factor_sets(const Model& model);
+
 }  // namespace ls

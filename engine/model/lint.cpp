@@ -152,6 +152,10 @@ std::vector<Lint> lint_model(const GgufFile& file) {
                                                                    ": layerscope refuses to run this file"});
             continue;
         }
+        if (!want.unused.empty())
+            lints.push_back({LintSeverity::kInfo, want.name,
+                             fmt::format("loaded by llama.cpp's {} loader and unused: {}; layerscope leaves it unused too",
+                                         c.arch_name, want.unused)});
         std::vector<int64_t> got = actual_ne(*t);
         if (!same_shape(want.ne, got)) {
             std::string msg = fmt::format("expected ne {} got {}", format_ne(want.ne), format_ne(got));

@@ -58,6 +58,7 @@ Rng tensor_rng(uint64_t seed, const std::string& name) {
 
 bool is_qwen2(const MakeModelSpec& s) { return s.arch == "qwen2"; }
 bool is_qwen3(const MakeModelSpec& s) { return s.arch == "qwen3"; }
+bool is_phi3(const MakeModelSpec& s) { return s.arch == "phi3"; }
 // qwen2 and qwen3 share Qwen's conventions here: NEOX rope base 1e6, eps 1e-6, padded token rows.
 bool is_qwen(const MakeModelSpec& s) { return is_qwen2(s) || is_qwen3(s); }
 int head_dim_of(const MakeModelSpec& s) { return s.head_dim > 0 ? s.head_dim : s.n_embd / s.n_head; }
@@ -286,7 +287,8 @@ const std::vector<std::string>& make_model_preset_names() {
     static const std::vector<std::string> names = {"deepseek-v2-lite", "deepseek2-tiny", "tinyllama-1.1b",
                                                    "qwen2.5-0.5b",     "llama-3.2-1b",   "llama-3.1-8b",
                                                    "llama3-tiny",      "qwen3-0.6b",     "qwen3-8b",
-                                                   "qwen3-tiny"};
+                                                   "qwen3-tiny",       "phi-3.5-mini",   "phi-4-mini",
+                                                   "phi3-tiny"};
     return names;
 }
 
@@ -415,6 +417,39 @@ Result<MakeModelSpec> make_model_preset(const std::string& name) {
         s.head_dim = 64;
         s.n_ff = 384;
         s.vocab = 512;
+    } else if (name == "phi-3.5-mini" || name == "phi-4-mini") {
+        // microsoft/Phi-3.5-mini-instruct and Phi-4-mini-instruct config.json: 3072 wide, 32 layers,
+        // LongRoPE from 4096 to 131072; Phi-4-mini has 24 / 8 heads of 128 with 96 rotated dims, a
+        // 200064-token vocabulary and a tied LM head.
+        const bool four = name == "phi-4-mini";
+        s.arch = "phi3";
+        s.n_embd = 3072;
+        s.n_layer = 32;
+        s.n_head = four ? 24 : 32;
+        s.n_head_kv = four ? 8 : 32;
+        s.n_rot = four ? 96 : 0;
+        s.n_ff = 8192;
+        s.vocab = four ? 200064 : 32064;
+        s.n_ctx_train = 131072;
+        s.rope_freq_base = 10000.0f;
+        s.rms_eps = 1e-5f;
+        s.longrope = true;
+        s.longrope_orig_ctx = 4096;
+        s.tied_output = four;
+    } else if (name == "phi3-tiny") {
+        // For tests: phi3's fused projections and LongRoPE, the original context 128 so that the
+        // default 256-cell context takes the long factors (--ctx-train sets it back above).
+        s.arch = "phi3";
+        s.n_embd = 256;
+        s.n_layer = 2;
+        s.n_head = 4;
+        s.n_head_kv = 2;
+        s.n_ff = 384;
+        s.vocab = 512;
+        s.n_rot = 48;
+        s.n_ctx_train = 4096;
+        s.longrope = true;
+        s.longrope_orig_ctx = 128;
     } else if (name == "qwen2.5-0.5b") {
         // Qwen2.5-0.5B: 14 / 2 heads, q/k/v biases, tied LM head; 151665 tokens in 151936 rows.
         s.arch = "qwen2";
@@ -445,13 +480,14 @@ struct PlannedTensor {
 // The config llama.cpp reads back from the file make_model writes.
 ModelConfig config_of(const MakeModelSpec& s) {
     ModelConfig c;
-    c.arch = is_qwen2(s) ? Arch::kQwen2 : is_qwen3(s) ? Arch::kQwen3 : is_deepseek2(s) ? Arch::kDeepseek2 : Arch::kLlama;
+    c.arch = is_qwen2(s) ? Arch::kQwen2 : is_qwen3(s) ? Arch::kQwen3 : is_phi3(s) ? Arch::kPhi3 : is_deepseek2(s) ? Arch::kDeepseek2 : Arch::kLlama;
     c.arch_name = s.arch;
     c.n_embd = s.n_embd;
     c.n_layer = s.n_layer;
     c.n_head = s.n_head;
     c.n_head_kv = s.n_head_kv;
     c.head_dim_k = c.head_dim_v = c.n_rot = head_dim_of(s);
+    if (s.n_rot > 0) c.n_rot = s.n_rot;
     c.n_ff = s.n_ff;
     c.n_vocab = padded_rows(s);
     if (is_deepseek2(s)) {
@@ -484,12 +520,16 @@ bool generated(const MakeModelSpec& s, const TensorSpec& t) {
     if (t.required) return true;
     if (!t.unsupported.empty()) return false;
     if (t.name == "output.weight") return !is_qwen2(s) && !s.tied_output;
-    if (t.name == "cls_out.weight") return false;
+    if (t.name == "cls.output.weight") return false;
     if (t.name == "rope_freqs.weight") return s.rope_freqs_factor > 0;
+    if (t.name == "rope_factors_long.weight" || t.name == "rope_factors_short.weight") return s.longrope;
+    if (is_phi3(s) && ends("attn_qkv.weight")) return true;  // phi3 files fuse q, k and v
+    if (is_phi3(s) && (ends("attn_q.weight") || ends("attn_k.weight") || ends("attn_v.weight"))) return false;
     if (ends("exp_probs_b.bias")) return s.expert_bias;
     if (t.name == "output.bias" || ends("attn_output.bias") || ends("ffn_gate.bias") || ends("ffn_up.bias") ||
         ends("ffn_down.bias"))
         return s.out_biases;
+    if (ends(".scale") || ends(".input_scale")) return s.weight_scales;
     return is_qwen2(s) && (ends("attn_q.bias") || ends("attn_k.bias") || ends("attn_v.bias"));
 }
 
@@ -579,8 +619,8 @@ Status validate_deepseek2(const MakeModelSpec& s) {
 
 Status validate_make_model_spec(const MakeModelSpec& s) {
     auto bad = [](std::string msg) { return Status(make_error(ErrorCode::kUsage, std::move(msg))); };
-    if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3" && s.arch != "deepseek2")
-        return bad(fmt::format("arch '{}' is not supported; use llama, qwen2, qwen3 or deepseek2", s.arch));
+    if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3" && s.arch != "phi3" && s.arch != "deepseek2")
+        return bad(fmt::format("arch '{}' is not supported; use llama, qwen2, qwen3, phi3 or deepseek2", s.arch));
     struct { const char* name; int value; int max; } dims[] = {
         {"n_embd", s.n_embd, 65536}, {"n_layer", s.n_layer, 1024}, {"n_head", s.n_head, 1024},
         {"n_head_kv", s.n_head_kv, 1024}, {"n_ff", s.n_ff, 1 << 20},
@@ -612,9 +652,18 @@ Status validate_make_model_spec(const MakeModelSpec& s) {
     if (s.n_ctx_train < 0) return bad(fmt::format("n_ctx_train {} is negative", s.n_ctx_train));
     if (s.arch != "llama" && s.rope_freqs_factor != 0.0f)
         return bad(fmt::format("rope_freqs is a llama option; llama.cpp's {} graph has no frequency factors", s.arch));
-    if (s.tied_output && s.arch != "llama" && !is_qwen3(s))
+    if (!is_phi3(s) && (s.n_rot != 0 || s.longrope))
+        return bad(fmt::format("n_rot and LongRoPE are phi3 options; {} rotates the whole head", s.arch));
+    if (is_phi3(s) && (s.n_rot < 0 || s.n_rot % 2 != 0 || s.n_rot > head_dim_of(s)))
+        return bad(fmt::format("n_rot {} must be even and at most the head dimension {}", s.n_rot, head_dim_of(s)));
+    if (is_phi3(s) && (s.out_biases || s.weight_scales))
+        return bad("biases and per-tensor scales are llama, qwen2 and qwen3 options");
+    if (s.longrope && s.longrope_orig_ctx < 1) return bad("the LongRoPE original context must be positive");
+    if (s.tied_output && s.arch != "llama" && !is_qwen3(s) && !is_phi3(s))
         return bad(fmt::format("a tied output is a llama and qwen3 option; a {} model has {}", s.arch,
                                is_qwen2(s) ? "its LM head tied already" : "an output.weight"));
+    if (is_deepseek2(s) && s.weight_scales)
+        return bad("per-tensor weight scales are a llama, qwen2 and qwen3 option (the deepseek2 graph does not run them)");
     if ((is_deepseek2(s) || is_qwen3(s)) && s.out_biases)
         return bad(fmt::format("output biases are a llama and qwen2 option; llama.cpp's {} loader has none", s.arch));
     if (s.rope_freqs_factor != 0.0f &&
@@ -670,13 +719,15 @@ double make_model_tensor_std(const MakeModelSpec& s, const std::string& name) {
     if (ends("_norm.weight")) return 0.1;
     if (name == "token_embd.weight") return is_qwen2(s) || s.tied_output ? 0.05 * width : 0.02;
     if (name == "output.weight") return is_qwen2(s) ? 0.0 : 0.05 * width;
-    if (ends("attn_q.weight") || ends("attn_k.weight")) return 0.06 * width;
+    if (ends("attn_q.weight") || ends("attn_k.weight") || ends("attn_qkv.weight")) return 0.06 * width;
     if (ends("attn_q.bias") || ends("attn_k.bias")) return is_qwen2(s) ? 0.1 : 0.0;
     if (ends("attn_v.bias")) return is_qwen2(s) ? 0.02 : 0.0;
     // Output biases about the size of what they are added to, so that leaving one out shows.
     if (s.out_biases && (ends("attn_output.bias") || ends("ffn_down.bias"))) return 0.02;
     if (s.out_biases && (ends("ffn_gate.bias") || ends("ffn_up.bias"))) return 0.05;
     if (s.out_biases && name == "output.bias") return 0.5;
+    // Scales around 1 (drawn in generate_values), so each product keeps its size.
+    if (s.weight_scales && (ends(".scale") || ends(".input_scale"))) return 0.3;
     if (ends("attn_v.weight") || ends("attn_output.weight") || ends("ffn_gate.weight") || ends("ffn_up.weight") ||
         ends("ffn_down.weight"))
         return 0.02;
@@ -695,6 +746,17 @@ double make_model_tensor_std(const MakeModelSpec& s, const std::string& name) {
 namespace {
 
 std::vector<float> generate_values(const MakeModelSpec& s, const PlannedTensor& t) {
+    if (t.name == "rope_factors_short.weight" || t.name == "rope_factors_long.weight") {
+        // Phi-3's factors rise with the pair (slower rotations stretched more): short ones up to
+        // about 1.1, long ones up to about 50 (Phi-3.5-mini's range).
+        const bool long_set = t.name == "rope_factors_long.weight";
+        std::vector<float> v(static_cast<size_t>(n_elements(t)));
+        for (size_t i = 0; i < v.size(); ++i) {
+            const double ramp = static_cast<double>(i) / std::max<size_t>(1, v.size() - 1);
+            v[i] = static_cast<float>(long_set ? 1.0 + 49.0 * ramp * ramp : 1.0 + 0.1 * ramp);
+        }
+        return v;
+    }
     if (t.name == "rope_freqs.weight")
         return llama3_rope_freq_factors(head_dim_of(s), s.rope_freq_base > 0 ? s.rope_freq_base : 10000.0f,
                                         s.rope_freqs_factor, s.rope_freqs_low, s.rope_freqs_high, s.rope_freqs_orig_ctx);
@@ -702,7 +764,11 @@ std::vector<float> generate_values(const MakeModelSpec& s, const PlannedTensor& 
     std::vector<float> v(static_cast<size_t>(n));
     Rng rng = tensor_rng(s.seed, t.name);
     double sd = make_model_tensor_std(s, t.name);
-    bool norm = t.name.size() >= 12 && t.name.compare(t.name.size() - 12, 12, "_norm.weight") == 0;
+    // Norm weights and per-tensor scales lie around 1.
+    const auto ends = [&](const std::string& tail) {
+        return t.name.size() >= tail.size() && t.name.compare(t.name.size() - tail.size(), tail.size(), tail) == 0;
+    };
+    bool norm = ends("_norm.weight") || ends(".scale") || ends(".input_scale");
     for (float& x : v) {
         double z = rng.normal();
         x = norm ? static_cast<float>(std::clamp(1.0 + sd * z, 0.5, 1.5)) : static_cast<float>(sd * z);
@@ -774,6 +840,15 @@ std::vector<GgufKV> build_metadata(const MakeModelSpec& s, int64_t* n_tokens) {
         put(a + ".attention.key_length", u32(c.head_dim_k));
         put(a + ".attention.value_length", u32(c.head_dim_v));
     }
+    if (s.longrope) {
+        // As convert_hf_to_gguf writes Phi-3's LongRoPE: the type, the original context and the
+        // magnitude factor sqrt(1 + ln(scale) / ln(orig)) with scale = n_ctx_train / orig.
+        const double scale = static_cast<double>(n_ctx_train) / s.longrope_orig_ctx;
+        const double attn = scale <= 1.0 ? 1.0 : std::sqrt(1.0 + std::log(scale) / std::log(static_cast<double>(s.longrope_orig_ctx)));
+        put(a + ".rope.scaling.type", GgufValue::make_string("longrope"));
+        put(a + ".rope.scaling.attn_factor", GgufValue::make_f32(static_cast<float>(attn)));
+        put(a + ".rope.scaling.original_context_length", u32(s.longrope_orig_ctx));
+    }
     if (ds2) {
         // What llama.cpp's deepseek2 loader reads. Required there: layer_norm_rms_epsilon,
         // kv_lora_rank, expert_feed_forward_length, expert_shared_count and, unless the depth
@@ -805,6 +880,13 @@ std::vector<GgufKV> build_metadata(const MakeModelSpec& s, int64_t* n_tokens) {
     }
 
     MakeModelVocab vocab = make_model_vocab(s.vocab, static_cast<int>(rows));
+    if (is_phi3(s)) {
+        // llama.cpp's vocabulary loader sets attributes of <|endoftext|> for every model named
+        // phi3 (and throws without it), as real Phi-3 vocabularies have it: the last real token.
+        vocab.tokens[static_cast<size_t>(s.vocab - 1)] = "<|endoftext|>";
+        vocab.types[static_cast<size_t>(s.vocab - 1)] = 3;
+        vocab.scores[static_cast<size_t>(s.vocab - 1)] = 0.0f;
+    }
     *n_tokens = static_cast<int64_t>(vocab.tokens.size());
     std::vector<GgufValue> scores, types;
     scores.reserve(vocab.scores.size());

@@ -19,6 +19,8 @@ struct MakeModelSpec {
     // "llama": NORM rope, rope.dimension_count, separate output.weight.
     // "qwen2": q/k/v biases (with a few large q/k entries, like real Qwen2.5), NEOX rope, LM head
     // tied to token_embd, token list padded with UNUSED [PADn] entries to a multiple of 256 rows.
+    // "phi3": a fused attn_qkv and a fused ffn_up (2 n_ff rows), NEOX rope over n_rot dims, and
+    // with `longrope` Phi-3's short and long frequency factors.
     // "qwen3": qwen2's NEOX rope and padded vocabulary without q/k/v biases, with per-head q/k
     // RMS norms (attn_q_norm, attn_k_norm) and its own head width (head_dim).
     // "deepseek2": multi-head latent attention, mixture of experts and YaRN (the fields below);
@@ -30,6 +32,7 @@ struct MakeModelSpec {
     int n_head_kv = 2;
     int n_ff = 512;
     int head_dim = 0;  // qwen3: attention.key_length (0: n_embd / n_head); n_head * head_dim need not be n_embd
+    int n_rot = 0;     // phi3: rope.dimension_count (0: the whole head; Phi-4-mini rotates 96 of 128)
     int n_ctx_train = 0;
     float rope_freq_base = 0.0f;
     float rms_eps = 0.0f;
@@ -56,6 +59,13 @@ struct MakeModelSpec {
     // The optional biases llama.cpp's graph adds when a file has them: llama's attn_output and
     // ffn_gate/up/down biases, qwen2's output.bias.
     bool out_biases = false;
+    // llama, qwen2, qwen3: a per-tensor `.scale` and `.input_scale` for every projection, as NVFP4
+    // conversions (and llama.cpp's own test models) have them.
+    bool weight_scales = false;
+    // phi3: LongRoPE (rope.scaling.type longrope): rope_factors_short/_long, the attn_factor
+    // sqrt(1 + ln(n_ctx_train / orig) / ln(orig)) and original_context_length `longrope_orig_ctx`.
+    bool longrope = false;
+    int longrope_orig_ctx = 4096;
 
     // deepseek2 only; the defaults are the fixtures' deepseek2-mini.
     int q_lora_rank = 0;   // 0: a plain attn_q, as DeepSeek-V2-Lite has
@@ -83,7 +93,9 @@ struct MakeModelSpec {
 // Named specs with real models' shapes (random weights): "deepseek-v2-lite", "deepseek2-tiny" (for
 // tests: the fixtures' deepseek2-mini, smaller), "tinyllama-1.1b", "qwen2.5-0.5b", "llama-3.2-1b",
 // "llama-3.1-8b", "llama3-tiny" (for tests: Llama 3.1's rope_freqs on a small llama),
-// "qwen3-0.6b", "qwen3-8b" and "qwen3-tiny" (for tests: 64-wide heads, n_head * head_dim = 2 n_embd).
+// "qwen3-0.6b", "qwen3-8b" and "qwen3-tiny" (for tests: 64-wide heads, n_head * head_dim = 2 n_embd),
+// "phi-3.5-mini", "phi-4-mini" and "phi3-tiny" (for tests: LongRoPE whose long factors a 256-cell
+// context takes).
 const std::vector<std::string>& make_model_preset_names();
 // The preset's spec; kUsage naming the valid presets for an unknown name.
 Result<MakeModelSpec> make_model_preset(const std::string& name);

@@ -16,6 +16,7 @@ const char* arch_name(Arch arch) {
         case Arch::kLlama: return "llama";
         case Arch::kQwen2: return "qwen2";
         case Arch::kQwen3: return "qwen3";
+        case Arch::kPhi3: return "phi3";
         case Arch::kDeepseek2: return "deepseek2";
     }
     return "?";
@@ -28,6 +29,7 @@ const char* rope_scaling_name(RopeScaling scaling) {
         case RopeScaling::kNone: return "none";
         case RopeScaling::kLinear: return "linear";
         case RopeScaling::kYarn: return "yarn";
+        case RopeScaling::kLongRope: return "longrope";
     }
     return "?";
 }
@@ -36,6 +38,7 @@ bool arch_from_name(std::string_view name, Arch* out) {
     if (name == "llama") { *out = Arch::kLlama; return true; }
     if (name == "qwen2") { *out = Arch::kQwen2; return true; }
     if (name == "qwen3") { *out = Arch::kQwen3; return true; }
+    if (name == "phi3") { *out = Arch::kPhi3; return true; }
     if (name == "deepseek2") { *out = Arch::kDeepseek2; return true; }
     return false;
 }
@@ -113,10 +116,11 @@ Status read_rope_scaling(const GgufFile& file, const KeyReader& keys, ModelConfi
     else if (type == "none") c.rope_scaling = RopeScaling::kNone;
     else if (type == "linear") c.rope_scaling = RopeScaling::kLinear;
     else if (type == "yarn") c.rope_scaling = RopeScaling::kYarn;
+    else if (type == "longrope" && c.arch == Arch::kPhi3) c.rope_scaling = RopeScaling::kLongRope;
     else if (type == "longrope")
         return make_error(ErrorCode::kUnsupported,
-                          fmt::format("{} is \"longrope\" (LongRoPE short/long frequency factors): not supported yet",
-                                      keys.key("rope.scaling.type")));
+                          fmt::format("{} is \"longrope\" (LongRoPE short/long frequency factors): not supported yet "
+                                      "for {} (phi3 runs it)", keys.key("rope.scaling.type"), c.arch_name));
     else
         return make_error(ErrorCode::kBadInput,
                           fmt::format("{} is {}; expected none, linear, yarn or longrope", keys.key("rope.scaling.type"),
@@ -193,13 +197,13 @@ Result<ModelConfig> read_config(const GgufFile& file, bool check) {
     const GgufValue* arch_value = file.find("general.architecture");
     if (!arch_value)
         return make_error(ErrorCode::kBadInput,
-                          "general.architecture is missing; every model needs it (llama, qwen2, qwen3 or deepseek2)");
+                          "general.architecture is missing; every model needs it (llama, qwen2, qwen3, phi3 or deepseek2)");
     if (arch_value->type != GgufValueType::STRING)
         return make_error(ErrorCode::kBadInput, "general.architecture is not a string");
     c.arch_name = arch_value->str;
     if (!arch_from_name(c.arch_name, &c.arch))
         return make_error(ErrorCode::kUnsupported,
-                          fmt::format("architecture {} is not supported; supported: llama, qwen2, qwen3, deepseek2",
+                          fmt::format("architecture {} is not supported; supported: llama, qwen2, qwen3, phi3, deepseek2",
                                       quote_text(c.arch_name)));
 
     KeyReader keys(file, c.arch_name);
@@ -260,6 +264,14 @@ Result<ModelConfig> read_config(const GgufFile& file, bool check) {
                                   fmt::format("{} is {} but the head dimension is {}; {} rotates the whole head "
                                               "(llama.cpp aborts on this file)", keys.key("rope.dimension_count"),
                                               c.n_rot, c.head_dim_k, c.arch_name));
+            break;
+        case Arch::kPhi3:
+            // NEOX pairs over the first rope.dimension_count dims (Phi-4-mini rotates 96 of 128).
+            c.rope_type = RopeType::kNeox;
+            if (check && c.n_head * c.head_dim_k != c.n_embd)
+                return make_error(ErrorCode::kBadInput,
+                                  fmt::format("n_head * head_dim = {} * {} but {} is {}; phi3's attention projections are "
+                                              "n_embd wide", c.n_head, c.head_dim_k, keys.key("embedding_length"), c.n_embd));
             break;
         case Arch::kDeepseek2:
             c.rope_type = RopeType::kNorm;
@@ -330,12 +342,19 @@ float deepseek2_mscale(const ModelConfig& c) {
 }
 
 float attention_kq_scale(const ModelConfig& c) {
+    if (c.arch == Arch::kPhi3) return 1.0f;  // llama.cpp's phi3 graph scales Q by 1/sqrt(d) itself (phi3_q_scale)
     if (c.arch != Arch::kDeepseek2) return 1.0f / std::sqrt(static_cast<float>(c.head_dim_k));
     // deepseek2: kq_scale = mscale^2 / sqrt(n_embd_head_k_mla), over the MLA key width. The
     // fixtures' deepseek2-mini (key width 48) gives 0.229443 in kq_soft_max, not 1/sqrt(48).
     const float mscale = deepseek2_mscale(c);
     const int64_t head_dim = c.head_dim_k_mla > 0 ? c.head_dim_k_mla : c.head_dim_k;
     return 1.0f * mscale * mscale / std::sqrt(static_cast<float>(head_dim));
+}
+
+float phi3_q_scale(const ModelConfig& c) { return 1.0f / std::sqrt(static_cast<float>(c.head_dim_k)); }
+
+float roped_qk_scale(const ModelConfig& c) {
+    return c.arch == Arch::kPhi3 ? phi3_q_scale(c) * attention_kq_scale(c) : attention_kq_scale(c);
 }
 
 float yarn_log_mul(const ModelConfig& c) {

@@ -1,4 +1,4 @@
-// Model hyperparameters read from GGUF metadata (llama, qwen2, qwen3, deepseek2), with llama.cpp's
+// Model hyperparameters read from GGUF metadata (llama, qwen2, qwen3, phi3, deepseek2), with llama.cpp's
 // defaults and requirements, so that our forward pass and the lints agree with what llama.cpp loads.
 #pragma once
 
@@ -12,12 +12,13 @@ namespace ls {
 
 class GgufFile;
 
-enum class Arch { kLlama, kQwen2, kQwen3, kDeepseek2 };
+enum class Arch { kLlama, kQwen2, kQwen3, kPhi3, kDeepseek2 };
 
 // NORM rotates adjacent pairs (x0,x1),(x2,x3)...; NEOX rotates (x_i, x_{i+n_rot/2}).
 enum class RopeType { kNorm, kNeox };
 
-enum class RopeScaling { kNone, kLinear, kYarn };
+// kLongRope: Phi-3's short/long frequency factors (rope_factors_short/_long), chosen by context size.
+enum class RopeScaling { kNone, kLinear, kYarn, kLongRope };
 
 const char* arch_name(Arch arch);          // "llama", ...
 const char* rope_type_name(RopeType type);  // "norm", "neox"
@@ -88,8 +89,13 @@ RopeScales rope_scales(const ModelConfig& c);
 // other architectures.
 float deepseek2_mscale(const ModelConfig& c);
 
-// The attention scale llama.cpp uses for kq (before the softmax).
+// The attention scale llama.cpp uses for kq (before the softmax): 1 for phi3, whose graph scales
+// the roped Q by phi3_q_scale = 1/sqrt(head_dim) instead.
 float attention_kq_scale(const ModelConfig& c);
+float phi3_q_scale(const ModelConfig& c);
+// The scale between the roped Q and K's dot products and the softmax's input: kq_scale, times
+// phi3's Q scale (what rebuilds attention from a reference's roped Q and K).
+float roped_qk_scale(const ModelConfig& c);
 // hparams.rope_yarn_log_mul as llama.cpp holds it (a float): deepseek2 divides the stored key by
 // 0.1f on load, other architectures keep it.
 float yarn_log_mul(const ModelConfig& c);

@@ -117,6 +117,9 @@ std::vector<SummaryLine> derived_lines(const ModelConfig& c, const GgufFile* fil
     if (d.mla)
         lines.push_back({"attention", fmt::format("kq scale {:.6f} = mscale^2/sqrt({}), mscale {:.6f} (mscale_all_dim {:g})",
                                                   d.kq_scale, d.kq_head_dim, d.mscale, d.mscale_all_dim)});
+    else if (c.arch == Arch::kPhi3)
+        lines.push_back({"attention", fmt::format("the roped Q scaled by {:.6f} = 1/sqrt({}) (Qcur-L), then kq scale 1",
+                                                  phi3_q_scale(c), c.head_dim_k)});
     else
         lines.push_back({"attention", fmt::format("kq scale {:.6f} = 1/sqrt({})", d.kq_scale, d.kq_head_dim)});
     if (c.rope_scaling != RopeScaling::kNone)
@@ -127,6 +130,10 @@ std::vector<SummaryLine> derived_lines(const ModelConfig& c, const GgufFile* fil
                                                    "(each pair's angle divided by its factor; Llama 3.1+ \"llama3\" scaling)",
                                                    d.rope_freqs_scaled, d.rope_freqs_count, d.rope_freqs_min,
                                                    d.rope_freqs_max)});
+    if (c.rope_scaling == RopeScaling::kLongRope && file && file->find_tensor("rope_factors_long.weight"))
+        lines.push_back({"longrope", fmt::format("rope_factors_short for a context of up to {} cells, rope_factors_long "
+                                                 "beyond (llama.cpp compares the run's n_ctx with "
+                                                 "rope.scaling.original_context_length)", c.rope_orig_ctx)});
     if (d.rope_attn_factor_key != 1.0f)
         lines.push_back({"rope attn", fmt::format("rope.scaling.attn_factor {:g}: cos/sin of every rotation scaled by it "
                                                   "(attn_factor given to the rope op {:.6f})",

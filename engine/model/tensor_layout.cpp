@@ -10,14 +10,18 @@ namespace {
 class Layout {
 public:
     explicit Layout(std::vector<TensorSpec>& out) : out_(out) {}
-    void need(std::string name, std::vector<int64_t> ne) { out_.push_back({std::move(name), std::move(ne), true, false, ""}); }
-    void maybe(std::string name, std::vector<int64_t> ne) { out_.push_back({std::move(name), std::move(ne), false, false, ""}); }
+    void need(std::string name, std::vector<int64_t> ne) { out_.push_back({std::move(name), std::move(ne), true, false, "", ""}); }
+    void maybe(std::string name, std::vector<int64_t> ne) { out_.push_back({std::move(name), std::move(ne), false, false, "", ""}); }
     void vocab(std::string name, std::vector<int64_t> ne, bool required) {
-        out_.push_back({std::move(name), std::move(ne), required, true, ""});
+        out_.push_back({std::move(name), std::move(ne), required, true, "", ""});
+    }
+    // A tensor llama.cpp loads and its generation graph never reads: `why` says so.
+    void unused(std::string name, std::vector<int64_t> ne, std::string why) {
+        out_.push_back({std::move(name), std::move(ne), false, false, "", std::move(why)});
     }
     // A tensor llama.cpp's graph reads when present and we do not run yet: a file with it is refused.
     void refused(std::string name, std::vector<int64_t> ne, std::string why) {
-        out_.push_back({std::move(name), std::move(ne), false, false, std::move(why)});
+        out_.push_back({std::move(name), std::move(ne), false, false, std::move(why), ""});
     }
 
 private:
@@ -32,16 +36,20 @@ void dense_ffn(Layout& l, int64_t il, int64_t n_embd, int64_t n_ff) {
     l.need(blk(il, "ffn_up.weight"), {n_embd, n_ff});
 }
 
-// Per-tensor scales of NVFP4 conversions (llama.cpp multiplies a product by `.scale` and loads
-// `.input_scale` for every projection that exists), created by llama.cpp's generic pass for
-// every architecture.
-void weight_scales(Layout& l, int64_t il, std::initializer_list<const char*> projections) {
-    for (const char* p : projections) {
-        l.refused(blk(il, fmt::format("{}.scale", p).c_str()), {1},
-                  "per-tensor weight scales (NVFP4 conversions) are not supported yet");
-        l.refused(blk(il, fmt::format("{}.input_scale", p).c_str()), {1},
-                  "per-tensor input scales (NVFP4 conversions) are not supported yet");
-    }
+// Per-tensor scales of NVFP4 conversions, created by llama.cpp's generic pass for every
+// projection that exists; `.input_scale` no graph reads. Whether a graph multiplies a product by
+// its `.scale` is the architecture's: kApplied (so do we), kUnused (llama.cpp loads it and its
+// graph passes none: accepted and unused, as there), kRefused (used there, not run here yet).
+enum class ScaleUse { kApplied, kUnused, kRefused };
+void weight_scales(Layout& l, int64_t il, std::initializer_list<const char*> projections, ScaleUse use) {
+    for (const char* p : projections)
+        for (const char* kind : {"scale", "input_scale"}) {
+            const std::string name = blk(il, fmt::format("{}.{}", p, kind).c_str());
+            if (use == ScaleUse::kRefused) l.refused(name, {1}, fmt::format("per-tensor weight scales on {} are not supported yet", p));
+            else if (std::string(kind) == "input_scale") l.unused(name, {1}, "no graph of llama.cpp reads input scales");
+            else if (use == ScaleUse::kUnused) l.unused(name, {1}, "llama.cpp's graph gives this projection no scale");
+            else l.maybe(name, {1});
+        }
 }
 
 // The router and the routed experts; deepseek2's optional selection bias sits between them.
@@ -73,11 +81,11 @@ void deepseek2_layer(Layout& l, const ModelConfig& c, int64_t il) {
     }
     l.need(blk(il, "attn_output.weight"), {c.n_head * c.head_dim_v_mla, c.n_embd});
     l.need(blk(il, "ffn_norm.weight"), {c.n_embd});
-    if (c.q_lora_rank == 0) weight_scales(l, il, {"attn_q"});
-    weight_scales(l, il, {"attn_output"});
+    if (c.q_lora_rank == 0) weight_scales(l, il, {"attn_q"}, ScaleUse::kRefused);
+    weight_scales(l, il, {"attn_output"}, ScaleUse::kRefused);
     if (!c.layer_is_moe(il)) {
         dense_ffn(l, il, c.n_embd, c.n_ff);
-        weight_scales(l, il, {"ffn_gate", "ffn_down", "ffn_up"});
+        weight_scales(l, il, {"ffn_gate", "ffn_down", "ffn_up"}, ScaleUse::kRefused);
         return;
     }
     moe_ffn(l, c, il);
@@ -85,7 +93,35 @@ void deepseek2_layer(Layout& l, const ModelConfig& c, int64_t il) {
     l.need(blk(il, "ffn_gate_shexp.weight"), {c.n_embd, shared});
     l.need(blk(il, "ffn_down_shexp.weight"), {shared, c.n_embd});
     l.need(blk(il, "ffn_up_shexp.weight"), {c.n_embd, shared});
-    weight_scales(l, il, {"ffn_gate_exps", "ffn_down_exps", "ffn_up_exps", "ffn_gate_shexp", "ffn_down_shexp", "ffn_up_shexp"});
+    weight_scales(l, il, {"ffn_gate_exps", "ffn_down_exps", "ffn_up_exps", "ffn_gate_shexp", "ffn_down_shexp", "ffn_up_shexp"},
+                  ScaleUse::kRefused);
+}
+
+// phi3: a fused attn_qkv (or separate q/k/v), a fused ffn_up (gate and up, 2 n_ff rows), and
+// LongRoPE's short and long frequency factors (model-wide, created in the first layer).
+void phi3_layer(Layout& l, const ModelConfig& c, int64_t il) {
+    const int64_t n_qkv = c.n_embd + c.n_embd_k_gqa() + c.n_embd_v_gqa();
+    l.need(blk(il, "attn_norm.weight"), {c.n_embd});
+    l.maybe(blk(il, "attn_qkv.weight"), {c.n_embd, n_qkv});
+    l.maybe(blk(il, "attn_qkv.bias"), {n_qkv});
+    // Without a fused attn_qkv the graph builder asks for all three (llama.cpp: each not required).
+    l.maybe(blk(il, "attn_q.weight"), {c.n_embd, c.n_embd});
+    l.maybe(blk(il, "attn_k.weight"), {c.n_embd, c.n_embd_k_gqa()});
+    l.maybe(blk(il, "attn_v.weight"), {c.n_embd, c.n_embd_v_gqa()});
+    l.maybe(blk(il, "attn_q.bias"), {c.n_embd});
+    l.maybe(blk(il, "attn_k.bias"), {c.n_embd_k_gqa()});
+    l.maybe(blk(il, "attn_v.bias"), {c.n_embd_v_gqa()});
+    l.need(blk(il, "attn_output.weight"), {c.n_embd, c.n_embd});
+    l.need(blk(il, "ffn_norm.weight"), {c.n_embd});
+    l.need(blk(il, "ffn_down.weight"), {c.n_ff, c.n_embd});
+    l.need(blk(il, "ffn_up.weight"), {c.n_embd, 2 * c.n_ff});
+    if (il == 0) {
+        l.maybe("rope_factors_long.weight", {c.n_rot / 2});
+        l.maybe("rope_factors_short.weight", {c.n_rot / 2});
+    }
+    weight_scales(l, il, {"attn_q", "attn_k", "attn_v", "attn_output"}, ScaleUse::kApplied);
+    weight_scales(l, il, {"attn_qkv"}, ScaleUse::kRefused);
+    weight_scales(l, il, {"ffn_down", "ffn_up"}, ScaleUse::kUnused);  // its graph gives build_ffn none
 }
 
 // llama, qwen2 and qwen3: q/k/v projections with optional biases (qwen2 files carry them, llama
@@ -118,7 +154,8 @@ void llama_layer(Layout& l, const ModelConfig& c, int64_t il) {
     if (llama && c.n_expert > 0) {
         moe_ffn(l, c, il);
         weight_scales(l, il, {"attn_q", "attn_k", "attn_v", "attn_output", "attn_qkv", "ffn_gate_exps", "ffn_down_exps",
-                              "ffn_up_exps"});
+                              "ffn_up_exps"},
+                      ScaleUse::kRefused);
         return;
     }
     dense_ffn(l, il, c.n_embd, c.n_ff);
@@ -127,7 +164,10 @@ void llama_layer(Layout& l, const ModelConfig& c, int64_t il) {
         l.maybe(blk(il, "ffn_down.bias"), {c.n_embd});
         l.maybe(blk(il, "ffn_up.bias"), {c.n_ff});
     }
-    weight_scales(l, il, {"attn_q", "attn_k", "attn_v", "attn_output", "attn_qkv", "ffn_gate", "ffn_down", "ffn_up"});
+    weight_scales(l, il, {"attn_q", "attn_k", "attn_v", "attn_output"}, ScaleUse::kApplied);
+    // qwen2's graph gives build_ffn no scales.
+    weight_scales(l, il, {"ffn_gate", "ffn_down", "ffn_up"}, c.arch == Arch::kQwen2 ? ScaleUse::kUnused : ScaleUse::kApplied);
+    weight_scales(l, il, {"attn_qkv"}, ScaleUse::kRefused);
 }
 
 }  // namespace
@@ -137,13 +177,18 @@ std::vector<TensorSpec> tensor_layout(const ModelConfig& c, int64_t n_vocab) {
     Layout l(out);
     l.vocab("token_embd.weight", {c.n_embd, n_vocab}, true);
     l.need("output_norm.weight", {c.n_embd});
-    // llama and qwen2 tie the LM head to token_embd when output.weight is absent.
+    // llama, qwen2, qwen3 and phi3 tie the LM head to token_embd when output.weight is absent.
     l.vocab("output.weight", {c.n_embd, n_vocab}, c.arch == Arch::kDeepseek2);
     if (c.arch == Arch::kQwen2) l.maybe("output.bias", {n_vocab});
+    // llama.cpp reads the LM head's scales only for an NVFP4 head (a type we do not run).
+    l.refused("output.scale", {1}, "the scales of an NVFP4 LM head are not supported yet");
+    l.refused("output.input_scale", {1}, "the scales of an NVFP4 LM head are not supported yet");
     if (c.arch == Arch::kQwen3)
-        l.refused("cls_out.weight", {c.n_embd, 1}, "a reranker's classification head (pooled ranking) is not run by layerscope");
+        l.unused("cls.output.weight", {c.n_embd, 1}, "a reranker's head, read only when llama.cpp ranks (pooling rank), "
+                                                      "never when it generates");
     for (int64_t il = 0; il < c.n_layer; ++il) {
         if (c.arch == Arch::kDeepseek2) deepseek2_layer(l, c, il);
+        else if (c.arch == Arch::kPhi3) phi3_layer(l, c, il);
         else llama_layer(l, c, il);
     }
     return out;

@@ -19,6 +19,10 @@ struct TensorSpec {
     // Non-empty: llama.cpp's graph for this architecture reads the tensor when a file has it, and
     // Layerscope does not run it yet; a file that has it is refused with this reason.
     std::string unsupported;
+    // Non-empty: llama.cpp's loader accepts it and its generation graph never reads it (an NVFP4
+    // conversion's input scales, qwen2's feed-forward scales, a reranker's head): accepted, and
+    // unused here too; this says so.
+    std::string unused;
 };
 
 // Every tensor a model with config `c` and `n_vocab` tokens has or may have, in load order.

@@ -72,7 +72,7 @@ std::shared_ptr<const AttentionProbs> attention_from_softmax(const EventInfo& in
 
 // The reference's attention for our kq_soft_max-L event: its own kq_soft_max when it has one,
 // else rebuilt from its roped Q (this graph evaluation) and roped K (every evaluation so far, in
-// order: `k_events`) with the causal mask and `kq_scale` (attention_kq_scale of the model's config);
+// order: `k_events`) with the causal mask and `kq_scale` (roped_qk_scale of the model's config);
 // GQA: head h reads kv head h / (n_head / n_head_kv). Null when the reference lacks the inputs
 // (`why` says which).
 std::shared_ptr<const AttentionProbs> reference_attention(const ReferenceDump& ref, const EventInfo& softmax_event,

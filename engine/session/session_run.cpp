@@ -455,7 +455,7 @@ void SessionWorker::record_event(const Event& e) {
             auto q = last_roped_q_.find(info.layer);
             if (q == last_roped_q_.end()) rec->ref_attention_note = "no roped Q before this softmax";
             else rec->ref_attention = reference_attention(*reference_, info, q->second, roped_k_[info.layer],
-                                                          attention_kq_scale(model_->config()), &rec->ref_attention_note);
+                                                          roped_qk_scale(model_->config()), &rec->ref_attention_note);
         }
     }
     if (logits) {

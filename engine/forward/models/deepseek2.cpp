@@ -375,7 +375,9 @@ private:
         k_pe_heads.ne[1] = H(), k_pe_heads.nb[1] = 0;
         be_.copy(k_pe_heads, k_right);
         cb(K, "Kcur", il, Op::kConcat);
-        return build_attn({Q, K, V}, w.wo, il);
+        AttnWeights out;  // MLA's projections are its own; build_attn applies wo
+        out.wo = w.wo;
+        return build_attn({Q, K, V}, out, il);
     }
 
     // The routed experts: router, top-k, the chosen experts' SwiGLU, weighted sum.

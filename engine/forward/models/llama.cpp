@@ -35,7 +35,7 @@ private:
             Tensor inpSA = inpL;
             Tensor cur = build_norm(inpL, w.attn_norm, "attn_norm", il);  // rmsnorm * attn_norm
             const Qkv qkv = build_qkv(cur, w.attn, il);                   // q, k, v in heads; rope on q and k
-            cur = build_attn(qkv, w.attn.wo, il, w.attn.bo);              // softmax(q k^T * scale + mask) v, wo (+ bo)
+            cur = build_attn(qkv, w.attn, il);                            // softmax(q k^T * scale + mask) v, wo (* so, + bo)
             if (!build_out_rows(il, cur, inpSA)) return;                  // last layer: only the output rows go on
             Tensor ffn_inp = build_add(cur, inpSA, "ffn_inp", il, buf_.ffn_inp);  // residual
             cur = build_norm(ffn_inp, w.ffn_norm, "ffn_norm", il);        // rmsnorm * ffn_norm

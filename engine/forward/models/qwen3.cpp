@@ -37,7 +37,7 @@ private:
             Tensor inpSA = inpL;
             Tensor cur = build_norm(inpL, w.attn_norm, "attn_norm", il);  // rmsnorm * attn_norm
             const Qkv qkv = build_qkv(cur, w.attn, il);                   // q, k, v in heads; rmsnorm * q_norm / k_norm per head; NEOX rope
-            cur = build_attn(qkv, w.attn.wo, il);                         // softmax(q k^T / sqrt(head_dim) + mask) v, wo
+            cur = build_attn(qkv, w.attn, il);                            // softmax(q k^T / sqrt(head_dim) + mask) v, wo
             if (!build_out_rows(il, cur, inpSA)) return;                  // last layer: only the output rows go on
             Tensor ffn_inp = build_add(cur, inpSA, "ffn_inp", il, buf_.ffn_inp);  // residual
             cur = build_norm(ffn_inp, w.ffn_norm, "ffn_norm", il);        // rmsnorm * ffn_norm
