@@ -169,16 +169,18 @@ INSTANTIATE_TEST_SUITE_P(LlamaCppAvx2, DenseArchs, ::testing::ValuesIn(kCases),
 // port that normalises q and k after RoPE.
 struct DenseFault {
     Fault fault;
-    size_t dump_case;      // index into kCases
-    const char* first;     // the first divergent event
-    const char* verdicts[2];  // what the doctor's verdict says
+    size_t dump_case;         // index into kCases
+    const char* first;        // the first divergent event
+    const char* transform;    // the doctor's transform that explains it
+    const char* verdicts[2];  // what its verdict says
 };
 
 const DenseFault kFaults[] = {
-    {Fault::kRopeFreqsIgnored, 0, "Qcur-0#3", {"with the rope_freqs factors instead of", "rope_freqs.weight ignored"}},
-    {Fault::kQkNormAfterRope, 5, "Qcur-0#3", {"after their RMS norm (attn_q_norm before RoPE) instead of", "halves (NEOX)"}},
-    {Fault::kLongRopeSwapped, 8, "Qcur-0#2", {"with the rope_factors_long factors instead of", "rope_factors_short"}},
-    {Fault::kLongRopeSwapped, 9, "Qcur-0#2", {"with the rope_factors_short factors instead of", "rope_factors_long"}},
+    {Fault::kRopeFreqsIgnored, 0, "Qcur-0#3", "rope", {"with the rope_freqs factors instead of", "rope_freqs.weight ignored"}},
+    {Fault::kQkNormAfterRope, 5, "Qcur-0#3", "rope", {"after their RMS norm (attn_q_norm before RoPE) instead of", "halves (NEOX)"}},
+    {Fault::kLongRopeSwapped, 8, "Qcur-0#2", "rope", {"with the rope_factors_long factors instead of", "rope_factors_short"}},
+    {Fault::kLongRopeSwapped, 9, "Qcur-0#2", "rope", {"with the rope_factors_short factors instead of", "rope_factors_long"}},
+    {Fault::kQkvSplitSwapped, 8, "Vcur-0", "qkv-split", {"rows 384..511 (V's, after Q's and K's) instead of", "(K's, after Q's)"}},
 };
 
 class DenseArchsFaults : public ::testing::TestWithParam<DenseFault> {};
@@ -213,7 +215,7 @@ TEST_P(DenseArchsFaults, FoundWhereTheBugLivesAndNamed) {
         DoctorReport doctor = diagnose(r, static_cast<size_t>(r.summary.first_divergent), *reference.value(),
                                        model.value().get(), options.thresholds);
         ASSERT_FALSE(doctor.findings.empty()) << "the doctor found no explanation for " << first.name;
-        EXPECT_EQ(doctor.findings.front().transform, "rope") << doctor.findings.front().verdict;
+        EXPECT_EQ(doctor.findings.front().transform, f.transform) << doctor.findings.front().verdict;
         for (const char* v : f.verdicts)
             EXPECT_NE(doctor.findings.front().verdict.find(v), std::string::npos) << doctor.findings.front().verdict;
         std::printf("[fault] %s first divergent %s nmse %.3g doctor: %s\n", fault_info(fault).name, first.name.c_str(),

@@ -97,6 +97,8 @@ public:
         const std::string& base = ours_.base_name;
         const int L = layer_of(base);
         if (ours_.op == Op::kRope) try_rope(L);
+        if (ours_.op == Op::kView && (starts_with(base, "Qcur") || starts_with(base, "Kcur") || starts_with(base, "Vcur")))
+            try_qkv_split(base, L);
         if (ours_.op == Op::kMulMat && (starts_with(base, "Qcur") || starts_with(base, "Kcur") ||
                                                    starts_with(base, "Vcur") || starts_with(base, "attn_out") ||
                                                    starts_with(base, "ffn_")))
@@ -296,6 +298,39 @@ private:
                              ours_aligned(x)});
         }
         judge("rope", "RoPE", cands);
+    }
+
+    // A fused attn_qkv's product split into Q, K and V (phi3): this view against each of the three
+    // row ranges of the product (wqkv-L, or wqkv_b-L with its bias), llama.cpp's order being Q, K, V.
+    void try_qkv_split(const std::string& base, int L) {
+        if (!model_ || L < 0) return;
+        const CapturedEvent* qkv = nullptr;
+        for (size_t i = index_; i-- > 0;) {
+            const CapturedEvent& e = run_.captures.events[i];
+            if (e.decode != ours_.decode || e.ubatch != ours_.ubatch) continue;
+            if (e.base_name == fmt::format("wqkv_b-{}", L) || e.base_name == fmt::format("wqkv-{}", L)) {
+                qkv = &e;
+                break;
+            }
+        }
+        const ModelConfig& c = model_->config();
+        const int64_t n_q = c.n_head * c.head_dim_k, n_k = c.n_head_kv * c.head_dim_k, n_v = c.n_head_kv * c.head_dim_v;
+        if (!qkv || qkv->ne[0] != n_q + n_k + n_v) return;
+        const int64_t rows = qkv->ne[0], T = qkv->ne[1], width = ours_.ne[0] * ours_.ne[1];
+        if (ours_.ne[2] != T || static_cast<int64_t>(qkv->data.size()) != rows * T) return;
+        struct Part { const char* what; int64_t first, count; };
+        const Part parts[] = {{"Q's", 0, n_q}, {"K's, after Q's", n_q, n_k}, {"V's, after Q's and K's", n_q + n_k, n_v}};
+        std::vector<Candidate> cands;
+        for (const Part& p : parts) {
+            if (p.count != width) continue;
+            std::vector<float> v(static_cast<size_t>(width * T));
+            for (int64_t t = 0; t < T; ++t)
+                std::copy(qkv->data.begin() + t * rows + p.first, qkv->data.begin() + t * rows + p.first + width,
+                          v.begin() + t * width);
+            cands.push_back({fmt::format("rows {}..{} ({})", p.first, p.first + p.count - 1, p.what), ours_aligned(v)});
+        }
+        if (cands.size() > 1) judge("qkv-split", fmt::format("its part of {} (llama.cpp's order: Q, K, V)", qkv->name), cands);
+        (void)base;
     }
 
     // The reference's position of this call's first token, from its inp_pos input.

@@ -54,6 +54,10 @@ const std::vector<FaultInfo>& fault_catalogue() {
         {Fault::kQkNormAfterRope, "qk-norm-after-rope",
          "qwen3's per-head RMS norm of q and k (attn_q_norm, attn_k_norm) applied after RoPE instead of before",
          "Qcur-0 after rope"},
+        {Fault::kQkvSplitSwapped, "qkv-split-order",
+         "a fused attn_qkv split in the wrong order: the rows after Q taken as V and the last ones as K (the order is "
+         "Q, K, V)",
+         "Vcur-0"},
         {Fault::kLongRopeSwapped, "longrope-swapped",
          "phi3's LongRoPE factors swapped: the long ones (rope_factors_long) for a context within the original one, "
          "or the short ones beyond it",
@@ -139,6 +143,10 @@ Result<FaultKnobs> fault_knobs(Fault fault, const FaultModelFacts& m) {
             if (!m.has_longrope) return refuse("needs a model with LongRoPE factors (rope_factors_long/short, phi3)");
             k.longrope_swapped = true;
             break;
+        case Fault::kQkvSplitSwapped:
+            if (!m.has_fused_qkv) return refuse("needs a model with a fused attn_qkv whose K and V are as wide (phi3)");
+            k.qkv_split_swapped = true;
+            break;
         case Fault::kMlaScaleWidth:
             if (c.arch != Arch::kDeepseek2) return refuse("needs a deepseek2 model (multi-head latent attention)");
             k.kq_scale_latent_width = true;
@@ -160,6 +168,8 @@ FaultModelFacts fault_model_facts(const Model& model) {
     facts.has_qk_norm = model.find("blk.0.attn_q_norm.weight") != nullptr;
     facts.has_longrope = model.config().arch == Arch::kPhi3 && model.find("rope_factors_long.weight") &&
                          model.find("rope_factors_short.weight");
+    facts.has_fused_qkv = model.config().arch == Arch::kPhi3 && model.find("blk.0.attn_qkv.weight") &&
+                          model.config().head_dim_k == model.config().head_dim_v;
     return facts;
 }
 

@@ -35,6 +35,7 @@ enum class Fault {
     kRopeFreqsIgnored,     // Llama 3.1+'s rope_freqs factors not applied (plain RoPE frequencies)
     kQkNormAfterRope,      // qwen3's per-head q/k RMS norm applied after RoPE instead of before
     kLongRopeSwapped,      // phi3's LongRoPE short and long factors swapped (the other set for the context)
+    kQkvSplitSwapped,      // a fused attn_qkv split in the wrong order: K's rows taken as V and V's as K
 };
 
 struct FaultInfo {
@@ -69,6 +70,7 @@ struct FaultKnobs {
     bool rope_freqs_ignored = false;     // the model's rope_freqs left out of RoPE
     bool qk_norm_after_rope = false;     // qwen3: q/k heads rotated first, normalised after
     bool longrope_swapped = false;       // phi3: the long factors where the short belong, and back
+    bool qkv_split_swapped = false;      // fused attn_qkv: K and V read from each other's rows
 };
 
 // The knobs of `fault` for a model, or a usage error when the model cannot have that bug
@@ -82,6 +84,7 @@ struct FaultModelFacts {
     bool has_rope_freqs = false;  // rope_freqs.weight (Llama 3.1+ frequency factors)
     bool has_qk_norm = false;     // attn_q_norm / attn_k_norm (qwen3)
     bool has_longrope = false;    // rope_factors_long / _short (phi3)
+    bool has_fused_qkv = false;   // attn_qkv with K and V of one width (phi3)
 };
 Result<FaultKnobs> fault_knobs(Fault fault, const FaultModelFacts& facts);
 // The facts of an opened model (its config must outlive them).

@@ -80,7 +80,7 @@ RopeParams rope_params_for(const ModelConfig& config);
 Result<int64_t> context_for_run(const ModelConfig& config, int64_t n_prompt, int64_t n_predict, int64_t requested,
                                 bool beyond_train);
 
-// The forward pass for the model's architecture (llama, qwen2, deepseek2).
+// The forward pass for the model's architecture (llama, qwen2, qwen3, phi3, deepseek2).
 Result<std::unique_ptr<ForwardPass>> make_forward(const Model& model, Backend& backend, const ForwardOptions& options);
 
 }  // namespace ls

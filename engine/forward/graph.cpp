@@ -144,14 +144,14 @@ Status GraphBuilder::init() {
             const size_t n = std::char_traits<char>::length(tail);
             return t.name.size() > n && t.name.compare(t.name.size() - n, n, tail) == 0;
         };
-        bias_buffers_.attn_out = bias_buffers_.attn_out || ends_with(".attn_output.bias");
-        bias_buffers_.ffn = bias_buffers_.ffn || ends_with(".ffn_gate.bias") || ends_with(".ffn_up.bias") ||
+        optional_buffers_.attn_out = optional_buffers_.attn_out || ends_with(".attn_output.bias");
+        optional_buffers_.ffn = optional_buffers_.ffn || ends_with(".ffn_gate.bias") || ends_with(".ffn_up.bias") ||
                             ends_with(".ffn_down.bias");
-        bias_buffers_.output = bias_buffers_.output || t.name == "output.bias";
-        bias_buffers_.qk_norm = bias_buffers_.qk_norm || ends_with(".attn_q_norm.weight");
-        bias_buffers_.scales = bias_buffers_.scales || ends_with(".scale");
-        bias_buffers_.fused_qkv = bias_buffers_.fused_qkv || ends_with(".attn_qkv.weight");
-        bias_buffers_.fused_up = bias_buffers_.fused_up || (ends_with(".ffn_up.weight") && t.ne[1] == 2 * cfg_.n_ff);
+        optional_buffers_.output = optional_buffers_.output || t.name == "output.bias";
+        optional_buffers_.qk_norm = optional_buffers_.qk_norm || ends_with(".attn_q_norm.weight");
+        optional_buffers_.scales = optional_buffers_.scales || ends_with(".scale");
+        optional_buffers_.fused_qkv = optional_buffers_.fused_qkv || ends_with(".attn_qkv.weight");
+        optional_buffers_.fused_up = optional_buffers_.fused_up || (ends_with(".ffn_up.weight") && t.ne[1] == 2 * cfg_.n_ff);
     }
 
     auto knobs = fault_knobs(opt_.fault, fault_model_facts(model_));
@@ -251,24 +251,24 @@ void GraphBuilder::allocate_buffers() {
     buf_.kqv = buffer(hd_v, T, cfg_.n_head);
     buf_.kqv_out = buffer(cfg_.n_head * hd_v, T);
     buf_.attn_out = buffer(n_embd, T);
-    if (bias_buffers_.attn_out) buf_.attn_out_b = buffer(n_embd, T);
-    if (bias_buffers_.scales) {
+    if (optional_buffers_.attn_out) buf_.attn_out_b = buffer(n_embd, T);
+    if (optional_buffers_.scales) {
         buf_.q_s = buffer(n_q, T), buf_.k_s = buffer(n_k, T), buf_.v_s = buffer(n_v, T), buf_.attn_out_s = buffer(n_embd, T);
         buf_.gate_s = buffer(cfg_.n_ff, T), buf_.up_s = buffer(cfg_.n_ff, T), buf_.ffn_out_s = buffer(n_embd, T);
     }
-    if (bias_buffers_.fused_qkv) buf_.qkv = buffer(n_q + n_k + n_v, T), buf_.qkv_b = buffer(n_q + n_k + n_v, T);
-    if (bias_buffers_.fused_up) buf_.up2 = buffer(2 * cfg_.n_ff, T);
-    if (bias_buffers_.qk_norm) {
+    if (optional_buffers_.fused_qkv) buf_.qkv = buffer(n_q + n_k + n_v, T), buf_.qkv_b = buffer(n_q + n_k + n_v, T);
+    if (optional_buffers_.fused_up) buf_.up2 = buffer(2 * cfg_.n_ff, T);
+    if (optional_buffers_.qk_norm) {
         buf_.q_norm = buffer(n_q, T), buf_.q_normed = buffer(n_q, T);
         buf_.k_norm = buffer(n_k, T), buf_.k_normed = buffer(n_k, T);
     }
-    if (bias_buffers_.ffn) buf_.gate_b = buffer(cfg_.n_ff, T), buf_.up_b = buffer(cfg_.n_ff, T), buf_.ffn_out_b = buffer(n_embd, T);
+    if (optional_buffers_.ffn) buf_.gate_b = buffer(cfg_.n_ff, T), buf_.up_b = buffer(cfg_.n_ff, T), buf_.ffn_out_b = buffer(n_embd, T);
     buf_.out_attn = buffer(n_embd, T), buf_.out_x = buffer(n_embd, T);
     buf_.ffn_inp = buffer(n_embd, T);
     buf_.gate = buffer(cfg_.n_ff, T), buf_.up = buffer(cfg_.n_ff, T), buf_.swiglu = buffer(cfg_.n_ff, T);
     buf_.ffn_out = buffer(n_embd, T);
     buf_.logits = buffer(n_logits_, T);
-    if (bias_buffers_.output) buf_.logits_b = buffer(n_logits_, T);
+    if (optional_buffers_.output) buf_.logits_b = buffer(n_logits_, T);
     if (n_logits_ > n_vocab_) {
         // The padded-vocabulary fault: the rows the LM head never writes hold what was there
         // before (deterministic "garbage" here).
@@ -313,21 +313,21 @@ MemoryEstimate GraphBuilder::memory_estimate(bool weights_copied) const {
     e.add("KV cache", fmt::format("n_ctx {} x {} layers x {} KV heads x (head_dim {} + {}) x 4 bytes", n_ctx, n_layer,
                                   n_head_kv, hd, hd_v),
           f32({n_ctx, n_layer, n_head_kv, add_sat(hd, hd_v)}));
-    const uint64_t ffn_bufs = 3 + (bias_buffers_.ffn ? 2 : 0) + (bias_buffers_.scales ? 2 : 0) + (bias_buffers_.fused_up ? 2 : 0);
+    const uint64_t ffn_bufs = 3 + (optional_buffers_.ffn ? 2 : 0) + (optional_buffers_.scales ? 2 : 0) + (optional_buffers_.fused_up ? 2 : 0);
     e.add("feed-forward activations", fmt::format("ubatch {} x n_ff {} x {} (gate, up, swiglu{}{}) x 4 bytes", T, n_ff,
-                                                  ffn_bufs, bias_buffers_.ffn ? ", with their biases" : "",
-                                                  bias_buffers_.scales ? ", times their scales" : ""),
+                                                  ffn_bufs, optional_buffers_.ffn ? ", with their biases" : "",
+                                                  optional_buffers_.scales ? ", times their scales" : ""),
           mul_sat(ffn_bufs, f32({T, n_ff})));
-    const uint64_t logits_bufs = bias_buffers_.output ? 2 : 1;
+    const uint64_t logits_bufs = optional_buffers_.output ? 2 : 1;
     e.add("logits", fmt::format("ubatch {} x {} rows x {} x 4 bytes", T, n_logits_, logits_bufs),
           mul_sat(logits_bufs, f32({T, dim(n_logits_)})));
     // Per token: x, norm, cur, attn_out, out_attn, out_x, ffn_inp, ffn_out (n_embd each); q, q_b,
     // q_rope; k, k_b, k_rope; v, v_b; kqv and kqv_out (n_head x head_dim_v each); 4 I32 inputs.
-    const uint64_t embd_bufs = 8 + (bias_buffers_.attn_out ? 1 : 0) + (bias_buffers_.ffn ? 1 : 0) + (bias_buffers_.scales ? 2 : 0);
-    const uint64_t qk_bufs = 3 + (bias_buffers_.qk_norm ? 2 : 0) + (bias_buffers_.scales ? 1 : 0);  // + normed, scaled
-    const uint64_t v_bufs = bias_buffers_.scales ? 3 : 2;
+    const uint64_t embd_bufs = 8 + (optional_buffers_.attn_out ? 1 : 0) + (optional_buffers_.ffn ? 1 : 0) + (optional_buffers_.scales ? 2 : 0);
+    const uint64_t qk_bufs = 3 + (optional_buffers_.qk_norm ? 2 : 0) + (optional_buffers_.scales ? 1 : 0);  // + normed, scaled
+    const uint64_t v_bufs = optional_buffers_.scales ? 3 : 2;
     uint64_t per_token = add_sat(mul_sat(embd_bufs, n_embd), mul_sat(qk_bufs, n_q));
-    if (bias_buffers_.fused_qkv) per_token = add_sat(per_token, mul_sat(2, add_sat(n_q, add_sat(n_k, n_v))));
+    if (optional_buffers_.fused_qkv) per_token = add_sat(per_token, mul_sat(2, add_sat(n_q, add_sat(n_k, n_v))));
     per_token = add_sat(per_token, add_sat(mul_sat(qk_bufs, n_k), mul_sat(v_bufs, n_v)));
     per_token = add_sat(per_token, add_sat(mul_sat(2, mul_sat(n_head, hd_v)), 4));
     e.add("other activations", fmt::format("ubatch {} x {} values x 4 bytes", T, per_token), f32({T, per_token}));
@@ -513,8 +513,9 @@ Qkv GraphBuilder::build_qkv(const Tensor& cur, const AttnWeights& w, int il) {
         // llama.cpp's graph order: q through its rope, then v, then k through its rope.
         const Tensor q = part(0, hd, cfg_.n_head, buf_.q, "Qcur");
         r.q = build_rope(q, buf_.q_rope, "Qcur", il);
-        r.v = part(n_q + n_k, hd_v, cfg_.n_head_kv, buf_.v, "Vcur");
-        const Tensor k = part(n_q, hd, cfg_.n_head_kv, buf_.k, "Kcur");
+        const bool swapped = knobs_.qkv_split_swapped;  // the fault: K's and V's rows exchanged
+        r.v = part(swapped ? n_q : n_q + n_k, hd_v, cfg_.n_head_kv, buf_.v, "Vcur");
+        const Tensor k = part(swapped ? n_q + n_k : n_q, hd, cfg_.n_head_kv, buf_.k, "Kcur");
         r.k = build_rope(k, buf_.k_rope, "Kcur", il);
         return r;
     }

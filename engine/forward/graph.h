@@ -192,13 +192,13 @@ private:
     std::string memory_hint(bool weights_copied) const;  // which flag lowers the largest part
     void eval_ubatch(const int32_t* tokens, int64_t T, int ubatch, const std::vector<int32_t>& out_rows);
 
-    // Which optional bias buffers the model needs (from its file, before anything is allocated).
-    struct BiasBuffers {
-        bool attn_out = false, ffn = false, output = false;
-        bool qk_norm = false;  // not a bias: qwen3's per-head q/k norms need buffers of their own
+    // Which optional buffers the model's tensors need (from its file, before anything is allocated).
+    struct OptionalBuffers {
+        bool attn_out = false, ffn = false, output = false;  // biases on attn_output, the FFN, the LM head
+        bool qk_norm = false;  // qwen3's per-head q/k norms
         bool scales = false;   // per-tensor weight scales (.scale)
         bool fused_qkv = false, fused_up = false;  // phi3's attn_qkv, ffn_up of 2 n_ff rows
-    } bias_buffers_;
+    } optional_buffers_;
 
     Tensor token_embd_, output_norm_, output_, output_b_;
     int64_t n_vocab_ = 0;

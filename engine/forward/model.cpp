@@ -48,7 +48,7 @@ std::vector<RopeFactorSet> rope_factor_sets(const Model& model) {
     std::vector<RopeFactorSet> sets;
     for (const char* name : {"rope_freqs.weight", "rope_factors_short.weight", "rope_factors_long.weight"}) {
         const GgufTensorInfo* t = model.find(name);
-        if (!t || t->type != GgmlType::F32) continue;
+        if (!t || t->type != GgmlType::F32 || t->ne[0] <= 0 || t->n_bytes < static_cast<uint64_t>(t->ne[0]) * 4) continue;
         if ((model.config().arch == Arch::kLlama) != (std::string(name) == "rope_freqs.weight")) continue;
         RopeFactorSet set{name, std::vector<float>(static_cast<size_t>(t->ne[0]))};
         std::memcpy(set.factors.data(), t->data, set.factors.size() * sizeof(float));
@@ -59,7 +59,7 @@ std::vector<RopeFactorSet> rope_factor_sets(const Model& model) {
 
 std::vector<float> rope_freq_factors(const Model& model) {
     const GgufTensorInfo* t = model.config().arch == Arch::kLlama ? model.find("rope_freqs.weight") : nullptr;
-    if (!t || t->type != GgmlType::F32) return {};
+    if (!t || t->type != GgmlType::F32 || t->ne[0] <= 0 || t->n_bytes < static_cast<uint64_t>(t->ne[0]) * 4) return {};
     std::vector<float> v(static_cast<size_t>(t->ne[0]));
     std::memcpy(v.data(), t->data, v.size() * sizeof(float));
     return v;

@@ -1,5 +1,6 @@
-// Deterministic synthetic GGUF models (llama, qwen2, deepseek2) with a generated SentencePiece vocabulary, for
-// tests, demos and bug reports that must not depend on third-party weights or vocabularies.
+// Deterministic synthetic GGUF models (llama, qwen2, qwen3, phi3, deepseek2) with a generated
+// SentencePiece vocabulary, for tests, demos and bug reports that must not depend on third-party
+// weights or vocabularies.
 #pragma once
 
 #include <cstdint>

@@ -57,7 +57,8 @@ DerivedParams derive_params(const ModelConfig& c, const GgufFile* file) {
     d.rope_attn_factor = scales.attn_factor;
     d.rope_attn_factor_key = static_cast<float>(c.rope_attn_factor);
     const GgufTensorInfo* freqs = file && c.arch == Arch::kLlama ? file->find_tensor("rope_freqs.weight") : nullptr;
-    if (freqs && freqs->type == GgmlType::F32 && freqs->n_dims == 1) {
+    if (freqs && freqs->type == GgmlType::F32 && freqs->n_dims == 1 && freqs->ne[0] > 0 &&
+        freqs->n_bytes >= static_cast<uint64_t>(freqs->ne[0]) * sizeof(float)) {
         d.rope_freqs = true;
         d.rope_freqs_count = freqs->ne[0];
         std::vector<float> v(static_cast<size_t>(freqs->ne[0]));

@@ -1,5 +1,5 @@
-// The per-architecture tensor lists (llama, qwen2, deepseek2): names, ggml shapes and which tensors
-// are optional, in the order llama.cpp's loader (llama_model::load_tensors) creates them.
+// The per-architecture tensor lists (llama, qwen2, qwen3, phi3, deepseek2): names, ggml shapes,
+// which tensors are optional, refused or unused, in the order llama.cpp's loader creates them.
 #include "engine/model/tensor_layout.h"
 
 #include <fmt/format.h>
@@ -56,6 +56,9 @@ void weight_scales(Layout& l, int64_t il, std::initializer_list<const char*> pro
 void moe_ffn(Layout& l, const ModelConfig& c, int64_t il) {
     l.need(blk(il, "ffn_gate_inp.weight"), {c.n_embd, c.n_expert});
     if (c.arch == Arch::kDeepseek2) l.maybe(blk(il, "exp_probs_b.bias"), {c.n_expert});
+    if (c.arch == Arch::kDeepseek2)
+        l.refused(blk(il, "ffn_gate_up_exps.weight"), {c.n_embd, 2 * c.n_ff_expert, c.n_expert},
+                  "gate and up experts fused in one tensor (current converters) are not supported yet");
     l.need(blk(il, "ffn_gate_exps.weight"), {c.n_embd, c.n_ff_expert, c.n_expert});
     l.need(blk(il, "ffn_down_exps.weight"), {c.n_ff_expert, c.n_embd, c.n_expert});
     l.need(blk(il, "ffn_up_exps.weight"), {c.n_embd, c.n_ff_expert, c.n_expert});
