@@ -56,6 +56,8 @@ int run_make_model(const MakeModelOptions& o) {
     if (o.out_biases) spec.out_biases = true;
     if (o.weight_scales) spec.weight_scales = true;
     if (o.n_rot) spec.n_rot = o.n_rot;
+    if (o.swa >= 0) spec.n_swa = o.swa;
+    if (o.swa_pattern >= 0) spec.swa_pattern = o.swa_pattern;
     if (o.longrope_orig_ctx) {
         spec.longrope = true;
         spec.longrope_orig_ctx = o.longrope_orig_ctx;
@@ -92,6 +94,10 @@ int run_make_model(const MakeModelOptions& o) {
     if (spec.longrope)
         fmt::print("  longrope: rope_factors_short/_long, original context {} (a longer context takes the long "
                    "factors)\n", spec.longrope_orig_ctx);
+    if (spec.n_swa > 0)
+        fmt::print("  sliding window {}{}{}\n", spec.n_swa,
+                   spec.swa_pattern > 0 ? fmt::format(", one global layer per {}", spec.swa_pattern) : "",
+                   spec.arch == "gemma2" ? ", soft caps" : "");
     for (const std::string& f : info.fallbacks) fmt::print("  fallback: {}\n", f);
     return kExitOk;
 }

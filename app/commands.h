@@ -110,6 +110,8 @@ struct MakeModelOptions {
     bool weight_scales = false;       // llama, qwen2, qwen3: .scale / .input_scale per projection
     int n_rot = 0;                    // phi3: rotated dims per head (0 = the spec's)
     int longrope_orig_ctx = 0;        // phi3: LongRoPE with this original context (0 = the spec's)
+    int swa = -1;                     // gemma: the sliding window (-1 = the spec's)
+    int swa_pattern = -1;             // gemma3: the local/global period (-1 = the spec's)
     bool seed_given = false;
     uint64_t seed = 0;
     bool force = false;         // replace an existing file (never anything but a regular file)

@@ -128,10 +128,10 @@ void add_make_model_command(CLI::App& app, ls::app::MakeModelOptions& o) {
     mk->add_option("--preset", o.preset, "Real models' shapes (other flags override them): deepseek-v2-lite, "
                                          "deepseek2-tiny, tinyllama-1.1b, qwen2.5-0.5b, llama-3.2-1b, llama-3.1-8b, "
                                          "llama3-tiny, qwen3-0.6b, qwen3-8b, qwen3-tiny, phi-3.5-mini, phi-4-mini, "
-                                         "phi3-tiny")
+                                         "phi3-tiny, gemma-2-2b, gemma-3-1b, gemma-3-4b, gemma2-tiny, gemma3-tiny")
         ->excludes(demo);
-    mk->add_option("--arch", o.arch, "llama (default), qwen2, qwen3, phi3 or deepseek2")
-        ->check(CLI::IsMember({"llama", "qwen2", "qwen3", "phi3", "deepseek2"}));
+    mk->add_option("--arch", o.arch, "llama (default), qwen2, qwen3, phi3, gemma2, gemma3 or deepseek2")
+        ->check(CLI::IsMember({"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "deepseek2"}));
     mk->add_option("--type", o.type, "Weight type: f32, f16 (default), bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_K..q6_K");
     mk->add_option("--embd", o.n_embd, "Embedding width (default 256)")->check(CLI::Range(1, 65536));
     mk->add_option("--layers", o.n_layer, "Blocks (default 2)")->check(CLI::Range(1, 1024));
@@ -160,13 +160,19 @@ void add_make_model_command(CLI::App& app, ls::app::MakeModelOptions& o) {
     mk->add_option("--rope-freqs", o.rope_freqs, "llama: rope_freqs.weight with Llama 3.1's llama3 factors of this "
                                                  "scale (0: none)")
         ->check(CLI::Range(0.0, 1024.0));
-    mk->add_option("--head-dim", o.head_dim, "qwen3: head width, attention.key_length (default n_embd / heads)")
+    mk->add_option("--head-dim", o.head_dim, "qwen3, gemma: head width, attention.key_length (default n_embd / heads)")
         ->check(CLI::Range(2, 65536));
     mk->add_option("--rot", o.n_rot, "phi3: rotated dims per head, rope.dimension_count (default: the whole head)")
         ->check(CLI::Range(2, 65536));
     mk->add_option("--longrope-orig-ctx", o.longrope_orig_ctx, "phi3: write LongRoPE factors with this original context "
                                                                "(a longer context takes the long factors)")
         ->check(CLI::Range(1, 1 << 24));
+    mk->add_option("--swa", o.swa, "gemma: the sliding window of the local layers, attention.sliding_window (gemma3: 0 "
+                                   "= none)")
+        ->check(CLI::Range(0, 1 << 24));
+    mk->add_option("--swa-pattern", o.swa_pattern, "gemma3: one global layer per this many (layer il is local when "
+                                                   "il % n < n - 1; default 6)")
+        ->check(CLI::Range(1, 1024));
     mk->add_flag("--tied-output", o.tied_output, "llama, qwen3: no output.weight, the LM head is token_embd (Llama 3.2 "
                                                  "1B/3B, Qwen3-0.6B)");
     mk->add_flag("--biases", o.out_biases, "llama: attn_output and ffn_gate/up/down biases; qwen2: output.bias");

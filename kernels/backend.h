@@ -77,6 +77,20 @@ float histogram_bin_edge(const TensorStats& s, int k);
 // Bin of value v for the stats' histogram range, clamped to [0, kHistogramBins).
 int histogram_bin(const TensorStats& s, float v);
 
+// Which KV cells a token attends to: cell j is visible to the token in cell p when j <= p (the
+// causal mask; off with the no-causal-mask fault) and, with a sliding window (gemma's local
+// layers), p - j < n_swa (llama.cpp's LLAMA_SWA_TYPE_STANDARD). Built from a bool where only the
+// causal mask matters. `softcap` (flash attention only; gemma2): each visible score s becomes
+// cap * tanh(s * (scale / cap)), as ggml's flash-attention kernel caps it.
+struct AttnMask {
+    bool causal = true;
+    int64_t n_swa = 0;    // 0: no window
+    float softcap = 0.0f;  // 0: none
+    AttnMask(bool causal_mask = true, int64_t window = 0, float cap = 0.0f)  // NOLINT: from bool on purpose
+        : causal(causal_mask), n_swa(window), softcap(cap) {}
+    bool visible(int64_t j, int64_t p) const { return (!causal || j <= p) && (n_swa <= 0 || p - j < n_swa); }
+};
+
 // Which implementation runs the ops. cuda-emulated runs the CUDA kernels' sources on the CPU
 // through the SIMT emulator (every build has it); auto is CUDA when a device is usable, else CPU.
 enum class BackendKind { kCpu, kCuda, kCudaEmulated, kAuto };
@@ -135,6 +149,10 @@ public:
     // y = silu(gate) * up, silu(g) = g / (1 + e^-g); exact mode takes e^-g from ggml's 512-bit
     // vectorized expf (ggml_order::v_expf) for every value, on the CPU and on CUDA.
     virtual void swiglu(const Tensor& gate, const Tensor& up, Tensor& y, MathMode mode) = 0;
+    // y = gelu(gate) * up with GELU's tanh form (kernels/common/gelu.h): llama mode as ggml's CPU
+    // build computes it (gelu_tanh_llama: f16 in, f16 out), exact mode gelu_tanh in f32. Backends
+    // without it refuse models that need it (supports(kGeglu) false).
+    virtual void geglu(const Tensor& gate, const Tensor& up, Tensor& y, MathMode mode);
 
     // Attention over a KV cache. cache_k {head_dim_k, n_head_kv, n_ctx}, cache_v {head_dim_v,
     // n_head_kv, n_ctx}; cells [0, n_kv) are filled.
@@ -144,18 +162,18 @@ public:
                           MathMode mode) = 0;
     // kq {n_kv, T, n_head} = K^T q per head (GQA: head h reads kv head h / (n_head / n_head_kv)).
     virtual void attn_scores(const Tensor& q, const Tensor& cache_k, int64_t n_kv, Tensor& kq, MathMode mode) = 0;
-    // p = softmax(kq * scale + mask) over ne0, with the causal mask: cell j is visible to token t
-    // when j <= pos[t] (pos: I32 {T}); `causal` false disables the mask. On the CPU both modes take
+    // p = softmax(kq * scale + mask) over ne0, with the mask: cell j is visible to token t when
+    // mask.visible(j, pos[t]) (pos: I32 {T}, the tokens' cells). On the CPU both modes take
     // the exponentials from ggml_order::v_expf (ggml's AVX2 build: its 256-bit expf) and sum them
     // 16 (8) at a time, the blocks in double.
-    virtual void softmax_masked(const Tensor& kq, float scale, const Tensor& pos, bool causal, Tensor& p,
+    virtual void softmax_masked(const Tensor& kq, float scale, const Tensor& pos, const AttnMask& mask, Tensor& p,
                                 MathMode mode) = 0;
     // kqv {head_dim_v, T, n_head} = V p per head.
     virtual void attn_values(const Tensor& p, const Tensor& cache_v, int64_t n_kv, Tensor& kqv, MathMode mode) = 0;
     // Flash attention as ggml's CPU kernel computes it (llama mode: f16 Q, online softmax in f32,
     // V accumulated in f16): out {head_dim_v, n_head, T} = softmax(q K^T * scale + mask) V.
     virtual void attn_flash(const Tensor& q, const Tensor& cache_k, const Tensor& cache_v, int64_t n_kv, float scale,
-                            const Tensor& pos, bool causal, Tensor& out) = 0;
+                            const Tensor& pos, const AttnMask& mask, Tensor& out) = 0;
     // y {head_dim * n_head, T} from x {head_dim, T, n_head} (ggml: permute(0, 2, 1, 3) + cont).
     virtual void merge_heads(const Tensor& x, Tensor& y) = 0;
 
@@ -163,7 +181,8 @@ public:
     // y = a op b for op ADD, MUL or DIV, with ggml's broadcasting: each b.ne[d] divides a.ne[d]
     // (b's index along d is a's modulo b.ne[d]). All three contiguous f32.
     virtual void binary(Op op, const Tensor& a, const Tensor& b, Tensor& y);
-    // y = f(x) for op SIGMOID (1 / (1 + exp(-x))), SCALE (x * p0) or CLAMP (x limited to [p0, p1]).
+    // y = f(x) for op SIGMOID (1 / (1 + exp(-x))), SCALE (x * p0), CLAMP (x limited to [p0, p1]) or
+    // TANH (tanhf(x), as ggml).
     virtual void unary(Op op, const Tensor& x, Tensor& y, float p0 = 0, float p1 = 0);
     // y {1, rows} = the sum of each row of x, in double as ggml sums it.
     virtual void sum_rows(const Tensor& x, Tensor& y);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/backend.h"
+#include "kernels/common/gelu.h"
 
 namespace ls {
 
@@ -42,8 +43,15 @@ void host_unary(Op op, const float* x, int64_t n, float* y, float p0, float p1) 
         case Op::kClamp:
             for (int64_t i = 0; i < n; ++i) y[i] = std::max(std::min(x[i], p1), p0);
             return;
-        default: throw std::invalid_argument(std::string("host_unary: ") + op_name(op) + " is not SIGMOID, SCALE or CLAMP");
+        case Op::kTanh:
+            for (int64_t i = 0; i < n; ++i) y[i] = std::tanh(x[i]);
+            return;
+        default: throw std::invalid_argument(std::string("host_unary: ") + op_name(op) + " is not SIGMOID, SCALE, CLAMP or TANH");
     }
+}
+
+void host_geglu(const float* gate, const float* up, int64_t n, float* y, bool llama) {
+    for (int64_t i = 0; i < n; ++i) y[i] = (llama ? gelu_tanh_llama(gate[i]) : gelu_tanh(gate[i])) * up[i];
 }
 
 void host_sum_rows(const float* x, int64_t n, int64_t rows, float* y) {
@@ -87,6 +95,13 @@ void Backend::unary(Op op, const Tensor& x, Tensor& y, float p0, float p1) {
     const std::vector<float> hx = fetch(*this, x);
     std::vector<float> hy(hx.size());
     host_unary(op, hx.data(), x.n_elements(), hy.data(), p0, p1);
+    upload(y.data, hy.data(), hy.size() * sizeof(float));
+}
+
+void Backend::geglu(const Tensor& gate, const Tensor& up, Tensor& y, MathMode mode) {
+    const std::vector<float> hg = fetch(*this, gate), hu = fetch(*this, up);
+    std::vector<float> hy(hg.size());
+    host_geglu(hg.data(), hu.data(), gate.n_elements(), hy.data(), mode == MathMode::kLlama);
     upload(y.data, hy.data(), hy.size() * sizeof(float));
 }
 

@@ -15,6 +15,8 @@ void host_binary(Op op, const float* a, const int64_t a_ne[4], const float* b, c
 // y = f(x) for n values: SIGMOID, SCALE (x * p0), CLAMP (to [p0, p1]).
 void host_unary(Op op, const float* x, int64_t n, float* y, float p0, float p1);
 // y[r] = the sum of row r's n values, accumulated in double.
+// GEGLU (Backend::geglu): y = gelu(gate) * up over n values, GELU as llama mode or exact mode has it.
+void host_geglu(const float* gate, const float* up, int64_t n, float* y, bool llama);
 void host_sum_rows(const float* x, int64_t n, int64_t rows, float* y);
 // Per row of n values: the columns from the largest value to the smallest; ties keep column order.
 void host_argsort_desc(const float* x, int64_t n, int64_t rows, int32_t* idx);

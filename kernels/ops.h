@@ -34,6 +34,8 @@ enum class Op : uint8_t {
     kSigmoid,       // SIGMOID: 1 / (1 + exp(-x)) (sigmoid MoE gating)
     kClamp,         // CLAMP: x limited to [min, max]
     kSumRows,       // SUM_ROWS: the sum of each row
+    kGeglu,         // GEGLU: gelu(gate) * up, GELU's tanh form (gemma's feed-forward)
+    kTanh,          // TANH: tanh(x) (gemma's soft caps)
     kCount
 };
 
@@ -41,7 +43,7 @@ inline constexpr const char* kOpNames[] = {
     "NONE",     "GET_ROWS", "RMS_NORM", "MUL",     "ADD",  "SCALE",   "MUL_MAT",    "MUL_MAT_ID",
     "ROPE",     "SWIGLU",   "SOFT_MAX", "FLASH_ATTN_EXT", "SET_ROWS", "CPY", "CONT", "RESHAPE",
     "VIEW",     "PERMUTE",  "CONCAT",   "ARGSORT", "REPEAT", "DIV",   "SIGMOID", "CLAMP",
-    "SUM_ROWS",
+    "SUM_ROWS", "GEGLU",    "TANH",
 };
 static_assert(sizeof(kOpNames) / sizeof(kOpNames[0]) == static_cast<size_t>(Op::kCount),
               "every op needs its name in kOpNames, in enum order");

@@ -38,15 +38,15 @@ public:
     void attn_scores(const Tensor& q, const Tensor& ck, int64_t n_kv, Tensor& kq, MathMode m) override {
         inner_->attn_scores(q, ck, n_kv, kq, m);
     }
-    void softmax_masked(const Tensor& kq, float scale, const Tensor& pos, bool causal, Tensor& p, MathMode m) override {
-        inner_->softmax_masked(kq, scale, pos, causal, p, m);
+    void softmax_masked(const Tensor& kq, float scale, const Tensor& pos, const AttnMask& mask, Tensor& p, MathMode m) override {
+        inner_->softmax_masked(kq, scale, pos, mask, p, m);
     }
     void attn_values(const Tensor& p, const Tensor& cv, int64_t n_kv, Tensor& kqv, MathMode m) override {
         inner_->attn_values(p, cv, n_kv, kqv, m);
     }
     void attn_flash(const Tensor& q, const Tensor& ck, const Tensor& cv, int64_t n_kv, float scale, const Tensor& pos,
-                    bool causal, Tensor& out) override {
-        inner_->attn_flash(q, ck, cv, n_kv, scale, pos, causal, out);
+                    const AttnMask& mask, Tensor& out) override {
+        inner_->attn_flash(q, ck, cv, n_kv, scale, pos, mask, out);
     }
     void merge_heads(const Tensor& x, Tensor& y) override { inner_->merge_heads(x, y); }
     void stats(const Tensor& x, TensorStats* out) override { inner_->stats(x, out); }

@@ -92,10 +92,11 @@ ParityResult run_parity(const std::string& dump_path, const std::string& model_p
         const CapturedTensor* ours = nullptr;
         if (t.kind == RefKind::kLogits) {
             // llama_logits = the last row (or, with all logits, every row) of the last
-            // result_output (after qwen2's output.bias) of the last ubatch of that decode call.
+            // result_output (after qwen2's output.bias, gemma's soft cap) of the last ubatch of that
+            // decode call.
             auto it = capture.tensors.end();
             for (int u = 0; u < 64; ++u)
-                for (int k = 1; k <= 2; ++k) {
+                for (int k = 1; k <= 4; ++k) {
                     auto found = capture.tensors.find(event_dump_name("result_output", k, t.decode, u));
                     if (found != capture.tensors.end()) it = found;
                 }

@@ -186,6 +186,7 @@ double tolerance(Op op, MathMode mode) {
         case Op::kMulMat: case Op::kMulMatId: return 5e-4;
         case Op::kSetRows: return 1e-6;
         case Op::kSoftMax: return 1e-6;
+        case Op::kGeglu: return 1e-6;  // f16 in and out, as ggml's table
         case Op::kFlashAttnExt: return 1e-4;
         default: return 1e-9;
     }
@@ -701,6 +702,29 @@ TEST(BackendOps, Swiglu) {
     }
 }
 
+// GEGLU (gemma's feed-forward): gelu(gate) * up with GELU's tanh form; llama mode rounds the gate
+// to f16 and GELU's value to f16 as ggml's table does (so its tolerance is f16's), both modes
+// against the formula in double. Shapes up to Gemma-3-4B's n_ff.
+TEST(BackendOps, Geglu) {
+    Tally tally;
+    for (auto [n, T] : {std::pair<int64_t, int64_t>{1, 1}, {15, 2}, {33, 2}, {6912, 2}, {9216, 1}, {10240, 2}}) {
+        std::vector<float> g = randn(n * T, 43, 4.0f), u = randn(n * T, 44);
+        if (n * T > 4) g[0] = -12.0f, g[1] = 11.0f, g[2] = -10.0f, g[3] = 10.0f;  // ggml's cut-offs
+        std::vector<float> naive(g.size());
+        for (size_t i = 0; i < g.size(); ++i) {
+            const double x = g[i];
+            naive[i] = static_cast<float>(0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * x * (1.0 + 0.044715 * x * x))) * u[i]);
+        }
+        check_case(tally, Op::kGeglu, GgmlType::F32, shape_text({n, T}), &naive, 1e-12, [&](Backend& be, MathMode mode) {
+            Guarded tg(be, make_tensor(nullptr, n, T), g.data(), g.size() * 4);
+            Guarded tu(be, make_tensor(nullptr, n, T), u.data(), u.size() * 4);
+            Guarded y(be, make_tensor(nullptr, n, T));
+            be.geglu(tg.t(), tu.t(), y.t(), mode);
+            return Output{y.floats(), y.guard_damage()};
+        });
+    }
+}
+
 // Attention shapes: head dims, heads, KV heads, tokens, cells attended (crossing ggml's paddings).
 struct AttnShape { int64_t hd_k, hd_v, n_head, n_head_kv, T, n_kv; const char* what; };
 const AttnShape kAttnShapes[] = {
@@ -763,7 +787,8 @@ TEST(BackendOps, AttnScores) {
 TEST(BackendOps, SoftMax) {
     Tally tally;
     for (const AttnShape& s : kAttnShapes)
-        for (bool causal : {true, false}) {
+        for (const AttnMask mask : {AttnMask(true), AttnMask(false), AttnMask(true, 5)}) {  // 5: gemma's sliding window
+            const bool causal = mask.causal;
             const std::vector<float> kq = randn(s.n_kv * s.T * s.n_head, 71, 3.0f);
             std::vector<int32_t> pos(s.T);
             for (int64_t t = 0; t < s.T; ++t) pos[t] = static_cast<int32_t>(s.n_kv - s.T + t);
@@ -772,19 +797,21 @@ TEST(BackendOps, SoftMax) {
             for (int64_t r = 0; r < s.T * s.n_head; ++r) {
                 const int64_t t = r % s.T;
                 double mx = -INFINITY, sum = 0;
+                auto seen = [&](int64_t j) { return (!causal || j <= pos[t]) && (mask.n_swa == 0 || pos[t] - j < mask.n_swa); };
                 for (int64_t j = 0; j < s.n_kv; ++j)
-                    if (!causal || j <= pos[t]) mx = std::max(mx, static_cast<double>(kq[r * s.n_kv + j] * scale));
+                    if (seen(j)) mx = std::max(mx, static_cast<double>(kq[r * s.n_kv + j] * scale));
                 for (int64_t j = 0; j < s.n_kv; ++j)
-                    if (!causal || j <= pos[t]) sum += std::exp(kq[r * s.n_kv + j] * scale - mx);
+                    if (seen(j)) sum += std::exp(kq[r * s.n_kv + j] * scale - mx);
                 for (int64_t j = 0; j < s.n_kv; ++j)
-                    naive[r * s.n_kv + j] = !causal || j <= pos[t] ? static_cast<float>(std::exp(kq[r * s.n_kv + j] * scale - mx) / sum) : 0.0f;
+                    naive[r * s.n_kv + j] = seen(j) ? static_cast<float>(std::exp(kq[r * s.n_kv + j] * scale - mx) / sum) : 0.0f;
             }
-            check_case(tally, Op::kSoftMax, GgmlType::F32, std::string(s.what) + (causal ? " causal" : " no mask"), &naive, 1e-12,
+            const std::string what = mask.n_swa ? " causal, window 5" : causal ? " causal" : " no mask";
+            check_case(tally, Op::kSoftMax, GgmlType::F32, std::string(s.what) + what, &naive, 1e-12,
                        [&](Backend& be, MathMode mode) {
                            Guarded in(be, make_tensor(nullptr, s.n_kv, s.T, s.n_head), kq.data(), kq.size() * 4);
                            Guarded tpos(be, make_tensor(nullptr, s.T, 1, 1, 1, GgmlType::I32), pos.data(), s.T * 4);
                            Guarded p(be, make_tensor(nullptr, s.n_kv, s.T, s.n_head));
-                           be.softmax_masked(in.t(), scale, tpos.t(), causal, p.t(), mode);
+                           be.softmax_masked(in.t(), scale, tpos.t(), mask, p.t(), mode);
                            return Output{p.floats(), p.guard_damage()};
                        });
         }
@@ -829,7 +856,8 @@ TEST(BackendOps, AttnValues) {
 TEST(BackendOps, FlashAttnExt) {
     Tally tally;
     Backends& b = backends();
-    for (const AttnShape& s : kAttnShapes) {
+    for (const AttnShape& s : kAttnShapes)
+    for (const AttnMask mask : {AttnMask(true), AttnMask(true, 5, 2.0f)}) {  // gemma2's window and soft cap
         const int64_t group = s.n_head / s.n_head_kv;
         const std::vector<float> q = randn(s.hd_k * s.n_head * s.T, 91, 0.5f);
         const std::vector<float> k = rounded_f16(randn(s.hd_k * s.n_head_kv * s.n_kv, 92, 0.5f));
@@ -844,21 +872,25 @@ TEST(BackendOps, FlashAttnExt) {
             for (int64_t h = 0; h < s.n_head; ++h) {
                 std::vector<double> w(s.n_kv, 0.0);
                 double mx = -INFINITY, sum = 0;
-                for (int64_t j = 0; j <= pos[t]; ++j) {
+                const int64_t first = mask.n_swa ? std::max<int64_t>(0, pos[t] - mask.n_swa + 1) : 0;
+                for (int64_t j = first; j <= pos[t]; ++j) {
                     double acc = 0;
                     for (int64_t d = 0; d < s.hd_k; ++d)
                         acc += static_cast<double>(q[(t * s.n_head + h) * s.hd_k + d]) * k[(j * s.n_head_kv + h / group) * s.hd_k + d];
-                    mx = std::max(mx, w[j] = acc * scale);
+                    acc *= scale;
+                    if (mask.softcap != 0.0f) acc = mask.softcap * std::tanh(acc / mask.softcap);
+                    mx = std::max(mx, w[j] = acc);
                 }
-                for (int64_t j = 0; j <= pos[t]; ++j) sum += (w[j] = std::exp(w[j] - mx));
+                for (int64_t j = first; j <= pos[t]; ++j) sum += (w[j] = std::exp(w[j] - mx));
                 for (int64_t d = 0; d < s.hd_v; ++d) {
                     double acc = 0;
-                    for (int64_t j = 0; j <= pos[t]; ++j) acc += w[j] / sum * v[(j * s.n_head_kv + h / group) * s.hd_v + d];
+                    for (int64_t j = first; j <= pos[t]; ++j) acc += w[j] / sum * v[(j * s.n_head_kv + h / group) * s.hd_v + d];
                     naive[(t * s.n_head + h) * s.hd_v + d] = static_cast<float>(acc);
                 }
             }
         for (const Target& tg : b.targets) {
-            const std::string id = std::string("FLASH_ATTN_EXT ") + s.what + " on " + tg.label;
+            const std::string id = std::string("FLASH_ATTN_EXT ") + s.what + (mask.n_swa ? " window 5, softcap 2" : "") +
+                                   " on " + tg.label;
             if (!tg.backend->supports(Op::kFlashAttnExt, tg.mode)) {
                 std::printf("%-70s NOT SUPPORTED\n", id.c_str());
                 ++tally.unsupported;
@@ -870,7 +902,7 @@ TEST(BackendOps, FlashAttnExt) {
             Guarded tv(be, make_tensor(nullptr, s.hd_v, s.n_head_kv, s.n_kv), v.data(), v.size() * 4);
             Guarded tpos(be, make_tensor(nullptr, s.T, 1, 1, 1, GgmlType::I32), pos.data(), s.T * 4);
             Guarded out(be, make_tensor(nullptr, s.hd_v, s.n_head, s.T));
-            be.attn_flash(tq.t(), tk.t(), tv.t(), s.n_kv, scale, tpos.t(), true, out.t());
+            be.attn_flash(tq.t(), tk.t(), tv.t(), s.n_kv, scale, tpos.t(), mask, out.t());
             const std::vector<float> got = out.floats();
             EXPECT_TRUE(out.guard_damage().empty()) << id << ": " << out.guard_damage();
             const double e = nmse(got, naive);

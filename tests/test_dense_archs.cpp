@@ -80,6 +80,15 @@ const DenseCase kCases[] = {
      "qwen2-tiny-scales-F16_hello_n3_fa-off.gguf", 1e-8},
     {"qwen3_q8_0", "qwen3-tiny", [](MakeModelSpec& s) { s.type = GgmlType::Q8_0; }, "qwen3-tiny-Q8_0_hello_n3_fa-off.gguf",
      1e-6},
+    // gemma: a window of 8 that the 73-token prompt (and the short prompt's decodes) cross.
+    {"gemma3_swa", "gemma3-tiny", nullptr, "gemma3-tiny-F16_story_n3_fa-off.gguf", 1e-8},
+    {"gemma3_swa_flash", "gemma3-tiny", nullptr, "gemma3-tiny-F16_hello_n4_fa-on.gguf", 1e-6},
+    {"gemma3_q4_K", "gemma3-tiny", [](MakeModelSpec& s) { s.type = GgmlType::Q4_K; }, "gemma3-tiny-Q4_K_hello_n3_fa-off.gguf",
+     1e-6},
+    {"gemma2_softcap", "gemma2-tiny", nullptr, "gemma2-tiny-F16_story_n3_fa-off.gguf", 1e-8},
+    {"gemma2_softcap_flash", "gemma2-tiny", nullptr, "gemma2-tiny-F16_hello_n4_fa-on.gguf", 1e-6},
+    {"gemma2_q8_0", "gemma2-tiny", [](MakeModelSpec& s) { s.type = GgmlType::Q8_0; }, "gemma2-tiny-Q8_0_hello_n3_fa-off.gguf",
+     1e-6},
 };
 
 std::string dump_path(const DenseCase& c) { return std::string(LAYERSCOPE_TEST_DATA) + "/dense/" + c.dump; }
@@ -181,6 +190,12 @@ const DenseFault kFaults[] = {
     {Fault::kLongRopeSwapped, 8, "Qcur-0#2", "rope", {"with the rope_factors_long factors instead of", "rope_factors_short"}},
     {Fault::kLongRopeSwapped, 9, "Qcur-0#2", "rope", {"with the rope_factors_short factors instead of", "rope_factors_long"}},
     {Fault::kQkvSplitSwapped, 8, "Vcur-0", "qkv-split", {"rows 384..511 (V's, after Q's and K's) instead of", "(K's, after Q's)"}},
+    {Fault::kGemmaNormPlusOne, 13, "attn_norm-0", "norm-plus-one", {"applied as stored", "ours applies 1 + w"}},
+    {Fault::kEmbdScaleMissing, 13, "inp_scaled", "embd-scale", {"multiplied by sqrt(n_embd)", "sqrt(128)"}},
+    {Fault::kSwaOffByOne, 13, "kq_soft_max-0", "attention", {"layer 0's sliding window of 8 instead of", "off by one"}},
+    {Fault::kSwaWrongLayers, 13, "Qcur-1#3", "rope", {"layer 1 taken as a global layer", "on the wrong layers"}},
+    {Fault::kSoftcapMissing, 16, "kq_soft_max-0", "re-run:softcap-missing", {"reproduced by re-running", "soft caps left out"}},
+    {Fault::kSwaWrongLayers, 16, "kq_soft_max-0", "attention", {"layer 0 taken as a global layer", "on the wrong layers"}},
 };
 
 class DenseArchsFaults : public ::testing::TestWithParam<DenseFault> {};
@@ -322,6 +337,8 @@ TEST(DenseArchsRefusals, TensorsLlamaCppUsesAreRunOrRefusedByName) {
         {"llama3-tiny", "blk.0.attn_qkv.weight", {256, 512}, "fused QKV projections"},
         {"llama3-tiny", "blk.1.attn_qkv.scale", {1}, "per-tensor weight scales on attn_qkv"},
         {"qwen3-tiny", "blk.0.attn_output.bias", {128}, "loader has no tensor of that name"},
+        {"gemma2-tiny", "output.weight", {128, 512}, "loader has no tensor of that name"},
+        {"gemma3-tiny", "blk.0.attn_qkv.weight", {128, 512}, "fused QKV projections"},
     };
     const std::string dir = test::make_temp_dir();
     for (const Refusal& c : cases) {
@@ -346,6 +363,67 @@ TEST(DenseArchsRefusals, TensorsLlamaCppUsesAreRunOrRefusedByName) {
         EXPECT_NE(lint.out.find(c.tensor), std::string::npos) << lint.out;
         std::filesystem::remove(dir + "/refused.gguf");
     }
+    std::filesystem::remove_all(dir);
+}
+
+// A local layer's cache holds its window plus a ubatch, not the context: once the positions pass
+// its cells, the window slides (the cells still seen move to the front). The logits must be those
+// of a run whose local caches never slide (exact mode: the same sums whatever the ubatch).
+TEST(DenseArchsSlidingWindow, TheWindowSlidesThroughASmallCacheWithTheSameLogits) {
+    const DenseCase c{"gemma3_slide", "gemma3-tiny", nullptr, "", 0};
+    const CaseModel made(c);
+    auto model = Model::open(made.path);
+    ASSERT_TRUE(model.ok()) << model.error().message;
+    auto cpu = make_cpu_backend(2);
+    std::vector<int32_t> prompt;
+    for (int i = 0; i < 300; ++i) prompt.push_back(3 + (i * 37) % 500);
+    auto logits = [&](int64_t n_ubatch) {
+        ForwardOptions fo;
+        fo.mode = MathMode::kExact;
+        fo.n_ctx = 1024;
+        fo.n_ubatch = n_ubatch;  // the local caches: 256 cells with 16, 768 (never full here) with 512
+        auto forward = make_forward(*model.value(), *cpu, fo);
+        EXPECT_TRUE(forward.ok()) << forward.error().message;
+        if (!forward.ok()) return std::vector<float>{};
+        std::vector<float> out;
+        // The prompt in pieces, then two decode calls: the window slides inside the prompt and again after.
+        for (size_t first = 0; first < prompt.size(); first += 100) {
+            Status s = forward.value()->eval(std::vector<int32_t>(prompt.begin() + first, prompt.begin() + first + 100), nullptr);
+            EXPECT_TRUE(s.ok()) << s.error().message;
+        }
+        for (int32_t t : {7, 11}) {
+            Status s = forward.value()->eval({t}, nullptr);
+            EXPECT_TRUE(s.ok()) << s.error().message;
+            out.insert(out.end(), forward.value()->last_logits().begin(), forward.value()->last_logits().end());
+        }
+        return out;
+    };
+    const std::vector<float> sliding = logits(16), whole = logits(512);
+    ASSERT_EQ(sliding.size(), whole.size());
+    ASSERT_FALSE(sliding.empty());
+    double err = 0, norm = 0;
+    for (size_t i = 0; i < sliding.size(); ++i) err += (sliding[i] - whole[i]) * (sliding[i] - whole[i]), norm += whole[i] * whole[i];
+    EXPECT_LT(err / norm, 1e-12) << "the sliding caches changed the logits";
+    // And a window that really is one: without it (a model whose pattern makes every layer global)
+    // the logits differ.
+    const std::string dir = test::make_temp_dir();
+    const std::string global = test::rewrite_gguf(made.path, dir + "/global.gguf", [](std::vector<GgufKV>& kv, auto&) {
+        for (GgufKV& k : kv)
+            if (k.key == "gemma3.attention.sliding_window_pattern") k.value = GgufValue::make_u32(1);
+    });
+    auto global_model = Model::open(global);
+    ASSERT_TRUE(global_model.ok()) << global_model.error().message;
+    ForwardOptions fo;
+    fo.mode = MathMode::kExact;
+    fo.n_ctx = 1024;
+    auto forward = make_forward(*global_model.value(), *cpu, fo);
+    ASSERT_TRUE(forward.ok());
+    ASSERT_TRUE(forward.value()->eval(prompt, nullptr).ok());
+    ASSERT_TRUE(forward.value()->eval({7}, nullptr).ok());
+    double diff = 0;
+    for (size_t i = 0; i < forward.value()->last_logits().size(); ++i)
+        diff += std::abs(forward.value()->last_logits()[i] - whole[i]);
+    EXPECT_GT(diff, 1e-3);
     std::filesystem::remove_all(dir);
 }
 

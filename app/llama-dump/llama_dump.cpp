@@ -221,6 +221,9 @@ bool starts_new_eval(const DumpState& st, const ggml_tensor* t) {
     for (int i = 0; i < GGML_MAX_SRC; ++i) {
         const ggml_tensor* s = t->src[i];
         if (!is_graph_input(s) || !s->name[0]) continue;
+        // Only the token (or embedding) input says so: a graph may hold several inputs of one name
+        // (a sliding-window model's KV indices and masks, one set per cache).
+        if (std::strcmp(s->name, "inp_tokens") != 0 && std::strcmp(s->name, "inp_embd") != 0) continue;
         auto it = st.input_by_name.find(s->name);
         if (it != st.input_by_name.end() && it->second != s) return true;
     }

@@ -108,6 +108,7 @@ public:
         if (ours_.op == Op::kRmsNorm) try_epsilon();
         if (starts_with(base, "attn_norm") || starts_with(base, "ffn_norm") || base == "result_norm") try_norm_weight(base, L);
         if (base == "result_output") try_vocab_crop();
+        if (base == "inp_scaled") try_embd_scale();
         if (base == "embd") try_q4k_swap();
         if (starts_with(base, "Qcur") || starts_with(base, "Kcur") || starts_with(base, "Vcur")) try_mla_form(base);
         if (starts_with(base, "ffn_moe_argsort")) try_moe_ranking(L);
@@ -212,7 +213,14 @@ private:
             }
         }
         if (!in || in->data.size() != ours_.data.size()) return;
-        const RopeParams clean = rope_params_for(model_->config());
+        const ModelConfig& cfg = model_->config();
+        RopeParams clean = rope_params_for(cfg);
+        // gemma's local layers rotate at their own base, scale 1; `swapped_kind` is this layer's
+        // RoPE had the pattern made it the other kind.
+        RopeParams swapped_kind = clean;
+        swapped_kind.freq_base = static_cast<float>(cfg.rope_freq_base_swa);
+        swapped_kind.freq_scale = 1.0f;
+        if (cfg.layer_is_swa(L)) std::swap(clean, swapped_kind);
         RopeParams other = clean;
         other.mode = clean.mode == RopeMode::kNorm ? RopeMode::kNeox : RopeMode::kNorm;
         const int64_t T = ours_.ne[2];
@@ -266,6 +274,12 @@ private:
                                                  other_set.tensor.substr(0, other_set.tensor.find('.'))),
                                      roped_with(clean, positions(s), &other_set.factors)});
             cands.push_back({fmt::format("{} at positions from {}", other_pairing, s), roped(other, positions(s))});
+            if (cfg.has_swa() && (swapped_kind.freq_base != clean.freq_base || swapped_kind.freq_scale != clean.freq_scale))
+                cands.push_back({fmt::format("{} at positions from {} at base {:g}, scale {:g} (layer {} taken as a {} layer: "
+                                             "the sliding-window pattern on the wrong layers)", pairing, s,
+                                             swapped_kind.freq_base, swapped_kind.freq_scale, L,
+                                             cfg.layer_is_swa(L) ? "global" : "local"),
+                                 roped(swapped_kind, positions(s))});
             for (int64_t shift : {-1, 1})
                 if (s + shift >= 0)
                     cands.push_back({fmt::format("{} at positions from {}", pairing, s + shift), roped(clean, positions(s + shift))});
@@ -438,24 +452,48 @@ private:
         const double hd = static_cast<double>(model_->config().head_dim_k);
         std::vector<int32_t> pos(static_cast<size_t>(T));
         for (int64_t t = 0; t < T; ++t) pos[t] = static_cast<int32_t>(start + t);
-        auto softmax = [&](float scale, bool causal) {
+        const ModelConfig& c = model_->config();
+        // gemma2 caps the scores between kq and the softmax: the softmax's input is the last step.
+        if (c.attn_softcap > 0)
+            if (const CapturedEvent* capped = previous(run_.captures, index_, fmt::format("kq_scaled_2-{}", L))) kq = capped;
+        auto softmax = [&](float scale, AttnMask mask) {
             std::vector<float> p(kq->data.size());
             Tensor in = make_tensor(const_cast<float*>(kq->data.data()), kq->ne[0], kq->ne[1], kq->ne[2]);
             Tensor out = make_tensor(p.data(), kq->ne[0], kq->ne[1], kq->ne[2]);
             const Tensor pos_t = make_tensor(pos.data(), T, 1, 1, 1, GgmlType::I32);
-            backend()->softmax_masked(in, scale, pos_t, causal, out, MathMode::kLlama);
+            backend()->softmax_masked(in, scale, pos_t, mask, out, MathMode::kLlama);
             return ours_aligned(p);
         };
-        const ModelConfig& c = model_->config();
         const float s = attention_kq_scale(c);
+        const int64_t window = c.layer_is_swa(L) ? c.n_swa : 0;  // this layer's sliding window, as the model says
         const bool mla = c.arch == Arch::kDeepseek2;
-        const char* clean = mla ? "mscale^2/sqrt(head_dim)" : "1/sqrt(head_dim)";
+        const bool q_scaled = c.arch == Arch::kPhi3 || c.arch == Arch::kGemma2 || c.arch == Arch::kGemma3;
+        const char* clean = mla ? "mscale^2/sqrt(head_dim)" : q_scaled ? "1 (the graph scales Q instead)" : "1/sqrt(head_dim)";
+        const std::string mask_name = window > 0 ? fmt::format("the causal mask and layer {}'s sliding window of {}", L, window)
+                                                 : std::string("the causal mask");
         std::vector<Candidate> cands = {
-            {fmt::format("scale {} = {:.6g} with the causal mask", clean, s), softmax(s, true)},
-            {fmt::format("scale 1/head_dim = {:.6g} with the causal mask", 1.0 / hd), softmax(static_cast<float>(1.0 / hd), true)},
-            {"scale 1 (none) with the causal mask", softmax(1.0f, true)},
-            {fmt::format("scale {:.6g} without the causal mask (tokens see later tokens)", s), softmax(s, false)},
+            {fmt::format("scale {} = {:.6g} with {}", clean, s, mask_name), softmax(s, AttnMask(true, window))},
+            {fmt::format("scale 1/head_dim = {:.6g} with {}", 1.0 / hd, mask_name),
+             softmax(static_cast<float>(1.0 / hd), AttnMask(true, window))},
         };
+        if (s != 1.0f) cands.push_back({fmt::format("scale 1 (none) with {}", mask_name), softmax(1.0f, AttnMask(true, window))});
+        cands.insert(cands.end(), {
+            {fmt::format("scale {:.6g} without the causal mask (tokens see later tokens)", s), softmax(s, AttnMask(false, window))},
+        });
+        if (c.has_swa()) {
+            // gemma's windows: one position too wide, or on the wrong layers (a local layer taken as
+            // global, or the other way round).
+            if (window > 0)
+                cands.push_back({fmt::format("scale {:.6g} with a window of {} + 1 (p - j <= n_swa: the sliding window off by "
+                                             "one)", s, window), softmax(s, AttnMask(true, window + 1))});
+            cands.push_back(window > 0 ? Candidate{fmt::format("scale {:.6g} with the causal mask only (layer {} taken as a "
+                                                               "global layer: the sliding window on the wrong layers)", s, L),
+                                                   softmax(s, AttnMask(true, 0))}
+                                       : Candidate{fmt::format("scale {:.6g} with a sliding window of {} (layer {} taken as "
+                                                               "a local layer: the sliding window on the wrong layers)", s,
+                                                               c.n_swa, L),
+                                                   softmax(s, AttnMask(true, c.n_swa))});
+        }
         if (mla) {
             // MLA's head width is nope + rope (head_dim_k_mla) whatever the form; the absorbed form's
             // key is the latent plus rope, a different width.
@@ -508,6 +546,28 @@ private:
                                                   ours_.name, weight), ours_aligned(once));
         consider("norm-weight-missing", fmt::format("{} matches the reference if {} is applied", ours_.name, weight),
                  ours_aligned(twice));
+        const Arch arch = model_->config().arch;
+        if (arch == Arch::kGemma2 || arch == Arch::kGemma3) {
+            // gemma's norms are (1 + w) in the checkpoint; the converter stores 1 + w, so an engine
+            // that adds the 1 again computes x (1 + w'), w' = 1 + w.
+            std::vector<float> plain = ours_.data;
+            for (size_t i = 0; i < plain.size(); ++i) plain[i] *= w[i % w.size()] / (1.0f + w[i % w.size()]);
+            consider("norm-plus-one", fmt::format("{} matches the reference if {} is applied as stored (ours applies 1 + w: "
+                                                  "gemma's 1 added again though the converter already added it)",
+                                                  ours_.name, weight),
+                     ours_aligned(plain));
+        }
+    }
+
+    void try_embd_scale() {
+        if (!model_) return;
+        const int64_t n_embd = model_->config().n_embd;
+        const float s = std::sqrt(static_cast<float>(n_embd));
+        std::vector<float> scaled = ours_.data;
+        for (float& x : scaled) x *= s;
+        consider("embd-scale", fmt::format("{} matches the reference if the embeddings are multiplied by sqrt(n_embd) = "
+                                           "sqrt({}) = {:.6g} (ours leaves gemma's scale out)", ours_.name, n_embd, s),
+                 ours_aligned(scaled));
     }
 
     void try_vocab_crop() {

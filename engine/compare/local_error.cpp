@@ -64,7 +64,8 @@ public:
                 if (t.name.size() > std::strlen(tail) && t.name.compare(t.name.size() - std::strlen(tail), std::string::npos, tail) == 0)
                     output_biases_ = true;
         output_biases_ = output_biases_ || model.find("output.bias") != nullptr;
-        qk_norm_ = model.find("blk.0.attn_q_norm.weight") != nullptr || cfg_.arch == Arch::kPhi3;
+        gemma_ = cfg_.arch == Arch::kGemma2 || cfg_.arch == Arch::kGemma3;
+        qk_norm_ = model.find("blk.0.attn_q_norm.weight") != nullptr || cfg_.arch == Arch::kPhi3 || gemma_;
         rope_ = rope_params_for(cfg_);
         if (knobs_.rope_swap_pairing) rope_.mode = rope_.mode == RopeMode::kNorm ? RopeMode::kNeox : RopeMode::kNorm;
         rope_.attn_factor *= knobs_.rope_attn_factor;
@@ -552,6 +553,12 @@ private:
                                "projections or a scaled Q)", prefix, cfg_.arch_name);
             return false;
         }
+        if (gemma_ && (prefix == "attn_out" || prefix.rfind("ffn_", 0) == 0 || prefix == "sa_out" || prefix == "l_out" ||
+                       prefix == "result_output" || prefix == "inp_scaled")) {
+            why_ = fmt::format("no local recomputation for {} events of a {} model yet (post norms, GEGLU, soft caps)",
+                               prefix, cfg_.arch_name);
+            return false;
+        }
         if (output_biases_ && (prefix == "attn_out" || (prefix.rfind("ffn_", 0) == 0 && prefix != "ffn_norm") ||
                                prefix == "ffn_inp" || prefix == "l_out" || prefix == "result_output")) {
             why_ = fmt::format("no local recomputation for {} events of a model with output or feed-forward biases yet", prefix);
@@ -635,6 +642,7 @@ private:
     std::vector<float> rope_freqs_;  // the model's frequency factors, empty without (or with the fault)
     bool output_biases_ = false;     // attn_output / ffn / output biases: products not recomputed
     bool qk_norm_ = false;           // qwen3's per-head q/k norms, phi3's fused q/k/v: attention not recomputed
+    bool gemma_ = false;             // gemma2/gemma3: post norms, GEGLU, soft caps and windows not recomputed
     float kq_scale_ = 1, rms_eps_ = 0;
     std::map<std::tuple<int, int, std::string>, std::vector<const RefTensor*>> by_base_;
     std::map<std::tuple<int, int, std::string>, const RefTensor*> inputs_;

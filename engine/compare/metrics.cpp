@@ -66,7 +66,9 @@ std::string nonfinite_reason(const Metrics& m) {
 }
 
 bool kv_cells_along_ne0(const RefTensor& ref) {
-    return ref.base_name.rfind("kq-", 0) == 0 || ref.base_name.rfind("kq_soft_max-", 0) == 0;
+    for (const char* prefix : {"kq-", "kq_soft_max-", "kq_scaled_1-", "kq_tanh-", "kq_scaled_2-"})
+        if (ref.base_name.rfind(prefix, 0) == 0) return true;
+    return false;
 }
 
 static std::string ne_text(const int64_t* ne) { return fmt::format("[{}, {}, {}, {}]", ne[0], ne[1], ne[2], ne[3]); }

@@ -74,6 +74,10 @@ std::vector<OurName> our_names(const ReferenceDump& reference) {
         } else if (t.op == "ADD" && src0 != ours_of.end() && starts_with(src0->second, "attn_out-")) {
             n.kind = OurName::Kind::kOwn;  // the attention's residual sum, unnamed in phi3's graph
             n.base = "ffn_inp-" + layer_of(src0->second);
+        } else if ((t.op == "SCALE" || t.op == "TANH") && src0 != ours_of.end() &&
+                   (starts_with(src0->second, "Qcur-") || src0->second == "result_output")) {
+            n.kind = OurName::Kind::kOwn;  // gemma's scaled Q and its final soft cap's steps on the logits
+            n.base = src0->second;
         } else if (t.op == "FLASH_ATTN_EXT" && starts_with(t.src0, "Qcur-")) {
             n = {OurName::Kind::kSame, "kqv_out-" + layer_of(t.src0), 1};
         } else if (t.op == "GET_ROWS" && t.src1 == "out_ids") {

@@ -276,7 +276,8 @@ bool is_llama_name(const std::string& base) {
         "inp_tokens", "inp_embd", "embd", "inp_pos", "norm", "attn_norm", "Qcur", "Kcur", "Vcur", "kq", "kq_soft_max",
         "kqv", "kqv_out", "attn_out", "ffn_inp", "ffn_norm", "ffn_gate", "ffn_up", "ffn_swiglu", "ffn_silu", "ffn_gelu",
         "ffn_out", "l_out", "result_norm", "result_output", "llama_logits", "out_ids", "q", "k", "v", "q_nope", "q_pe",
-        "k_pe", "kv_cmpr", "kv", "k_nope"};
+        "k_pe", "kv_cmpr", "kv", "k_nope", "inp_scaled", "Qcur_normed", "Kcur_normed", "kq_scaled_1", "kq_tanh",
+        "kq_scaled_2", "attn_post_norm", "sa_out", "ffn_geglu", "ffn_post_norm"};
     std::string stem = base.substr(0, base.find(' '));
     if (const size_t dash = stem.rfind('-');
         dash != std::string::npos && dash + 1 < stem.size() && stem.find_first_not_of("0123456789", dash + 1) == std::string::npos)

@@ -62,6 +62,23 @@ const std::vector<FaultInfo>& fault_catalogue() {
          "phi3's LongRoPE factors swapped: the long ones (rope_factors_long) for a context within the original one, "
          "or the short ones beyond it",
          "Qcur-0 after rope"},
+        {Fault::kGemmaNormPlusOne, "gemma-norm-plus-one",
+         "gemma's RMS norms applied as x * (1 + w), though the converter already added the 1 to the stored weights",
+         "attn_norm-0"},
+        {Fault::kEmbdScaleMissing, "embd-scale-missing",
+         "gemma's token embeddings not multiplied by sqrt(n_embd) before the first layer", "inp_scaled"},
+        {Fault::kSoftcapMissing, "softcap-missing",
+         "gemma2's soft caps left out: the attention scores and the final logits not squashed by cap * tanh(x / cap)",
+         "kq_soft_max-0"},
+        {Fault::kSwaOffByOne, "swa-off-by-one",
+         "the sliding window one position too wide: a local layer's token sees n_swa + 1 positions (p - j <= n_swa "
+         "instead of < n_swa)",
+         "kq_soft_max-0 once the prompt is longer than the window"},
+        {Fault::kSwaWrongLayers, "swa-wrong-layers",
+         "the local/global layer pattern shifted by one layer (an off-by-one in the pattern's index): the global, "
+         "full-attention layer one earlier in each period, so the wrong layers get the sliding window and the local "
+         "RoPE base",
+         "gemma3: Qcur-L after rope of the first layer that changes; gemma2: kq_soft_max-0"},
     };
     return kCatalogue;
 }
@@ -146,6 +163,26 @@ Result<FaultKnobs> fault_knobs(Fault fault, const FaultModelFacts& m) {
         case Fault::kQkvSplitSwapped:
             if (!m.has_fused_qkv) return refuse("needs a model with a fused attn_qkv whose K and V are as wide (phi3)");
             k.qkv_split_swapped = true;
+            break;
+        case Fault::kGemmaNormPlusOne:
+            if (c.arch != Arch::kGemma2 && c.arch != Arch::kGemma3) return refuse("needs a gemma2 or gemma3 model");
+            k.norm_plus_one = true;
+            break;
+        case Fault::kEmbdScaleMissing:
+            if (c.arch != Arch::kGemma2 && c.arch != Arch::kGemma3) return refuse("needs a gemma2 or gemma3 model");
+            k.embd_scale_skipped = true;
+            break;
+        case Fault::kSoftcapMissing:
+            if (c.attn_softcap <= 0 && c.final_softcap <= 0) return refuse("needs a model with soft caps (gemma2)");
+            k.softcap_skipped = true;
+            break;
+        case Fault::kSwaOffByOne:
+            if (!c.has_swa()) return refuse("needs a model with sliding-window layers (gemma2, gemma3)");
+            k.swa_window_delta = 1;
+            break;
+        case Fault::kSwaWrongLayers:
+            if (!c.has_swa()) return refuse("needs a model with sliding-window layers (gemma2, gemma3)");
+            k.swa_layers_shifted = true;
             break;
         case Fault::kMlaScaleWidth:
             if (c.arch != Arch::kDeepseek2) return refuse("needs a deepseek2 model (multi-head latent attention)");

@@ -36,6 +36,11 @@ enum class Fault {
     kQkNormAfterRope,      // qwen3's per-head q/k RMS norm applied after RoPE instead of before
     kLongRopeSwapped,      // phi3's LongRoPE short and long factors swapped (the other set for the context)
     kQkvSplitSwapped,      // a fused attn_qkv split in the wrong order: K's rows taken as V and V's as K
+    kGemmaNormPlusOne,     // gemma's RMS norms applied as (1 + w) though the converter already added the 1
+    kEmbdScaleMissing,     // gemma's embeddings not multiplied by sqrt(n_embd)
+    kSoftcapMissing,       // gemma2's attention and final logit soft caps left out
+    kSwaOffByOne,          // the sliding window one position too wide (p - j <= n_swa)
+    kSwaWrongLayers,       // the local/global layer pattern shifted by one layer
 };
 
 struct FaultInfo {
@@ -71,6 +76,11 @@ struct FaultKnobs {
     bool qk_norm_after_rope = false;     // qwen3: q/k heads rotated first, normalised after
     bool longrope_swapped = false;       // phi3: the long factors where the short belong, and back
     bool qkv_split_swapped = false;      // fused attn_qkv: K and V read from each other's rows
+    bool norm_plus_one = false;          // every RMS norm weight used as 1 + w
+    bool embd_scale_skipped = false;     // gemma's sqrt(n_embd) left out
+    bool softcap_skipped = false;        // gemma2's soft caps left out
+    int64_t swa_window_delta = 0;        // added to the sliding window
+    bool swa_layers_shifted = false;     // layer il takes layer il + 1's kind (local or global)
 };
 
 // The knobs of `fault` for a model, or a usage error when the model cannot have that bug

@@ -214,6 +214,25 @@ Status GraphBuilder::init() {
     rope_ = rope_params_for(cfg_);
     if (knobs_.rope_swap_pairing) rope_.mode = rope_.mode == RopeMode::kNorm ? RopeMode::kNeox : RopeMode::kNorm;
     rope_.attn_factor *= knobs_.rope_attn_factor;
+    if (cfg_.has_swa()) {
+        // gemma's local layers: a window of n_swa positions, their own RoPE base at scale 1
+        // (llama_model::get_rope_freq_base/_scale), and a cache of at most n_swa + ubatch cells
+        // (padded to 256 as llama.cpp's SWA cache; the whole context when that is smaller).
+        n_swa_ = cfg_.n_swa + knobs_.swa_window_delta;
+        swa_layers_.assign(static_cast<size_t>(cfg_.n_layer), 0);
+        for (int64_t il = 0; il < cfg_.n_layer; ++il) {
+            // The wrong-layers fault: the period's global layer first instead of last.
+            const int64_t src = knobs_.swa_layers_shifted ? (il + 1) % cfg_.n_layer : il;
+            swa_layers_[il] = cfg_.layer_is_swa(src);
+        }
+        swa_cells_ = std::min(opt_.n_ctx, (n_swa_ + std::min(opt_.n_ubatch, opt_.n_ctx) + 255) / 256 * 256);
+        layer_rope_.assign(static_cast<size_t>(cfg_.n_layer), rope_);
+        for (int64_t il = 0; il < cfg_.n_layer; ++il)
+            if (swa_layer(il)) {
+                layer_rope_[il].freq_base = static_cast<float>(cfg_.rope_freq_base_swa);
+                layer_rope_[il].freq_scale = 1.0f;
+            }
+    }
     kq_scale_ = attention_kq_scale(cfg_);
     if (knobs_.scale_by_head_dim)  // deepseek2: YaRN's mscale^2 left out; the others: 1/d for 1/sqrt(d)
         kq_scale_ = cfg_.arch == Arch::kDeepseek2 ? 1.0f / std::sqrt(static_cast<float>(cfg_.head_dim_k_mla))
@@ -281,11 +300,13 @@ void GraphBuilder::allocate_buffers() {
         be_.upload(buf_.logits.data, garbage.data(), garbage.size() * sizeof(float));
     }
     for (int64_t il = 0; il < cfg_.n_layer; ++il) {
-        buf_.cache_k.push_back(buffer(hd, a.n_head_kv, n_ctx));
-        buf_.cache_v.push_back(buffer(hd_v, a.n_head_kv, n_ctx));
+        const int64_t cells = swa_layer(il) ? swa_cells_ : n_ctx;
+        buf_.cache_k.push_back(buffer(hd, a.n_head_kv, cells));
+        buf_.cache_v.push_back(buffer(hd_v, a.n_head_kv, cells));
     }
     inp_tokens_ = buffer(T, 1, 1, GgmlType::I32);
     inp_pos_ = buffer(T, 1, 1, GgmlType::I32);
+    if (swa_cells_ > 0) inp_pos_swa_ = buffer(T, 1, 1, GgmlType::I32);
     inp_rope_pos_ = buffer(T, 1, 1, GgmlType::I32);
     inp_out_ids_ = buffer(T, 1, 1, GgmlType::I32);
     last_logits_.resize(n_logits_);
@@ -310,9 +331,17 @@ MemoryEstimate GraphBuilder::memory_estimate(bool weights_copied) const {
     MemoryEstimate e;
     e.add("attention scores", fmt::format("n_ctx {} x ubatch {} x {} heads x 2 (kq, kq_soft_max) x 4 bytes", n_ctx, T, n_head),
           mul_sat(2, f32({n_ctx, T, n_head})));
-    e.add("KV cache", fmt::format("n_ctx {} x {} layers x {} KV heads x (head_dim {} + {}) x 4 bytes", n_ctx, n_layer,
-                                  n_head_kv, hd, hd_v),
-          f32({n_ctx, n_layer, n_head_kv, add_sat(hd, hd_v)}));
+    // gemma's local layers cache at most their window plus a ubatch (padded to 256 cells).
+    uint64_t n_local = 0;
+    for (int64_t il = 0; il < cfg_.n_layer; ++il) n_local += cfg_.layer_is_swa(il) ? 1 : 0;
+    const uint64_t swa_cells = std::min(n_ctx, (add_sat(dim(cfg_.n_swa), T) + 255) / 256 * 256);
+    const uint64_t cells = add_sat(mul_sat(n_ctx, n_layer - n_local), mul_sat(swa_cells, n_local));
+    e.add("KV cache", n_local == 0 ? fmt::format("n_ctx {} x {} layers x {} KV heads x (head_dim {} + {}) x 4 bytes", n_ctx,
+                                                 n_layer, n_head_kv, hd, hd_v)
+                                   : fmt::format("(n_ctx {} x {} global layers + {} cells x {} local layers) x {} KV heads "
+                                                 "x (head_dim {} + {}) x 4 bytes", n_ctx, n_layer - n_local, swa_cells,
+                                                 n_local, n_head_kv, hd, hd_v),
+          f32({cells, n_head_kv, add_sat(hd, hd_v)}));
     const uint64_t ffn_bufs = 3 + (optional_buffers_.ffn ? 2 : 0) + (optional_buffers_.scales ? 2 : 0) + (optional_buffers_.fused_up ? 2 : 0);
     e.add("feed-forward activations", fmt::format("ubatch {} x n_ff {} x {} (gate, up, swiglu{}{}) x 4 bytes", T, n_ff,
                                                   ffn_bufs, optional_buffers_.ffn ? ", with their biases" : "",
@@ -410,10 +439,39 @@ void GraphBuilder::eval_ubatch(const int32_t* tokens, int64_t T, int ubatch, con
     be_.upload(inp_tokens_.data, tokens, static_cast<size_t>(T) * sizeof(int32_t));
     be_.upload(inp_pos_.data, pos.data(), pos.size() * sizeof(int32_t));
     be_.upload(inp_rope_pos_.data, rope_pos.data(), rope_pos.size() * sizeof(int32_t));
+    if (swa_cells_ > 0) {
+        slide_swa_window(T);
+        for (int32_t& p : pos) p -= static_cast<int32_t>(swa_base_);
+        be_.upload(inp_pos_swa_.data, pos.data(), pos.size() * sizeof(int32_t));
+    }
     n_out_rows_ = static_cast<int64_t>(out_rows.size());
     if (n_out_rows_ > 0) be_.upload(inp_out_ids_.data, out_rows.data(), out_rows.size() * sizeof(int32_t));
     build_graph();
     pos_ += T;
+}
+
+void GraphBuilder::slide_swa_window(int64_t T) {
+    if (pos_ < swa_base_) swa_base_ = 0;  // the context was reset (or the position-stuck fault)
+    if (pos_ + T - swa_base_ <= swa_cells_) return;
+    // The first token of this ubatch still sees positions from pos_ - n_swa_ + 1 on: those cells
+    // move to the front, in chunks no longer than the shift so that no chunk overwrites its source.
+    const int64_t keep_from = std::max(swa_base_, pos_ - n_swa_ + 1);
+    const int64_t shift = keep_from - swa_base_, kept = pos_ - keep_from;
+    for (size_t il = 0; il < buf_.cache_k.size(); ++il) {
+        if (!swa_layer(static_cast<int64_t>(il))) continue;
+        for (Tensor* cache : {&buf_.cache_k[il], &buf_.cache_v[il]}) {
+            const uint64_t cell = cache->nb[2];
+            for (int64_t done = 0; done < kept; done += shift) {
+                const int64_t n = std::min(shift, kept - done);
+                const Tensor src = cache->view({cache->ne[0], cache->ne[1], n, 1}, {cache->nb[0], cache->nb[1], cell, cell * n},
+                                               static_cast<uint64_t>(shift + done) * cell);
+                Tensor dst = cache->view({cache->ne[0], cache->ne[1], n, 1}, {cache->nb[0], cache->nb[1], cell, cell * n},
+                                         static_cast<uint64_t>(done) * cell);
+                be_.copy(src, dst);
+            }
+        }
+    }
+    swa_base_ = keep_from;
 }
 
 void GraphBuilder::cb(const Tensor& t, const char* name, int il, Op op) {
@@ -450,6 +508,7 @@ Tensor GraphBuilder::build_norm(const Tensor& x, const Tensor& weight, const cha
     cb(norm, "norm", il, Op::kRmsNorm);
     be_.mul_row(norm, weight, cur);
     if (knobs_.norm_weight_twice) be_.mul_row(cur, weight, cur);
+    if (knobs_.norm_plus_one) be_.add(cur, norm, cur);  // x w + x = x (1 + w)
     cb(cur, name, il, Op::kMul);
     return cur;
 }
@@ -539,7 +598,8 @@ Qkv GraphBuilder::build_qkv(const Tensor& cur, const AttnWeights& w, int il) {
 Tensor GraphBuilder::build_rope(const Tensor& heads, Tensor& buffer, const char* name, int il) {
     Tensor roped = buffer.reshaped(heads.ne[0], heads.ne[1], heads.ne[2]);
     be_.copy(heads, roped);
-    if (!knobs_.rope_skipped) be_.rope(roped, inp_rope_pos_.reshaped(heads.ne[2]), rope_freqs_, rope_, opt_.mode);
+    const RopeParams& rope = layer_rope_.empty() ? rope_ : layer_rope_[il];
+    if (!knobs_.rope_skipped) be_.rope(roped, inp_rope_pos_.reshaped(heads.ne[2]), rope_freqs_, rope, opt_.mode);
     cb(roped, name, il, Op::kRope);
     return roped;
 }
@@ -547,21 +607,35 @@ Tensor GraphBuilder::build_rope(const Tensor& heads, Tensor& buffer, const char*
 Tensor GraphBuilder::build_attn_kqv(const Qkv& qkv, int il, Tensor* flash_out) {
     const MathMode mode = opt_.mode;
     const int64_t T = qkv.q.ne[2], n_head = qkv.q.ne[1], hd_v = qkv.v.ne[0];
-    const Tensor pos = inp_pos_.reshaped(T);
-    Tensor kq = buf_.kq.reshaped(n_kv_, T, n_head), kq_soft_max = buf_.kq_soft_max.reshaped(n_kv_, T, n_head);
+    // A local layer's cache starts at position swa_base_; its tokens see the last n_swa_ positions.
+    const bool local = swa_layer(il);
+    const int64_t base = local ? swa_base_ : 0, n_kv = n_kv_ - base;
+    const Tensor pos = (local ? inp_pos_swa_ : inp_pos_).reshaped(T);
+    const float cap = knobs_.softcap_skipped ? 0.0f : static_cast<float>(cfg_.attn_softcap);
+    const AttnMask mask(knobs_.causal_mask, local ? n_swa_ : 0, cap);
+    Tensor kq = buf_.kq.reshaped(n_kv, T, n_head), kq_soft_max = buf_.kq_soft_max.reshaped(n_kv, T, n_head);
     Tensor kqv = buf_.kqv.reshaped(hd_v, T, n_head);
     Tensor& cache_k = buf_.cache_k[il];
     Tensor& cache_v = buf_.cache_v[il];
-    be_.store_kv(qkv.k, qkv.v, cache_k, cache_v, pos_, mode);
-    be_.attn_scores(qkv.q, cache_k, n_kv_, kq, mode);
+    be_.store_kv(qkv.k, qkv.v, cache_k, cache_v, pos_ - base, mode);
+    be_.attn_scores(qkv.q, cache_k, n_kv, kq, mode);
     cb(kq, "kq", il, Op::kMulMat);
-    be_.softmax_masked(kq, kq_scale_, pos, knobs_.causal_mask, kq_soft_max, mode);
+    if (cap != 0.0f) {
+        // gemma2's soft cap: kq / cap, tanh, * cap.
+        be_.unary(Op::kScale, kq, kq, 1.0f / cap);
+        cb(kq, "kq_scaled_1", il, Op::kScale);
+        be_.unary(Op::kTanh, kq, kq);
+        cb(kq, "kq_tanh", il, Op::kTanh);
+        be_.unary(Op::kScale, kq, kq, cap);
+        cb(kq, "kq_scaled_2", il, Op::kScale);
+    }
+    be_.softmax_masked(kq, kq_scale_, pos, mask, kq_soft_max, mode);
     cb(kq_soft_max, "kq_soft_max", il, Op::kSoftMax);
-    be_.attn_values(kq_soft_max, cache_v, n_kv_, kqv, mode);
+    be_.attn_values(kq_soft_max, cache_v, n_kv, kqv, mode);
     cb(kqv, "kqv", il, Op::kMulMat);
     if (flash_out && opt_.flash_attn && mode == MathMode::kLlama)
         // What llama.cpp computes with flash attention on; kq and kq_soft_max above are for display.
-        be_.attn_flash(qkv.q, cache_k, cache_v, n_kv_, kq_scale_, pos, knobs_.causal_mask, *flash_out);
+        be_.attn_flash(qkv.q, cache_k, cache_v, n_kv, kq_scale_, pos, mask, *flash_out);
     return kqv;
 }
 
@@ -587,6 +661,29 @@ bool GraphBuilder::build_out_rows(int il, Tensor& cur, Tensor& residual) {
     be_.get_rows(residual, ids, sel_residual);
     cur = sel_cur, residual = sel_residual;
     return true;
+}
+
+Tensor GraphBuilder::build_scale(const Tensor& x, float s, const char* name, int il, const Tensor& out_buf) {
+    Tensor y = out_buf.reshaped(x.ne[0], x.ne[1], x.ne[2]);
+    be_.unary(Op::kScale, x, y, s);
+    cb(y, name, il, Op::kScale);
+    return y;
+}
+
+Tensor GraphBuilder::build_ffn_geglu(const Tensor& cur, const FfnWeights& w, int il) {
+    const MathMode mode = opt_.mode;
+    const int64_t T = cur.ne[1], n_ff = w.gate.ne[1], n_out = w.down.ne[1];
+    Tensor gate = buf_.gate.reshaped(n_ff, T), up = buf_.up.reshaped(n_ff, T);
+    Tensor geglu = buf_.swiglu.reshaped(n_ff, T), out = buf_.ffn_out.reshaped(n_out, T);
+    be_.matmul(w.gate, cur, gate, mode);  // ggml's execution order: the gate's product, then up's
+    cb(gate, "ffn_gate", il, Op::kMulMat);
+    be_.matmul(w.up, cur, up, mode);
+    cb(up, "ffn_up", il, Op::kMulMat);
+    be_.geglu(gate, up, geglu, mode);
+    cb(geglu, "ffn_geglu", il, Op::kGeglu);
+    be_.matmul(w.down, geglu, out, mode);
+    cb(out, "ffn_out", il, Op::kMulMat);
+    return out;
 }
 
 Tensor GraphBuilder::build_add(const Tensor& a, const Tensor& b, const char* name, int il, Tensor& out) {
@@ -674,6 +771,17 @@ void GraphBuilder::build_output(const Tensor& x) {
         cb(biased, "result_output", -1, Op::kAdd);
         logits = biased;
     }
+    if (cfg_.final_softcap > 0 && !knobs_.softcap_skipped) {
+        // gemma's final soft cap: logits / cap, tanh, * cap (llama.cpp names the last).
+        const float cap = static_cast<float>(cfg_.final_softcap);
+        Tensor rows = logits.reshaped(n_logits_ * n_out);
+        be_.unary(Op::kScale, rows, rows, 1.0f / cap);
+        cb(logits, "result_output", -1, Op::kScale);
+        be_.unary(Op::kTanh, rows, rows);
+        cb(logits, "result_output", -1, Op::kTanh);
+        be_.unary(Op::kScale, rows, rows, cap);
+        cb(logits, "result_output", -1, Op::kScale);
+    }
     be_.download(last_logits_.data(), logits.f32() + (n_out - 1) * n_logits_, n_logits_ * sizeof(float));
 }
 
@@ -743,6 +851,8 @@ Result<std::unique_ptr<ForwardPass>> make_forward(const Model& model, Backend& b
         case Arch::kQwen2: graph = make_qwen2_graph(model, backend, options); break;
         case Arch::kQwen3: graph = make_qwen3_graph(model, backend, options); break;
         case Arch::kPhi3: graph = make_phi3_graph(model, backend, options); break;
+        case Arch::kGemma2:
+        case Arch::kGemma3: graph = make_gemma_graph(model, backend, options); break;
         case Arch::kDeepseek2: graph = make_deepseek2_graph(model, backend, options); break;
         default:
             return make_error(ErrorCode::kUnsupported, fmt::format("{}: running {} models is not supported yet", model.path(),

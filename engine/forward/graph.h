@@ -49,6 +49,7 @@ public:
     Status eval(const std::vector<int32_t>& tokens, EventSink* sink) override;
     void reset() override {
         pos_ = 0;
+        swa_base_ = 0;
         decode_ = 0;
     }
     int64_t position() const override { return pos_; }
@@ -100,7 +101,8 @@ protected:
     // RMS-normalised and weighted (norm-L, Qcur_normed-L; Kcur_normed-L); q and k rotated by
     // build_rope
     Qkv build_qkv(const Tensor& cur, const AttnWeights& w, int il);
-    // RoPE with the model's frequency factors (Llama 3's rope_freqs) when it has them.
+    // RoPE with the model's frequency factors (Llama 3's rope_freqs) when it has them, and layer
+    // il's own base and scale when the layers differ (gemma's local layers: layer_rope_).
     Tensor build_rope(const Tensor& heads, Tensor& buffer, const char* name, int il);
     // softmax(q k^T * scale + causal mask) v over the KV cache, heads merged, then wo (* so, + bo):
     // the product is attn_out, and the scale and bias steps are attn_out again (llama.cpp names only
@@ -108,7 +110,10 @@ protected:
     Tensor build_attn(const Qkv& qkv, const AttnWeights& w, int il);
     // The attention of build_attn without the merge and wo: kq, kq_soft_max and kqv {head_dim_v,
     // T, n_head} announced; with flash attention (llama mode) the fused result {head_dim_v,
-    // n_head, T} is written to `flash_out` as well.
+    // n_head, T} is written to `flash_out` as well. A local layer (swa_layer(il)) attends over its
+    // own sliding-window cache with the window's mask; with a soft cap (gemma2) kq is capped in
+    // place as cap * tanh(kq / cap) before the softmax (kq_scaled_1, kq_tanh, kq_scaled_2; flash
+    // attention caps inside).
     Tensor build_attn_kqv(const Qkv& qkv, int il, Tensor* flash_out);
     // The last layer keeps only the rows whose logits are wanted (llama.cpp's inp_out_ids). False
     // when this ubatch has none: llama.cpp's graph ends there, and so does ours.
@@ -124,7 +129,23 @@ protected:
     // phi3's feed-forward: one up projection of 2 n_ff rows (ffn_up), silu of its first half times
     // its second (ffn_swiglu: ggml's one-operand SWIGLU), down (ffn_out).
     Tensor build_ffn_fused_up(const Tensor& cur, const Tensor& up, const Tensor& down, int il);
-    void build_output(const Tensor& x);                                           // result_norm, result_output
+    // result_norm, result_output; with final_logit_softcapping the logits capped as
+    // cap * tanh(logits / cap) (result_output after each of the three steps).
+    void build_output(const Tensor& x);
+    // y = x * s, announced as `name` (SCALE); the embeddings times sqrt(n_embd) for gemma (inp_scaled).
+    Tensor build_scale(const Tensor& x, float s, const char* name, int il, const Tensor& out_buf);
+    // gemma's feed-forward: down(gelu(gate x) * up x) announced as ffn_gate, ffn_up, ffn_geglu, ffn_out.
+    Tensor build_ffn_geglu(const Tensor& cur, const FfnWeights& w, int il);
+
+    // ---- sliding-window attention (gemma): local layers keep a cache of swa_cells_ cells, cell 0
+    // holding position swa_base_ (the window slides by moving the cells still seen to the front).
+    bool swa_layer(int64_t il) const { return il >= 0 && il < static_cast<int64_t>(swa_layers_.size()) && swa_layers_[il]; }
+    std::vector<uint8_t> swa_layers_;     // per layer: 1 = local (the model's pattern, or the fault's)
+    int64_t n_swa_ = 0;                   // the window: a token sees positions p - n_swa_ + 1 .. p
+    int64_t swa_cells_ = 0;               // cells of a local layer's cache (0: no local layers)
+    int64_t swa_base_ = 0;                // the position in cell 0 of the local caches
+    Tensor inp_pos_swa_;                  // I32 {T}: the ubatch's cells in the local caches
+    std::vector<RopeParams> layer_rope_;  // per layer, when the layers' RoPE differs (else rope_)
 
     // Announces a tensor (cb(cur, "attn_norm", il) in llama.cpp). Names repeat within a graph
     // evaluation: Qcur-0, Qcur-0#2, ...
@@ -168,7 +189,7 @@ protected:
         Tensor ffn_out_s;         // (n_embd, T)
         Tensor out_attn, out_x;   // (n_embd, n_outputs): the last layer's output rows
         Tensor ffn_inp;           // (n_embd, T)
-        Tensor gate, up, swiglu;  // (n_ff, T)
+        Tensor gate, up, swiglu;  // (n_ff, T); swiglu also holds gemma's GEGLU
         Tensor ffn_out;           // (n_embd, T)
         Tensor logits;            // (n_logits, T)
         std::vector<Tensor> cache_k, cache_v;  // per layer (head_dim, n_head_kv, n_ctx)
@@ -191,6 +212,8 @@ private:
     MemoryEstimate memory_estimate(bool weights_copied) const;
     std::string memory_hint(bool weights_copied) const;  // which flag lowers the largest part
     void eval_ubatch(const int32_t* tokens, int64_t T, int ubatch, const std::vector<int32_t>& out_rows);
+    // Makes room in the local layers' caches for T more tokens (see swa_base_).
+    void slide_swa_window(int64_t T);
 
     // Which optional buffers the model's tensors need (from its file, before anything is allocated).
     struct OptionalBuffers {
@@ -218,6 +241,7 @@ std::unique_ptr<GraphBuilder> make_llama_graph(const Model& model, Backend& back
 std::unique_ptr<GraphBuilder> make_qwen2_graph(const Model& model, Backend& backend, const ForwardOptions& options);
 std::unique_ptr<GraphBuilder> make_qwen3_graph(const Model& model, Backend& backend, const ForwardOptions& options);
 std::unique_ptr<GraphBuilder> make_phi3_graph(const Model& model, Backend& backend, const ForwardOptions& options);
+std::unique_ptr<GraphBuilder> make_gemma_graph(const Model& model, Backend& backend, const ForwardOptions& options);
 std::unique_ptr<GraphBuilder> make_deepseek2_graph(const Model& model, Backend& backend, const ForwardOptions& options);
 
 }  // namespace ls

@@ -59,6 +59,7 @@ Rng tensor_rng(uint64_t seed, const std::string& name) {
 bool is_qwen2(const MakeModelSpec& s) { return s.arch == "qwen2"; }
 bool is_qwen3(const MakeModelSpec& s) { return s.arch == "qwen3"; }
 bool is_phi3(const MakeModelSpec& s) { return s.arch == "phi3"; }
+bool is_gemma(const MakeModelSpec& s) { return s.arch == "gemma2" || s.arch == "gemma3"; }
 // qwen2 and qwen3 share Qwen's conventions here: NEOX rope base 1e6, eps 1e-6, padded token rows.
 bool is_qwen(const MakeModelSpec& s) { return is_qwen2(s) || is_qwen3(s); }
 int head_dim_of(const MakeModelSpec& s) { return s.head_dim > 0 ? s.head_dim : s.n_embd / s.n_head; }
@@ -288,7 +289,8 @@ const std::vector<std::string>& make_model_preset_names() {
                                                    "qwen2.5-0.5b",     "llama-3.2-1b",   "llama-3.1-8b",
                                                    "llama3-tiny",      "qwen3-0.6b",     "qwen3-8b",
                                                    "qwen3-tiny",       "phi-3.5-mini",   "phi-4-mini",
-                                                   "phi3-tiny"};
+                                                   "phi3-tiny",        "gemma-2-2b",     "gemma-3-1b",
+                                                   "gemma-3-4b",       "gemma2-tiny",    "gemma3-tiny"};
     return names;
 }
 
@@ -450,6 +452,63 @@ Result<MakeModelSpec> make_model_preset(const std::string& name) {
         s.n_ctx_train = 4096;
         s.longrope = true;
         s.longrope_orig_ctx = 128;
+    } else if (name == "gemma-2-2b") {
+        // google/gemma-2-2b config.json: 2304 wide, 26 layers of 8 / 4 heads of 256, every other
+        // layer local with a 4096 window, soft caps 50 (attention) and 30 (logits), 256000 tokens.
+        s.arch = "gemma2";
+        s.n_embd = 2304;
+        s.n_layer = 26;
+        s.n_head = 8;
+        s.n_head_kv = 4;
+        s.head_dim = 256;
+        s.n_ff = 9216;
+        s.vocab = 256000;
+        s.n_ctx_train = 8192;
+        s.n_swa = 4096;
+        s.rope_freq_base = 10000.0f;
+        s.rms_eps = 1e-6f;
+    } else if (name == "gemma-3-1b" || name == "gemma-3-4b") {
+        // google/gemma-3-1b-it and gemma-3-4b-it config.json: five local layers (window 512 / 1024,
+        // RoPE base 10000) per global one (base 1e6; Gemma-3-4B scales it linearly by 8), heads of
+        // 256, q/k norms, a tied LM head; 262144 / 262208 tokens.
+        const bool four = name == "gemma-3-4b";
+        s.arch = "gemma3";
+        s.n_embd = four ? 2560 : 1152;
+        s.n_layer = four ? 34 : 26;
+        s.n_head = four ? 8 : 4;
+        s.n_head_kv = four ? 4 : 1;
+        s.head_dim = 256;
+        s.n_ff = four ? 10240 : 6912;
+        s.vocab = four ? 262208 : 262144;
+        s.n_ctx_train = four ? 131072 : 32768;
+        s.n_swa = four ? 1024 : 512;
+        s.swa_pattern = 6;
+        s.rope_freq_base = 1000000.0f;
+        s.rope_freq_base_swa = 10000.0f;
+        s.rope_linear_factor = four ? 8.0f : 0.0f;
+        s.rms_eps = 1e-6f;
+        s.tied_output = true;
+    } else if (name == "gemma2-tiny" || name == "gemma3-tiny") {
+        // For tests: gemma's layers in small, a window of 8 so that short prompts cross it, heads
+        // wider than n_embd / n_head; gemma3: two local layers then a global one.
+        const bool three = name == "gemma3-tiny";
+        s.arch = three ? "gemma3" : "gemma2";
+        s.n_embd = 128;
+        s.n_layer = three ? 3 : 2;
+        s.n_head = 4;
+        s.n_head_kv = 2;
+        s.head_dim = 64;
+        s.n_ff = 384;
+        s.vocab = 512;
+        s.n_ctx_train = 4096;
+        s.n_swa = 8;
+        s.swa_pattern = three ? 3 : 0;
+        s.rope_freq_base = three ? 1000000.0f : 10000.0f;
+        s.rope_freq_base_swa = three ? 10000.0f : 0.0f;
+        s.tied_output = three;
+        // Caps the tiny scores and logits reach, so that leaving one out shows.
+        s.attn_softcap = three ? 0.0f : 2.0f;
+        s.final_softcap = three ? 0.0f : 1.5f;
     } else if (name == "qwen2.5-0.5b") {
         // Qwen2.5-0.5B: 14 / 2 heads, q/k/v biases, tied LM head; 151665 tokens in 151936 rows.
         s.arch = "qwen2";
@@ -481,6 +540,7 @@ struct PlannedTensor {
 ModelConfig config_of(const MakeModelSpec& s) {
     ModelConfig c;
     c.arch = is_qwen2(s) ? Arch::kQwen2 : is_qwen3(s) ? Arch::kQwen3 : is_phi3(s) ? Arch::kPhi3 : is_deepseek2(s) ? Arch::kDeepseek2 : Arch::kLlama;
+    if (is_gemma(s)) c.arch = s.arch == "gemma2" ? Arch::kGemma2 : Arch::kGemma3;
     c.arch_name = s.arch;
     c.n_embd = s.n_embd;
     c.n_layer = s.n_layer;
@@ -619,8 +679,10 @@ Status validate_deepseek2(const MakeModelSpec& s) {
 
 Status validate_make_model_spec(const MakeModelSpec& s) {
     auto bad = [](std::string msg) { return Status(make_error(ErrorCode::kUsage, std::move(msg))); };
-    if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3" && s.arch != "phi3" && s.arch != "deepseek2")
-        return bad(fmt::format("arch '{}' is not supported; use llama, qwen2, qwen3, phi3 or deepseek2", s.arch));
+    if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3" && s.arch != "phi3" && !is_gemma(s) &&
+        s.arch != "deepseek2")
+        return bad(fmt::format("arch '{}' is not supported; use llama, qwen2, qwen3, phi3, gemma2, gemma3 or deepseek2",
+                               s.arch));
     struct { const char* name; int value; int max; } dims[] = {
         {"n_embd", s.n_embd, 65536}, {"n_layer", s.n_layer, 1024}, {"n_head", s.n_head, 1024},
         {"n_head_kv", s.n_head_kv, 1024}, {"n_ff", s.n_ff, 1 << 20},
@@ -632,8 +694,8 @@ Status validate_make_model_spec(const MakeModelSpec& s) {
         if (Status st = validate_deepseek2(s); !st) return st;
     } else {
         if (s.head_dim < 0 || s.head_dim > 65536) return bad(fmt::format("head_dim {} is out of range 0..65536", s.head_dim));
-        if (s.head_dim > 0 && !is_qwen3(s))
-            return bad(fmt::format("head_dim is a qwen3 option; {} heads are n_embd / n_head wide", s.arch));
+        if (s.head_dim > 0 && !is_qwen3(s) && !is_gemma(s))
+            return bad(fmt::format("head_dim is a qwen3 and gemma option; {} heads are n_embd / n_head wide", s.arch));
         if (s.head_dim == 0 && s.n_embd % s.n_head != 0)
             return bad(fmt::format("n_embd {} is not divisible by n_head {}; pick a head count that divides it",
                                    s.n_embd, s.n_head));
@@ -659,7 +721,24 @@ Status validate_make_model_spec(const MakeModelSpec& s) {
     if (is_phi3(s) && (s.out_biases || s.weight_scales))
         return bad("biases and per-tensor scales are llama, qwen2 and qwen3 options");
     if (s.longrope && s.longrope_orig_ctx < 1) return bad("the LongRoPE original context must be positive");
-    if (s.tied_output && s.arch != "llama" && !is_qwen3(s) && !is_phi3(s))
+    if (!is_gemma(s) && (s.n_swa != 0 || s.swa_pattern != 0 || s.rope_freq_base_swa != 0.0f || s.rope_linear_factor != 0.0f))
+        return bad(fmt::format("sliding windows and their RoPE are gemma2 and gemma3 options; {} attends over the whole "
+                               "context", s.arch));
+    if (is_gemma(s) && (s.n_swa < 0 || s.swa_pattern < 0 || !(s.rope_freq_base_swa >= 0.0f) ||
+                        !std::isfinite(s.rope_freq_base_swa) || !(s.rope_linear_factor >= 0.0f) ||
+                        !std::isfinite(s.rope_linear_factor)))
+        return bad("the sliding window, its pattern, rope_freq_base_swa and the linear RoPE factor must be >= 0");
+    if (s.arch != "gemma2" && (s.attn_softcap != 0.0f || s.final_softcap != 0.0f))
+        return bad("soft caps are a gemma2 option");
+    if (!(s.attn_softcap >= 0.0f) || !std::isfinite(s.attn_softcap) || !(s.final_softcap >= 0.0f) ||
+        !std::isfinite(s.final_softcap))
+        return bad("the soft caps must be finite and >= 0 (0: Gemma 2's 50 and 30)");
+    if (s.arch == "gemma2" && (s.swa_pattern != 0 || s.rope_linear_factor != 0.0f || s.tied_output))
+        return bad("gemma2 files here take llama.cpp's pattern (every other layer local), no RoPE scaling, and are "
+                   "always tied");
+    if (is_gemma(s) && (s.out_biases || s.weight_scales))
+        return bad("biases and per-tensor scales are llama, qwen2 and qwen3 options");
+    if (s.tied_output && s.arch != "llama" && !is_qwen3(s) && !is_phi3(s) && s.arch != "gemma3")
         return bad(fmt::format("a tied output is a llama and qwen3 option; a {} model has {}", s.arch,
                                is_qwen2(s) ? "its LM head tied already" : "an output.weight"));
     if (is_deepseek2(s) && s.weight_scales)
@@ -717,7 +796,7 @@ double make_model_tensor_std(const MakeModelSpec& s, const std::string& name) {
     // same spread at every width (the fixtures' values at n_embd 512: 0.06 and 0.05).
     const double width = std::sqrt(512.0 / s.n_embd);
     if (ends("_norm.weight")) return 0.1;
-    if (name == "token_embd.weight") return is_qwen2(s) || s.tied_output ? 0.05 * width : 0.02;
+    if (name == "token_embd.weight") return is_qwen2(s) || s.tied_output || is_gemma(s) ? 0.05 * width : 0.02;
     if (name == "output.weight") return is_qwen2(s) ? 0.0 : 0.05 * width;
     if (ends("attn_q.weight") || ends("attn_k.weight") || ends("attn_qkv.weight")) return 0.06 * width;
     if (ends("attn_q.bias") || ends("attn_k.bias")) return is_qwen2(s) ? 0.1 : 0.0;
@@ -811,7 +890,7 @@ std::vector<GgufKV> build_metadata(const MakeModelSpec& s, int64_t* n_tokens) {
     const int64_t rows = padded_rows(s);
     const int n_ctx_train = s.n_ctx_train > 0 ? s.n_ctx_train : (is_qwen3(s) ? 40960 : qwen ? 32768 : ds2 ? 163840 : 2048);
     const float freq_base = s.rope_freq_base > 0 ? s.rope_freq_base : (qwen ? 1000000.0f : 10000.0f);
-    const float rms_eps = s.rms_eps > 0 ? s.rms_eps : (qwen || ds2 ? 1e-6f : 1e-5f);
+    const float rms_eps = s.rms_eps > 0 ? s.rms_eps : (qwen || ds2 || is_gemma(s) ? 1e-6f : 1e-5f);
     const ModelConfig c = config_of(s);
     auto u32 = [](int64_t v) { return GgufValue::make_u32(static_cast<uint32_t>(v)); };
 
@@ -836,9 +915,22 @@ std::vector<GgufKV> build_metadata(const MakeModelSpec& s, int64_t* n_tokens) {
     // Real Qwen2.5 GGUFs omit rope.dimension_count (n_rot = head dim); llama files carry it.
     if (!qwen) put(a + ".rope.dimension_count", u32(c.n_rot));
     put(a + ".vocab_size", u32(rows));
-    if (is_qwen3(s)) {
+    if (is_qwen3(s) || is_gemma(s)) {
         put(a + ".attention.key_length", u32(c.head_dim_k));
         put(a + ".attention.value_length", u32(c.head_dim_v));
+    }
+    if (is_gemma(s)) {
+        if (s.n_swa > 0) put(a + ".attention.sliding_window", u32(s.n_swa));
+        if (s.swa_pattern > 0) put(a + ".attention.sliding_window_pattern", u32(s.swa_pattern));
+        if (s.rope_freq_base_swa > 0) put(a + ".rope.freq_base_swa", GgufValue::make_f32(s.rope_freq_base_swa));
+        if (s.rope_linear_factor > 0) {
+            put(a + ".rope.scaling.type", GgufValue::make_string("linear"));
+            put(a + ".rope.scaling.factor", GgufValue::make_f32(s.rope_linear_factor));
+        }
+        if (s.arch == "gemma2") {
+            put(a + ".attn_logit_softcapping", GgufValue::make_f32(s.attn_softcap > 0 ? s.attn_softcap : 50.0f));
+            put(a + ".final_logit_softcapping", GgufValue::make_f32(s.final_softcap > 0 ? s.final_softcap : 30.0f));
+        }
     }
     if (s.longrope) {
         // As convert_hf_to_gguf writes Phi-3's LongRoPE: the type, the original context and the

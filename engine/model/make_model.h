@@ -1,4 +1,4 @@
-// Deterministic synthetic GGUF models (llama, qwen2, qwen3, phi3, deepseek2) with a generated
+// Deterministic synthetic GGUF models (llama, qwen2, qwen3, phi3, gemma2, gemma3, deepseek2) with a generated
 // SentencePiece vocabulary, for tests, demos and bug reports that must not depend on third-party
 // weights or vocabularies.
 #pragma once
@@ -32,7 +32,7 @@ struct MakeModelSpec {
     int n_head = 4;
     int n_head_kv = 2;
     int n_ff = 512;
-    int head_dim = 0;  // qwen3: attention.key_length (0: n_embd / n_head); n_head * head_dim need not be n_embd
+    int head_dim = 0;  // qwen3, gemma: attention.key_length (0: n_embd / n_head); n_head * head_dim need not be n_embd
     int n_rot = 0;     // phi3: rope.dimension_count (0: the whole head; Phi-4-mini rotates 96 of 128)
     int n_ctx_train = 0;
     float rope_freq_base = 0.0f;
@@ -67,6 +67,18 @@ struct MakeModelSpec {
     // sqrt(1 + ln(n_ctx_train / orig) / ln(orig)) and original_context_length `longrope_orig_ctx`.
     bool longrope = false;
     int longrope_orig_ctx = 4096;
+
+    // gemma2, gemma3: the sliding window (attention.sliding_window) and the period of the local /
+    // global pattern (attention.sliding_window_pattern, written when > 0: layer il is local when
+    // il % n < n - 1); gemma3's local layers' RoPE base (rope.freq_base_swa, 0: not written, llama.cpp
+    // takes 10000); a linear RoPE scaling factor for the global layers (rope.scaling.factor, as
+    // Gemma-3-4B's 8; 0: none). gemma2 writes its soft caps (0: Gemma 2's 50 and 30).
+    int n_swa = 0;
+    int swa_pattern = 0;
+    float rope_freq_base_swa = 0.0f;
+    float rope_linear_factor = 0.0f;
+    float attn_softcap = 0.0f;
+    float final_softcap = 0.0f;
 
     // deepseek2 only; the defaults are the fixtures' deepseek2-mini.
     int q_lora_rank = 0;   // 0: a plain attn_q, as DeepSeek-V2-Lite has

@@ -17,6 +17,8 @@ const char* arch_name(Arch arch) {
         case Arch::kQwen2: return "qwen2";
         case Arch::kQwen3: return "qwen3";
         case Arch::kPhi3: return "phi3";
+        case Arch::kGemma2: return "gemma2";
+        case Arch::kGemma3: return "gemma3";
         case Arch::kDeepseek2: return "deepseek2";
     }
     return "?";
@@ -39,6 +41,8 @@ bool arch_from_name(std::string_view name, Arch* out) {
     if (name == "qwen2") { *out = Arch::kQwen2; return true; }
     if (name == "qwen3") { *out = Arch::kQwen3; return true; }
     if (name == "phi3") { *out = Arch::kPhi3; return true; }
+    if (name == "gemma2") { *out = Arch::kGemma2; return true; }
+    if (name == "gemma3") { *out = Arch::kGemma3; return true; }
     if (name == "deepseek2") { *out = Arch::kDeepseek2; return true; }
     return false;
 }
@@ -188,6 +192,49 @@ Status read_mla(const KeyReader& keys, ModelConfig& c) {
     return {};
 }
 
+// Gemma's sliding-window keys as llama.cpp's gemma2/gemma3 loaders read them: attention.sliding_window
+// (gemma2: 4096 when absent; gemma3: no local layers when absent or 0), sliding_window_pattern as
+// one bool per layer or as a period n (layer il is local when il % n < n - 1; 0: every layer; the
+// default 2 for gemma2, 6 for gemma3), rope.freq_base_swa (gemma2: rope.freq_base when absent;
+// gemma3: 10000), and the soft caps (gemma2: 50 and 30 by default; gemma3: a final cap only when given).
+Status read_gemma(const GgufFile& file, const KeyReader& keys, ModelConfig& c) {
+    const bool gemma2 = c.arch == Arch::kGemma2;
+    LS_ASSIGN(c.n_swa, keys.optional_int("attention.sliding_window", gemma2 ? 4096 : 0));
+    if (c.n_swa < 0) return positive_error(keys, "attention.sliding_window", c.n_swa);
+    c.swa_layers.assign(static_cast<size_t>(c.n_layer), 0);
+    if (c.n_swa > 0) {
+        const GgufValue* pattern = file.find(keys.key("attention.sliding_window_pattern"));
+        if (pattern && pattern->is_array()) {
+            if (pattern->array_size() < static_cast<size_t>(c.n_layer))
+                return make_error(ErrorCode::kBadInput,
+                                  fmt::format("{} has {} entries for {} layers", keys.key("attention.sliding_window_pattern"),
+                                              pattern->array_size(), c.n_layer));
+            for (int64_t il = 0; il < c.n_layer; ++il) {
+                int64_t local = 0;
+                if (!pattern->item_int(static_cast<size_t>(il), &local))
+                    return make_error(ErrorCode::kBadInput, fmt::format("{} holds {}; expected one bool per layer",
+                                                                        keys.key("attention.sliding_window_pattern"),
+                                                                        gguf_value_type_name(pattern->elem_type)));
+                c.swa_layers[il] = local != 0;
+            }
+        } else {
+            int64_t n = 0;
+            LS_ASSIGN(n, keys.optional_int("attention.sliding_window_pattern", gemma2 ? 2 : 6));
+            if (n < 0) return positive_error(keys, "attention.sliding_window_pattern", n);
+            for (int64_t il = 0; il < c.n_layer; ++il) c.swa_layers[il] = n == 0 || il % n < n - 1;
+        }
+    }
+    LS_ASSIGN(c.rope_freq_base_swa, keys.optional_float("rope.freq_base_swa", gemma2 ? c.rope_freq_base : 10000.0));
+    LS_ASSIGN(c.attn_softcap, keys.optional_float("attn_logit_softcapping", gemma2 ? 50.0 : 0.0));
+    if (!gemma2) c.attn_softcap = 0;  // gemma3's graph has no attention cap (llama.cpp never reads the key)
+    LS_ASSIGN(c.final_softcap, keys.optional_float("final_logit_softcapping", gemma2 ? 30.0 : 0.0));
+    for (auto [suffix, cap] : {std::pair{"attn_logit_softcapping", c.attn_softcap}, {"final_logit_softcapping", c.final_softcap}})
+        if (!std::isfinite(cap) || cap < 0 || (gemma2 && cap == 0))
+            return make_error(ErrorCode::kBadInput,
+                              fmt::format("{} is {}; the tanh cap must be a positive number", keys.key(suffix), cap));
+    return {};
+}
+
 }  // namespace
 
 namespace {
@@ -197,13 +244,15 @@ Result<ModelConfig> read_config(const GgufFile& file, bool check) {
     const GgufValue* arch_value = file.find("general.architecture");
     if (!arch_value)
         return make_error(ErrorCode::kBadInput,
-                          "general.architecture is missing; every model needs it (llama, qwen2, qwen3, phi3 or deepseek2)");
+                          "general.architecture is missing; every model needs it (llama, qwen2, qwen3, phi3, gemma2, "
+                          "gemma3 or deepseek2)");
     if (arch_value->type != GgufValueType::STRING)
         return make_error(ErrorCode::kBadInput, "general.architecture is not a string");
     c.arch_name = arch_value->str;
     if (!arch_from_name(c.arch_name, &c.arch))
         return make_error(ErrorCode::kUnsupported,
-                          fmt::format("architecture {} is not supported; supported: llama, qwen2, qwen3, phi3, deepseek2",
+                          fmt::format("architecture {} is not supported; supported: llama, qwen2, qwen3, phi3, gemma2, gemma3, "
+                                      "deepseek2",
                                       quote_text(c.arch_name)));
 
     KeyReader keys(file, c.arch_name);
@@ -272,6 +321,11 @@ Result<ModelConfig> read_config(const GgufFile& file, bool check) {
                 return make_error(ErrorCode::kBadInput,
                                   fmt::format("n_head * head_dim = {} * {} but {} is {}; phi3's attention projections are "
                                               "n_embd wide", c.n_head, c.head_dim_k, keys.key("embedding_length"), c.n_embd));
+            break;
+        case Arch::kGemma2:
+        case Arch::kGemma3:
+            c.rope_type = RopeType::kNeox;
+            if (Status s = read_gemma(file, keys, c); !s) return s.error();
             break;
         case Arch::kDeepseek2:
             c.rope_type = RopeType::kNorm;
@@ -343,6 +397,7 @@ float deepseek2_mscale(const ModelConfig& c) {
 
 float attention_kq_scale(const ModelConfig& c) {
     if (c.arch == Arch::kPhi3) return 1.0f;  // llama.cpp's phi3 graph scales Q by 1/sqrt(d) itself (phi3_q_scale)
+    if (c.arch == Arch::kGemma2 || c.arch == Arch::kGemma3) return 1.0f;  // gemma_q_scale on the roped Q
     if (c.arch != Arch::kDeepseek2) return 1.0f / std::sqrt(static_cast<float>(c.head_dim_k));
     // deepseek2: kq_scale = mscale^2 / sqrt(n_embd_head_k_mla), over the MLA key width. The
     // fixtures' deepseek2-mini (key width 48) gives 0.229443 in kq_soft_max, not 1/sqrt(48).
@@ -351,10 +406,22 @@ float attention_kq_scale(const ModelConfig& c) {
     return 1.0f * mscale * mscale / std::sqrt(static_cast<float>(head_dim));
 }
 
+float gemma_q_scale(const ModelConfig& c) {
+    const bool is_27b = (c.arch == Arch::kGemma2 && c.n_layer == 46) || (c.arch == Arch::kGemma3 && c.n_layer == 62);
+    return is_27b ? 1.0f / std::sqrt(static_cast<float>(c.n_embd / c.n_head))
+                  : 1.0f / std::sqrt(static_cast<float>(c.head_dim_k));
+}
+
+float layer_rope_freq_base(const ModelConfig& c, int64_t il) {
+    return static_cast<float>(c.layer_is_swa(il) ? c.rope_freq_base_swa : c.rope_freq_base);
+}
+
 float phi3_q_scale(const ModelConfig& c) { return 1.0f / std::sqrt(static_cast<float>(c.head_dim_k)); }
 
 float roped_qk_scale(const ModelConfig& c) {
-    return c.arch == Arch::kPhi3 ? phi3_q_scale(c) * attention_kq_scale(c) : attention_kq_scale(c);
+    if (c.arch == Arch::kPhi3) return phi3_q_scale(c) * attention_kq_scale(c);
+    if (c.arch == Arch::kGemma2 || c.arch == Arch::kGemma3) return gemma_q_scale(c) * attention_kq_scale(c);
+    return attention_kq_scale(c);
 }
 
 float yarn_log_mul(const ModelConfig& c) {

@@ -1,10 +1,11 @@
-// Model hyperparameters read from GGUF metadata (llama, qwen2, qwen3, phi3, deepseek2), with llama.cpp's
+// Model hyperparameters read from GGUF metadata (llama, qwen2, qwen3, phi3, gemma2, gemma3, deepseek2), with llama.cpp's
 // defaults and requirements, so that our forward pass and the lints agree with what llama.cpp loads.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "engine/util/result.h"
 
@@ -12,7 +13,7 @@ namespace ls {
 
 class GgufFile;
 
-enum class Arch { kLlama, kQwen2, kQwen3, kPhi3, kDeepseek2 };
+enum class Arch { kLlama, kQwen2, kQwen3, kPhi3, kGemma2, kGemma3, kDeepseek2 };
 
 // NORM rotates adjacent pairs (x0,x1),(x2,x3)...; NEOX rotates (x_i, x_{i+n_rot/2}).
 enum class RopeType { kNorm, kNeox };
@@ -71,10 +72,19 @@ struct ModelConfig {
     int64_t head_dim_v_mla = 0;    // value_length_mla, falls back to value_length
     bool mla_split = false;        // attn_k_b/attn_v_b (true) or one attn_kv_b (legacy)
 
+    // Gemma 2/3: interleaved sliding-window attention and tanh soft caps.
+    int64_t n_swa = 0;                  // attention.sliding_window: a local layer's token sees the last n_swa positions
+    std::vector<uint8_t> swa_layers;    // per layer, 1 = local (sliding window): attention.sliding_window_pattern
+    double rope_freq_base_swa = 10000;  // rope.freq_base_swa: the local layers' RoPE base (their scale is 1)
+    double attn_softcap = 0;            // attn_logit_softcapping: kq = cap * tanh(kq / cap) (gemma2); 0 = none
+    double final_softcap = 0;           // final_logit_softcapping: the logits capped the same way; 0 = none
+
     int64_t n_embd_k_gqa() const { return head_dim_k * n_head_kv; }
     int64_t n_embd_v_gqa() const { return head_dim_v * n_head_kv; }
     int64_t qk_nope_dim() const { return head_dim_k_mla - n_rot; }  // deepseek2 only
     bool layer_is_moe(int64_t il) const { return n_expert > 0 && il >= n_layer_dense_lead; }
+    bool layer_is_swa(int64_t il) const { return n_swa > 0 && il >= 0 && il < static_cast<int64_t>(swa_layers.size()) && swa_layers[il]; }
+    bool has_swa() const { return n_swa > 0; }
 };
 
 // RoPE scaling as llama.cpp's context derives it (llama-context.cpp) before any graph is built.
@@ -93,6 +103,11 @@ float deepseek2_mscale(const ModelConfig& c);
 // the roped Q by phi3_q_scale = 1/sqrt(head_dim) instead.
 float attention_kq_scale(const ModelConfig& c);
 float phi3_q_scale(const ModelConfig& c);
+// gemma2/gemma3 scale the roped Q themselves (kq scale 1): 1/sqrt(head_dim), or
+// 1/sqrt(n_embd / n_head) for the 27B models (gemma2 with 46 layers, gemma3 with 62), as llama.cpp.
+float gemma_q_scale(const ModelConfig& c);
+// The RoPE base and frequency scale of layer il (gemma's local layers have their own).
+float layer_rope_freq_base(const ModelConfig& c, int64_t il);
 // The scale between the roped Q and K's dot products and the softmax's input: kq_scale, times
 // phi3's Q scale (what rebuilds attention from a reference's roped Q and K).
 float roped_qk_scale(const ModelConfig& c);

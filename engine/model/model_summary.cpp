@@ -121,6 +121,28 @@ std::vector<SummaryLine> derived_lines(const ModelConfig& c, const GgufFile* fil
     else if (c.arch == Arch::kPhi3)
         lines.push_back({"attention", fmt::format("the roped Q scaled by {:.6f} = 1/sqrt({}) (Qcur-L), then kq scale 1",
                                                   phi3_q_scale(c), c.head_dim_k)});
+    else if (c.arch == Arch::kGemma2 || c.arch == Arch::kGemma3)
+        lines.push_back({"attention", fmt::format("the roped Q scaled by {:.6f} (Qcur-L), then kq scale 1{}", gemma_q_scale(c),
+                                                  c.attn_softcap > 0 ? fmt::format(", scores capped at {:g} * tanh(kq / {:g})",
+                                                                                   c.attn_softcap, c.attn_softcap)
+                                                                     : "")});
+    if (c.has_swa()) {
+        int64_t local = 0;
+        std::string globals;
+        for (int64_t il = 0; il < c.n_layer; ++il) {
+            if (c.layer_is_swa(il)) ++local;
+            else globals += (globals.empty() ? "" : ", ") + std::to_string(il);
+        }
+        lines.push_back({"sliding window", fmt::format("{} of {} layers local: each token sees the last {} positions, RoPE "
+                                                       "base {:g} at scale 1; global layers: {}", local, c.n_layer, c.n_swa,
+                                                       c.rope_freq_base_swa, globals.empty() ? "none" : globals)});
+    }
+    if (c.arch == Arch::kGemma2 || c.arch == Arch::kGemma3)
+        lines.push_back({"gemma", fmt::format("embeddings times sqrt({}) = {:.6f} (inp_scaled); GEGLU feed-forward (GELU tanh "
+                                              "form){}", c.n_embd, std::sqrt(static_cast<float>(c.n_embd)),
+                                              c.final_softcap > 0 ? fmt::format("; logits capped at {:g} * tanh(x / {:g})",
+                                                                                c.final_softcap, c.final_softcap)
+                                                                  : "")});
     else
         lines.push_back({"attention", fmt::format("kq scale {:.6f} = 1/sqrt({})", d.kq_scale, d.kq_head_dim)});
     if (c.rope_scaling != RopeScaling::kNone)

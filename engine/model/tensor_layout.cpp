@@ -1,4 +1,4 @@
-// The per-architecture tensor lists (llama, qwen2, qwen3, phi3, deepseek2): names, ggml shapes,
+// The per-architecture tensor lists (llama, qwen2, qwen3, phi3, gemma2, gemma3, deepseek2): names, ggml shapes,
 // which tensors are optional, refused or unused, in the order llama.cpp's loader creates them.
 #include "engine/model/tensor_layout.h"
 
@@ -173,6 +173,34 @@ void llama_layer(Layout& l, const ModelConfig& c, int64_t il) {
     weight_scales(l, il, {"attn_qkv"}, ScaleUse::kRefused);
 }
 
+// gemma2 and gemma3: q/k/v (optional biases) as llama.cpp's shared create_tensor_qkv, a norm after
+// attention and after the feed-forward, per-head q/k norms (gemma3), the GEGLU feed-forward.
+void gemma_layer(Layout& l, const ModelConfig& c, int64_t il) {
+    const int64_t n_q = c.n_head * c.head_dim_k;
+    l.need(blk(il, "attn_norm.weight"), {c.n_embd});
+    const std::string fused = "fused QKV projections (attn_qkv) in a " + c.arch_name + " file are not supported yet";
+    l.refused(blk(il, "attn_qkv.weight"), {c.n_embd, n_q + c.n_embd_k_gqa() + c.n_embd_v_gqa()}, fused);
+    l.refused(blk(il, "attn_qkv.bias"), {n_q + c.n_embd_k_gqa() + c.n_embd_v_gqa()}, fused);
+    l.need(blk(il, "attn_q.weight"), {c.n_embd, n_q});
+    l.need(blk(il, "attn_k.weight"), {c.n_embd, c.n_embd_k_gqa()});
+    l.need(blk(il, "attn_v.weight"), {c.n_embd, c.n_embd_v_gqa()});
+    l.maybe(blk(il, "attn_q.bias"), {n_q});
+    l.maybe(blk(il, "attn_k.bias"), {c.n_embd_k_gqa()});
+    l.maybe(blk(il, "attn_v.bias"), {c.n_embd_v_gqa()});
+    l.need(blk(il, "attn_output.weight"), {n_q, c.n_embd});
+    l.need(blk(il, "post_attention_norm.weight"), {c.n_embd});
+    if (c.arch == Arch::kGemma3) {
+        l.need(blk(il, "attn_k_norm.weight"), {c.head_dim_k});
+        l.need(blk(il, "attn_q_norm.weight"), {c.head_dim_k});
+    }
+    l.need(blk(il, "ffn_norm.weight"), {c.n_embd});
+    dense_ffn(l, il, c.n_embd, c.n_ff);
+    l.need(blk(il, "post_ffw_norm.weight"), {c.n_embd});
+    weight_scales(l, il, {"attn_q", "attn_k", "attn_v", "attn_output"}, ScaleUse::kApplied);
+    weight_scales(l, il, {"ffn_gate", "ffn_down", "ffn_up"}, ScaleUse::kUnused);  // build_ffn is given none
+    weight_scales(l, il, {"attn_qkv"}, ScaleUse::kRefused);
+}
+
 }  // namespace
 
 std::vector<TensorSpec> tensor_layout(const ModelConfig& c, int64_t n_vocab) {
@@ -180,8 +208,9 @@ std::vector<TensorSpec> tensor_layout(const ModelConfig& c, int64_t n_vocab) {
     Layout l(out);
     l.vocab("token_embd.weight", {c.n_embd, n_vocab}, true);
     l.need("output_norm.weight", {c.n_embd});
-    // llama, qwen2, qwen3 and phi3 tie the LM head to token_embd when output.weight is absent.
-    l.vocab("output.weight", {c.n_embd, n_vocab}, c.arch == Arch::kDeepseek2);
+    // llama, qwen2, qwen3, phi3 and gemma3 tie the LM head to token_embd when output.weight is
+    // absent; gemma2's loader always does (it creates no output.weight: a file with one is refused).
+    if (c.arch != Arch::kGemma2) l.vocab("output.weight", {c.n_embd, n_vocab}, c.arch == Arch::kDeepseek2);
     if (c.arch == Arch::kQwen2) l.maybe("output.bias", {n_vocab});
     // llama.cpp reads the LM head's scales only for an NVFP4 head (a type we do not run).
     l.refused("output.scale", {1}, "the scales of an NVFP4 LM head are not supported yet");
@@ -192,6 +221,7 @@ std::vector<TensorSpec> tensor_layout(const ModelConfig& c, int64_t n_vocab) {
     for (int64_t il = 0; il < c.n_layer; ++il) {
         if (c.arch == Arch::kDeepseek2) deepseek2_layer(l, c, il);
         else if (c.arch == Arch::kPhi3) phi3_layer(l, c, il);
+        else if (c.arch == Arch::kGemma2 || c.arch == Arch::kGemma3) gemma_layer(l, c, il);
         else llama_layer(l, c, il);
     }
     return out;

@@ -32,9 +32,9 @@ public:
     void swiglu(const Tensor&, const Tensor&, Tensor&, MathMode) override {}
     void store_kv(const Tensor&, const Tensor&, Tensor&, Tensor&, int64_t, MathMode) override {}
     void attn_scores(const Tensor&, const Tensor&, int64_t, Tensor&, MathMode) override {}
-    void softmax_masked(const Tensor&, float, const Tensor&, bool, Tensor&, MathMode) override {}
+    void softmax_masked(const Tensor&, float, const Tensor&, const AttnMask&, Tensor&, MathMode) override {}
     void attn_values(const Tensor&, const Tensor&, int64_t, Tensor&, MathMode) override {}
-    void attn_flash(const Tensor&, const Tensor&, const Tensor&, int64_t, float, const Tensor&, bool,
+    void attn_flash(const Tensor&, const Tensor&, const Tensor&, int64_t, float, const Tensor&, const AttnMask&,
                     Tensor&) override {}
     void merge_heads(const Tensor&, Tensor&) override {}
     void stats(const Tensor&, TensorStats* out) override { *out = TensorStats{}; }

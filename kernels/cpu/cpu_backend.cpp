@@ -10,6 +10,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/common/fp16.h"
+#include "kernels/common/gelu.h"
 #include "kernels/common/host_memory.h"
 #include "kernels/cpu/dequant.h"
 #include "kernels/cpu/exact_order.h"
@@ -66,7 +67,7 @@ public:
             case Op::kSetRows: case Op::kCont: return true;
             // The mixture-of-experts ops: kernels/host_ops.h's functions, on host memory here.
             case Op::kArgsort: case Op::kDiv: case Op::kSigmoid: case Op::kClamp: case Op::kSumRows:
-            case Op::kScale: return true;
+            case Op::kScale: case Op::kGeglu: case Op::kTanh: return true;
             // ggml's flash-attention kernel is reproduced for llama mode only.
             case Op::kFlashAttnExt: return mode == MathMode::kLlama;
             default: return false;
@@ -322,6 +323,28 @@ public:
         });
     }
 
+    void geglu(const Tensor& gate, const Tensor& up, Tensor& y, MathMode mode) override {
+        // llama mode reads GELU from a table of every f16 input, as ggml's CPU build does (the same
+        // values as gelu_tanh_llama, without a tanh per value).
+        static const std::vector<float> table = [] {
+            std::vector<float> t(65536);
+            for (uint32_t h = 0; h < 65536; ++h) t[h] = gelu_tanh_llama(fp16_to_fp32(static_cast<uint16_t>(h)));
+            return t;
+        }();
+        const int64_t n = gate.n_elements();
+        pool_.parallel_for(n, 4096, [&](int64_t b, int64_t e) {
+            const float* g = gate.f32();
+            const float* u = up.f32();
+            float* out = y.f32();
+            for (int64_t i = b; i < e; ++i) {
+                if (mode != MathMode::kLlama) out[i] = gelu_tanh(g[i]) * u[i];
+                else if (g[i] <= -10.0f) out[i] = 0.0f;
+                else if (g[i] >= 10.0f) out[i] = g[i] * u[i];
+                else out[i] = table[fp32_to_fp16(g[i])] * u[i];
+            }
+        });
+    }
+
     void store_kv(const Tensor& k, const Tensor& v, Tensor& cache_k, Tensor& cache_v, int64_t first,
                   MathMode mode) override {
         auto store = [&](const Tensor& src, Tensor& cache) {
@@ -359,7 +382,7 @@ public:
         });
     }
 
-    void softmax_masked(const Tensor& kq, float scale, const Tensor& pos_tensor, bool causal, Tensor& p,
+    void softmax_masked(const Tensor& kq, float scale, const Tensor& pos_tensor, const AttnMask& mask, Tensor& p,
                         MathMode mode) override {
         const int32_t* pos = pos_tensor.i32();
         const int64_t n_kv = kq.ne[0], T = kq.ne[1];
@@ -370,7 +393,7 @@ public:
                 float* out = p.f32() + r * n_kv;
                 float max = -INFINITY;
                 for (int64_t j = 0; j < n_kv; ++j) {
-                    const bool visible = !causal || j <= pos[t];
+                    const bool visible = mask.visible(j, pos[t]);
                     out[j] = visible ? in[j] * scale : -INFINITY;
                     max = std::max(max, out[j]);
                 }
@@ -447,11 +470,12 @@ public:
     }
 
     void attn_flash(const Tensor& q, const Tensor& cache_k, const Tensor& cache_v, int64_t n_kv, float scale,
-                    const Tensor& pos_tensor, bool causal, Tensor& out) override {
+                    const Tensor& pos_tensor, const AttnMask& mask, Tensor& out) override {
         const int32_t* pos = pos_tensor.i32();
         const int64_t hd = q.ne[0], n_head = q.ne[1], T = q.ne[2];
         const int64_t hd_v = cache_v.ne[0], n_head_kv = cache_k.ne[1];
         const int64_t group = n_head / n_head_kv;
+        if (mask.softcap != 0.0f) scale /= mask.softcap;  // ggml: s = cap * tanhf(s * scale / cap)
         pool_.parallel_for(n_head * T, 1, [&](int64_t b, int64_t e) {
             std::vector<float> q16(hd), acc(hd_v);
             for (int64_t ht = b; ht < e; ++ht) {
@@ -461,8 +485,9 @@ public:
                 float M = -INFINITY, S = 0.0f;
                 std::fill(acc.begin(), acc.end(), 0.0f);
                 for (int64_t j = 0; j < n_kv; ++j) {
-                    if (causal && j > pos[t]) continue;  // masked cells are skipped
-                    const float s = dot_f16(cache_k.f32() + (j * n_head_kv + g) * hd, q16.data(), hd) * scale;
+                    if (!mask.visible(j, pos[t])) continue;  // masked cells are skipped
+                    float s = dot_f16(cache_k.f32() + (j * n_head_kv + g) * hd, q16.data(), hd) * scale;
+                    if (mask.softcap != 0.0f) s = mask.softcap * tanhf(s);
                     const float m_old = M;
                     float ms = 1.0f, vs = 1.0f;
                     if (s > M) {

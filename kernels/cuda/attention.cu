@@ -88,25 +88,31 @@ __global__ void __launch_bounds__(kScoresThreads)
     }
 }
 
+// The unmasked cells [first, visible) of the token in cell `last`: j <= last when causal, and
+// last - j < n_swa with a sliding window (n_swa > 0).
+__device__ inline void visible_cells(int64_t last, int64_t n_kv, int causal, int64_t n_swa, int64_t* first,
+                                     int64_t* visible) {
+    *first = 0, *visible = n_kv;
+    if (causal) *visible = last < 0 ? 0 : (last + 1 < n_kv ? last + 1 : n_kv);
+    if (n_swa > 0 && last - n_swa + 1 > 0) *first = last - n_swa + 1 < *visible ? last - n_swa + 1 : *visible;
+}
+
 // One block per row of kq; blockDim.x a multiple of 32, at most kSoftmaxMaxThreads.
 __global__ void __launch_bounds__(kSoftmaxMaxThreads)
     softmax_masked_kernel(const float* kq, const int32_t* pos, float* p, int64_t n_kv, int64_t T, float scale,
-                          int causal) {
+                          int causal, int64_t n_swa) {
     DYNAMIC_SHARED(float, partial);  // one float per warp
     const int64_t row = blockIdx.x;
-    int64_t visible = n_kv;  // cells [0, visible) are not masked
-    if (causal) {
-        const int64_t last = pos[row % T];
-        visible = last < 0 ? 0 : (last + 1 < n_kv ? last + 1 : n_kv);
-    }
+    int64_t first = 0, visible = n_kv;  // cells [first, visible) are not masked
+    visible_cells(pos ? pos[row % T] : 0, n_kv, causal, n_swa, &first, &visible);
     const float* in = kq + row * n_kv;
     float* out = p + row * n_kv;
     float mx = -INFINITY;
-    for (int64_t j = threadIdx.x; j < visible; j += blockDim.x) mx = fmaxf(mx, in[j] * scale);
+    for (int64_t j = first + threadIdx.x; j < visible; j += blockDim.x) mx = fmaxf(mx, in[j] * scale);
     mx = block_reduce<true>(mx, partial);
     float sum = 0.0f;
     for (int64_t j = threadIdx.x; j < n_kv; j += blockDim.x) {
-        const float e = j < visible ? expf(in[j] * scale - mx) : 0.0f;
+        const float e = j >= first && j < visible ? expf(in[j] * scale - mx) : 0.0f;
         out[j] = e;
         sum += e;
     }
@@ -143,7 +149,7 @@ __global__ void __launch_bounds__(kValuesThreads)
 __global__ void __launch_bounds__(kFlashThreads)
     attn_flash_kernel(const float* q, const float* k, const float* v, const int32_t* pos, float* out, int64_t hd_k,
                       int64_t hd_v, int64_t n_head, int64_t group, int64_t n_head_kv, int64_t n_kv, float scale,
-                      int causal) {
+                      int causal, int64_t n_swa, float softcap) {
     DYNAMIC_SHARED(float, smem);
     float* qs = smem;              // hd_k: q rounded to f16
     float* s = qs + hd_k;          // kFlashTile: the tile's scaled scores
@@ -152,22 +158,19 @@ __global__ void __launch_bounds__(kFlashThreads)
     const int64_t h = pair % n_head, t = pair / n_head, g = h / group;
     for (int64_t d = threadIdx.x; d < hd_k; d += blockDim.x) qs[d] = round_f16(q[pair * hd_k + d]);
     for (int64_t d = threadIdx.x; d < hd_v; d += blockDim.x) acc[d] = 0.0f;
-    int64_t visible = n_kv;  // masked cells (j > pos[t]) are skipped
-    if (causal) {
-        const int64_t last = pos[t];
-        visible = last < 0 ? 0 : (last + 1 < n_kv ? last + 1 : n_kv);
-    }
+    int64_t first = 0, visible = n_kv;  // masked cells (outside [first, visible)) are skipped
+    visible_cells(pos ? pos[t] : 0, n_kv, causal, n_swa, &first, &visible);
     __syncthreads();
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, n_warps = blockDim.x / 32;
     float M = -INFINITY, S = 0.0f;  // the same in every thread
-    for (int64_t j0 = 0; j0 < visible; j0 += kFlashTile) {
+    for (int64_t j0 = first; j0 < visible; j0 += kFlashTile) {
         const int count = static_cast<int>(visible - j0 < kFlashTile ? visible - j0 : kFlashTile);
         for (int c = warp; c < count; c += n_warps) {
             const float* krow = k + ((j0 + c) * n_head_kv + g) * hd_k;
             float sum = 0.0f;
             for (int64_t d = lane; d < hd_k; d += 32) sum += krow[d] * qs[d];
             sum = warp_sum(sum);
-            if (lane == 0) s[c] = sum * scale;
+            if (lane == 0) s[c] = softcap != 0.0f ? softcap * tanhf(sum * scale) : sum * scale;
         }
         __syncthreads();
         for (int c = 0; c < count; ++c) {
@@ -232,8 +235,9 @@ cudaError_t cuda_attn_scores(const float* dev_q, const void* dev_k, bool k_is_f1
 }
 
 cudaError_t cuda_softmax_masked(const float* dev_kq, const int32_t* dev_pos, float* dev_p, int64_t n_kv, int64_t T,
-                                int64_t rows, float scale, bool causal, cudaStream_t stream) {
-    if (n_kv < 0 || T <= 0 || rows < 0 || dev_kq == nullptr || dev_p == nullptr || (causal && dev_pos == nullptr))
+                                int64_t rows, float scale, bool causal, int64_t n_swa, cudaStream_t stream) {
+    const bool needs_pos = causal || n_swa > 0;
+    if (n_kv < 0 || T <= 0 || rows < 0 || dev_kq == nullptr || dev_p == nullptr || (needs_pos && dev_pos == nullptr))
         return cudaErrorInvalidValue;
     if (rows == 0 || n_kv == 0) return cudaSuccess;
     if (!fits_grid_x(rows)) return cudaErrorInvalidValue;
@@ -241,7 +245,7 @@ cudaError_t cuda_softmax_masked(const float* dev_kq, const int32_t* dev_pos, flo
     const int64_t warps = (n_kv + 31) / 32;
     const int threads = static_cast<int>(warps * 32 < kSoftmaxMaxThreads ? warps * 32 : kSoftmaxMaxThreads);
     LAUNCH_STREAM(softmax_masked_kernel, static_cast<unsigned>(rows), threads, (threads / 32) * sizeof(float), stream,
-                  dev_kq, causal ? dev_pos : nullptr, dev_p, n_kv, T, scale, causal ? 1 : 0);
+                  dev_kq, needs_pos ? dev_pos : nullptr, dev_p, n_kv, T, scale, causal ? 1 : 0, n_swa);
     return cudaGetLastError();
 }
 
@@ -261,17 +265,19 @@ cudaError_t cuda_attn_values(const float* dev_p, const float* dev_v, float* dev_
 }
 
 cudaError_t cuda_attn_flash(const float* dev_q, const float* dev_k, const float* dev_v, const int32_t* dev_pos,
-                            float* dev_out, const AttnDims& d, float scale, bool causal, cudaStream_t stream) {
+                            float* dev_out, const AttnDims& d, float scale, bool causal, int64_t n_swa, float softcap,
+                            cudaStream_t stream) {
+    const bool needs_pos = causal || n_swa > 0;
     if (!valid(d) || dev_q == nullptr || dev_k == nullptr || dev_v == nullptr || dev_out == nullptr ||
-        (causal && dev_pos == nullptr))
+        (needs_pos && dev_pos == nullptr))
         return cudaErrorInvalidValue;
     if (d.n_head == 0 || d.T == 0 || d.hd_v == 0) return cudaSuccess;
     const int64_t pairs = d.n_head * d.T;
     const size_t smem = static_cast<size_t>(d.hd_k + kFlashTile + d.hd_v) * sizeof(float);
     if (!fits_grid_x(pairs) || smem > kMaxShared) return cudaErrorInvalidValue;
     LAUNCH_STREAM(attn_flash_kernel, static_cast<unsigned>(pairs), kFlashThreads, smem, stream, dev_q, dev_k, dev_v,
-                  causal ? dev_pos : nullptr, dev_out, d.hd_k, d.hd_v, d.n_head, d.n_head / d.n_head_kv, d.n_head_kv,
-                  d.n_kv, scale, causal ? 1 : 0);
+                  needs_pos ? dev_pos : nullptr, dev_out, d.hd_k, d.hd_v, d.n_head, d.n_head / d.n_head_kv, d.n_head_kv,
+                  d.n_kv, softcap != 0.0f ? scale / softcap : scale, causal ? 1 : 0, n_swa, softcap);
     return cudaGetLastError();
 }
 

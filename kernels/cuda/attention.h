@@ -28,10 +28,11 @@ cudaError_t cuda_store_cells(const float* dev_src, float* dev_dst, int64_t n, bo
 cudaError_t cuda_attn_scores(const float* dev_q, const void* dev_k, bool k_is_f16, float* dev_kq, const AttnDims& d,
                              bool llama, cudaStream_t stream);
 
-// p = softmax(kq * scale + causal mask) over ne0 for every row of kq {n_kv, T, rows / T}; cell j
-// is visible to token t when j <= pos[t] (or always when !causal). One block per row.
+// p = softmax(kq * scale + mask) over ne0 for every row of kq {n_kv, T, rows / T}; cell j is
+// visible to token t when j <= pos[t] (or always when !causal) and, with n_swa > 0, pos[t] - j <
+// n_swa (the sliding window). One block per row.
 cudaError_t cuda_softmax_masked(const float* dev_kq, const int32_t* dev_pos, float* dev_p, int64_t n_kv, int64_t T,
-                                int64_t rows, float scale, bool causal, cudaStream_t stream);
+                                int64_t rows, float scale, bool causal, int64_t n_swa, cudaStream_t stream);
 
 // kqv {hd_v, T, n_head} = V p per head. `llama`: p rounded to f16 first.
 cudaError_t cuda_attn_values(const float* dev_p, const float* dev_v, float* dev_kqv, const AttnDims& d, bool llama,
@@ -39,8 +40,10 @@ cudaError_t cuda_attn_values(const float* dev_p, const float* dev_v, float* dev_
 
 // out {hd_v, n_head, T} = softmax(q K^T * scale + mask) V as ggml's CPU flash-attention kernel
 // computes it: q rounded to f16, the online softmax in f32 cell by cell in order, V accumulated
-// in f16 (every update rounded), masked cells skipped.
+// in f16 (every update rounded), masked cells (as cuda_softmax_masked's) skipped. softcap != 0:
+// each score is softcap * tanh(s * scale / softcap) (ggml's logit_softcap).
 cudaError_t cuda_attn_flash(const float* dev_q, const float* dev_k, const float* dev_v, const int32_t* dev_pos,
-                            float* dev_out, const AttnDims& d, float scale, bool causal, cudaStream_t stream);
+                            float* dev_out, const AttnDims& d, float scale, bool causal, int64_t n_swa, float softcap,
+                            cudaStream_t stream);
 
 }  // namespace ls::cuda

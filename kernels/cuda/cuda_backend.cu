@@ -78,7 +78,7 @@ public:
             // The kernel computes what ggml's CPU flash attention computes, which is llama mode's.
             case Op::kFlashAttnExt: return mode == MathMode::kLlama;
             case Op::kArgsort: case Op::kDiv: case Op::kSigmoid: case Op::kClamp: case Op::kSumRows:
-            case Op::kScale: return true;
+            case Op::kScale: case Op::kGeglu: case Op::kTanh: return true;
             default: return false;
         }
     }
@@ -208,6 +208,9 @@ public:
     void binary(Op op, const Tensor& a, const Tensor& b, Tensor& y) override {
         LS_CUDA_CHECK(cuda::cuda_binary(op, a.f32(), a.ne, b.f32(), b.ne, y.f32(), stream_));
     }
+    void geglu(const Tensor& gate, const Tensor& up, Tensor& y, MathMode mode) override {
+        LS_CUDA_CHECK(cuda::cuda_geglu(gate.f32(), up.f32(), y.f32(), gate.n_elements(), mode == MathMode::kLlama, stream_));
+    }
     void unary(Op op, const Tensor& x, Tensor& y, float p0, float p1) override {
         LS_CUDA_CHECK(cuda::cuda_unary(op, x.f32(), y.f32(), x.n_elements(), p0, p1, stream_));
     }
@@ -268,11 +271,11 @@ public:
         d.hd_k = q.ne[0], d.n_head = q.ne[1], d.T = q.ne[2], d.n_head_kv = cache_k.ne[1], d.n_kv = n_kv;
         LS_CUDA_CHECK(cuda::cuda_attn_scores(q.f32(), cache_k.data, false, kq.f32(), d, mode == MathMode::kLlama, stream_));
     }
-    void softmax_masked(const Tensor& kq, float scale, const Tensor& pos, bool causal, Tensor& p,
+    void softmax_masked(const Tensor& kq, float scale, const Tensor& pos, const AttnMask& mask, Tensor& p,
                         MathMode) override {
         // Both modes: f32 exponentials, f32 sums (the CPU's order differs by rounding only).
         LS_CUDA_CHECK(cuda::cuda_softmax_masked(kq.f32(), pos.i32(), p.f32(), kq.ne[0], kq.ne[1], kq.n_rows(), scale,
-                                                causal, stream_));
+                                                mask.causal, mask.n_swa, stream_));
     }
     void attn_values(const Tensor& p, const Tensor& cache_v, int64_t n_kv, Tensor& kqv, MathMode mode) override {
         cuda::AttnDims d;
@@ -280,12 +283,12 @@ public:
         LS_CUDA_CHECK(cuda::cuda_attn_values(p.f32(), cache_v.f32(), kqv.f32(), d, mode == MathMode::kLlama, stream_));
     }
     void attn_flash(const Tensor& q, const Tensor& cache_k, const Tensor& cache_v, int64_t n_kv, float scale,
-                    const Tensor& pos, bool causal, Tensor& out) override {
+                    const Tensor& pos, const AttnMask& mask, Tensor& out) override {
         cuda::AttnDims d;
         d.hd_k = q.ne[0], d.n_head = q.ne[1], d.T = q.ne[2], d.hd_v = cache_v.ne[0], d.n_head_kv = cache_k.ne[1];
         d.n_kv = n_kv;
-        LS_CUDA_CHECK(cuda::cuda_attn_flash(q.f32(), cache_k.f32(), cache_v.f32(), pos.i32(), out.f32(), d, scale, causal,
-                                            stream_));
+        LS_CUDA_CHECK(cuda::cuda_attn_flash(q.f32(), cache_k.f32(), cache_v.f32(), pos.i32(), out.f32(), d, scale, mask.causal,
+                                            mask.n_swa, mask.softcap, stream_));
     }
 
 private:

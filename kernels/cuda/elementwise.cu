@@ -1,9 +1,11 @@
-// CUDA backend: RMS_NORM (a block reduction per row), and the element-wise ops MUL, ADD, SWIGLU and
+// CUDA backend: RMS_NORM (a block reduction per row), and the element-wise ops MUL, ADD, SWIGLU, GEGLU and
 // the head merge, each a grid-stride loop over the output. The arithmetic is the CPU backend's,
 // operation for operation (built with --fmad=false: no multiply-add that the source does not spell).
 #include "kernels/cuda/elementwise.h"
 
 #include <cmath>
+
+#include "kernels/common/gelu.h"
 
 namespace ls::cuda {
 namespace {
@@ -131,6 +133,12 @@ __global__ void __launch_bounds__(kElementThreads) swiglu_kernel(const float* ga
     }
 }
 
+__global__ void __launch_bounds__(kElementThreads) geglu_kernel(const float* gate, const float* up, float* y, int64_t total,
+                                                                int llama) {
+    for (int64_t i = first_index(); i < total; i += grid_stride())
+        y[i] = (llama ? gelu_tanh_llama(gate[i]) : gelu_tanh(gate[i])) * up[i];
+}
+
 __global__ void __launch_bounds__(kElementThreads) merge_heads_kernel(const float* x, float* y, int64_t head_dim,
                                                                       int64_t T, int64_t n_head, int64_t total) {
     // y index (d, h, t) reads x at (d, t, h).
@@ -184,6 +192,15 @@ cudaError_t cuda_swiglu(const float* dev_gate, const float* dev_up, float* dev_y
     if (total == 0) return cudaSuccess;
     LAUNCH_STREAM(swiglu_kernel, element_blocks(total), kElementThreads, 0, stream, dev_gate, dev_up, dev_y, n, total,
                   ggml_lanes);
+    return cudaGetLastError();
+}
+
+cudaError_t cuda_geglu(const float* dev_gate, const float* dev_up, float* dev_y, int64_t total, bool llama,
+                       cudaStream_t stream) {
+    if (total < 0 || (total > 0 && (dev_gate == nullptr || dev_up == nullptr || dev_y == nullptr))) return cudaErrorInvalidValue;
+    if (total == 0) return cudaSuccess;
+    LAUNCH_STREAM(geglu_kernel, element_blocks(total), kElementThreads, 0, stream, dev_gate, dev_up, dev_y, total,
+                  llama ? 1 : 0);
     return cudaGetLastError();
 }
 

@@ -30,6 +30,11 @@ cudaError_t cuda_add(const float* dev_a, const float* dev_b, float* dev_y, int64
 cudaError_t cuda_swiglu(const float* dev_gate, const float* dev_up, float* dev_y, int64_t n, int64_t rows,
                         int ggml_lanes, cudaStream_t stream);
 
+// GEGLU: y = gelu(gate) * up, GELU's tanh form: `llama` as ggml's CPU build (gelu_tanh_llama),
+// else gelu_tanh in f32 (kernels/common/gelu.h).
+cudaError_t cuda_geglu(const float* dev_gate, const float* dev_up, float* dev_y, int64_t total, bool llama,
+                       cudaStream_t stream);
+
 // CONT of ggml's permute(0, 2, 1, 3): y {head_dim * n_head, T} from x {head_dim, T, n_head}.
 cudaError_t cuda_merge_heads(const float* dev_x, float* dev_y, int64_t head_dim, int64_t T, int64_t n_head,
                              cudaStream_t stream);
