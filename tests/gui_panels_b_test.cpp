@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "views/attention_panel.h"
 #include "views/debug_context.h"
 #include "tests/gui_test_window.h"
@@ -23,6 +25,7 @@
 #include "views/logits_panel.h"
 #include "views/model_panel.h"
 #include "views/qk_panel.h"
+#include "engine/model/make_model.h"
 #include "engine/session/session.h"
 #include "engine/tokenizer/tokenizer.h"
 
@@ -255,6 +258,63 @@ int main(int argc, char** argv) {
     check(stories.find("kq scale 0.353553") != std::string::npos && stories.find("YaRN") == std::string::npos &&
               stories.find("corr dims") == std::string::npos,
           "model panel, stories260K: a kq scale and no YaRN section");
+
+    // A sliding-window model (gemma3-tiny: layers 0 and 1 local with a window of 8, layer 2 global):
+    // the attention grid marks the local layers, the enlarged map and the Q/K panel say which
+    // positions the layer sees, and the model panel lists the layers.
+    {
+        const std::string dir = std::filesystem::temp_directory_path() / ("ls_gui_gemma_" + std::to_string(::getpid()));
+        std::filesystem::create_directories(dir);
+        const std::string gemma = dir + "/gemma3-tiny.gguf";
+        auto spec = ls::make_model_preset("gemma3-tiny");
+        check(spec.ok() && ls::make_model(spec.value(), gemma).ok(), "gemma3-tiny written");
+        auto gs = ls::Session::open(gemma);
+        check(gs.ok(), "gemma3-tiny opens in a session");
+        if (gs.ok()) {
+            std::unique_ptr<ls::Session> s = std::move(gs.value());
+            std::vector<int32_t> tokens;
+            for (int i = 0; i < 20; ++i) tokens.push_back(300 + i);
+            s->set_tokens(tokens);
+            s->set_capture_policy(ls::CapturePolicy::all());
+            auto gsnap = s->wait_for_ticket(s->run_to_breakpoint(), std::chrono::seconds(60));
+            check(gsnap && !gsnap->error, "gemma3-tiny ran to the end of the plan");
+            if (gsnap && !gsnap->error) {
+                v::DebugContext ctx;
+                ctx.snap = gsnap;
+                ctx.session = s.get();
+                ctx.model = &s->model();
+                ctx.cursor = find_event(*gsnap, "l_out-0");
+                v::AttentionPanel attention;
+                v::QKPanel qk;
+                attention.select_cell(0, 1);
+                for (int frame = 1; frame <= 3; ++frame) {
+                    glfwPollEvents();
+                    ImGui_ImplOpenGL3_NewFrame();
+                    ImGui_ImplGlfw_NewFrame();
+                    ImGui::NewFrame();
+                    ImGui::SetNextWindowPos(ImVec2(0, 0), ImGuiCond_Always);
+                    ImGui::SetNextWindowSize(ImVec2(800, 1000), ImGuiCond_Always);
+                    attention.draw(ctx);
+                    ImGui::SetNextWindowPos(ImVec2(800, 0), ImGuiCond_Always);
+                    ImGui::SetNextWindowSize(ImVec2(800, 1000), ImGuiCond_Always);
+                    qk.draw(ctx);
+                    ImGui::Render();
+                    ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+                    glfwSwapBuffers(window);
+                }
+                check(attention.shown.layers == 3 && attention.shown.local_layers == 2,
+                      "gemma attention: 2 of " + std::to_string(attention.shown.layers) + " layers marked local");
+                check(attention.shown.window_note == "local layer (window 8): position 19 sees positions 12..19",
+                      "gemma attention: the enlarged layer's window (\"" + attention.shown.window_note + "\")");
+                check(qk.shown.window_note == "local layer (window 8): position 19 sees positions 12..19",
+                      "gemma qk: the layer's window (\"" + qk.shown.window_note + "\")");
+            }
+        }
+        const std::string text = model_panel_text(gemma);
+        check(text.find("2 of 3 layers local") != std::string::npos && text.find("global layers: 2") != std::string::npos,
+              "model panel, gemma3-tiny: the local and global layers");
+        std::filesystem::remove_all(dir);
+    }
 
     ls::test::close_gui_test_window(window);
     std::printf("%d failure(s)\n", failures);

@@ -179,8 +179,16 @@ void AttentionPanel::draw(DebugContext& ctx) {
             ImGui::PushID(e->layer);
             ImGui::TableNextRow();
             ImGui::TableSetColumnIndex(0);
-            if (e->layer == at->layer) ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(pal::kMarker), "L%d", e->layer);
-            else ImGui::Text("L%d", e->layer);
+            // Sliding-window models: local layers are marked, their window in the tooltip.
+            const bool local = ctx.model && ctx.model->config().layer_is_swa(e->layer);
+            shown.local_layers += local ? 1 : 0;
+            const std::string label = fmt::format("L{}{}", e->layer, local ? " sw" : "");
+            if (e->layer == at->layer) ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(pal::kMarker), "%s", label.c_str());
+            else ImGui::Text("%s", label.c_str());
+            if (local && ImGui::IsItemHovered())
+                ImGui::SetTooltip("local layer: each query sees the last %lld positions (sliding window); its cache holds "
+                                  "the window, not the context",
+                                  static_cast<long long>(ctx.model->config().n_swa));
             if (ImGui::IsItemClicked()) ctx.select(e->index);
             for (int h = 0; h < n_head; ++h) {
                 ImGui::TableSetColumnIndex(h + 1);
@@ -243,10 +251,17 @@ void AttentionPanel::draw(DebugContext& ctx) {
                                 entropy_sum / rows, max_sum / rows);
     }
     const int64_t first_query = probs ? probs->first_query_pos : 0;
+    // Key column 0 is the cell of the oldest position the layer's cache holds: 0, or on a local
+    // layer whose window has slid, the first position still seen (the last column is the newest query).
+    const int64_t first_key = probs ? std::max<int64_t>(0, first_query + probs->n_query - probs->n_key) : 0;
+    if (ctx.model && probs) {
+        shown.window_note = layer_view_text(ctx.model->config(), selected_layer, first_query + probs->n_query - 1);
+        if (!shown.window_note.empty()) ImGui::TextDisabled("%s", shown.window_note.c_str());
+    }
     const Tokenizer* tokenizer = ctx.model ? ctx.model->tokenizer() : nullptr;
     std::shared_ptr<const SessionSnapshot> keep = ctx.snap;  // the labels outlive this frame's locals
     enlarged_.map->row_label = [keep, tokenizer, first_query](int row) { return piece_at(*keep, tokenizer, first_query + row); };
-    enlarged_.map->col_label = [keep, tokenizer](int col) { return piece_at(*keep, tokenizer, col); };
+    enlarged_.map->col_label = [keep, tokenizer, first_key](int col) { return piece_at(*keep, tokenizer, first_key + col); };
     enlarged_.map->draw("enlarged", ImVec2(0, std::max(160.0f, ImGui::GetContentRegionAvail().y)));
     ImGui::End();
 }

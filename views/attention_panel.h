@@ -31,6 +31,8 @@ struct AttentionPanel {
         bool enlarged = false;
         float difference_range = 0;  // max |ours - reference| over the grid
         std::string reference_note;  // reconstructed / missing, as shown
+        int local_layers = 0;        // rows marked local (sliding window) on gemma models
+        std::string window_note;     // the enlarged layer's cells, "local layer (window 8): position 72 sees ..."
     };
     Shown shown;
 

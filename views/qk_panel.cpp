@@ -105,6 +105,14 @@ void QKPanel::draw(DebugContext& ctx) {
     shown.reference = show_reference && (q_ref || k_ref);
 
     ImGui::Text("decode call %d, layer %d", at->decode, layer);
+    // Sliding-window models: how far back this layer's attention reaches from the newest position.
+    shown.window_note = ctx.model && ctx.snap->position > 0
+                            ? layer_view_text(ctx.model->config(), layer, ctx.snap->position - 1)
+                            : "";
+    if (!shown.window_note.empty()) {
+        ImGui::SameLine();
+        ImGui::TextDisabled("(%s)", shown.window_note.c_str());
+    }
     ImGui::SameLine();
     ImGui::Checkbox("auto threshold", &auto_threshold);
     ImGui::SameLine();

@@ -36,6 +36,7 @@ struct QKPanel {
         int summary_layers = 0;
         int rope_part_plots = 0;  // MLA: q_pe / k_pe plots of ours shown
         std::vector<Outlier> outliers;  // ours, largest first
+        std::string window_note;        // sliding-window models: the cells this layer's keys are kept for
     };
     Shown shown;
 

@@ -136,6 +136,9 @@ void SteppingToolbar::draw_position(DebugContext& ctx) {
     if (const EventInfo* e = ctx.event(s.cursor)) {
         ImGui::SameLine();
         ImGui::TextColored(event_shade_color(event_shade(ctx, s.cursor)), "at %s (%s)", e->name.c_str(), op_name(e->op));
+        // Sliding-window models: which cells the cursor's layer attends to, from the newest position.
+        shown_layer_view = ctx.model && s.position > 0 ? layer_view_text(ctx.model->config(), e->layer, s.position - 1) : "";
+        if (!shown_layer_view.empty()) ImGui::TextDisabled("layer %d: %s", e->layer, shown_layer_view.c_str());
     }
     if (s.error) ImGui::TextColored(state_color(SessionState::kError), "%s", s.error->message.c_str());
     else if (!s.message.empty()) ImGui::TextDisabled("%s", s.message.c_str());

@@ -7,6 +7,9 @@
 namespace ls::views {
 
 struct SteppingToolbar {
+    // The cursor's layer's view of the KV cells on sliding-window models ("" otherwise), as shown.
+    std::string shown_layer_view;
+
     bool open = true;
     int generate_count = 8;  // "generate N": greedy decode calls after the prompt
 

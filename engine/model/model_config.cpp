@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "engine/gguf/gguf.h"
@@ -414,6 +415,22 @@ float gemma_q_scale(const ModelConfig& c) {
 
 float layer_rope_freq_base(const ModelConfig& c, int64_t il) {
     return static_cast<float>(c.layer_is_swa(il) ? c.rope_freq_base_swa : c.rope_freq_base);
+}
+
+LayerView layer_view(const ModelConfig& c, int64_t il, int64_t pos) {
+    LayerView v;
+    v.local = c.layer_is_swa(il);
+    v.last = pos;
+    v.first = v.local ? std::max<int64_t>(0, pos - c.n_swa + 1) : 0;
+    return v;
+}
+
+std::string layer_view_text(const ModelConfig& c, int64_t il, int64_t pos) {
+    if (!c.has_swa() || il < 0 || pos < 0) return "";
+    const LayerView v = layer_view(c, il, pos);
+    return fmt::format("{}: position {} sees positions {}..{}",
+                       v.local ? fmt::format("local layer (window {})", c.n_swa) : std::string("global layer"), pos,
+                       v.first, v.last);
 }
 
 float phi3_q_scale(const ModelConfig& c) { return 1.0f / std::sqrt(static_cast<float>(c.head_dim_k)); }

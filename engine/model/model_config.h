@@ -108,6 +108,17 @@ float phi3_q_scale(const ModelConfig& c);
 float gemma_q_scale(const ModelConfig& c);
 // The RoPE base and frequency scale of layer il (gemma's local layers have their own).
 float layer_rope_freq_base(const ModelConfig& c, int64_t il);
+
+// The positions layer il's attention sees from a token at position `pos`: [first, pos], first =
+// pos - n_swa + 1 on a local layer (gemma's sliding window), 0 on the others.
+struct LayerView {
+    bool local = false;
+    int64_t first = 0, last = 0;
+};
+LayerView layer_view(const ModelConfig& c, int64_t il, int64_t pos);
+// "local layer (window 8): position 72 sees positions 65..72" / "global layer: position 72 sees
+// positions 0..72"; "" for models without sliding windows.
+std::string layer_view_text(const ModelConfig& c, int64_t il, int64_t pos);
 // The scale between the roped Q and K's dot products and the softmax's input: kq_scale, times
 // phi3's Q scale (what rebuilds attention from a reference's roped Q and K).
 float roped_qk_scale(const ModelConfig& c);
