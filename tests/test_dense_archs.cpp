@@ -27,6 +27,7 @@ struct DenseCase {
     void (*tweak)(MakeModelSpec&);    // nullptr: the preset as it is
     const char* dump;                 // in tests/data/dense
     double limit;                     // largest NMSE accepted in llama mode
+    const char* model_file = nullptr;  // a model in tests/data/dense instead of a made one (llama-quantize's i-quants)
 };
 
 void qwen2_output_bias(MakeModelSpec& s) {
@@ -89,6 +90,9 @@ const DenseCase kCases[] = {
     {"gemma2_softcap_flash", "gemma2-tiny", nullptr, "gemma2-tiny-F16_hello_n4_fa-on.gguf", 1e-6},
     {"gemma2_q8_0", "gemma2-tiny", [](MakeModelSpec& s) { s.type = GgmlType::Q8_0; }, "gemma2-tiny-Q8_0_hello_n3_fa-off.gguf",
      1e-6},
+    // i-quants, quantized by llama.cpp's llama-quantize (make-model has no i-quant quantizer).
+    {"gemma3_iq4_nl", nullptr, nullptr, "gemma3-tiny-IQ4_NL_story_n3_fa-off.gguf", 1e-6, "gemma3-tiny-IQ4_NL.gguf"},
+    {"gemma3_iq4_xs", nullptr, nullptr, "gemma3-wide-IQ4_XS_story_n3_fa-off.gguf", 1e-6, "gemma3-wide-IQ4_XS.gguf"},
 };
 
 std::string dump_path(const DenseCase& c) { return std::string(LAYERSCOPE_TEST_DATA) + "/dense/" + c.dump; }
@@ -96,6 +100,10 @@ std::string dump_path(const DenseCase& c) { return std::string(LAYERSCOPE_TEST_D
 // The case's model, written into a fresh temporary folder.
 struct CaseModel {
     explicit CaseModel(const DenseCase& c) {
+        if (c.model_file) {
+            path = std::string(LAYERSCOPE_TEST_DATA) + "/dense/" + c.model_file;
+            return;
+        }
         MakeModelSpec spec;
         if (c.preset) {
             auto preset = make_model_preset(c.preset);
@@ -108,7 +116,9 @@ struct CaseModel {
         Status s = make_model(spec, path);
         EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error().message);
     }
-    ~CaseModel() { std::filesystem::remove_all(dir); }
+    ~CaseModel() {
+        if (!dir.empty()) std::filesystem::remove_all(dir);
+    }
     std::string dir, path;
 };
 

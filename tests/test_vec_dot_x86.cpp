@@ -88,7 +88,7 @@ TEST(VecDotX86, TinyBlasIq4NlNearDecodedDot) {
 TEST(VecDotX86, RejectsWhatItDoesNotEmulate) {
     float out = 0;
     EXPECT_FALSE(vec_dot_row_x86(GgmlType::F16, 64, nullptr, nullptr, &out));
-    EXPECT_FALSE(vec_dot_row_x86(GgmlType::IQ4_NL, 64, nullptr, nullptr, &out));
+    EXPECT_FALSE(vec_dot_row_x86(GgmlType::IQ3_S, 256, nullptr, nullptr, &out));
     EXPECT_FALSE(vec_dot_row_x86(GgmlType::Q4_K, 100, nullptr, nullptr, &out));
     EXPECT_FALSE(vec_dot_row_x86(GgmlType::Q4_0, 0, nullptr, nullptr, &out));
     EXPECT_FALSE(dot_q0_tinyblas(GgmlType::Q4_K, 256, nullptr, nullptr, &out));

@@ -295,14 +295,16 @@ bool vec_dot_activation_type(GgmlType weight_type, GgmlType* activation_type) {
     switch (weight_type) {
         case GgmlType::Q4_0:
         case GgmlType::Q5_0:
-        case GgmlType::Q8_0: *activation_type = GgmlType::Q8_0; return true;
+        case GgmlType::Q8_0:
+        case GgmlType::IQ4_NL: *activation_type = GgmlType::Q8_0; return true;
         case GgmlType::Q4_1:
         case GgmlType::Q5_1: *activation_type = GgmlType::Q8_1; return true;
         case GgmlType::Q2_K:
         case GgmlType::Q3_K:
         case GgmlType::Q4_K:
         case GgmlType::Q5_K:
-        case GgmlType::Q6_K: *activation_type = GgmlType::Q8_K; return true;
+        case GgmlType::Q6_K:
+        case GgmlType::IQ4_XS: *activation_type = GgmlType::Q8_K; return true;
         case GgmlType::F32:
         case GgmlType::F16:
         case GgmlType::BF16: *activation_type = weight_type; return true;

@@ -89,6 +89,59 @@ void unpack_iq4_nl(const block_iq4_nl& b, int8_t out[32]) {
     }
 }
 
+// ggml_vec_dot_iq4_nl_q8_0, AVX2 path (AVX-512 builds take it too): blocks in pairs, the even
+// one into one accumulator and the odd one into another, their lane sums added before the hsum;
+// a last odd block is added in the C tail (GCC fuses its `sumf += d * sumi`).
+float dot_iq4_nl(int64_t n, const block_iq4_nl* w, const block_q8_0* a) {
+    float acc[2][kLanes] = {};
+    int8_t q[32];
+    int32_t lanes[kLanes];
+    const int64_t nb = n / 32;
+    int64_t b = 0;
+    for (; b + 1 < nb; b += 2)
+        for (int k = 0; k < 2; ++k) {
+            unpack_iq4_nl(w[b + k], q);
+            block_lanes(q, a[b + k].qs, lanes);
+            const float d = fp16_to_fp32(a[b + k].d) * fp16_to_fp32(w[b + k].d);
+            for (int l = 0; l < kLanes; ++l) acc[k][l] = std::fma(d, static_cast<float>(lanes[l]), acc[k][l]);
+        }
+    float both[kLanes];
+    for (int l = 0; l < kLanes; ++l) both[l] = acc[0][l] + acc[1][l];
+    float sum = hsum8(both);
+    for (; b < nb; ++b) {
+        unpack_iq4_nl(w[b], q);
+        int32_t isum = 0;
+        for (int e = 0; e < 32; ++e) isum += q[e] * a[b].qs[e];
+        sum = std::fma(fp16_to_fp32(a[b].d) * fp16_to_fp32(w[b].d), static_cast<float>(isum), sum);
+    }
+    return sum;
+}
+
+// ggml_vec_dot_iq4_xs_q8_K, AVX2 path: per super-block the eight lanes of the eight 32-element
+// sub-blocks times their 6-bit scales (minus 32), as exact integers; acc = fma(d_w * d_a, lane, acc).
+float dot_iq4_xs(int64_t n, const block_iq4_xs* w, const block_q8_K* a) {
+    float acc[kLanes] = {};
+    int8_t q[kQK_K];
+    int scales[kQK_K / 32];
+    int32_t lanes[kLanes];
+    for (int64_t b = 0; b < n / kQK_K; ++b) {
+        for (int ib = 0; ib < kQK_K / 32; ++ib) {
+            const uint8_t* qs = w[b].qs + 16 * ib;
+            for (int j = 0; j < 16; ++j) {
+                q[32 * ib + j] = static_cast<int8_t>(iq4nl_value(qs[j] & 0x0F));
+                q[32 * ib + j + 16] = static_cast<int8_t>(iq4nl_value(qs[j] >> 4));
+            }
+            const int low = (w[b].scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF;
+            const int high = (w[b].scales_h >> (2 * ib)) & 3;
+            scales[ib] = (low | (high << 4)) - 32;
+        }
+        chunk_lanes<32>(a[b].qs, q, scales, kQK_K, lanes);
+        const float d = fp16_to_fp32(w[b].d) * a[b].d;
+        for (int l = 0; l < kLanes; ++l) acc[l] = std::fma(d, static_cast<float>(lanes[l]), acc[l]);
+    }
+    return hsum8(acc);
+}
+
 // ggml_vec_dot_{q4_1,q5_1}_q8_1, AVX2 path. GCC fuses `summs += m * s` (C code, -O3 -march=native).
 template <typename Block, void (*kUnpack)(const Block&, int8_t*)>
 float dot_q8_1_family(int64_t n, const Block* w, const block_q8_1* a) {
@@ -312,6 +365,12 @@ bool vec_dot_row_x86_emulated(GgmlType weight_type, int64_t n, const void* w, co
             return true;
         case GgmlType::Q6_K:
             *out = dot_q6_K(n, static_cast<const block_q6_K*>(w), static_cast<const block_q8_K*>(act));
+            return true;
+        case GgmlType::IQ4_NL:
+            *out = dot_iq4_nl(n, static_cast<const block_iq4_nl*>(w), static_cast<const block_q8_0*>(act));
+            return true;
+        case GgmlType::IQ4_XS:
+            *out = dot_iq4_xs(n, static_cast<const block_iq4_xs*>(w), static_cast<const block_q8_K*>(act));
             return true;
         default: return false;
     }

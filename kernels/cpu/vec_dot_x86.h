@@ -26,6 +26,11 @@ namespace ls {
 //                 (mins_k covers sub-blocks 2k, 2k+1); sum = hsum(acc) + ((m0 + m2) + (m1 + m3))
 //   q5_K . q8_K : as q3_K, plus summs = fma(-(d_a * dmin_w), float(min_sum), summs);
 //                 sum = hsum(acc) + summs
+//   iq4_nl . q8_0 : blocks in pairs, two accumulators (even and odd blocks) of
+//                 fma(d_a * d_w, float(lane_l), acc[l]), added lane by lane before the hsum; a
+//                 last odd block as sum = fma(d_a * d_w, float(isum), sum)
+//   iq4_xs . q8_K : lane_l sums the eight sub-blocks' products times their scales (6 bits - 32);
+//                 acc[l] = fma(d_w * d_a, float(lane_l), acc[l]); sum = hsum(acc)
 // Checked against ggml's output: q4_0, q8_0, q4_K, q6_K. The others are read from the same
 // kernels but have no reference values yet.
 // Returns false for a type not emulated here or a bad n, so the caller can use vec_dot_row.
