@@ -213,6 +213,119 @@ float exact_order_dot(const float* a, const float* b, int64_t n) {
 
 // The AVX2 kernels return exactly what the scalar emulation returns, on random blocks with the
 // extremes (all 6-bit scales and mins, q8 from -128 to 127) as well as typical weights.
+// Q4_0, Q5_0, Q8_0 and IQ4_NL (vec_dot and tinyBLAS forms) against Q8_0, and IQ4_XS against Q8_K:
+// random bytes everywhere with sane scales, odd and even block counts (IQ4_NL's scalar tail).
+TEST(VecDotAvx2, BlockFormatsSameBitsAsTheEmulation) {
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") || !__builtin_cpu_supports("f16c"))
+        GTEST_SKIP() << "this processor has no AVX2/FMA/F16C: the emulation runs everywhere";
+    uint32_t state = 11;
+    auto next = [&] { return state = state * 1664525u + 1013904223u; };
+    auto random_bytes = [&](void* p, size_t n) {
+        for (size_t i = 0; i < n; ++i) static_cast<uint8_t*>(p)[i] = static_cast<uint8_t>(next() >> 24);
+    };
+    int checked = 0;
+    for (int trial = 0; trial < 300; ++trial) {
+        const int64_t n = kQK_K * (1 + trial % 5) + (trial % 3 == 0 ? 32 : 0);  // odd block counts too
+        std::vector<block_q8_0> a(static_cast<size_t>(n / 32));
+        for (block_q8_0& b : a) {
+            random_bytes(b.qs, sizeof b.qs);
+            for (int8_t& q : b.qs) q = q == -128 ? -127 : q;  // ggml's Q8_0 never holds -128
+            b.d = fp32_to_fp16(static_cast<float>(next() % 1000) * 1e-4f);
+        }
+        for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q8_0, GgmlType::IQ4_NL}) {
+            uint64_t row_bytes = 0;
+            ASSERT_TRUE(ggml_row_bytes(type, n, &row_bytes));
+            std::vector<uint8_t> w(row_bytes);
+            random_bytes(w.data(), w.size());
+            const size_t block_bytes = row_bytes / static_cast<size_t>(n / 32);
+            for (int64_t b = 0; b < n / 32; ++b) {  // each block's leading f16 scale made sane
+                const uint16_t d = fp32_to_fp16(static_cast<float>(next() % 2000) * 1e-5f);
+                std::memcpy(w.data() + b * block_bytes, &d, 2);
+                if (type == GgmlType::Q8_0)
+                    for (size_t i = 2; i < block_bytes; ++i)
+                        if (static_cast<int8_t>(w[b * block_bytes + i]) == -128) w[b * block_bytes + i] = 0x81;
+            }
+            float fast = 0, emulated = 0;
+            ASSERT_TRUE(vec_dot_row_x86(type, n, w.data(), a.data(), &fast));
+            ASSERT_TRUE(vec_dot_row_x86_emulated(type, n, w.data(), a.data(), &emulated));
+            ASSERT_EQ(bits_of(fast), bits_of(emulated)) << ggml_type_name(type) << " trial " << trial;
+            ASSERT_TRUE(dot_q0_tinyblas(type, n, w.data(), a.data(), &fast));
+            ASSERT_TRUE(dot_q0_tinyblas_emulated(type, n, w.data(), a.data(), &emulated));
+            ASSERT_EQ(bits_of(fast), bits_of(emulated)) << ggml_type_name(type) << " tinyBLAS trial " << trial;
+            checked += 2;
+        }
+        // Q4_1 and Q5_1 against Q8_1 (its sum s, any value).
+        std::vector<block_q8_1> a1(static_cast<size_t>(n / 32));
+        for (block_q8_1& b : a1) {
+            random_bytes(b.qs, sizeof b.qs);
+            for (int8_t& q : b.qs) q = q == -128 ? -127 : q;
+            b.d = fp32_to_fp16(static_cast<float>(next() % 1000) * 1e-4f);
+            b.s = fp32_to_fp16(static_cast<float>(static_cast<int>(next() % 2001) - 1000) * 1e-3f);
+        }
+        for (GgmlType type : {GgmlType::Q4_1, GgmlType::Q5_1}) {
+            uint64_t row_bytes = 0;
+            ASSERT_TRUE(ggml_row_bytes(type, n, &row_bytes));
+            std::vector<uint8_t> w(row_bytes);
+            random_bytes(w.data(), w.size());
+            const size_t block_bytes = row_bytes / static_cast<size_t>(n / 32);
+            for (int64_t b = 0; b < n / 32; ++b) {  // d and m sane
+                const uint16_t dm[2] = {fp32_to_fp16(static_cast<float>(next() % 2000) * 1e-5f),
+                                        fp32_to_fp16(static_cast<float>(static_cast<int>(next() % 2001) - 1000) * 1e-5f)};
+                std::memcpy(w.data() + b * block_bytes, dm, 4);
+            }
+            float fast = 0, emulated = 0;
+            ASSERT_TRUE(vec_dot_row_x86(type, n, w.data(), a1.data(), &fast));
+            ASSERT_TRUE(vec_dot_row_x86_emulated(type, n, w.data(), a1.data(), &emulated));
+            ASSERT_EQ(bits_of(fast), bits_of(emulated)) << ggml_type_name(type) << " trial " << trial;
+            ++checked;
+        }
+        if (n % kQK_K != 0) continue;
+        std::vector<block_iq4_xs> x(static_cast<size_t>(n / kQK_K));
+        std::vector<block_q8_K> k(x.size());
+        for (block_iq4_xs& b : x) {
+            random_bytes(&b, sizeof b);
+            b.d = fp32_to_fp16(static_cast<float>(next() % 2000) * 1e-5f);
+        }
+        for (block_q8_K& b : k) {
+            random_bytes(b.qs, sizeof b.qs);
+            for (int8_t& q : b.qs) q = q == -128 ? -127 : q;
+            b.d = static_cast<float>(next() % 1000) * 1e-4f;
+        }
+        float fast = 0, emulated = 0;
+        ASSERT_TRUE(vec_dot_row_x86(GgmlType::IQ4_XS, n, x.data(), k.data(), &fast));
+        ASSERT_TRUE(vec_dot_row_x86_emulated(GgmlType::IQ4_XS, n, x.data(), k.data(), &emulated));
+        ASSERT_EQ(bits_of(fast), bits_of(emulated)) << "iq4_xs trial " << trial;
+        ++checked;
+        // The prompt kernel: one row against three columns, each as the one-column kernel.
+        std::vector<block_q8_K> cols(k.size() * 3);
+        for (int c = 0; c < 3; ++c)
+            for (size_t i = 0; i < k.size(); ++i) cols[c * k.size() + i] = k[i], cols[c * k.size() + i].d = k[i].d * (c + 1);
+        float three[3];
+        dot_iq4_xs_avx2_columns(n, x.data(), cols.data(), static_cast<int64_t>(k.size()), 3, three, 1);
+        for (int c = 0; c < 3; ++c) {
+            ASSERT_TRUE(vec_dot_row_x86_emulated(GgmlType::IQ4_XS, n, x.data(), cols.data() + c * k.size(), &emulated));
+            ASSERT_EQ(bits_of(three[c]), bits_of(emulated)) << "iq4_xs columns trial " << trial << " column " << c;
+        }
+        // Q5_K: random bytes with sane scales.
+        std::vector<block_q5_K> w5(x.size());
+        for (block_q5_K& b : w5) {
+            random_bytes(&b, sizeof b);
+            b.d = fp32_to_fp16(static_cast<float>(next() % 2000) * 1e-5f);
+            b.dmin = fp32_to_fp16(static_cast<float>(next() % 2000) * 1e-5f);
+        }
+        for (block_q8_K& b : k) {
+            int32_t sums[16] = {};
+            for (int i = 0; i < kQK_K; ++i) sums[i / 16] += b.qs[i];
+            for (int g = 0; g < 16; ++g) b.bsums[g] = static_cast<int16_t>(sums[g]);
+        }
+        ASSERT_TRUE(vec_dot_row_x86(GgmlType::Q5_K, n, w5.data(), k.data(), &fast));
+        ASSERT_TRUE(vec_dot_row_x86_emulated(GgmlType::Q5_K, n, w5.data(), k.data(), &emulated));
+        ASSERT_EQ(bits_of(fast), bits_of(emulated)) << "q5_K trial " << trial;
+        checked += 4;
+    }
+    EXPECT_GT(checked, 2000);
+}
+
 TEST(VecDotAvx2, SameBitsAsTheEmulation) {
     if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") || !__builtin_cpu_supports("f16c"))
         GTEST_SKIP() << "this processor has no AVX2/FMA/F16C: the emulation runs everywhere";

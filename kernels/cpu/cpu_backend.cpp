@@ -209,6 +209,29 @@ public:
         });
         // ggml's x86 kernels sum in their own lane order; types without one use the scalar order.
 #if defined(LS_HAVE_VEC_DOT_AVX2)
+        // Prompts of the 32-quant formats (tinyBLAS's form): each weight row unpacked once for all
+        // the columns (same bits).
+        if ((w.type == GgmlType::Q4_0 || w.type == GgmlType::Q5_0 || w.type == GgmlType::Q8_0 ||
+             w.type == GgmlType::IQ4_NL) && T >= 2 && avx2_) {
+            const auto* act = reinterpret_cast<const block_q8_0*>(act_scratch_.data());
+            const auto act_stride = static_cast<int64_t>(act_row_bytes / sizeof(block_q8_0));
+            pool_.parallel_for(N, 4, [&](int64_t b, int64_t e) {
+                for (int64_t r = b; r < e; ++r)
+                    dot_q8_0_family_avx2_columns(w.type, K, wbase + r * w_row_bytes, act, act_stride, static_cast<int>(T),
+                                                 &y.f32()[r], N);
+            });
+            return;
+        }
+        if (w.type == GgmlType::IQ4_XS && T >= 2 && avx2_) {
+            const auto* act = reinterpret_cast<const block_q8_K*>(act_scratch_.data());
+            const auto act_stride = static_cast<int64_t>(act_row_bytes / sizeof(block_q8_K));
+            pool_.parallel_for(N, 4, [&](int64_t b, int64_t e) {
+                for (int64_t r = b; r < e; ++r)
+                    dot_iq4_xs_avx2_columns(K, reinterpret_cast<const block_iq4_xs*>(wbase + r * w_row_bytes), act, act_stride,
+                                            static_cast<int>(T), &y.f32()[r], N);
+            });
+            return;
+        }
         // Q4_K prompts: each weight row's blocks are unpacked once for all the columns (same bits).
         if (w.type == GgmlType::Q4_K && T >= 2 && (avx512_ || avx2_)) {
             const auto* act = reinterpret_cast<const block_q8_K*>(act_scratch_.data());

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/common/fp16.h"
@@ -424,6 +425,279 @@ LS_AVX2 float dot_q6_K_avx2(int64_t n, const block_q6_K* w, const block_q8_K* a)
         for (int l = 0; l < 8; ++l) offsets[l] = 32 * (bs[2 * l] * sc[2 * l] + bs[2 * l + 1] * sc[2 * l + 1]);
         sumi = _mm256_sub_epi32(sumi, _mm256_load_si256(reinterpret_cast<const __m256i*>(offsets)));
         acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    return hsum8(acc);
+}
+
+// ---- the 32-quant block formats (Q4_0, Q5_0, Q8_0, IQ4_NL) against Q8_0, and IQ4_XS against Q8_K
+
+namespace {
+
+// The eight int32 lanes of ggml's mul_sum_i8_pairs: lane l = w[4l..4l+3] . a[4l..4l+3], exact.
+LS_AVX2 inline __m256i lanes_i8(__m256i w, __m256i a) {
+    const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(a, w));
+    return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+}
+
+// The 32 quants of a block as signed bytes in element order: 16 packed bytes' low nibbles, then
+// their high nibbles.
+LS_AVX2 inline __m256i nibbles32(const uint8_t* qs) {
+    const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+    const __m128i low4 = _mm_set1_epi8(0x0F);
+    return _mm256_setr_m128i(_mm_and_si128(packed, low4), _mm_and_si128(_mm_srli_epi16(packed, 4), low4));
+}
+
+// IQ4_NL's non-linear values for 32 nibbles (a byte shuffle through the 16-entry table).
+struct alignas(16) Iq4nlTable {
+    int8_t v[16];
+};
+const Iq4nlTable kIq4nl = [] {
+    Iq4nlTable t{};
+    for (int i = 0; i < 16; ++i) t.v[i] = static_cast<int8_t>(iq4nl_value(i));
+    return t;
+}();
+
+LS_AVX2 inline __m256i iq4nl32(const uint8_t* qs) {
+    const __m128i values = _mm_load_si128(reinterpret_cast<const __m128i*>(kIq4nl.v));
+    const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+    const __m128i low4 = _mm_set1_epi8(0x0F);
+    return _mm256_setr_m128i(_mm_shuffle_epi8(values, _mm_and_si128(packed, low4)),
+                             _mm_shuffle_epi8(values, _mm_and_si128(_mm_srli_epi16(packed, 4), low4)));
+}
+
+// A block's 32 quants as signed bytes, as the emulation's unpack_* gives them.
+template <GgmlType type>
+LS_AVX2 inline __m256i quants(const void* blocks, int64_t b) {
+    switch (type) {
+        case GgmlType::Q4_0:
+            return _mm256_sub_epi8(nibbles32(static_cast<const block_q4_0*>(blocks)[b].qs), _mm256_set1_epi8(8));
+        case GgmlType::Q5_0: {
+            const block_q5_0& q = static_cast<const block_q5_0*>(blocks)[b];
+            uint32_t qh;
+            std::memcpy(&qh, q.qh, 4);
+            // Byte e gets bit e of qh: byte e / 8 of qh spread, then its bit e % 8 tested.
+            const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(qh)),
+                                                       _mm256_setr_epi64x(0, 0x0101010101010101LL, 0x0202020202020202LL,
+                                                                          0x0303030303030303LL));
+            const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ULL));
+            const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+            const __m256i q5 = _mm256_or_si256(nibbles32(q.qs), _mm256_and_si256(set, _mm256_set1_epi8(0x10)));
+            return _mm256_sub_epi8(q5, _mm256_set1_epi8(16));
+        }
+        case GgmlType::Q8_0:
+            return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const block_q8_0*>(blocks)[b].qs));
+        case GgmlType::Q4_1: return nibbles32(static_cast<const block_q4_1*>(blocks)[b].qs);
+        case GgmlType::Q5_1: {
+            const block_q5_1& q = static_cast<const block_q5_1*>(blocks)[b];
+            uint32_t qh;
+            std::memcpy(&qh, q.qh, 4);
+            const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(qh)),
+                                                       _mm256_setr_epi64x(0, 0x0101010101010101LL, 0x0202020202020202LL,
+                                                                          0x0303030303030303LL));
+            const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ULL));
+            const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+            return _mm256_or_si256(nibbles32(q.qs), _mm256_and_si256(set, _mm256_set1_epi8(0x10)));
+        }
+        default:  // IQ4_NL
+            return iq4nl32(static_cast<const block_iq4_nl*>(blocks)[b].qs);
+    }
+}
+
+template <GgmlType type>
+LS_AVX2 inline float block_scale(const void* blocks, int64_t b) {
+    switch (type) {
+        case GgmlType::Q4_0: return _cvtsh_ss(static_cast<const block_q4_0*>(blocks)[b].d);
+        case GgmlType::Q5_0: return _cvtsh_ss(static_cast<const block_q5_0*>(blocks)[b].d);
+        case GgmlType::Q8_0: return _cvtsh_ss(static_cast<const block_q8_0*>(blocks)[b].d);
+        case GgmlType::Q4_1: return _cvtsh_ss(static_cast<const block_q4_1*>(blocks)[b].d);
+        case GgmlType::Q5_1: return _cvtsh_ss(static_cast<const block_q5_1*>(blocks)[b].d);
+        default: return _cvtsh_ss(static_cast<const block_iq4_nl*>(blocks)[b].d);
+    }
+}
+
+
+template <GgmlType type>
+LS_AVX2 float dot_q8_0_family_t(int64_t n, const void* w, const block_q8_0* a, bool paired) {
+    const int64_t nb = n / 32;
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    int64_t b = 0;
+    if (paired) {
+        // ggml_vec_dot_iq4_nl_q8_0: even blocks into acc[0], odd ones into acc[1], a last odd block
+        // in the scalar tail.
+        for (; b + 1 < nb; b += 2)
+            for (int k = 0; k < 2; ++k) {
+                const __m256i q8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b + k].qs));
+                const float d = _cvtsh_ss(a[b + k].d) * block_scale<type>(w, b + k);
+                acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lanes_i8(quants<type>(w, b + k), q8)), acc[k]);
+            }
+        float sum = hsum8(_mm256_add_ps(acc[0], acc[1]));
+        for (; b < nb; ++b) {
+            alignas(32) int32_t l[8];
+            _mm256_store_si256(reinterpret_cast<__m256i*>(l),
+                               lanes_i8(quants<type>(w, b), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].qs))));
+            const int32_t isum = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+            sum = std::fma(_cvtsh_ss(a[b].d) * block_scale<type>(w, b), static_cast<float>(isum), sum);
+        }
+        return sum;
+    }
+    for (; b < nb; ++b) {
+        const __m256i q8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].qs));
+        const float d = block_scale<type>(w, b) * _cvtsh_ss(a[b].d);
+        acc[0] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lanes_i8(quants<type>(w, b), q8)), acc[0]);
+    }
+    return hsum8(acc[0]);
+}
+
+template <GgmlType type>
+LS_AVX2 void dot_q8_0_family_columns_t(int64_t n, const void* w, const block_q8_0* a, int64_t a_stride_blocks, int count,
+                                      float* out, int64_t out_stride) {
+    const int64_t nb = n / 32;
+    thread_local AlignedVector<int8_t> q;  // the row's quants, 32 bytes a block
+    thread_local std::vector<float> dw;
+    q.resize(static_cast<size_t>(nb * 32));
+    dw.resize(static_cast<size_t>(nb));
+    for (int64_t b = 0; b < nb; ++b) {
+        _mm256_store_si256(reinterpret_cast<__m256i*>(q.data() + 32 * b), quants<type>(w, b));
+        dw[b] = block_scale<type>(w, b);
+    }
+    // Four columns at a time share each unpacked block; each column's float steps are the
+    // one-column kernel's (acc = fma(d_w * d_a, lanes, acc), then hsum8).
+    for (int c0 = 0; c0 < count; c0 += 4) {
+        const int m = std::min(4, count - c0);
+        __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+        for (int64_t b = 0; b < nb; ++b)
+            for (int j = 0; j < m; ++j) {
+                const block_q8_0& ab = a[(c0 + j) * a_stride_blocks + b];
+                const __m256i q8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.qs));
+                acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw[b] * _cvtsh_ss(ab.d)), _mm256_cvtepi32_ps(lanes_i8(_mm256_load_si256(reinterpret_cast<const __m256i*>(q.data() + 32 * b)), q8)),
+                                         acc[j]);
+            }
+        for (int j = 0; j < m; ++j) out[(c0 + j) * out_stride] = hsum8(acc[j]);
+    }
+}
+
+// ggml_vec_dot_{q4_1,q5_1}_q8_1: acc = fma(d_w * d_a, lanes, acc), summs = fma(m_w, s_a, summs).
+template <GgmlType type>
+LS_AVX2 float dot_q8_1_family_t(int64_t n, const void* w, const block_q8_1* a) {
+    using Block = std::conditional_t<type == GgmlType::Q4_1, block_q4_1, block_q5_1>;
+    const Block* blocks = static_cast<const Block*>(w);
+    __m256 acc = _mm256_setzero_ps();
+    float summs = 0.0f;
+    for (int64_t b = 0; b < n / 32; ++b) {
+        summs = std::fma(_cvtsh_ss(blocks[b].m), _cvtsh_ss(a[b].s), summs);
+        const __m256i q8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].qs));
+        const float d = block_scale<type>(w, b) * _cvtsh_ss(a[b].d);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lanes_i8(quants<type>(w, b), q8)), acc);
+    }
+    return hsum8(acc) + summs;
+}
+
+}  // namespace
+
+LS_AVX2 float dot_q8_1_family_avx2(GgmlType type, int64_t n, const void* w, const block_q8_1* a) {
+    return type == GgmlType::Q4_1 ? dot_q8_1_family_t<GgmlType::Q4_1>(n, w, a) : dot_q8_1_family_t<GgmlType::Q5_1>(n, w, a);
+}
+
+LS_AVX2 float dot_q5_K_avx2(int64_t n, const block_q5_K* w, const block_q8_K* a) {
+    const __m256i low4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
+    __m256 acc = _mm256_setzero_ps();
+    float summs = 0.0f;
+    for (int64_t b = 0; b < n / kQK_K; ++b) {
+        const float d = a[b].d * _cvtsh_ss(w[b].d);
+        const float dmin = -a[b].d * _cvtsh_ss(w[b].dmin);
+        alignas(16) uint8_t sm[16];  // eight scales, then eight mins
+        unpack_scales_mins_k4(w[b].scales, sm);
+        int32_t min_sum = 0;
+        for (int j = 0; j < 8; ++j) min_sum += sm[8 + j] * (a[b].bsums[2 * j] + a[b].bsums[2 * j + 1]);
+        summs = std::fma(dmin, static_cast<float>(min_sum), summs);  // GCC fuses `summs += dmin * int`
+        const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qh));
+        __m256i sumi = _mm256_setzero_si256();
+        for (int j = 0; j < kQK_K / 64; ++j) {
+            const __m256i q4 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qs + 32 * j));
+            // Chunk 2j: the low nibbles with bit 2j of qh as bit 4; chunk 2j + 1: the high ones, bit 2j + 1.
+            const __m256i lo = _mm256_or_si256(_mm256_and_si256(q4, low4),
+                                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * j), one), 4));
+            const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q4, 4), low4),
+                                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * j + 1), one), 4));
+            const __m256i q8lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].qs + 64 * j));
+            const __m256i q8hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].qs + 64 * j + 32));
+            sumi = _mm256_add_epi32(sumi, _mm256_mullo_epi32(lanes_i8(lo, q8lo), _mm256_set1_epi32(sm[2 * j])));
+            sumi = _mm256_add_epi32(sumi, _mm256_mullo_epi32(lanes_i8(hi, q8hi), _mm256_set1_epi32(sm[2 * j + 1])));
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    return hsum8(acc) + summs;
+}
+
+LS_AVX2 void dot_iq4_xs_avx2_columns(int64_t n, const block_iq4_xs* w, const block_q8_K* a, int64_t a_stride_blocks,
+                                     int count, float* out, int64_t out_stride) {
+    const int64_t nb = n / kQK_K;
+    thread_local AlignedVector<int8_t> q;  // the row's values, 32 bytes a sub-block
+    thread_local std::vector<int16_t> ls;
+    thread_local std::vector<float> dw;
+    q.resize(static_cast<size_t>(n));
+    ls.resize(static_cast<size_t>(n / 32));
+    dw.resize(static_cast<size_t>(nb));
+    for (int64_t b = 0; b < nb; ++b) {
+        dw[b] = _cvtsh_ss(w[b].d);
+        for (int ib = 0; ib < kQK_K / 32; ++ib) {
+            _mm256_store_si256(reinterpret_cast<__m256i*>(q.data() + kQK_K * b + 32 * ib), iq4nl32(w[b].qs + 16 * ib));
+            const int low = (w[b].scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF;
+            const int high = (w[b].scales_h >> (2 * ib)) & 3;
+            ls[8 * b + ib] = static_cast<int16_t>((low | (high << 4)) - 32);
+        }
+    }
+    for (int c0 = 0; c0 < count; c0 += 4) {
+        const int m = std::min(4, count - c0);
+        __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+        for (int64_t b = 0; b < nb; ++b)
+            for (int j = 0; j < m; ++j) {
+                const block_q8_K& ab = a[(c0 + j) * a_stride_blocks + b];
+                __m256i sumi = _mm256_setzero_si256();
+                for (int ib = 0; ib < kQK_K / 32; ++ib) {
+                    const __m256i q4 = _mm256_load_si256(reinterpret_cast<const __m256i*>(q.data() + kQK_K * b + 32 * ib));
+                    const __m256i q8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.qs + 32 * ib));
+                    const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(q4, q4), _mm256_sign_epi8(q8, q4));
+                    sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p16, _mm256_set1_epi16(ls[8 * b + ib])));
+                }
+                acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw[b] * ab.d), _mm256_cvtepi32_ps(sumi), acc[j]);
+            }
+        for (int j = 0; j < m; ++j) out[(c0 + j) * out_stride] = hsum8(acc[j]);
+    }
+}
+
+LS_AVX2 float dot_q8_0_family_avx2(GgmlType type, int64_t n, const void* w, const block_q8_0* a, bool paired) {
+    switch (type) {
+        case GgmlType::Q4_0: return dot_q8_0_family_t<GgmlType::Q4_0>(n, w, a, paired);
+        case GgmlType::Q5_0: return dot_q8_0_family_t<GgmlType::Q5_0>(n, w, a, paired);
+        case GgmlType::Q8_0: return dot_q8_0_family_t<GgmlType::Q8_0>(n, w, a, paired);
+        default: return dot_q8_0_family_t<GgmlType::IQ4_NL>(n, w, a, paired);
+    }
+}
+
+LS_AVX2 void dot_q8_0_family_avx2_columns(GgmlType type, int64_t n, const void* w, const block_q8_0* a,
+                                          int64_t a_stride_blocks, int count, float* out, int64_t out_stride) {
+    switch (type) {
+        case GgmlType::Q4_0: return dot_q8_0_family_columns_t<GgmlType::Q4_0>(n, w, a, a_stride_blocks, count, out, out_stride);
+        case GgmlType::Q5_0: return dot_q8_0_family_columns_t<GgmlType::Q5_0>(n, w, a, a_stride_blocks, count, out, out_stride);
+        case GgmlType::Q8_0: return dot_q8_0_family_columns_t<GgmlType::Q8_0>(n, w, a, a_stride_blocks, count, out, out_stride);
+        default: return dot_q8_0_family_columns_t<GgmlType::IQ4_NL>(n, w, a, a_stride_blocks, count, out, out_stride);
+    }
+}
+
+LS_AVX2 float dot_iq4_xs_avx2(int64_t n, const block_iq4_xs* w, const block_q8_K* a) {
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / kQK_K; ++b) {
+        __m256i sumi = _mm256_setzero_si256();
+        for (int ib = 0; ib < kQK_K / 32; ++ib) {
+            const __m256i q4 = iq4nl32(w[b].qs + 16 * ib);
+            const __m256i q8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].qs + 32 * ib));
+            const int low = (w[b].scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF;
+            const int high = (w[b].scales_h >> (2 * ib)) & 3;
+            const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(q4, q4), _mm256_sign_epi8(q8, q4));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p16, _mm256_set1_epi16(static_cast<int16_t>((low | (high << 4)) - 32))));
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(w[b].d) * a[b].d), _mm256_cvtepi32_ps(sumi), acc);
     }
     return hsum8(acc);
 }

@@ -327,6 +327,24 @@ bool vec_dot_row_x86(GgmlType weight_type, int64_t n, const void* w, const void*
             *out = dot_q6_K_avx2(n, static_cast<const block_q6_K*>(w), static_cast<const block_q8_K*>(act));
             return true;
         }
+        if (weight_type == GgmlType::IQ4_XS) {
+            *out = dot_iq4_xs_avx2(n, static_cast<const block_iq4_xs*>(w), static_cast<const block_q8_K*>(act));
+            return true;
+        }
+        if (weight_type == GgmlType::Q5_K) {
+            *out = dot_q5_K_avx2(n, static_cast<const block_q5_K*>(w), static_cast<const block_q8_K*>(act));
+            return true;
+        }
+    }
+    if (avx2_kernels_usable() && n > 0 && n % 32 == 0 &&
+        (weight_type == GgmlType::Q4_0 || weight_type == GgmlType::Q5_0 || weight_type == GgmlType::Q8_0 ||
+         weight_type == GgmlType::IQ4_NL)) {
+        *out = dot_q8_0_family_avx2(weight_type, n, w, static_cast<const block_q8_0*>(act), weight_type == GgmlType::IQ4_NL);
+        return true;
+    }
+    if (avx2_kernels_usable() && n > 0 && n % 32 == 0 && (weight_type == GgmlType::Q4_1 || weight_type == GgmlType::Q5_1)) {
+        *out = dot_q8_1_family_avx2(weight_type, n, w, static_cast<const block_q8_1*>(act));
+        return true;
     }
 #endif
     return vec_dot_row_x86_emulated(weight_type, n, w, act, out);
@@ -380,6 +398,19 @@ bool vec_dot_row_x86_emulated(GgmlType weight_type, int64_t n, const void* w, co
 // adds fma(d_w * d_a, float(lane), acc) block by block and ends with the same hsum. The float
 // steps are those of the AVX2 vec_dot, so the Q8_0 family kernel serves both.
 bool dot_q0_tinyblas(GgmlType weight_type, int64_t n, const void* w, const void* act, float* out) {
+    uint64_t row_bytes = 0;
+    if (n <= 0 || !ggml_row_bytes(weight_type, n, &row_bytes)) return false;
+#if defined(LS_HAVE_VEC_DOT_AVX2)
+    if (avx2_kernels_usable() && (weight_type == GgmlType::Q4_0 || weight_type == GgmlType::Q5_0 ||
+                                  weight_type == GgmlType::Q8_0 || weight_type == GgmlType::IQ4_NL)) {
+        *out = dot_q8_0_family_avx2(weight_type, n, w, static_cast<const block_q8_0*>(act), false);
+        return true;
+    }
+#endif
+    return dot_q0_tinyblas_emulated(weight_type, n, w, act, out);
+}
+
+bool dot_q0_tinyblas_emulated(GgmlType weight_type, int64_t n, const void* w, const void* act, float* out) {
     uint64_t row_bytes = 0;
     if (n <= 0 || !ggml_row_bytes(weight_type, n, &row_bytes)) return false;
     const block_q8_0* a = static_cast<const block_q8_0*>(act);

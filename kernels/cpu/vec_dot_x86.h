@@ -47,5 +47,7 @@ bool vec_dot_row_x86_emulated(GgmlType weight_type, int64_t n, const void* w, co
 // what vec_dot_row_x86 does; it exists so callers can name the path. Returns false for other
 // weight types or a bad n.
 bool dot_q0_tinyblas(GgmlType weight_type, int64_t n, const void* w, const void* act, float* out);
+// The same in the scalar emulation alone (what the AVX2 kernel is tested against).
+bool dot_q0_tinyblas_emulated(GgmlType weight_type, int64_t n, const void* w, const void* act, float* out);
 
 }  // namespace ls
