@@ -222,6 +222,15 @@ public:
             });
             return;
         }
+        // Decoding the 32-quant formats: the rows of a range in one call (same bits as one by one).
+        if ((w.type == GgmlType::Q4_0 || w.type == GgmlType::Q5_0 || w.type == GgmlType::Q8_0 ||
+             w.type == GgmlType::IQ4_NL) && T == 1 && avx2_ && K % 32 == 0) {
+            const auto* act = reinterpret_cast<const block_q8_0*>(act_scratch_.data());
+            pool_.parallel_for(N, 4, [&](int64_t b, int64_t e) {
+                dot_q8_0_family_avx2_rows(w.type, K, wbase + b * w_row_bytes, w_row_bytes, e - b, act, &y.f32()[b]);
+            });
+            return;
+        }
         if (w.type == GgmlType::IQ4_XS && T >= 2 && avx2_) {
             const auto* act = reinterpret_cast<const block_q8_K*>(act_scratch_.data());
             const auto act_stride = static_cast<int64_t>(act_row_bytes / sizeof(block_q8_K));

@@ -49,6 +49,10 @@ void dot_iq4_xs_avx2_columns(int64_t n, const block_iq4_xs* w, const block_q8_K*
 // Q4_1 / Q5_1 against Q8_1 and Q5_K against Q8_K: the emulation's bits (vec_dot_x86.cpp).
 float dot_q8_1_family_avx2(GgmlType type, int64_t n, const void* w, const block_q8_1* a);
 float dot_q5_K_avx2(int64_t n, const block_q5_K* w, const block_q8_K* a);
+// `count` weight rows (row_bytes apart) against one activation row, vec_dot's form (IQ4_NL paired):
+// out[r] is exactly dot_q8_0_family_avx2 of row r (decoding without a dispatch per row).
+void dot_q8_0_family_avx2_rows(GgmlType type, int64_t n, const void* w, uint64_t row_bytes, int64_t count,
+                               const block_q8_0* a, float* out);
 // One weight row of those formats against `count` activation rows (a_stride_blocks blocks apart):
 // out[i * out_stride] is exactly dot_q8_0_family_avx2(type, n, w, row i, false) (tinyBLAS's form),
 // with each weight block unpacked once for all of them.
