@@ -253,6 +253,18 @@ TEST(VecDotAvx2, BlockFormatsSameBitsAsTheEmulation) {
             ASSERT_TRUE(dot_q0_tinyblas_emulated(type, n, w.data(), a.data(), &emulated));
             ASSERT_EQ(bits_of(fast), bits_of(emulated)) << ggml_type_name(type) << " tinyBLAS trial " << trial;
             checked += 2;
+            // The prompt kernel: this row against the activation row and a rescaled copy of it.
+            std::vector<block_q8_0> two(a.size() * 2);
+            for (size_t i = 0; i < a.size(); ++i)
+                two[i] = a[i], two[a.size() + i] = a[i], two[a.size() + i].d = fp32_to_fp16(fp16_to_fp32(a[i].d) * 0.5f);
+            std::vector<float> scales(two.size());
+            for (size_t i = 0; i < two.size(); ++i) scales[i] = fp16_to_fp32(two[i].d);
+            float both[2];
+            dot_q8_0_family_avx2_columns(type, n, w.data(), two.data(), static_cast<int64_t>(a.size()), scales.data(), 2, both, 1);
+            for (int c = 0; c < 2; ++c) {
+                ASSERT_TRUE(dot_q0_tinyblas_emulated(type, n, w.data(), two.data() + c * a.size(), &emulated));
+                ASSERT_EQ(bits_of(both[c]), bits_of(emulated)) << ggml_type_name(type) << " columns trial " << trial;
+            }
         }
         // Q4_1 and Q5_1 against Q8_1 (its sum s, any value).
         std::vector<block_q8_1> a1(static_cast<size_t>(n / 32));

@@ -215,10 +215,12 @@ public:
              w.type == GgmlType::IQ4_NL) && T >= 2 && avx2_) {
             const auto* act = reinterpret_cast<const block_q8_0*>(act_scratch_.data());
             const auto act_stride = static_cast<int64_t>(act_row_bytes / sizeof(block_q8_0));
+            act_d_.resize(static_cast<size_t>(T * act_stride));
+            for (int64_t i = 0; i < T * act_stride; ++i) act_d_[i] = fp16_to_fp32(act[i].d);
             pool_.parallel_for(N, 4, [&](int64_t b, int64_t e) {
                 for (int64_t r = b; r < e; ++r)
-                    dot_q8_0_family_avx2_columns(w.type, K, wbase + r * w_row_bytes, act, act_stride, static_cast<int>(T),
-                                                 &y.f32()[r], N);
+                    dot_q8_0_family_avx2_columns(w.type, K, wbase + r * w_row_bytes, act, act_stride, act_d_.data(),
+                                                 static_cast<int>(T), &y.f32()[r], N);
             });
             return;
         }
@@ -760,6 +762,7 @@ private:
 
     LlamaIsa isa_ = host_llama_isa();
 #if defined(LS_HAVE_VEC_DOT_AVX2)
+    std::vector<float> act_d_;  // Q8_0 activations' block scales as f32 (prompt kernels)
     bool avx2_ = avx2_kernels_usable();
     bool avx512_ = avx512_kernels_usable();
 #endif

@@ -557,8 +557,8 @@ LS_AVX2 float dot_q8_0_family_t(int64_t n, const void* w, const block_q8_0* a, b
 }
 
 template <GgmlType type>
-LS_AVX2 void dot_q8_0_family_columns_t(int64_t n, const void* w, const block_q8_0* a, int64_t a_stride_blocks, int count,
-                                      float* out, int64_t out_stride) {
+LS_AVX2 void dot_q8_0_family_columns_t(int64_t n, const void* w, const block_q8_0* a, int64_t a_stride_blocks,
+                                      const float* a_d, int count, float* out, int64_t out_stride) {
     const int64_t nb = n / 32;
     thread_local AlignedVector<int8_t> q;  // the row's quants, 32 bytes a block
     thread_local std::vector<float> dw;
@@ -570,16 +570,20 @@ LS_AVX2 void dot_q8_0_family_columns_t(int64_t n, const void* w, const block_q8_
     }
     // Four columns at a time share each unpacked block; each column's float steps are the
     // one-column kernel's (acc = fma(d_w * d_a, lanes, acc), then hsum8).
+    // a_d: the columns' block scales as f32 (column c's block b at a_d[c * nb + b]).
+    const __m256i ones = _mm256_set1_epi16(1);
     for (int c0 = 0; c0 < count; c0 += 4) {
         const int m = std::min(4, count - c0);
         __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-        for (int64_t b = 0; b < nb; ++b)
+        for (int64_t b = 0; b < nb; ++b) {
+            const __m256i wq = _mm256_load_si256(reinterpret_cast<const __m256i*>(q.data() + 32 * b));
+            const __m256i wabs = _mm256_sign_epi8(wq, wq);
             for (int j = 0; j < m; ++j) {
-                const block_q8_0& ab = a[(c0 + j) * a_stride_blocks + b];
-                const __m256i q8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ab.qs));
-                acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw[b] * _cvtsh_ss(ab.d)), _mm256_cvtepi32_ps(lanes_i8(_mm256_load_si256(reinterpret_cast<const __m256i*>(q.data() + 32 * b)), q8)),
-                                         acc[j]);
+                const __m256i q8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[(c0 + j) * a_stride_blocks + b].qs));
+                const __m256i lanes = _mm256_madd_epi16(_mm256_maddubs_epi16(wabs, _mm256_sign_epi8(q8, wq)), ones);
+                acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw[b] * a_d[(c0 + j) * nb + b]), _mm256_cvtepi32_ps(lanes), acc[j]);
             }
+        }
         for (int j = 0; j < m; ++j) out[(c0 + j) * out_stride] = hsum8(acc[j]);
     }
 }
@@ -704,12 +708,13 @@ LS_AVX2 void dot_q8_0_family_avx2_rows(GgmlType type, int64_t n, const void* w, 
 }
 
 LS_AVX2 void dot_q8_0_family_avx2_columns(GgmlType type, int64_t n, const void* w, const block_q8_0* a,
-                                          int64_t a_stride_blocks, int count, float* out, int64_t out_stride) {
+                                          int64_t a_stride_blocks, const float* a_d, int count, float* out,
+                                          int64_t out_stride) {
     switch (type) {
-        case GgmlType::Q4_0: return dot_q8_0_family_columns_t<GgmlType::Q4_0>(n, w, a, a_stride_blocks, count, out, out_stride);
-        case GgmlType::Q5_0: return dot_q8_0_family_columns_t<GgmlType::Q5_0>(n, w, a, a_stride_blocks, count, out, out_stride);
-        case GgmlType::Q8_0: return dot_q8_0_family_columns_t<GgmlType::Q8_0>(n, w, a, a_stride_blocks, count, out, out_stride);
-        default: return dot_q8_0_family_columns_t<GgmlType::IQ4_NL>(n, w, a, a_stride_blocks, count, out, out_stride);
+        case GgmlType::Q4_0: return dot_q8_0_family_columns_t<GgmlType::Q4_0>(n, w, a, a_stride_blocks, a_d, count, out, out_stride);
+        case GgmlType::Q5_0: return dot_q8_0_family_columns_t<GgmlType::Q5_0>(n, w, a, a_stride_blocks, a_d, count, out, out_stride);
+        case GgmlType::Q8_0: return dot_q8_0_family_columns_t<GgmlType::Q8_0>(n, w, a, a_stride_blocks, a_d, count, out, out_stride);
+        default: return dot_q8_0_family_columns_t<GgmlType::IQ4_NL>(n, w, a, a_stride_blocks, a_d, count, out, out_stride);
     }
 }
 
