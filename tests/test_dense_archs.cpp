@@ -7,6 +7,7 @@
 // run yet, refused by name.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 
@@ -15,6 +16,7 @@
 #include "engine/compare/doctor.h"
 #include "engine/forward/generate.h"
 #include "engine/model/make_model.h"
+#include "engine/session/session.h"
 #include "tests/parity_support.h"
 #include "tests/test_support.h"
 
@@ -435,6 +437,49 @@ TEST(DenseArchsSlidingWindow, TheWindowSlidesThroughASmallCacheWithTheSameLogits
         diff += std::abs(forward.value()->last_logits()[i] - whole[i]);
     EXPECT_GT(diff, 1e-3);
     std::filesystem::remove_all(dir);
+}
+
+// A reference made with flash attention keeps no softmax: the session rebuilds its maps from the
+// reference's roped Q and K, with each layer's sliding window and gemma2's soft cap, so that they
+// are what llama.cpp attended to (the prompt's 7 tokens and 3 decoded ones cross the window of 8).
+TEST(DenseArchsSlidingWindow, FlashAttentionReferenceMapsKeepTheWindowAndTheCap) {
+    for (const char* name : {"gemma3_swa_flash", "gemma2_softcap_flash"}) {
+        const DenseCase* c = nullptr;
+        for (const DenseCase& k : kCases)
+            if (std::string(k.name) == name) c = &k;
+        ASSERT_TRUE(c) << name;
+        const CaseModel made(*c);
+        auto opened = Model::open(made.path);
+        ASSERT_TRUE(opened.ok()) << opened.error().message;
+        std::shared_ptr<const Model> model = std::move(opened.value());
+        auto ref_opened = ReferenceDump::open(dump_path(*c));
+        ASSERT_TRUE(ref_opened.ok()) << ref_opened.error().message;
+        std::shared_ptr<const ReferenceDump> ref = std::move(ref_opened.value());
+        SessionOptions options;
+        options.capture = CapturePolicy::all();
+        auto created = Session::create(model, options);
+        ASSERT_TRUE(created.ok()) << created.error().message;
+        std::unique_ptr<Session> s = std::move(created.value());
+        s->wait_for_ticket(s->set_reference(ref), std::chrono::seconds(60));
+        s->wait_for_ticket(s->set_tokens(ref->prompt_tokens()), std::chrono::seconds(60));
+        auto snap = s->wait_for_ticket(s->generate(3, ref->generated_tokens()), std::chrono::seconds(120));
+        ASSERT_TRUE(snap && !snap->error) << name;
+        int checked = 0;
+        for (const EventInfo& e : *snap->events) {
+            if (e.base_name != "kq_soft_max-0" || e.decode < 3) continue;  // layer 0 is local; position 9 sees 2..9
+            const EventRecord* rec = snap->record(e.index);
+            ASSERT_TRUE(rec && rec->attention && rec->ref_attention) << name << " " << e.name;
+            EXPECT_TRUE(rec->ref_attention->reconstructed);
+            double worst = 0;
+            for (int64_t h = 0; h < rec->attention->n_head; ++h)
+                for (int64_t k = 0; k < rec->attention->n_key; ++k)
+                    worst = std::max(worst, std::fabs(static_cast<double>(rec->attention->at(h, 0, k) - rec->ref_attention->at(h, 0, k))));
+            EXPECT_LT(worst, 1e-3) << name << " " << e.name;
+            EXPECT_EQ(rec->ref_attention->at(0, 0, 1), 0.0f) << "position 1 is outside the window";
+            ++checked;
+        }
+        EXPECT_EQ(checked, 1) << name;
+    }
 }
 
 }  // namespace

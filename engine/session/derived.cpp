@@ -35,7 +35,8 @@ std::shared_ptr<const AttentionProbs> attention_from_softmax(const EventInfo& in
 
 std::shared_ptr<const AttentionProbs> reference_attention(const ReferenceDump& ref, const EventInfo& sm,
                                                           const EventInfo& q_event, const std::vector<EventInfo>& k_events,
-                                                          float kq_scale, std::string* why) {
+                                                          float kq_scale, std::string* why, int64_t n_swa,
+                                                          float softcap) {
     const int64_t n_key = sm.ne[0], n_query = sm.ne[1], n_head = sm.ne[2];
     auto a = std::make_shared<AttentionProbs>();
     a->layer = sm.layer, a->decode = sm.decode, a->ubatch = sm.ubatch;
@@ -92,19 +93,22 @@ std::shared_ptr<const AttentionProbs> reference_attention(const ReferenceDump& r
         const int64_t hk = h / group;
         for (int64_t t = 0; t < n_query; ++t) {
             const float* qrow = qv.data() + head_dim * (h + n_head * t);
-            const int64_t visible = std::min(n_key, a->first_query_pos + t + 1);  // causal: keys j <= pos
+            const int64_t pos = a->first_query_pos + t;
+            const int64_t visible = std::min(n_key, pos + 1);  // causal: keys j <= pos
+            const int64_t first = n_swa > 0 ? std::max<int64_t>(0, pos - n_swa + 1) : 0;  // the sliding window
             double max_score = -INFINITY;
-            for (int64_t j = 0; j < visible; ++j) {
+            for (int64_t j = first; j < visible; ++j) {
                 const float* krow = keys.data() + head_dim * (hk + n_head_kv * j);
                 double dot = 0;
                 for (int64_t d = 0; d < head_dim; ++d) dot += static_cast<double>(qrow[d]) * krow[d];
                 scores[j] = dot * scale;
+                if (softcap > 0) scores[j] = softcap * std::tanh(scores[j] / softcap);
                 max_score = std::max(max_score, scores[j]);
             }
             double sum = 0;
-            for (int64_t j = 0; j < visible; ++j) sum += (scores[j] = std::exp(scores[j] - max_score));
+            for (int64_t j = first; j < visible; ++j) sum += (scores[j] = std::exp(scores[j] - max_score));
             float* out = probs->data() + n_key * (t + n_query * h);
-            for (int64_t j = 0; j < visible; ++j) out[j] = static_cast<float>(scores[j] / sum);
+            for (int64_t j = first; j < visible; ++j) out[j] = static_cast<float>(scores[j] / sum);
         }
     }
     a->probs = std::move(probs);

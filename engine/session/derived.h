@@ -73,11 +73,14 @@ std::shared_ptr<const AttentionProbs> attention_from_softmax(const EventInfo& in
 // The reference's attention for our kq_soft_max-L event: its own kq_soft_max when it has one,
 // else rebuilt from its roped Q (this graph evaluation) and roped K (every evaluation so far, in
 // order: `k_events`) with the causal mask and `kq_scale` (roped_qk_scale of the model's config);
+// a local layer's sliding window (`n_swa` > 0: key j seen from position p when p - j < n_swa) and
+// gemma2's soft cap (`softcap` > 0: each score s becomes cap * tanh(s / cap)) as the model has them.
 // GQA: head h reads kv head h / (n_head / n_head_kv). Null when the reference lacks the inputs
 // (`why` says which).
 std::shared_ptr<const AttentionProbs> reference_attention(const ReferenceDump& ref, const EventInfo& softmax_event,
                                                           const EventInfo& q_event, const std::vector<EventInfo>& k_events,
-                                                          float kq_scale, std::string* why);
+                                                          float kq_scale, std::string* why, int64_t n_swa = 0,
+                                                          float softcap = 0.0f);
 
 // From a roped Q or K tensor {head_dim, n_head, T}.
 std::shared_ptr<const HeadNorms> head_norms(const EventInfo& info, const float* values);

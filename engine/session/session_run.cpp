@@ -454,8 +454,12 @@ void SessionWorker::record_event(const Event& e) {
         if (reference_) {
             auto q = last_roped_q_.find(info.layer);
             if (q == last_roped_q_.end()) rec->ref_attention_note = "no roped Q before this softmax";
-            else rec->ref_attention = reference_attention(*reference_, info, q->second, roped_k_[info.layer],
-                                                          roped_qk_scale(model_->config()), &rec->ref_attention_note);
+            else {
+                const ModelConfig& c = model_->config();
+                rec->ref_attention = reference_attention(*reference_, info, q->second, roped_k_[info.layer], roped_qk_scale(c),
+                                                         &rec->ref_attention_note, c.layer_is_swa(info.layer) ? c.n_swa : 0,
+                                                         static_cast<float>(c.attn_softcap));
+            }
         }
     }
     if (logits) {
