@@ -413,10 +413,6 @@ float gemma_q_scale(const ModelConfig& c) {
                   : 1.0f / std::sqrt(static_cast<float>(c.head_dim_k));
 }
 
-float layer_rope_freq_base(const ModelConfig& c, int64_t il) {
-    return static_cast<float>(c.layer_is_swa(il) ? c.rope_freq_base_swa : c.rope_freq_base);
-}
-
 LayerView layer_view(const ModelConfig& c, int64_t il, int64_t pos) {
     LayerView v;
     v.local = c.layer_is_swa(il);

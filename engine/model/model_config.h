@@ -106,9 +106,6 @@ float phi3_q_scale(const ModelConfig& c);
 // gemma2/gemma3 scale the roped Q themselves (kq scale 1): 1/sqrt(head_dim), or
 // 1/sqrt(n_embd / n_head) for the 27B models (gemma2 with 46 layers, gemma3 with 62), as llama.cpp.
 float gemma_q_scale(const ModelConfig& c);
-// The RoPE base and frequency scale of layer il (gemma's local layers have their own).
-float layer_rope_freq_base(const ModelConfig& c, int64_t il);
-
 // The positions layer il's attention sees from a token at position `pos`: [first, pos], first =
 // pos - n_swa + 1 on a local layer (gemma's sliding window), 0 on the others.
 struct LayerView {

@@ -127,23 +127,28 @@ void phi3_layer(Layout& l, const ModelConfig& c, int64_t il) {
     weight_scales(l, il, {"ffn_down", "ffn_up"}, ScaleUse::kUnused);  // its graph gives build_ffn none
 }
 
-// llama, qwen2 and qwen3: q/k/v projections with optional biases (qwen2 files carry them, llama
-// ones rarely do); llama may also have output and feed-forward biases, per-dimension rope factors
-// and experts; qwen3 normalises each head of q and k.
-void llama_layer(Layout& l, const ModelConfig& c, int64_t il) {
-    const bool llama = c.arch == Arch::kLlama;
-    const int64_t n_q = c.n_head * c.head_dim_k;
-    l.need(blk(il, "attn_norm.weight"), {c.n_embd});
-    // llama.cpp's create_tensor_qkv: a fused attn_qkv when the file has one, else q, k and v.
+// llama.cpp's create_tensor_qkv (llama, qwen2, qwen3, gemma): a fused attn_qkv when the file has
+// one (refused here), else q, k and v with their optional biases.
+void qkv_projections(Layout& l, const ModelConfig& c, int64_t il) {
+    const int64_t n_q = c.n_head * c.head_dim_k, n_qkv = n_q + c.n_embd_k_gqa() + c.n_embd_v_gqa();
     const std::string fused = "fused QKV projections (attn_qkv) in a " + c.arch_name + " file are not supported yet";
-    l.refused(blk(il, "attn_qkv.weight"), {c.n_embd, n_q + c.n_embd_k_gqa() + c.n_embd_v_gqa()}, fused);
-    l.refused(blk(il, "attn_qkv.bias"), {n_q + c.n_embd_k_gqa() + c.n_embd_v_gqa()}, fused);
+    l.refused(blk(il, "attn_qkv.weight"), {c.n_embd, n_qkv}, fused);
+    l.refused(blk(il, "attn_qkv.bias"), {n_qkv}, fused);
     l.need(blk(il, "attn_q.weight"), {c.n_embd, n_q});
     l.need(blk(il, "attn_k.weight"), {c.n_embd, c.n_embd_k_gqa()});
     l.need(blk(il, "attn_v.weight"), {c.n_embd, c.n_embd_v_gqa()});
     l.maybe(blk(il, "attn_q.bias"), {n_q});
     l.maybe(blk(il, "attn_k.bias"), {c.n_embd_k_gqa()});
     l.maybe(blk(il, "attn_v.bias"), {c.n_embd_v_gqa()});
+}
+
+// llama, qwen2 and qwen3: q/k/v projections with optional biases (qwen2 files carry them, llama
+// ones rarely do); llama may also have output and feed-forward biases, per-dimension rope factors
+// and experts; qwen3 normalises each head of q and k.
+void llama_layer(Layout& l, const ModelConfig& c, int64_t il) {
+    const bool llama = c.arch == Arch::kLlama;
+    l.need(blk(il, "attn_norm.weight"), {c.n_embd});
+    qkv_projections(l, c, il);
     l.need(blk(il, "attn_output.weight"), {c.n_head * c.head_dim_v, c.n_embd});
     if (llama) l.maybe(blk(il, "attn_output.bias"), {c.n_embd});
     if (c.arch == Arch::kQwen3) {
@@ -178,15 +183,7 @@ void llama_layer(Layout& l, const ModelConfig& c, int64_t il) {
 void gemma_layer(Layout& l, const ModelConfig& c, int64_t il) {
     const int64_t n_q = c.n_head * c.head_dim_k;
     l.need(blk(il, "attn_norm.weight"), {c.n_embd});
-    const std::string fused = "fused QKV projections (attn_qkv) in a " + c.arch_name + " file are not supported yet";
-    l.refused(blk(il, "attn_qkv.weight"), {c.n_embd, n_q + c.n_embd_k_gqa() + c.n_embd_v_gqa()}, fused);
-    l.refused(blk(il, "attn_qkv.bias"), {n_q + c.n_embd_k_gqa() + c.n_embd_v_gqa()}, fused);
-    l.need(blk(il, "attn_q.weight"), {c.n_embd, n_q});
-    l.need(blk(il, "attn_k.weight"), {c.n_embd, c.n_embd_k_gqa()});
-    l.need(blk(il, "attn_v.weight"), {c.n_embd, c.n_embd_v_gqa()});
-    l.maybe(blk(il, "attn_q.bias"), {n_q});
-    l.maybe(blk(il, "attn_k.bias"), {c.n_embd_k_gqa()});
-    l.maybe(blk(il, "attn_v.bias"), {c.n_embd_v_gqa()});
+    qkv_projections(l, c, il);
     l.need(blk(il, "attn_output.weight"), {n_q, c.n_embd});
     l.need(blk(il, "post_attention_norm.weight"), {c.n_embd});
     if (c.arch == Arch::kGemma3) {

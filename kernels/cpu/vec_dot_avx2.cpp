@@ -447,6 +447,18 @@ LS_AVX2 inline __m256i nibbles32(const uint8_t* qs) {
     return _mm256_setr_m128i(_mm_and_si128(packed, low4), _mm_and_si128(_mm_srli_epi16(packed, 4), low4));
 }
 
+// Q5_0 / Q5_1's fifth bits: byte e is 0x10 when bit e of the 32-bit qh is set (byte e / 8 of qh
+// spread to the eight bytes, then its bit e % 8 tested).
+LS_AVX2 inline __m256i fifth_bits32(const uint8_t* qh_bytes) {
+    uint32_t qh;
+    std::memcpy(&qh, qh_bytes, 4);
+    const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(qh)),
+                                               _mm256_setr_epi64x(0, 0x0101010101010101LL, 0x0202020202020202LL,
+                                                                  0x0303030303030303LL));
+    const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ULL));
+    return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(0x10));
+}
+
 // IQ4_NL's non-linear values for 32 nibbles (a byte shuffle through the 16-entry table).
 struct alignas(16) Iq4nlTable {
     int8_t v[16];
@@ -473,30 +485,14 @@ LS_AVX2 inline __m256i quants(const void* blocks, int64_t b) {
             return _mm256_sub_epi8(nibbles32(static_cast<const block_q4_0*>(blocks)[b].qs), _mm256_set1_epi8(8));
         case GgmlType::Q5_0: {
             const block_q5_0& q = static_cast<const block_q5_0*>(blocks)[b];
-            uint32_t qh;
-            std::memcpy(&qh, q.qh, 4);
-            // Byte e gets bit e of qh: byte e / 8 of qh spread, then its bit e % 8 tested.
-            const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(qh)),
-                                                       _mm256_setr_epi64x(0, 0x0101010101010101LL, 0x0202020202020202LL,
-                                                                          0x0303030303030303LL));
-            const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ULL));
-            const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
-            const __m256i q5 = _mm256_or_si256(nibbles32(q.qs), _mm256_and_si256(set, _mm256_set1_epi8(0x10)));
-            return _mm256_sub_epi8(q5, _mm256_set1_epi8(16));
+            return _mm256_sub_epi8(_mm256_or_si256(nibbles32(q.qs), fifth_bits32(q.qh)), _mm256_set1_epi8(16));
         }
         case GgmlType::Q8_0:
             return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const block_q8_0*>(blocks)[b].qs));
         case GgmlType::Q4_1: return nibbles32(static_cast<const block_q4_1*>(blocks)[b].qs);
         case GgmlType::Q5_1: {
             const block_q5_1& q = static_cast<const block_q5_1*>(blocks)[b];
-            uint32_t qh;
-            std::memcpy(&qh, q.qh, 4);
-            const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(qh)),
-                                                       _mm256_setr_epi64x(0, 0x0101010101010101LL, 0x0202020202020202LL,
-                                                                          0x0303030303030303LL));
-            const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ULL));
-            const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
-            return _mm256_or_si256(nibbles32(q.qs), _mm256_and_si256(set, _mm256_set1_epi8(0x10)));
+            return _mm256_or_si256(nibbles32(q.qs), fifth_bits32(q.qh));
         }
         default:  // IQ4_NL
             return iq4nl32(static_cast<const block_iq4_nl*>(blocks)[b].qs);
