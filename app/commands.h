@@ -43,6 +43,26 @@ struct InspectOptions {
 
 int run_inspect(const InspectOptions& options);
 
+struct TokenizeOptions {
+    std::string model_path;  // a model or a vocabulary-only GGUF
+    std::string prompt;
+    bool prompt_given = false;
+    std::string file;
+    bool use_stdin = false;
+    bool ids = false;               // print "[1, 2, 3]" only
+    bool no_bos = false;            // no BOS/EOS even where the vocabulary adds them
+    bool no_parse_special = false;  // special-token text stays text
+    bool show_count = false;
+    bool no_escape = false;         // take \n etc. in the text literally
+    bool json = false;
+    bool chat = false;              // wrap the text as one user message in the chat template
+    std::string chat_template;      // a built-in family instead of the file's template
+    std::string against;            // another engine's ids, or a file of them
+    bool timing = false;            // print load and encode times to stderr
+};
+
+int run_tokenize(const TokenizeOptions& options);
+
 struct RunOptions {
     std::string model_path;
     std::string prompt;        // text (tokenized with BOS/EOS as the vocabulary says, special text parsed)

@@ -19,6 +19,27 @@ const CLI::Validator kNonEmptyPath(
     [](std::string& path) { return path.empty() ? std::string("an empty path; give a file name") : std::string(); },
     "PATH");
 
+void add_tokenize_command(CLI::App& app, ls::app::TokenizeOptions& o) {
+    CLI::App* cmd = app.add_subcommand("tokenize", "Token ids of a text, as llama-tokenize prints them (same flags), or as "
+                                                   "JSON; --against compares them with another engine's. Exit 1 when they differ");
+    cmd->add_option("-m,--model,model", o.model_path, "GGUF model or vocabulary-only file")->required();
+    cmd->add_option("-p,--prompt", o.prompt, "The text (escapes such as \\n are processed unless --no-escape)")
+        ->each([&o](const std::string&) { o.prompt_given = true; });
+    cmd->add_option("-f,--file", o.file, "Read the text from this file, byte for byte");
+    cmd->add_flag("--stdin", o.use_stdin, "Read the text from standard input (before -f and -p)");
+    cmd->add_flag("--ids", o.ids, "Print only the ids, as [1, 2, 3]");
+    cmd->add_flag("--no-bos", o.no_bos, "Add no BOS (or EOS) even where the vocabulary asks for it");
+    cmd->add_flag("--no-parse-special", o.no_parse_special, "Special-token text such as <|im_start|> stays text");
+    cmd->add_flag("--show-count", o.show_count, "Print the number of tokens");
+    cmd->add_flag("--no-escape", o.no_escape, "Take backslashes in the text literally");
+    cmd->add_flag("--json", o.json, "One JSON object: ids, pieces, byte offsets in the text, special flags");
+    cmd->add_flag("--chat", o.chat, "Apply the chat template to the text as one user message");
+    cmd->add_option("--chat-template", o.chat_template, "With --chat: a built-in template family instead of the file's");
+    cmd->add_option("--against", o.against, "Another engine's ids ([1, 2, 3] or a file holding them): print the first "
+                                            "token where they differ");
+    cmd->add_flag("--timing", o.timing, "Print the vocabulary's load time and the encoding speed to stderr");
+}
+
 void add_inspect_command(CLI::App& app, ls::app::InspectOptions& options) {
     CLI::App* inspect = app.add_subcommand("inspect", "Show a GGUF file's metadata, tokenizer, tensors and lints. Exit 1 when lints "
                                                         "report errors (the model cannot run as it is)");
@@ -280,6 +301,8 @@ int main(int argc, char** argv) {
 
     ls::app::InspectOptions inspect;
     add_inspect_command(app, inspect);
+    ls::app::TokenizeOptions tokenize;
+    add_tokenize_command(app, tokenize);
     ls::app::RunOptions run;
     add_run_command(app, run);
     ls::app::CompareOptions compare;
@@ -300,6 +323,8 @@ int main(int argc, char** argv) {
     }
 
     if (app.got_subcommand("inspect")) return guarded("layerscope inspect", [&] { return ls::app::run_inspect(inspect); });
+    if (app.got_subcommand("tokenize"))
+        return guarded("layerscope tokenize", [&] { return ls::app::run_tokenize(tokenize); });
     if (app.got_subcommand("run")) return guarded("layerscope run", [&] { return ls::app::run_run(run); });
     if (app.got_subcommand("compare")) return guarded("layerscope compare", [&] { return ls::app::run_compare(compare); });
     if (app.got_subcommand("make-model"))
@@ -309,7 +334,7 @@ int main(int argc, char** argv) {
 
     // `layerscope typo` would otherwise open a window that fails to load "typo".
     if (!gui.model_path.empty() && !std::filesystem::exists(gui.model_path)) {
-        std::fprintf(stderr, "layerscope: '%s' is neither a command nor a file. Commands: inspect, run, compare, export, make-model, bench; "
+        std::fprintf(stderr, "layerscope: '%s' is neither a command nor a file. Commands: inspect, tokenize, run, compare, export, make-model, bench; "
                              "see 'layerscope --help'.\n", gui.model_path.c_str());
         return ls::app::kExitUsage;
     }

@@ -11,6 +11,8 @@
 #include <random>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "engine/gguf/gguf.h"
 #include "tests/test_support.h"
 #include "engine/tokenizer/pretokenize.h"
@@ -59,10 +61,18 @@ GgufValue float_array(const std::vector<float>& v) {
     return GgufValue::make_array(GgufValueType::FLOAT32, std::move(items));
 }
 
-std::vector<std::string> words(PreTokenizer pre, const std::string& text) {
+// The words a pre-tokenizer cuts `text` into, as plain UTF-8 (back from the byte-level alphabet).
+std::vector<std::string> words(const char* pre, const std::string& text) {
+    auto p = PreTokenizer::for_name(pre);
+    EXPECT_TRUE(p.ok()) << pre << ": " << (p.ok() ? "" : p.error().message);
+    if (!p.ok()) return {};
     std::vector<std::string> out;
-    for (const std::string& w : pretokenize_bytelevel(pre, text)) {
-        std::string bytes;  // back from the byte-level alphabet, to read the test
+    for (const std::string& w : p->words(text)) {
+        if (!p->byte_encode()) {
+            out.push_back(w);
+            continue;
+        }
+        std::string bytes;
         for (uint32_t cp : unicode::decode_utf8(w)) bytes.push_back(static_cast<char>(unicode::symbol_to_byte(cp)));
         out.push_back(bytes);
     }
@@ -89,13 +99,13 @@ TEST(TokenizerUnit, BrokenUtf8BecomesReplacementCharacters) {
 }
 
 TEST(TokenizerUnit, PreTokenizerPatterns) {
-    EXPECT_EQ(words(PreTokenizer::kLlama3, "Hello, y'all! 1234567  x\n\n y"),
+    EXPECT_EQ(words("llama-bpe", "Hello, y'all! 1234567  x\n\n y"),
               (std::vector<std::string>{"Hello", ",", " y", "'all", "!", " ", "123", "456", "7", " ", " x", "\n\n",
                                         " y"}));
-    EXPECT_EQ(words(PreTokenizer::kQwen2, "ab 123"), (std::vector<std::string>{"ab", " ", "1", "2", "3"}));
-    EXPECT_EQ(words(PreTokenizer::kGpt2, "Hello, y'all! 1234   x"),
+    EXPECT_EQ(words("qwen2", "ab 123"), (std::vector<std::string>{"ab", " ", "1", "2", "3"}));
+    EXPECT_EQ(words("gpt-2", "Hello, y'all! 1234   x"),
               (std::vector<std::string>{"Hello", ",", " y", "'", "all", "!", " 1234", "  ", " x"}));
-    EXPECT_EQ(words(PreTokenizer::kDeepseekLlm, "Hi!\n\nA 12 \xE4\xBD\xA0\xE5\xA5\xBD  "),
+    EXPECT_EQ(words("deepseek-llm", "Hi!\n\nA 12 \xE4\xBD\xA0\xE5\xA5\xBD  "),
               (std::vector<std::string>{"Hi", "!", "\n", "\n", "A", " ", "12", " ",
                                         "\xE4\xBD\xA0\xE5\xA5\xBD", "  "}));
 }
@@ -202,6 +212,119 @@ TEST(TokenizerUnit, TurnEndsAreFoundByText) {
     EXPECT_EQ(with_id.value().eot(), 7);
     EXPECT_EQ(with_id.value().eog_ids(), (std::vector<TokenId>{2, 4, 5, 6, 7, 8}));
     EXPECT_FALSE(with_id.value().is_control(7));  // typed NORMAL in the file, and not an EOG text
+}
+
+// Gemma 4's SentencePiece-style BPE: spaces become U+2581 before the merges, words are raw
+// UTF-8 cut only at newline runs, a run of newlines that is a token is taken whole, bytes fall
+// back to <0xXX>, and BOS is added even where the file says not to.
+TEST(TokenizerUnit, Gemma4StyleBpe) {
+    const std::string S = "\xE2\x96\x81";
+    std::vector<GgufKV> md = {
+        {"tokenizer.ggml.model", GgufValue::make_string("gemma4")},
+        {"tokenizer.ggml.tokens", GgufValue::make_string_array({"<pad>", "<eos>", "<bos>", "<0x7A>", "a", "b", S,
+                                                                S + "a", "ab", S + "ab", "\n", "\n\n"})},
+        {"tokenizer.ggml.token_type", int_array({3, 3, 3, 6, 1, 1, 1, 1, 1, 1, 1, 1})},
+        {"tokenizer.ggml.merges", GgufValue::make_string_array({S + " a", "a b", S + "a b"})},
+        {"tokenizer.ggml.bos_token_id", GgufValue::make_u32(2)},
+        {"tokenizer.ggml.eos_token_id", GgufValue::make_u32(1)},
+        {"tokenizer.ggml.add_bos_token", GgufValue::make_bool(false)},
+    };
+    auto tok = tokenizer_from_metadata(md);
+    ASSERT_TRUE(tok.ok()) << tok.error().message;
+    const Tokenizer& t = tok.value();
+    EXPECT_EQ(t.pre_name(), "gemma4");
+    EXPECT_TRUE(t.add_bos());
+    EXPECT_EQ(t.encode("ab ab\n\nz", true, false), (std::vector<TokenId>{2, 8, 9, 11, 3}));
+    EXPECT_EQ(t.encode("\n", false, false), (std::vector<TokenId>{10}));
+    EXPECT_EQ(t.decode({8, 9, 11, 3}), "ab ab\n\nz");
+}
+
+// Kimi-K2 ships no merges (llama.cpp accepts that for it alone); chatglm has no default BOS.
+TEST(TokenizerUnit, PreTokenizerFlags) {
+    auto vocab = [](const char* pre, bool with_merges) {
+        std::vector<GgufKV> md = {
+            {"tokenizer.ggml.model", GgufValue::make_string("gpt2")},
+            {"tokenizer.ggml.pre", GgufValue::make_string(pre)},
+            {"tokenizer.ggml.tokens", GgufValue::make_string_array({"a", "b", "ab", "c", "d", "e", "f", "g", "h", "i", "j", "k"})},
+        };
+        if (with_merges) md.push_back({"tokenizer.ggml.merges", GgufValue::make_string_array({"a b"})});
+        return tokenizer_from_metadata(md);
+    };
+    auto kimi = vocab("kimi-k2", false);
+    ASSERT_TRUE(kimi.ok()) << kimi.error().message;
+    EXPECT_EQ(kimi->encode("ab", false, false), (std::vector<TokenId>{0, 1}));
+    auto qwen = vocab("qwen2", false);
+    ASSERT_FALSE(qwen.ok());
+    EXPECT_NE(qwen.error().message.find("tokenizer.ggml.merges"), std::string::npos);
+    auto glm = vocab("chatglm-bpe", true);
+    ASSERT_TRUE(glm.ok());
+    EXPECT_EQ(glm->bos(), kNoToken);  // the default of other BPE vocabularies (11) is not used
+    EXPECT_EQ(vocab("gpt-2", true)->bos(), 11);
+    EXPECT_EQ(glm->encode("ab", true, false), (std::vector<TokenId>{2}));
+}
+
+// layerscope tokenize: llama-tokenize's output forms, --json, --against, and its errors.
+TEST(TokenizeCommand, OutputsAndErrors) {
+    const std::string G = "\xC4\xA0";
+    std::vector<GgufKV> md = {
+        {"tokenizer.ggml.model", GgufValue::make_string("gpt2")},
+        {"tokenizer.ggml.pre", GgufValue::make_string("llama-bpe")},
+        {"tokenizer.ggml.tokens", GgufValue::make_string_array({"a", "b", "c", G, "ab", "abc", G + "ab", "<|begin|>", "\xC4\x8A"})},
+        {"tokenizer.ggml.token_type", int_array({1, 1, 1, 1, 1, 1, 1, 3, 1})},
+        {"tokenizer.ggml.merges", GgufValue::make_string_array({"a b", "ab c", G + " ab"})},
+        {"tokenizer.ggml.bos_token_id", GgufValue::make_u32(7)},
+    };
+    const std::string dir = test::make_temp_dir();
+    const std::string vocab = dir + "/vocab.gguf";
+    ASSERT_TRUE(gguf_write(vocab, md, {}).ok());
+    const std::string m = " -m '" + vocab + "'";
+
+    auto r = test::run_layerscope("tokenize" + m + " -p 'abc ab' --ids");
+    EXPECT_EQ(r.exit_code, 0);
+    EXPECT_EQ(r.out, "[7, 5, 6]\n");  // llama-bpe adds BOS
+    r = test::run_layerscope("tokenize" + m + " -p 'abc ab' --ids --no-bos --show-count");
+    EXPECT_EQ(r.out, "[5, 6]\nTotal number of tokens: 2\n");
+    r = test::run_layerscope("tokenize" + m + " -p 'c\\nab' --no-bos");  // \n processed, as llama-tokenize does
+    EXPECT_EQ(r.out, "     2 -> 'c'\n     8 -> '\n'\n     4 -> 'ab'\n");
+    r = test::run_layerscope("tokenize" + m + " -p 'c\\nab' --no-bos --no-escape --ids");
+    EXPECT_NE(r.out, "[2, 8, 4]\n");
+
+    const std::string text = dir + "/text.txt";
+    { std::ofstream(text) << "ab<|begin|>c"; }
+    r = test::run_layerscope("tokenize" + m + " -f '" + text + "' --ids --no-bos");
+    EXPECT_EQ(r.out, "[4, 7, 2]\n");
+    r = test::run_layerscope("tokenize" + m + " -f '" + text + "' --ids --no-bos --no-parse-special");
+    EXPECT_NE(r.out.find("[4, "), std::string::npos);
+    EXPECT_EQ(r.out.find(" 7,"), std::string::npos);
+
+    r = test::run_layerscope("tokenize" + m + " -p ' abc' --json");
+    ASSERT_EQ(r.exit_code, 0);
+    auto j = nlohmann::json::parse(r.out);
+    ASSERT_EQ(j["tokens"].size(), 3u);
+    EXPECT_EQ(j["tokens"][0]["id"], 7);
+    EXPECT_TRUE(j["tokens"][0]["special"].get<bool>());
+    EXPECT_TRUE(j["tokens"][0]["offset"].is_null());  // BOS is not in the text
+    EXPECT_EQ(j["tokens"][1]["piece"], " ");
+    EXPECT_EQ(j["tokens"][1]["offset"], 0);
+    EXPECT_EQ(j["tokens"][2]["offset"], 1);
+
+    r = test::run_layerscope("tokenize" + m + " -p 'abc ab' --against '[7, 5, 6]'");
+    EXPECT_EQ(r.exit_code, 0);
+    EXPECT_EQ(r.out, "same 3 tokens\n");
+    const std::string theirs = dir + "/theirs.txt";
+    { std::ofstream(theirs) << "7 5 3 4\n"; }
+    r = test::run_layerscope("tokenize" + m + " -p 'abc ab' --against '" + theirs + "'");
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.out.find("first difference at token 2 (of 3 here, 4 there)"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("\" ab\""), std::string::npos) << r.out;
+
+    EXPECT_EQ(test::run_layerscope("tokenize" + m).exit_code, 2);  // no text
+    EXPECT_EQ(test::run_layerscope("tokenize" + m + " -p x --against '1, two'").exit_code, 2);
+    EXPECT_EQ(test::run_layerscope("tokenize -m /no/such.gguf -p x").exit_code, 3);
+    EXPECT_EQ(test::run_layerscope("tokenize" + m + " -f /no/such.txt").exit_code, 3);
+    r = test::run_layerscope("tokenize -m '" + text + "' -p x", true);
+    EXPECT_EQ(r.exit_code, 3);
+    EXPECT_NE(r.out.find("text.txt"), std::string::npos) << r.out;
 }
 
 TEST(TokenizerUnit, RejectsBadMetadata) {

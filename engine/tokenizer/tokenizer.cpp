@@ -126,7 +126,9 @@ std::vector<TokenId> Tokenizer::encode(std::string_view text, bool add_special, 
             if (f.token != kNoToken) {
                 out.push_back(f.token);
             } else {
-                encode_bpe(text.substr(f.offset, f.length), out);
+                const std::string_view raw = text.substr(f.offset, f.length);
+                if (escape_whitespace_) encode_bpe(replace_all(raw, " ", kSpaceMark), out);
+                else encode_bpe(raw, out);
             }
         }
     }
@@ -141,7 +143,7 @@ std::string Tokenizer::token_to_piece(TokenId id, bool render_special) const {
     if (!render_special && (tok.attr & (kTokenUnknown | kTokenControl))) return "";
     if (tok.attr & (kTokenUnknown | kTokenControl | kTokenUserDefined)) return tok.text;
     if (tok.attr & kTokenNormal) {
-        if (kind_ == TokenizerKind::kSpm) return replace_all(tok.text, kSpaceMark, " ");
+        if (kind_ == TokenizerKind::kSpm || escape_whitespace_) return replace_all(tok.text, kSpaceMark, " ");
         // Byte-level symbols back to bytes; a code point outside the alphabet is shown, not lost.
         std::string bytes;
         for (uint32_t cp : unicode::decode_utf8(tok.text)) {

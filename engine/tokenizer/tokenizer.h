@@ -1,6 +1,6 @@
-// Text <-> token ids for the vocabularies a GGUF file carries (SentencePiece `llama` and
-// byte-level BPE `gpt2`), with llama.cpp's exact rules, so the ids we feed the model are the ids
-// llama.cpp would feed it.
+// Text <-> token ids for the vocabularies a GGUF file carries (SentencePiece `llama`, BPE `gpt2`
+// with every pre-tokenizer llama.cpp knows, and Gemma 4's SentencePiece-style BPE `gemma4`), with
+// llama.cpp's exact rules, so the ids we feed the model are the ids llama.cpp would feed it.
 #pragma once
 
 #include <cstdint>
@@ -67,7 +67,7 @@ public:
     TokenizerKind kind() const { return kind_; }
     const std::string& model_name() const { return model_name_; }  // tokenizer.ggml.model
     const std::string& pre_name() const { return pre_name_; }      // tokenizer.ggml.pre
-    PreTokenizer pre_tokenizer() const { return pre_; }
+    const PreTokenizer& pre_tokenizer() const { return pre_; }
     size_t n_tokens() const { return tokens_.size(); }
     size_t n_merges() const { return n_merges_; }
     bool valid(TokenId id) const { return id >= 0 && static_cast<size_t>(id) < tokens_.size(); }
@@ -101,12 +101,13 @@ private:
     std::vector<Fragment> partition_special(std::string_view text, bool parse_special) const;
     void encode_spm(std::string_view text, std::vector<TokenId>& out) const;
     void encode_bpe(std::string_view text, std::vector<TokenId>& out) const;
-    TokenId byte_token(uint8_t byte) const;
+    TokenId byte_token(uint8_t byte) const;      // <0xXX>, else the byte as text
+    TokenId byte_token_spm(uint8_t byte) const;  // <0xXX> only
     int merge_rank(std::string_view left, std::string_view right) const;
 
     TokenizerKind kind_ = TokenizerKind::kSpm;
     std::string model_name_, pre_name_;
-    PreTokenizer pre_ = PreTokenizer::kDefault;
+    PreTokenizer pre_;  // BPE only
     std::vector<TokenInfo> tokens_;
     // Token ids by text: an open-addressing hash table (linear probing, at most half full) of
     // ids, compared through tokens_[id].text, so it holds no second copy of the vocabulary and is
@@ -123,6 +124,8 @@ private:
     bool add_space_prefix_ = false;
     bool clean_spaces_ = false;   // decode: drop the space in " ?", " 's", ...
     bool ignore_merges_ = false;  // BPE: a word that is a whole token skips the merges (Llama 3)
+    bool escape_whitespace_ = false;  // BPE on U+2581-for-space text (Gemma 4), raw UTF-8 words
+    bool whole_newline_runs_ = false; // Gemma 4: a run of newlines that is a token is taken whole
 };
 
 }  // namespace ls

@@ -36,36 +36,6 @@ uint32_t attr_from_token_type(int64_t type) {
     }
 }
 
-struct PreInfo {
-    PreTokenizer pre;
-    bool clean_spaces;
-    bool ignore_merges;
-    bool add_bos;
-};
-
-// tokenizer.ggml.pre -> pattern and the per-model flags llama.cpp attaches to it.
-bool pre_info(const std::string& name, PreInfo* out) {
-    if (name.empty() || name == "default") {
-        *out = {PreTokenizer::kDefault, true, false, false};
-    } else if (name == "llama3" || name == "llama-v3" || name == "llama-bpe" || name == "falcon3" ||
-               name == "pixtral") {
-        *out = {PreTokenizer::kLlama3, true, true, true};
-    } else if (name == "dbrx" || name == "smaug-bpe") {
-        *out = {PreTokenizer::kLlama3, true, false, false};
-    } else if (name == "qwen2" || name == "deepseek-r1-qwen") {
-        *out = {PreTokenizer::kQwen2, false, false, false};
-    } else if (name == "stablelm2") {
-        *out = {PreTokenizer::kQwen2, true, false, false};
-    } else if (name == "deepseek-llm") {
-        *out = {PreTokenizer::kDeepseekLlm, false, false, false};
-    } else if (name == "gpt-2" || name == "phi-2" || name == "mpt" || name == "olmo") {
-        *out = {PreTokenizer::kGpt2, true, false, false};
-    } else {
-        return false;
-    }
-    return true;
-}
-
 // Texts that end a generation whatever the metadata says (llama.cpp's list).
 constexpr const char* kEogTexts[] = {"<|eot_id|>",    "<|im_end|>", "<|end|>", "<end_of_turn>",
                                      "<|endoftext|>", "<|eom_id|>", "<EOT>",   "_<EOT>",
@@ -92,26 +62,28 @@ Status Tokenizer::load(const GgufFile& file) {
         bos_ = 1, eos_ = 2, unk_ = 0;
         add_space_prefix_ = true;
         add_bos_ = true;
-    } else if (model_name_ == "gpt2") {
+    } else if (model_name_ == "gpt2" || model_name_ == "gemma4") {
         kind_ = TokenizerKind::kBpe;
-        bos_ = 11, eos_ = 11;
-        PreInfo info{};
-        if (!pre_info(pre_name_, &info)) {
-            return make_error(ErrorCode::kUnsupported,
-                              "tokenizer.ggml.pre: pre-tokenizer " + quote_text(pre_name_) +
-                                  " is not supported\nHINT: supported: llama-bpe, qwen2, deepseek-llm, gpt-2 "
-                                  "(and their aliases), default");
+        if (model_name_ == "gemma4") {
+            pre_name_ = "gemma4";  // llama.cpp: the model decides, whatever tokenizer.ggml.pre says
+        } else {
+            bos_ = 11, eos_ = 11;
         }
-        pre_ = info.pre;
-        clean_spaces_ = info.clean_spaces;
-        ignore_merges_ = info.ignore_merges;
-        add_bos_ = info.add_bos;
+        auto pre = PreTokenizer::for_name(pre_name_);
+        if (!pre.ok()) return pre.error();
+        pre_ = std::move(pre.value());
+        clean_spaces_ = pre_.clean_spaces();
+        ignore_merges_ = pre_.ignore_merges();
+        add_bos_ = pre_.add_bos();
+        escape_whitespace_ = pre_.escape_whitespace();
+        whole_newline_runs_ = pre_name_ == "gemma4";
+        if (pre_.no_default_bos()) bos_ = kNoToken;
     } else if (model_name_.empty()) {
         return bad("tokenizer.ggml.model", "missing; the file has no tokenizer");
     } else {
         return make_error(ErrorCode::kUnsupported, "tokenizer.ggml.model: " + quote_text(model_name_) +
                                                        " is not supported\nHINT: supported: llama (SentencePiece), "
-                                                       "gpt2 (byte-level BPE)");
+                                                       "gpt2 (BPE), gemma4 (SentencePiece-style BPE)");
     }
     add_space_prefix_ = file.get_bool("tokenizer.ggml.add_space_prefix", add_space_prefix_);
 
@@ -154,8 +126,10 @@ Status Tokenizer::load(const GgufFile& file) {
 
     if (kind_ == TokenizerKind::kBpe) {
         const GgufValue* merges = find_array(file, "tokenizer.ggml.merges", GgufValueType::STRING);
-        if (!merges) return bad("tokenizer.ggml.merges", "missing or not an array of strings (BPE needs it)");
-        n_merges_ = merges->strings.size();
+        if (!merges && !(pre_.merges_optional() && !file.find("tokenizer.ggml.merges"))) {
+            return bad("tokenizer.ggml.merges", "missing or not an array of strings (BPE needs it)");
+        }
+        n_merges_ = merges ? merges->strings.size() : 0;
         merge_ranks_.reserve(n_merges_);
         std::string key;
         for (size_t i = 0; i < n_merges_; ++i) {
@@ -193,6 +167,7 @@ void Tokenizer::finish_special_tokens(const GgufFile& file) {
     }
     add_bos_ = file.get_bool("tokenizer.ggml.add_bos_token", add_bos_);
     add_eos_ = file.get_bool("tokenizer.ggml.add_eos_token", add_eos_);
+    if (whole_newline_runs_) add_bos_ = true;  // llama.cpp forces it on for Gemma 4
     if (add_bos_ && bos_ == kNoToken) add_bos_ = false;
     if (add_eos_ && eos_ == kNoToken) add_eos_ = false;
 

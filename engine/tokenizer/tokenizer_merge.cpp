@@ -69,10 +69,14 @@ bool is_stale(const std::vector<Symbol>& symbols, const Candidate& c) {
 
 }  // namespace
 
-TokenId Tokenizer::byte_token(uint8_t byte) const {
+TokenId Tokenizer::byte_token_spm(uint8_t byte) const {
     static const char* hex = "0123456789ABCDEF";
     const char spm_name[6] = {'<', '0', 'x', hex[byte >> 4], hex[byte & 15], '>'};
-    if (TokenId id = find(std::string_view(spm_name, 6)); id != kNoToken) return id;
+    return find(std::string_view(spm_name, 6));
+}
+
+TokenId Tokenizer::byte_token(uint8_t byte) const {
+    if (TokenId id = byte_token_spm(byte); id != kNoToken) return id;
     return find(std::string_view(reinterpret_cast<const char*>(&byte), 1));  // the byte as text
 }
 
@@ -126,9 +130,9 @@ void Tokenizer::encode_spm(std::string_view text, std::vector<TokenId>& out) con
 
 void Tokenizer::encode_bpe(std::string_view text, std::vector<TokenId>& out) const {
     std::priority_queue<Candidate, std::vector<Candidate>, BpeOrder> queue;
-    for (const std::string& word : pretokenize_bytelevel(pre_, text)) {
+    for (const std::string& word : pre_.words(text)) {
         const std::string_view w(word);
-        if (ignore_merges_) {
+        if (ignore_merges_ || (whole_newline_runs_ && w.find_first_not_of('\n') == std::string_view::npos)) {
             if (TokenId id = find(w); id != kNoToken) {
                 out.push_back(id);
                 continue;
@@ -162,10 +166,12 @@ void Tokenizer::encode_bpe(std::string_view text, std::vector<TokenId>& out) con
                 out.push_back(id);
                 continue;
             }
-            // A merged symbol missing from the vocabulary (a trimmed vocabulary): llama.cpp
-            // looks up each byte of its text on its own and drops the bytes that are no token.
+            // A symbol missing from the vocabulary (a trimmed vocabulary, or a character BPE on
+            // raw UTF-8 never saw): llama.cpp looks up each byte of its text on its own, as the
+            // byte itself or, on raw UTF-8, as a <0xXX> token, and drops the bytes that are none.
             for (char b : piece) {
-                if (TokenId id = find(std::string_view(&b, 1)); id != kNoToken) out.push_back(id);
+                const TokenId id = pre_.byte_encode() ? find(std::string_view(&b, 1)) : byte_token_spm(static_cast<uint8_t>(b));
+                if (id != kNoToken) out.push_back(id);
             }
         }
     }

@@ -1,6 +1,7 @@
 // Fuzz target: encoding and decoding with the fixtures' real vocabularies (SentencePiece and the
-// byte-level BPE pre-tokenizers). Byte 0 picks the vocabulary, byte 1 the flags; the rest is the
-// text to encode, or (flag 0x10) token ids to decode, 4 bytes each, any value.
+// byte-level BPE pre-tokenizers), and every pre-tokenizer of the table on its own. Byte 0 picks
+// the vocabulary (or, with flag 0x20, the pre-tokenizer), byte 1 the flags; the rest is the text
+// to encode, or (flag 0x10) token ids to decode, 4 bytes each, any value.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -11,13 +12,20 @@
 #include <vector>
 
 #include "engine/gguf/gguf.h"
+#include "engine/tokenizer/pretokenize.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "engine/tokenizer/unicode_text.h"
 #include "tests/fuzz/fuzz_support.h"
 
 namespace {
 
 std::vector<ls::Tokenizer>& vocabularies() {
     static std::vector<ls::Tokenizer> all;
+    return all;
+}
+
+std::vector<ls::PreTokenizer>& pre_tokenizers() {
+    static std::vector<ls::PreTokenizer> all;
     return all;
 }
 
@@ -42,6 +50,14 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
         }
         vocabularies().push_back(std::move(tok.value()));
     }
+    for (const std::string& name : ls::PreTokenizer::supported_names()) {
+        auto pre = ls::PreTokenizer::for_name(name);
+        if (!pre) {
+            std::fprintf(stderr, "fuzz_tokenizer: pre-tokenizer %s: %s\n", name.c_str(), pre.error().message.c_str());
+            std::abort();
+        }
+        pre_tokenizers().push_back(std::move(pre.value()));
+    }
     if (vocabularies().empty()) {
         std::fprintf(stderr, "fuzz_tokenizer: no vocabulary found; it needs ../shared/fixtures "
                              "(or LAYERSCOPE_FIXTURES=DIR)\n");
@@ -57,6 +73,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const bool add_special = flags & 1, parse_special = flags & 2;
     const bool remove_special = flags & 4, render_special = flags & 8;
     data += 2, size -= 2;
+    if (flags & 0x20) {  // the words cover the text: as many code points in as out
+        const ls::PreTokenizer& pre = pre_tokenizers()[data[-2] % pre_tokenizers().size()];
+        const std::string_view text(reinterpret_cast<const char*>(data), size);
+        if (pre.byte_encode()) {
+            (void)pre.words(text);
+            return 0;
+        }
+        size_t n = 0;
+        for (const std::string& w : pre.words(text)) n += ls::unicode::decode_utf8(w).size();
+        if (n != ls::unicode::decode_utf8(text).size()) std::abort();
+        return 0;
+    }
     if (flags & 0x10) {
         std::vector<ls::TokenId> ids(size / 4);
         if (!ids.empty()) std::memcpy(ids.data(), data, ids.size() * 4);
