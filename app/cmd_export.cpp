@@ -9,6 +9,7 @@
 #include "app/commands.h"
 #include "app/token_list.h"
 #include "engine/forward/generate.h"
+#include "engine/tokenizer/chat_jinja.h"
 #include "engine/tokenizer/chat_template.h"
 
 namespace ls::app {
@@ -39,10 +40,7 @@ Result<ExportSet> run_model(const ExportCmdOptions& o, const std::vector<std::st
     } else {
         if (!tok) return make_error(ErrorCode::kBadInput, o.model_path + " has no tokenizer; use --tokens");
         if (o.chat || !o.chat_template.empty()) {
-            auto family = o.chat_template.empty() ? chat_template_from_gguf(model.value()->file())
-                                                  : chat_template_family_from_name(o.chat_template);
-            if (!family) return family.error();
-            auto templated = apply_chat_template(family.value(), {{"user", prompt}}, true);
+            auto templated = chat_prompt(model.value()->file(), *tok, prompt, o.chat_template);
             if (!templated) return templated.error();
             prompt = templated.value();
         }

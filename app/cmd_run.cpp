@@ -13,6 +13,7 @@
 #include "engine/forward/memory_estimate.h"
 #include "engine/session/event_plan.h"
 #include "kernels/common/host_memory.h"
+#include "engine/tokenizer/chat_jinja.h"
 #include "engine/tokenizer/chat_template.h"
 #include "engine/util/safe_write.h"
 
@@ -82,10 +83,7 @@ int run_run(const RunOptions& o) {
         if (!tok) return fail(make_error(ErrorCode::kBadInput, o.model_path + " has no tokenizer; use --tokens"));
         if (o.chat || !o.chat_template.empty()) {
             // The prompt becomes one user message in the model's chat template (or the family named).
-            auto family = o.chat_template.empty() ? chat_template_from_gguf(model.value()->file())
-                                                  : chat_template_family_from_name(o.chat_template);
-            if (!family) return fail(family.error());
-            auto templated = apply_chat_template(family.value(), {{"user", prompt}}, true);
+            auto templated = chat_prompt(model.value()->file(), *tok, prompt, o.chat_template);
             if (!templated) return fail(templated.error());
             prompt = templated.value();
         }

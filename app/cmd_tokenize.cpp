@@ -13,6 +13,7 @@
 
 #include "app/commands.h"
 #include "engine/gguf/gguf.h"
+#include "engine/tokenizer/chat_jinja.h"
 #include "engine/tokenizer/chat_template.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/util/quote.h"
@@ -135,7 +136,11 @@ std::string context_text(const Tokenizer& tok, const std::vector<TokenId>& ids, 
 
 int run_tokenize(const TokenizeOptions& o) {
     const int sources = (o.use_stdin ? 1 : 0) + (!o.file.empty() ? 1 : 0) + (o.prompt_given ? 1 : 0);
-    if (sources == 0) return usage("give the text with -p TEXT, -f FILE or --stdin");
+    const bool chat = o.chat || !o.messages_file.empty();
+    if (sources == 0 && o.messages_file.empty()) return usage("give the text with -p TEXT, -f FILE or --stdin (or --messages FILE)");
+    if (!o.chat_template.empty() && !o.chat_template_file.empty()) {
+        return usage("--chat-template and --chat-template-file: give one");
+    }
 
     using Clock = std::chrono::steady_clock;
     const auto t_load = Clock::now();
@@ -162,12 +167,64 @@ int run_tokenize(const TokenizeOptions& o) {
     }
     if (!o.no_escape) text = process_escapes(text);
 
-    if (o.chat) {
-        auto family = o.chat_template.empty() ? chat_template_from_gguf(*file.value())
-                                              : chat_template_family_from_name(o.chat_template);
-        if (!family.ok()) return fail(family.error());
-        auto templated = apply_chat_template(family.value(), {{"user", text}}, true);
-        if (!templated.ok()) return fail(templated.error());
+    if (!o.chat_kwargs.empty()) {
+        auto kw = jinja::from_json(o.chat_kwargs);
+        if (!kw.ok() || !kw->is_object()) return usage("--chat-template-kwargs: not a JSON object: " + quote_text(o.chat_kwargs));
+    }
+    if (chat) {
+        Result<std::string> templated = std::string();
+        if (o.chat_template_file.empty() && o.messages_file.empty() && o.chat_kwargs.empty()) {
+            templated = chat_prompt(*file.value(), tok, text, o.chat_template);  // what run --chat does
+        } else if (!o.chat_template.empty()) {
+            return usage("--chat-template NAME is a built-in template: it takes no --messages, --chat-template-file "
+                         "or --chat-template-kwargs");
+        } else {
+            JinjaChat jc;
+            if (!o.chat_template_file.empty()) {
+                std::ifstream in(o.chat_template_file, std::ios::binary);
+                if (!in || !read_all(in, &jc.template_source)) {
+                    return fail(make_error(ErrorCode::kBadInput, o.chat_template_file + ": cannot read"));
+                }
+            } else {
+                jc.template_source = file.value()->get_string("tokenizer.chat_template");
+                if (jc.template_source.empty()) {
+                    return fail(make_error(ErrorCode::kBadInput,
+                                           o.model_path + ": no tokenizer.chat_template\nHINT: give --chat-template-file FILE "
+                                                          "or a built-in family with --chat-template NAME"));
+                }
+            }
+            if (!o.messages_file.empty()) {
+                std::string json;
+                std::ifstream in(o.messages_file, std::ios::binary);
+                if (!in || !read_all(in, &json)) return fail(make_error(ErrorCode::kBadInput, o.messages_file + ": cannot read"));
+                auto parsed = jinja_chat_from_json(json);
+                if (!parsed.ok()) return fail(make_error(ErrorCode::kBadInput, o.messages_file + ": " + parsed.error().message));
+                jc.messages = parsed->messages;
+                jc.tools = parsed->tools;
+            } else {
+                jinja::Value m = jinja::Value::dict();
+                m.object->set("role", jinja::Value::string("user"));
+                m.object->set("content", jinja::Value::string(text));
+                jc.messages = jinja::Value::list({m});
+            }
+            if (!o.chat_kwargs.empty()) {
+                auto kw = jinja::from_json(o.chat_kwargs);
+                jc.kwargs = kw.value();
+                if (const jinja::Value* t = jc.kwargs.object->find("enable_thinking"); t && t->type == jinja::Value::Type::kBool) {
+                    jc.enable_thinking = t->b;
+                }
+            }
+            if (tok.valid(tok.bos())) jc.bos_token = tok.token(tok.bos()).text;
+            if (tok.valid(tok.eos())) jc.eos_token = tok.token(tok.eos()).text;
+            jc.strip_bos = !o.no_bos && tok.add_bos();
+            templated = render_jinja_chat(jc);
+        }
+        if (!templated.ok()) {
+            Error e = templated.error();
+            if (!o.chat_template_file.empty()) e.message = o.chat_template_file + ": " + e.message;
+            else if (o.chat_template.empty()) e.message = o.model_path + ": " + e.message;
+            return fail(e);
+        }
         text = templated.value();
     }
 

@@ -56,7 +56,10 @@ struct TokenizeOptions {
     bool no_escape = false;         // take \n etc. in the text literally
     bool json = false;
     bool chat = false;              // wrap the text as one user message in the chat template
-    std::string chat_template;      // a built-in family instead of the file's template
+    std::string chat_template;      // a built-in family instead of the file's Jinja template
+    std::string chat_template_file; // a Jinja template instead of the file's
+    std::string messages_file;      // a JSON conversation for the template (implies chat)
+    std::string chat_kwargs;        // JSON object of template variables
     std::string against;            // another engine's ids, or a file of them
     bool timing = false;            // print load and encode times to stderr
 };

@@ -33,8 +33,14 @@ void add_tokenize_command(CLI::App& app, ls::app::TokenizeOptions& o) {
     cmd->add_flag("--show-count", o.show_count, "Print the number of tokens");
     cmd->add_flag("--no-escape", o.no_escape, "Take backslashes in the text literally");
     cmd->add_flag("--json", o.json, "One JSON object: ids, pieces, byte offsets in the text, special flags");
-    cmd->add_flag("--chat", o.chat, "Apply the chat template to the text as one user message");
-    cmd->add_option("--chat-template", o.chat_template, "With --chat: a built-in template family instead of the file's");
+    cmd->add_flag("--chat", o.chat, "Render the text as one user message with the file's Jinja chat template");
+    cmd->add_option("--chat-template", o.chat_template, "With --chat: a built-in template family (chatml, llama3, ...) "
+                                                        "instead of the file's template");
+    cmd->add_option("--chat-template-file", o.chat_template_file, "With --chat: this Jinja template instead of the file's");
+    cmd->add_option("--messages", o.messages_file, "A conversation to render with the chat template: JSON, a list of "
+                                                   "messages or {\"messages\": [...], \"tools\": [...]}");
+    cmd->add_option("--chat-template-kwargs", o.chat_kwargs, "Template variables as a JSON object, e.g. "
+                                                             "'{\"enable_thinking\": false}'");
     cmd->add_option("--against", o.against, "Another engine's ids ([1, 2, 3] or a file holding them): print the first "
                                             "token where they differ");
     cmd->add_flag("--timing", o.timing, "Print the vocabulary's load time and the encoding speed to stderr");

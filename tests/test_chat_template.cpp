@@ -7,6 +7,7 @@
 
 #include "engine/gguf/gguf.h"
 #include "tests/test_support.h"
+#include "engine/tokenizer/chat_jinja.h"
 #include "engine/tokenizer/chat_template.h"
 #include "engine/tokenizer/tokenizer.h"
 
@@ -357,6 +358,84 @@ TEST(ChatTemplate, Deepseek2DumpPrompt) {
     // No BOS text: llama.cpp's deepseek2 formatter leaves BOS to the tokenizer (add_bos).
     check_dump_prompt("dumps/deepseek2-mini-F16_hi_n4_fa-off_nocache.gguf", "models/deepseek2-mini-F16.gguf",
                       "User: Hi!\n\nAssistant:");
+}
+
+
+// The fixture models' own templates through Jinja, as llama.cpp's Jinja path renders them for
+// one user message "Hi!" (its outputs, recorded with its common_chat_templates_apply).
+TEST(ChatJinja, FixtureModelTemplates) {
+    LS_REQUIRE_FIXTURES();
+    const std::pair<const char*, const char*> cases[] = {
+        {"models/qwen2-mini-F16.gguf",
+         "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n"
+         "<|im_start|>user\nHi!<|im_end|>\n<|im_start|>assistant\n"},
+        // The template writes BOS; the tokenizer adds it, so the text leaves it out.
+        {"models/deepseek2-mini-F16.gguf", "User: Hi!\n\nAssistant:"},
+    };
+    for (const auto& [rel, expected] : cases) {
+        auto f = GgufFile::open(test::fixture_path(rel));
+        ASSERT_TRUE(f.ok()) << f.error().message;
+        auto tok = Tokenizer::from_gguf(*f.value());
+        ASSERT_TRUE(tok.ok());
+        auto prompt = chat_prompt(*f.value(), tok.value(), "Hi!");
+        ASSERT_TRUE(prompt.ok()) << rel << ": " << prompt.error().message;
+        EXPECT_EQ(prompt.value(), expected) << rel;
+        auto family = chat_prompt(*f.value(), tok.value(), "Hi!", "chatml");  // a named family instead
+        ASSERT_TRUE(family.ok());
+        EXPECT_EQ(family.value(), "<|im_start|>user\nHi!<|im_end|>\n<|im_start|>assistant\n");
+    }
+    auto stories = GgufFile::open(test::fixture_path("models/stories260K.gguf"));
+    ASSERT_TRUE(stories.ok());
+    auto tok = Tokenizer::from_gguf(*stories.value());
+    ASSERT_TRUE(tok.ok());
+    auto none = chat_prompt(*stories.value(), tok.value(), "Hi!");
+    ASSERT_FALSE(none.ok());
+    EXPECT_NE(none.error().message.find("--chat-template NAME"), std::string::npos);
+}
+
+std::string render_chat(const std::string& tmpl, const std::string& json) {
+    auto chat = jinja_chat_from_json(json);
+    EXPECT_TRUE(chat.ok());
+    if (!chat.ok()) return "";
+    chat.value().template_source = tmpl;
+    auto r = render_jinja_chat(chat.value());
+    return r.ok() ? r.value() : "ERROR " + r.error().message;
+}
+
+// The message fixes llama.cpp makes before rendering.
+TEST(ChatJinja, MessageFixes) {
+    const std::string conv = R"([{"role": "developer", "content": "S"}, {"role": "user", "content": "U"}])";
+    // developer reads as system; a template that shows the system role gets it as is...
+    EXPECT_EQ(render_chat("{% for m in messages %}[{{ m.role }}]{{ m.content }}{% endfor %}", conv), "[system]S[user]U");
+    // ...one that refuses it gets the system text folded into the next message.
+    EXPECT_EQ(render_chat("{% for m in messages %}{% if m.role == 'system' %}{{ raise_exception('no system') }}{% endif %}"
+                          "[{{ m.role }}]{{ m.content }}{% endfor %}",
+                          conv),
+              "[user]S\nU");
+
+    const std::string calls = R"({"messages": [{"role": "user", "content": "Weather?"},
+        {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "id": "c1",
+            "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+        {"role": "tool", "content": "{\"temp\": 18}", "tool_call_id": "c1"},
+        {"role": "assistant", "content": "18 degrees."}],
+      "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {}}}]})";
+    // A template that reads arguments as an object gets them parsed from the JSON text...
+    EXPECT_EQ(render_chat("{% for m in messages %}{% for c in m.tool_calls %}{{ c.function.name }}"
+                          "{{ c.function.arguments | tojson }}{% endfor %}{% endfor %}",
+                          calls),
+              "get_weather{\"city\": \"Paris\"}");
+    // ...one that prints them as text keeps the text.
+    EXPECT_EQ(render_chat("{% for m in messages %}{% for c in m.tool_calls %}{{ c.function.name }}:"
+                          "{{ c.function.arguments }}{% endfor %}{% endfor %}",
+                          calls),
+              "get_weather:{\"city\": \"Paris\"}");
+    // Gemma 4's older templates (marked by '<|tool_call>call:') read tool results from the
+    // assistant turn: the tool message and the answer after it join the call's message.
+    EXPECT_EQ(render_chat("{#- '<|tool_call>call:' -#}{% for m in messages %}<{{ m.role }}>"
+                          "{% for r in m.tool_responses %}{{ r.name }}={{ r.response.temp }};{% endfor %}"
+                          "{{ m.content }}{% endfor %}",
+                          calls),
+              "<user>Weather?<assistant>get_weather=18;18 degrees.");
 }
 
 }  // namespace

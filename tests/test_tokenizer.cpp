@@ -318,6 +318,37 @@ TEST(TokenizeCommand, OutputsAndErrors) {
     EXPECT_NE(r.out.find("first difference at token 2 (of 3 here, 4 there)"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("\" ab\""), std::string::npos) << r.out;
 
+    // Chat templates: a Jinja file, a conversation, template variables; errors name file and line.
+    const std::string tmpl = dir + "/chat.jinja";
+    { std::ofstream(tmpl) << "{% for m in messages %}<|begin|>{{ m.role }}:{{ m.content }}\n{% endfor %}"
+                             "{% if add_generation_prompt %}<|begin|>assistant:{% endif %}"
+                             "{% if enable_thinking is false %}c{% endif %}"; }
+    const std::string conv = dir + "/conv.json";
+    { std::ofstream(conv) << R"([{"role": "user", "content": "ab"}, {"role": "assistant", "content": "c"}])"; }
+    r = test::run_layerscope("tokenize" + m + " --chat-template-file '" + tmpl + "' --messages '" + conv + "' --json --no-bos");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_EQ(nlohmann::json::parse(r.out)["text"], "<|begin|>user:ab\n<|begin|>assistant:c\n<|begin|>assistant:");
+    r = test::run_layerscope("tokenize" + m + " --chat --chat-template-file '" + tmpl + "' -p ab --json --no-bos "
+                             "--chat-template-kwargs '{\"enable_thinking\": false}'");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_EQ(nlohmann::json::parse(r.out)["text"], "<|begin|>user:ab\n<|begin|>assistant:c");
+    const std::string broken = dir + "/broken.jinja";
+    { std::ofstream(broken) << "ok\n{% for m in messages %}{{ m.content | nope }}{% endfor %}"; }
+    r = test::run_layerscope("tokenize" + m + " --chat --chat-template-file '" + broken + "' -p ab", true);
+    EXPECT_EQ(r.exit_code, 3);
+    EXPECT_NE(r.out.find("broken.jinja: chat template line 2: unknown filter 'nope'"), std::string::npos) << r.out;
+    { std::ofstream(broken) << "{% if x %}"; }
+    r = test::run_layerscope("tokenize" + m + " --chat --chat-template-file '" + broken + "' -p ab", true);
+    EXPECT_EQ(r.exit_code, 3);
+    EXPECT_NE(r.out.find("{% endif %} missing"), std::string::npos) << r.out;
+    r = test::run_layerscope("tokenize" + m + " --chat -p ab", true);  // the vocabulary has no template
+    EXPECT_EQ(r.exit_code, 3);
+    EXPECT_NE(r.out.find("no tokenizer.chat_template"), std::string::npos) << r.out;
+    EXPECT_EQ(test::run_layerscope("tokenize" + m + " --chat -p ab --chat-template chatml --ids").exit_code, 0);
+    EXPECT_EQ(test::run_layerscope("tokenize" + m + " --chat -p ab --chat-template-kwargs '[1]'").exit_code, 2);
+    { std::ofstream(conv) << R"([{"content": "no role"}])"; }
+    EXPECT_EQ(test::run_layerscope("tokenize" + m + " --chat-template-file '" + tmpl + "' --messages '" + conv + "'").exit_code, 3);
+
     EXPECT_EQ(test::run_layerscope("tokenize" + m).exit_code, 2);  // no text
     EXPECT_EQ(test::run_layerscope("tokenize" + m + " -p x --against '1, two'").exit_code, 2);
     EXPECT_EQ(test::run_layerscope("tokenize -m /no/such.gguf -p x").exit_code, 3);

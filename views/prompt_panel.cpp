@@ -6,6 +6,7 @@
 #include <imgui_stdlib.h>
 
 #include "engine/forward/model.h"
+#include "engine/tokenizer/chat_jinja.h"
 #include "engine/tokenizer/chat_template.h"
 
 namespace ls::views {
@@ -36,17 +37,21 @@ std::string piece_of(const DebugContext& ctx, int32_t id) {
 
 Result<std::string> PromptPanel::final_prompt(const DebugContext& ctx) const {
     if (!use_chat_template) return prompt;
-    Result<ChatTemplateFamily> family = make_error(ErrorCode::kUsage, "no model");
-    if (template_choice == 0) {
-        if (!ctx.model) return make_error(ErrorCode::kUsage, "no model open: its chat template is unknown");
-        family = chat_template_from_gguf(ctx.model->file());
-    } else {
+    std::string family;  // "" = the model's own template, rendered by Jinja
+    if (template_choice != 0) {
         const std::vector<std::string> names = chat_template_family_names();
         if (template_choice - 1 >= static_cast<int>(names.size())) return make_error(ErrorCode::kUsage, "no such template");
-        family = chat_template_family_from_name(names[template_choice - 1]);
+        family = names[template_choice - 1];
     }
-    if (!family) return family.error();
-    return apply_chat_template(family.value(), {{"user", prompt}}, true);
+    if (!ctx.model) {
+        if (family.empty()) return make_error(ErrorCode::kUsage, "no model open: its chat template is unknown");
+        auto f = chat_template_family_from_name(family);
+        if (!f) return f.error();
+        return apply_chat_template(f.value(), {{"user", prompt}}, true);
+    }
+    const Tokenizer* tok = ctx.model->tokenizer();
+    if (!tok) return make_error(ErrorCode::kBadInput, "the model has no tokenizer");
+    return chat_prompt(ctx.model->file(), *tok, prompt, family);
 }
 
 bool PromptPanel::run(DebugContext& ctx) {
