@@ -15,6 +15,7 @@
 #include "engine/gguf/gguf.h"
 #include "engine/tokenizer/chat_jinja.h"
 #include "engine/tokenizer/chat_template.h"
+#include "engine/tokenizer/token_diff.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/util/quote.h"
 
@@ -74,29 +75,6 @@ bool read_all(std::istream& in, std::string* out) {
     return !in.bad();
 }
 
-// "[1, 2, 3]", "1 2 3", "1,2,3" (llama-tokenize --ids prints the first).
-Result<std::vector<TokenId>> parse_ids(const std::string& text, const std::string& where) {
-    std::vector<TokenId> ids;
-    size_t i = 0;
-    while (i < text.size()) {
-        const char c = text[i];
-        if (c == '[' || c == ']' || c == ',' || std::isspace(static_cast<unsigned char>(c))) {
-            ++i;
-            continue;
-        }
-        size_t j = i;
-        if (text[j] == '-') ++j;
-        while (j < text.size() && std::isdigit(static_cast<unsigned char>(text[j]))) ++j;
-        if (j == i || (j == i + 1 && text[i] == '-') || j - i > 10) {
-            return make_error(ErrorCode::kUsage, where + ": not a list of token ids: " + quote_text(text.substr(i, 24)) +
-                                                     " at byte " + std::to_string(i));
-        }
-        ids.push_back(static_cast<TokenId>(std::stoll(text.substr(i, j - i))));
-        i = j;
-    }
-    return ids;
-}
-
 // Byte offset of each token's piece in `text`, found by walking the text; -1 for tokens that add
 // text the input does not have (BOS, the leading space SentencePiece adds) and for everything
 // after the first piece that does not line up (a vocabulary that normalises the text).
@@ -119,17 +97,6 @@ std::vector<int64_t> piece_offsets(const Tokenizer& tok, const std::vector<Token
         if (!added) break;
     }
     return offsets;
-}
-
-std::string piece_or_invalid(const Tokenizer& tok, TokenId id) {
-    return tok.valid(id) ? tok.token_to_piece(id, true) : "(not in this vocabulary)";
-}
-
-// The tokens [from, to) as text, for showing where two lists part.
-std::string context_text(const Tokenizer& tok, const std::vector<TokenId>& ids, size_t from, size_t to) {
-    std::string s;
-    for (size_t i = from; i < to && i < ids.size(); ++i) s += piece_or_invalid(tok, ids[i]);
-    return s;
 }
 
 }  // namespace
@@ -180,19 +147,6 @@ int run_tokenize(const TokenizeOptions& o) {
                          "or --chat-template-kwargs");
         } else {
             JinjaChat jc;
-            if (!o.chat_template_file.empty()) {
-                std::ifstream in(o.chat_template_file, std::ios::binary);
-                if (!in || !read_all(in, &jc.template_source)) {
-                    return fail(make_error(ErrorCode::kBadInput, o.chat_template_file + ": cannot read"));
-                }
-            } else {
-                jc.template_source = file.value()->get_string("tokenizer.chat_template");
-                if (jc.template_source.empty()) {
-                    return fail(make_error(ErrorCode::kBadInput,
-                                           o.model_path + ": no tokenizer.chat_template\nHINT: give --chat-template-file FILE "
-                                                          "or a built-in family with --chat-template NAME"));
-                }
-            }
             if (!o.messages_file.empty()) {
                 std::string json;
                 std::ifstream in(o.messages_file, std::ios::binary);
@@ -206,6 +160,21 @@ int run_tokenize(const TokenizeOptions& o) {
                 m.object->set("role", jinja::Value::string("user"));
                 m.object->set("content", jinja::Value::string(text));
                 jc.messages = jinja::Value::list({m});
+            }
+            if (!o.chat_template_file.empty()) {
+                std::ifstream in(o.chat_template_file, std::ios::binary);
+                if (!in || !read_all(in, &jc.template_source)) {
+                    return fail(make_error(ErrorCode::kBadInput, o.chat_template_file + ": cannot read"));
+                }
+            } else {
+                // With tools, the file's tool-use template where it has one (as llama.cpp picks it).
+                if (jc.tools.is_array()) jc.template_source = file.value()->get_string("tokenizer.chat_template.tool_use");
+                if (jc.template_source.empty()) jc.template_source = file.value()->get_string("tokenizer.chat_template");
+                if (jc.template_source.empty()) {
+                    return fail(make_error(ErrorCode::kBadInput,
+                                           o.model_path + ": no tokenizer.chat_template\nHINT: give --chat-template-file FILE "
+                                                          "or a built-in family with --chat-template NAME"));
+                }
             }
             if (!o.chat_kwargs.empty()) {
                 auto kw = jinja::from_json(o.chat_kwargs);
@@ -244,7 +213,7 @@ int run_tokenize(const TokenizeOptions& o) {
         std::string list = o.against;
         std::ifstream in(o.against, std::ios::binary);
         if (in && !read_all(in, &list)) return fail(make_error(ErrorCode::kBadInput, o.against + ": read error"));
-        auto parsed = parse_ids(list, in ? o.against : "--against");
+        auto parsed = parse_token_ids(list, in ? o.against : "--against");
         if (!parsed.ok()) return fail(parsed.error());
         theirs = std::move(parsed.value());
     }
@@ -277,16 +246,16 @@ int run_tokenize(const TokenizeOptions& o) {
     if (o.show_count) std::printf("Total number of tokens: %zu\n", ids.size());
     if (!compare) return kExitOk;
 
-    size_t first = 0;
-    while (first < ids.size() && first < theirs.size() && ids[first] == theirs[first]) ++first;
-    if (first == ids.size() && first == theirs.size()) {
+    const TokenDiff diff = first_token_difference(ids, theirs);
+    const size_t first = diff.first;
+    if (diff.same) {
         std::printf("same %zu tokens\n", ids.size());
         return kExitOk;
     }
     std::printf("first difference at token %zu (of %zu here, %zu there):\n", first, ids.size(), theirs.size());
     auto show = [&](const char* who, const std::vector<TokenId>& list) {
         if (first < list.size()) {
-            std::printf("  %-6s %6d %s\n", who, list[first], quote_text(piece_or_invalid(tok, list[first])).c_str());
+            std::printf("  %-6s %6d %s\n", who, list[first], quote_text(token_text(tok, list[first])).c_str());
         } else {
             std::printf("  %-6s (ends here)\n", who);
         }
@@ -294,9 +263,9 @@ int run_tokenize(const TokenizeOptions& o) {
     show("here", ids);
     show("there", theirs);
     const size_t from = first >= 4 ? first - 4 : 0;
-    std::printf("  text before it: %s\n", quote_text(context_text(tok, ids, from, first)).c_str());
-    std::printf("  here from it:   %s\n", quote_text(context_text(tok, ids, first, first + 4)).c_str());
-    std::printf("  there from it:  %s\n", quote_text(context_text(tok, theirs, first, first + 4)).c_str());
+    std::printf("  text before it: %s\n", quote_text(token_span_text(tok, ids, from, first)).c_str());
+    std::printf("  here from it:   %s\n", quote_text(token_span_text(tok, ids, first, first + 4)).c_str());
+    std::printf("  there from it:  %s\n", quote_text(token_span_text(tok, theirs, first, first + 4)).c_str());
     return kExitDiverged;
 }
 

@@ -24,6 +24,7 @@
 #include "views/layer_histograms.h"
 #include "views/logits_panel.h"
 #include "views/model_panel.h"
+#include "views/prompt_panel.h"
 #include "views/qk_panel.h"
 #include "engine/model/make_model.h"
 #include "engine/session/session.h"
@@ -221,6 +222,39 @@ int main(int argc, char** argv) {
         frames(4, true);
         check(attention.shown.enlarged, "attention: layer 2 head 3 enlarged");
         check(ctx.requested_cursor == -2, "no panel moved the cursor by itself");
+
+        // The prompt panel beside another engine's ids: where they part, or that they agree.
+        v::PromptPanel prompt;
+        auto prompt_frames = [&](int n) {
+            for (int frame = 1; frame <= n; ++frame) {
+                glfwPollEvents();
+                ImGui_ImplOpenGL3_NewFrame();
+                ImGui_ImplGlfw_NewFrame();
+                ImGui::NewFrame();
+                ImGui::SetNextWindowPos(ImVec2(0, 0), ImGuiCond_Always);
+                ImGui::SetNextWindowSize(ImVec2(800, 600), ImGuiCond_Always);
+                prompt.draw(ctx);
+                ImGui::Render();
+                ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+                glfwSwapBuffers(window);
+            }
+        };
+        prompt_frames(2);
+        check(!prompt.shown.compared, "prompt: nothing compared without their ids");
+        prompt.their_ids = "[1, 403, 407, 261, 378]";
+        prompt_frames(2);
+        check(prompt.shown.compared && prompt.shown.same, "prompt: the same ids agree");
+        prompt.their_ids = "1 403 999 261 378";
+        prompt_frames(2);
+        check(prompt.shown.compared && !prompt.shown.same && prompt.shown.first_difference == 2,
+              "prompt: first difference at token 2 (" + std::to_string(prompt.shown.first_difference) + ")");
+        prompt.their_ids = "1, 403";
+        prompt_frames(2);
+        check(prompt.shown.first_difference == 2, "prompt: a shorter list parts where it ends");
+        prompt.their_ids = "1, x";
+        prompt_frames(2);
+        check(!prompt.shown.compared && prompt.shown.compare_error.find("not a list of token ids") != std::string::npos,
+              "prompt: a list that does not parse says so");
         check(glGetError() == GL_NO_ERROR, "no OpenGL error");
     }  // the heatmaps free their textures while the context is alive
 

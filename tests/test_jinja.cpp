@@ -144,10 +144,17 @@ TEST(Jinja, RunawayTemplatesStop) {
     few.max_steps = 10000;
     EXPECT_EQ(render("{% for i in range(1000) %}{% for j in range(1000) %}{% endfor %}{% endfor %}", "{}", few),
               "ERROR line 1: the template ran for too long (over 10000 steps)");
-    // Deep nesting in the source is refused by the parser, not by the C++ stack.
-    std::string deep;
-    for (int i = 0; i < 5000; ++i) deep += "(";
+    // Deep nesting in the source is refused, not left to the C++ stack.
+    std::string deep, chain, minus;
+    for (int i = 0; i < 5000; ++i) deep += "(", chain += "1 + ", minus += "- ";
     EXPECT_NE(render("{{ " + deep + " }}").find("nested too deeply"), std::string::npos);
+    EXPECT_NE(render("{{ " + chain + "1 }}").find("nested too deeply"), std::string::npos);
+    EXPECT_NE(render("{{ " + minus + "1 }}").find("nested too deeply"), std::string::npos);
+    // Numbers and sizes past what fits are errors too.
+    EXPECT_EQ(render("{{ 9223372036854775807 + 1 }}"), "ERROR line 1: an integer past 64 bits");
+    EXPECT_EQ(render("{{ 2 ** 70 }}"), "ERROR line 1: a number past 64-bit integers");
+    EXPECT_EQ(render("{{ 'ab' * 99999999999 }}"), "ERROR line 1: a string grew past the output limit");
+    EXPECT_EQ(render("{{ 'x' | indent(99999999) }}"), "ERROR line 1: indent(): width out of range");
 }
 
 }  // namespace

@@ -239,6 +239,68 @@ TEST(TokenizerUnit, Gemma4StyleBpe) {
     EXPECT_EQ(t.decode({8, 9, 11, 3}), "ab ab\n\nz");
 }
 
+// RWKV: the longest entry at each byte, entries written with \n, \xHH and \<char> escapes, no
+// BOS even when asked for special tokens.
+TEST(TokenizerUnit, RwkvGreedyMatch) {
+    std::vector<GgufKV> md = {
+        {"tokenizer.ggml.model", GgufValue::make_string("rwkv")},
+        {"tokenizer.ggml.tokens", GgufValue::make_string_array({"<s>", "a", "b", "ab", "abc", "\\n", "\\x41", "x\\\\y", "qr"})},
+        {"tokenizer.ggml.token_type", int_array({3, 1, 1, 1, 1, 1, 1, 1, 1})},
+    };
+    auto tok = tokenizer_from_metadata(md);
+    ASSERT_TRUE(tok.ok()) << tok.error().message;
+    const Tokenizer& t = tok.value();
+    EXPECT_EQ(t.kind(), TokenizerKind::kRwkv);
+    EXPECT_EQ(t.encode("abcab\nAx\\y", true, false), (std::vector<TokenId>{4, 3, 5, 6, 7}));
+    EXPECT_EQ(t.encode("abd", false, false), (std::vector<TokenId>{3}));  // 'd' starts nothing: no unknown token
+    EXPECT_EQ(t.encode("qz", false, false), (std::vector<TokenId>{}));   // 'q' starts only "qr"
+    EXPECT_EQ(t.encode("a<s>b", false, true), (std::vector<TokenId>{1, 0, 2}));
+    EXPECT_EQ(t.decode({4, 5, 6, 7}), "abc\nAx\\y");
+}
+
+// PLaMo-2: the pieces whose scores add up best (here "a" + "bc" beats "abc", "ab" + "c" and
+// three singles), byte tokens for what no piece covers, no BOS.
+TEST(TokenizerUnit, Plamo2BestScoringPieces) {
+    std::vector<std::string> texts = {"<|plamo:unk|>", "<|plamo:bos|>", "<|plamo:eos|>", "<|plamo:pad|>"};
+    std::vector<int32_t> types = {2, 3, 3, 3};
+    std::vector<float> scores = {0, 0, 0, 0};
+    static const char* hex = "0123456789ABCDEF";
+    for (int b = 0; b < 256; ++b) {
+        texts.push_back(std::string("<0x") + hex[b >> 4] + hex[b & 15] + ">");
+        types.push_back(6);
+        scores.push_back(0);
+    }
+    const std::pair<const char*, float> pieces[] = {{"a", -1}, {"b", -1}, {"c", -1}, {"ab", -1.5f}, {"bc", -1.2f}, {"abc", -4}};
+    for (const auto& [text, score] : pieces) {
+        texts.push_back(text);
+        types.push_back(1);
+        scores.push_back(score);
+    }
+    auto tok = tokenizer_from_metadata({
+        {"tokenizer.ggml.model", GgufValue::make_string("plamo2")},
+        {"tokenizer.ggml.tokens", GgufValue::make_string_array(texts)},
+        {"tokenizer.ggml.token_type", int_array(types)},
+        {"tokenizer.ggml.scores", float_array(scores)},
+    });
+    ASSERT_TRUE(tok.ok()) << tok.error().message;
+    const Tokenizer& t = tok.value();
+    const TokenId a = 260, ab = 263, bc = 264;
+    EXPECT_EQ(t.encode("abc", true, false), (std::vector<TokenId>{a, bc}));
+    EXPECT_EQ(t.encode("abd", false, false), (std::vector<TokenId>{ab, 4 + 'd'}));
+    EXPECT_EQ(t.encode("\xC3\xA9", false, false), (std::vector<TokenId>{4 + 0xC3, 4 + 0xA9}));
+    EXPECT_EQ(t.decode({a, bc, 4 + 'd'}), "abcd");
+    texts.pop_back();  // without "abc" the best cut of "abc" stays "a" + "bc"
+    texts[4] = "x";    // and without <0x00> PLaMo-2 refuses the vocabulary
+    auto bad = tokenizer_from_metadata({
+        {"tokenizer.ggml.model", GgufValue::make_string("plamo2")},
+        {"tokenizer.ggml.tokens", GgufValue::make_string_array(texts)},
+        {"tokenizer.ggml.token_type", int_array(std::vector<int32_t>(types.begin(), types.end() - 1))},
+        {"tokenizer.ggml.scores", float_array(std::vector<float>(scores.begin(), scores.end() - 1))},
+    });
+    ASSERT_FALSE(bad.ok());
+    EXPECT_NE(bad.error().message.find("<0x00> is missing"), std::string::npos) << bad.error().message;
+}
+
 // Kimi-K2 ships no merges (llama.cpp accepts that for it alone); chatglm has no default BOS.
 TEST(TokenizerUnit, PreTokenizerFlags) {
     auto vocab = [](const char* pre, bool with_merges) {
@@ -348,6 +410,22 @@ TEST(TokenizeCommand, OutputsAndErrors) {
     EXPECT_EQ(test::run_layerscope("tokenize" + m + " --chat -p ab --chat-template-kwargs '[1]'").exit_code, 2);
     { std::ofstream(conv) << R"([{"content": "no role"}])"; }
     EXPECT_EQ(test::run_layerscope("tokenize" + m + " --chat-template-file '" + tmpl + "' --messages '" + conv + "'").exit_code, 3);
+
+    // With tools, the file's tool-use template (tokenizer.chat_template.tool_use) is the one used.
+    std::vector<GgufKV> md2 = md;
+    md2.push_back({"tokenizer.chat_template", GgufValue::make_string("plain:{{ messages[0].content }}")});
+    md2.push_back({"tokenizer.chat_template.tool_use",
+                   GgufValue::make_string("tools:{{ tools | map(attribute='function') | map(attribute='name') | join(',') }}")});
+    const std::string vocab2 = dir + "/vocab2.gguf";
+    ASSERT_TRUE(gguf_write(vocab2, md2, {}).ok());
+    { std::ofstream(conv) << R"({"messages": [{"role": "user", "content": "ab"}],
+                                 "tools": [{"type": "function", "function": {"name": "f1"}}]})"; }
+    r = test::run_layerscope("tokenize -m '" + vocab2 + "' --messages '" + conv + "' --json --no-bos");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_EQ(nlohmann::json::parse(r.out)["text"], "tools:f1");
+    r = test::run_layerscope("tokenize -m '" + vocab2 + "' --chat -p ab --json --no-bos");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_EQ(nlohmann::json::parse(r.out)["text"], "plain:ab");
 
     EXPECT_EQ(test::run_layerscope("tokenize" + m).exit_code, 2);  // no text
     EXPECT_EQ(test::run_layerscope("tokenize" + m + " -p x --against '1, two'").exit_code, 2);

@@ -8,6 +8,7 @@
 #include "engine/forward/model.h"
 #include "engine/tokenizer/chat_jinja.h"
 #include "engine/tokenizer/chat_template.h"
+#include "engine/tokenizer/token_diff.h"
 
 namespace ls::views {
 
@@ -117,12 +118,49 @@ void PromptPanel::draw(DebugContext& ctx) {
         ImGui::TextWrapped("%s", text ? escaped(text.value()).c_str() : text.error().message.c_str());
         ImGui::TreePop();
     }
+    ImGui::SetNextItemWidth(-120);
+    ImGui::InputTextWithHint("their ids", "another engine's prompt ids: [128000, 9906, ...]", &their_ids);
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("Paste the token ids your engine made for this prompt: the first one "
+                                                  "that differs is marked in the table");
     ImGui::Separator();
     draw_tokens(ctx);
     ImGui::End();
 }
 
+// Their ids against our prompt tokens: one line saying where the lists part (or that they do
+// not), the ids themselves go into the table's "theirs" column.
+void PromptPanel::draw_comparison(const DebugContext& ctx, const std::vector<int32_t>& ours, std::vector<int32_t>* theirs) {
+    shown.compared = false;
+    shown.compare_error.clear();
+    shown.first_difference = -1;
+    theirs->clear();
+    if (their_ids.find_first_not_of(" \t\n") == std::string::npos) return;
+    auto parsed = parse_token_ids(their_ids, "their ids");
+    if (!parsed) {
+        shown.compare_error = parsed.error().message;
+        ImGui::TextColored({1.0f, 0.4f, 0.4f, 1.0f}, "%s", shown.compare_error.c_str());
+        return;
+    }
+    *theirs = parsed.value();
+    const TokenDiff d = first_token_difference(ours, *theirs);
+    shown.compared = true;
+    shown.same = d.same;
+    if (d.same) {
+        ImGui::TextColored({0.55f, 0.85f, 0.55f, 1.0f}, "same %zu tokens as theirs", ours.size());
+        return;
+    }
+    shown.first_difference = static_cast<int64_t>(d.first);
+    const Tokenizer* tok = ctx.model ? ctx.model->tokenizer() : nullptr;
+    auto side = [&](const std::vector<int32_t>& list) {
+        if (d.first >= list.size()) return std::string("(ends)");
+        return fmt::format("{} '{}'", list[d.first], tok ? escaped(token_text(*tok, list[d.first])) : std::string());
+    };
+    ImGui::TextColored({1.0f, 0.4f, 0.4f, 1.0f}, "first difference at token %zu: ours %s, theirs %s (%zu here, %zu there)",
+                       d.first, side(ours).c_str(), side(*theirs).c_str(), ours.size(), theirs->size());
+}
+
 void PromptPanel::draw_tokens(const DebugContext& ctx) {
+    shown = {};
     const SessionSnapshot* s = ctx.snap.get();
     if (!s || s->tokens.empty()) {
         ImGui::TextDisabled("No tokens yet: write a prompt and press Run.");
@@ -132,12 +170,16 @@ void PromptPanel::draw_tokens(const DebugContext& ctx) {
     // Decode call d >= 1 consumes decode_inputs[d]; the last generated token is not evaluated yet.
     const size_t n_generated = s->generated.size();
     ImGui::Text("%zu prompt tokens, %zu generated", n_prompt, n_generated);
-    if (!ImGui::BeginTable("tokens", 4, ImGuiTableFlags_RowBg | ImGuiTableFlags_Borders | ImGuiTableFlags_ScrollY |
-                                            ImGuiTableFlags_Resizable))
+    std::vector<int32_t> theirs;
+    draw_comparison(ctx, s->tokens, &theirs);
+    const bool with_theirs = shown.compared;
+    if (!ImGui::BeginTable("tokens", with_theirs ? 5 : 4, ImGuiTableFlags_RowBg | ImGuiTableFlags_Borders |
+                                                             ImGuiTableFlags_ScrollY | ImGuiTableFlags_Resizable))
         return;
     ImGui::TableSetupScrollFreeze(0, 1);
     ImGui::TableSetupColumn("#", ImGuiTableColumnFlags_WidthFixed);
     ImGui::TableSetupColumn("id", ImGuiTableColumnFlags_WidthFixed);
+    if (with_theirs) ImGui::TableSetupColumn("theirs", ImGuiTableColumnFlags_WidthFixed);
     ImGui::TableSetupColumn("piece", ImGuiTableColumnFlags_WidthStretch);
     ImGui::TableSetupColumn("from", ImGuiTableColumnFlags_WidthFixed);
     ImGui::TableHeadersRow();
@@ -156,6 +198,14 @@ void PromptPanel::draw_tokens(const DebugContext& ctx) {
             ImGui::Text("%d", row);
             ImGui::TableNextColumn();
             ImGui::Text("%d", id);
+            if (with_theirs) {
+                ImGui::TableNextColumn();
+                if (is_prompt && static_cast<size_t>(row) < theirs.size()) {
+                    const bool differs = theirs[static_cast<size_t>(row)] != id;
+                    if (differs) ImGui::TextColored({1.0f, 0.4f, 0.4f, 1.0f}, "%d", theirs[static_cast<size_t>(row)]);
+                    else ImGui::TextDisabled("%d", theirs[static_cast<size_t>(row)]);
+                }
+            }
             ImGui::TableNextColumn();
             ImGui::TextUnformatted(fmt::format("'{}'", escaped(piece)).c_str());
             ImGui::TableNextColumn();

@@ -17,6 +17,15 @@ struct PromptPanel {
     bool add_special = true;     // BOS/EOS as the vocabulary asks
     bool parse_special = true;   // "<|im_start|>" written in the prompt is one token
     int n_generate = 8;          // greedy decode calls after the prompt
+    std::string their_ids;       // another engine's prompt ids ("[1, 2, 3]"), compared with ours
+
+    // What the last frame showed, for tests.
+    struct Shown {
+        bool compared = false;      // their_ids parsed and compared with the prompt tokens
+        bool same = false;
+        int64_t first_difference = -1;
+        std::string compare_error;  // their_ids does not parse
+    } shown;
 
     // Usage (main view): `PromptPanel prompt; ... prompt.draw(ctx);` every frame. "Run" sends
     // set_prompt and generate(n_generate) to ctx.session; without a session it only shows tokens.
@@ -27,6 +36,7 @@ struct PromptPanel {
 
 private:
     void draw_tokens(const DebugContext& ctx);
+    void draw_comparison(const DebugContext& ctx, const std::vector<int32_t>& ours, std::vector<int32_t>* theirs);
 
     std::vector<std::string> family_names_;  // filled once
     std::string status_;                     // the last "Run" error, shown under the button

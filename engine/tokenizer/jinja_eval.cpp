@@ -364,6 +364,20 @@ std::string strip_chars(const std::string& s, bool left, bool right, const std::
 
 int64_t norm_index(int64_t i, size_t n) { return i < 0 ? i + static_cast<int64_t>(n) : i; }
 
+// Integer arithmetic that refuses to overflow (Python's integers do not; ours are 64-bit).
+int64_t checked(int64_t a, int64_t b, char op) {
+    int64_t r = 0;
+    const bool over = op == '+' ? __builtin_add_overflow(a, b, &r) : op == '-' ? __builtin_sub_overflow(a, b, &r)
+                                                                                : __builtin_mul_overflow(a, b, &r);
+    if (over) fail("an integer past 64 bits");
+    return r;
+}
+
+int64_t to_int64(double f) {
+    if (!(f > -9.2e18 && f < 9.2e18)) fail("a number past 64-bit integers");
+    return static_cast<int64_t>(f);
+}
+
 // Python slicing of a length-n sequence; the indices taken.
 std::vector<size_t> slice_indices(size_t n, const Value& a, const Value& b, const Value& c) {
     const int64_t step = c.is_undefined() || c.is_none() ? 1 : c.i;
@@ -451,7 +465,7 @@ private:
             else if (a.size() >= 2) start = a[0].i, stop = a[1].i;
             if (a.size() == 3) step = a[2].i;
             if (a.empty() || a.size() > 3 || step == 0) fail("range() takes 1 to 3 integers, the step not 0");
-            const double n = std::ceil(double(stop - start) / double(step));
+            const double n = std::ceil((double(stop) - double(start)) / double(step));
             if (n > 10'000'000) fail("range() of more than 10000000 items");
             Value out = Value::list();
             for (int64_t k = start; step > 0 ? k < stop : k > stop; k += step) out.array->push_back(Value::integer(k));
@@ -802,6 +816,7 @@ private:
     LoopControl loop_;
     uint64_t steps_ = 0;
     int depth_ = 0;
+    int eval_depth_ = 0;
     std::shared_ptr<std::vector<Value>> scratch_;
     std::vector<std::pair<std::string, Value>> empty_kw_;
 };
@@ -917,7 +932,7 @@ Value Renderer::call_filter(const std::string& called, std::vector<Value>& a, st
     }
     if (name == "int") {
         if (x.type == Value::Type::kInt) return x;
-        if (x.type == Value::Type::kFloat) return Value::integer(static_cast<int64_t>(x.f));
+        if (x.type == Value::Type::kFloat) return Value::integer(to_int64(x.f));
         if (x.type == Value::Type::kBool) return Value::integer(x.b);
         if (x.is_string()) {
             char* end = nullptr;
@@ -1079,7 +1094,8 @@ Value Renderer::call_filter(const std::string& called, std::vector<Value>& a, st
         const Value width = kw_or_pos(a, kw, "width", 1);
         const bool first = kw_or_pos(a, kw, "first", 2).truthy();
         const bool blank = kw_or_pos(a, kw, "blank", 3).truthy();
-        const std::string pad = width.is_string() ? width.s : std::string(width.type == Value::Type::kInt ? static_cast<size_t>(std::max<int64_t>(0, width.i)) : 4, ' ');
+        if (width.type == Value::Type::kInt && (width.i < 0 || width.i > 4096)) fail("indent(): width out of range");
+        const std::string pad = width.is_string() ? width.s : std::string(width.type == Value::Type::kInt ? static_cast<size_t>(width.i) : 4, ' ');
         std::string out;
         size_t pos = 0;
         bool first_line = true;
@@ -1172,6 +1188,14 @@ bool Renderer::call_test(const std::string& name, std::vector<Value>& a) {
 
 Value Renderer::eval(const Node& n) {
     step();
+    // Long chains (1 + 1 + ...) nest without the parser's recursion: bound them here.
+    struct Depth {
+        int& d;
+        explicit Depth(int& x) : d(x) {
+            if (++d > 1000) fail("an expression nested too deeply");
+        }
+        ~Depth() { --d; }
+    } depth_guard(eval_depth_);
     switch (n.kind) {
         case Node::kLiteral: return n.value;
         case Node::kName: {
@@ -1247,7 +1271,7 @@ Value Renderer::eval(const Node& n) {
             const Value x = eval(*n.kids[0]);
             if (n.text == "not") return Value::boolean(!x.truthy());
             if (n.text == "-") {
-                if (x.type == Value::Type::kInt) return Value::integer(-x.i);
+                if (x.type == Value::Type::kInt) return Value::integer(checked(0, x.i, '-'));
                 return Value::number(-as_double(x));
             }
             return x;
@@ -1313,24 +1337,26 @@ Value Renderer::eval(const Node& n) {
                     out.array->insert(out.array->end(), r.array->begin(), r.array->end());
                     return out;
                 }
-                if (l.type == Value::Type::kInt && r.type == Value::Type::kInt) return Value::integer(l.i + r.i);
+                if (l.type == Value::Type::kInt && r.type == Value::Type::kInt) return Value::integer(checked(l.i, r.i, '+'));
                 if ((l.is_number() || l.type == Value::Type::kBool) && (r.is_number() || r.type == Value::Type::kBool)) return Value::number(as_double(l) + as_double(r));
                 fail(std::string("cannot add ") + type_name(l) + " and " + type_name(r));
             }
             if (op == "*" && ((l.is_string() && r.type == Value::Type::kInt) || (r.is_string() && l.type == Value::Type::kInt))) {
                 const std::string& s = l.is_string() ? l.s : r.s;
                 const int64_t times = l.is_string() ? r.i : l.i;
-                if (times > 0 && s.size() * static_cast<size_t>(times) > limits_.max_output_bytes) fail("a string grew past the output limit");
+                if (times > 0 && static_cast<uint64_t>(times) > limits_.max_output_bytes / std::max<size_t>(s.size(), 1)) {
+                    fail("a string grew past the output limit");
+                }
                 std::string out;
                 for (int64_t k = 0; k < times; ++k) out += s;
                 return Value::string(out);
             }
             if (l.type == Value::Type::kInt && r.type == Value::Type::kInt && op != "/" && op != "**") {
                 if ((op == "//" || op == "%") && r.i == 0) fail("division by zero");
-                if (op == "-") return Value::integer(l.i - r.i);
-                if (op == "*") return Value::integer(l.i * r.i);
+                if (op == "-") return Value::integer(checked(l.i, r.i, '-'));
+                if (op == "*") return Value::integer(checked(l.i, r.i, '*'));
                 if (op == "//") return Value::integer(static_cast<int64_t>(std::floor(double(l.i) / double(r.i))));
-                if (op == "%") return Value::integer(((l.i % r.i) + r.i) % r.i);
+                if (op == "%") return Value::integer(r.i == -1 ? 0 : ((l.i % r.i) + r.i) % r.i);
             }
             const double x = as_double(l), y = as_double(r);
             if (op == "-") return Value::number(x - y);
@@ -1348,7 +1374,7 @@ Value Renderer::eval(const Node& n) {
                 return Value::number(x - y * std::floor(x / y));
             }
             if (op == "**") {
-                if (l.type == Value::Type::kInt && r.type == Value::Type::kInt && r.i >= 0) return Value::integer(static_cast<int64_t>(std::pow(x, y)));
+                if (l.type == Value::Type::kInt && r.type == Value::Type::kInt && r.i >= 0) return Value::integer(to_int64(std::pow(x, y)));
                 return Value::number(std::pow(x, y));
             }
             fail("unknown operator " + op);
@@ -1374,6 +1400,8 @@ Result<std::string> Template::render(const Value& globals, const Limits& limits)
         r.run(program_->body, globals);
     } catch (const Failure& f) {
         return make_error(ErrorCode::kBadInput, "line " + std::to_string(r.line) + ": " + f.message);
+    } catch (const std::exception& e) {  // a library's own refusal (memory, lengths): still the template's
+        return make_error(ErrorCode::kBadInput, "line " + std::to_string(r.line) + ": " + e.what());
     }
     return out;
 }

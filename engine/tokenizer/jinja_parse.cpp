@@ -524,10 +524,12 @@ private:
     }
     Result<NodeP> not_expr() {
         if (is_name("not")) {
+            if (++unary_depth_ > 200) return error("expression nested too deeply");
             ++p_;
             auto n = make(Node::kUnary);
             n->text = "not";
             auto x = not_expr();
+            --unary_depth_;
             if (!x.ok()) return x;
             n->kids.push_back(x.value());
             return n;
@@ -585,9 +587,11 @@ private:
     }
     Result<NodeP> unary() {
         if (is_op("-") || is_op("+")) {
+            if (++unary_depth_ > 200) return error("expression nested too deeply");
             auto n = make(Node::kUnary);
             n->text = next().text;
             auto x = unary();
+            --unary_depth_;
             if (!x.ok()) return x;
             n->kids.push_back(x.value());
             return n;
@@ -824,6 +828,7 @@ private:
     std::vector<Tok> t_;
     size_t p_ = 0;
     int depth_ = 0;
+    int unary_depth_ = 0;
 };
 
 }  // namespace

@@ -103,6 +103,14 @@ std::vector<Tokenizer::Fragment> Tokenizer::partition_special(std::string_view t
 std::vector<TokenId> Tokenizer::encode(std::string_view text, bool add_special, bool parse_special) const {
     std::vector<TokenId> out;
     const std::vector<Fragment> fragments = partition_special(text, parse_special);
+    if (kind_ == TokenizerKind::kRwkv || kind_ == TokenizerKind::kPlamo2) {  // llama.cpp adds no BOS or EOS here
+        for (const Fragment& f : fragments) {
+            if (f.token != kNoToken) out.push_back(f.token);
+            else if (kind_ == TokenizerKind::kRwkv) encode_rwkv(text.substr(f.offset, f.length), out);
+            else plamo2_->encode(text.substr(f.offset, f.length), out);
+        }
+        return out;
+    }
     if (add_special && add_bos_) out.push_back(bos_);
 
     if (kind_ == TokenizerKind::kSpm) {
@@ -144,6 +152,8 @@ std::string Tokenizer::token_to_piece(TokenId id, bool render_special) const {
     if (tok.attr & (kTokenUnknown | kTokenControl | kTokenUserDefined)) return tok.text;
     if (tok.attr & kTokenNormal) {
         if (kind_ == TokenizerKind::kSpm || escape_whitespace_) return replace_all(tok.text, kSpaceMark, " ");
+        if (kind_ == TokenizerKind::kRwkv) return rwkv_piece(tok.text);
+        if (kind_ == TokenizerKind::kPlamo2) return tok.text;
         // Byte-level symbols back to bytes; a code point outside the alphabet is shown, not lost.
         std::string bytes;
         for (uint32_t cp : unicode::decode_utf8(tok.text)) {

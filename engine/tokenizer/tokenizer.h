@@ -1,5 +1,6 @@
 // Text <-> token ids for the vocabularies a GGUF file carries (SentencePiece `llama`, BPE `gpt2`
-// with every pre-tokenizer llama.cpp knows, and Gemma 4's SentencePiece-style BPE `gemma4`), with
+// with every pre-tokenizer llama.cpp knows, Gemma 4's SentencePiece-style BPE `gemma4`, RWKV's
+// greedy byte-string matcher `rwkv` and PLaMo-2's scored search `plamo2`), with
 // llama.cpp's exact rules, so the ids we feed the model are the ids llama.cpp would feed it.
 #pragma once
 
@@ -10,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/tokenizer/plamo2.h"
 #include "engine/tokenizer/pretokenize.h"
 #include "engine/util/result.h"
 
@@ -20,7 +22,7 @@ class GgufFile;
 using TokenId = int32_t;
 inline constexpr TokenId kNoToken = -1;
 
-enum class TokenizerKind { kSpm, kBpe };
+enum class TokenizerKind { kSpm, kBpe, kRwkv, kPlamo2 };
 
 // Token attributes as llama.cpp derives them from tokenizer.ggml.token_type (bit flags).
 enum TokenAttr : uint32_t {
@@ -101,6 +103,9 @@ private:
     std::vector<Fragment> partition_special(std::string_view text, bool parse_special) const;
     void encode_spm(std::string_view text, std::vector<TokenId>& out) const;
     void encode_bpe(std::string_view text, std::vector<TokenId>& out) const;
+    void encode_rwkv(std::string_view text, std::vector<TokenId>& out) const;
+    void build_rwkv_trie();
+    static std::string rwkv_piece(const std::string& escaped);  // a token's bytes
     TokenId byte_token(uint8_t byte) const;      // <0xXX>, else the byte as text
     TokenId byte_token_spm(uint8_t byte) const;  // <0xXX> only
     int merge_rank(std::string_view left, std::string_view right) const;
@@ -114,6 +119,11 @@ private:
     // built with one allocation. Its size is a power of two; empty slots hold kNoToken.
     std::vector<TokenId> id_slots_;
     std::unordered_map<std::string, int, StringHash, std::equal_to<>> merge_ranks_;  // "left right"
+    // RWKV: a byte trie of the unescaped token texts; node 0 is the root. Children are keyed by
+    // (node << 8 | byte); each node holds the id ending there, or kNoToken.
+    std::unordered_map<uint64_t, int32_t> rwkv_children_;
+    std::vector<TokenId> rwkv_value_;
+    std::shared_ptr<const Plamo2Table> plamo2_;
     size_t n_merges_ = 0;
     std::vector<TokenId> special_tokens_;  // CONTROL/USER_DEFINED/UNKNOWN, longest text first
     std::vector<TokenId> eog_ids_;

@@ -78,12 +78,19 @@ Status Tokenizer::load(const GgufFile& file) {
         escape_whitespace_ = pre_.escape_whitespace();
         whole_newline_runs_ = pre_name_ == "gemma4";
         if (pre_.no_default_bos()) bos_ = kNoToken;
+    } else if (model_name_ == "rwkv") {
+        kind_ = TokenizerKind::kRwkv;  // no BOS, EOS or unknown token unless the file names them
+    } else if (model_name_ == "plamo2") {
+        kind_ = TokenizerKind::kPlamo2;
+        bos_ = 1, eos_ = 2, unk_ = 0, pad_ = 3;
     } else if (model_name_.empty()) {
         return bad("tokenizer.ggml.model", "missing; the file has no tokenizer");
     } else {
         return make_error(ErrorCode::kUnsupported, "tokenizer.ggml.model: " + quote_text(model_name_) +
                                                        " is not supported\nHINT: supported: llama (SentencePiece), "
-                                                       "gpt2 (BPE), gemma4 (SentencePiece-style BPE)");
+                                                       "gpt2 (BPE), gemma4 (SentencePiece-style BPE), rwkv, plamo2; "
+                                                       "the others llama.cpp knows are for encoder models (bert, t5, "
+                                                       "whitespace) or DNA models (hybriddna)");
     }
     add_space_prefix_ = file.get_bool("tokenizer.ggml.add_space_prefix", add_space_prefix_);
 
@@ -142,8 +149,56 @@ Status Tokenizer::load(const GgufFile& file) {
         }
     }
 
+    if (kind_ == TokenizerKind::kRwkv) build_rwkv_trie();
+    if (kind_ == TokenizerKind::kPlamo2) {
+        std::vector<bool> is_byte(n);
+        for (size_t i = 0; i < n; ++i) is_byte[i] = (tokens_[i].attr & kTokenByte) != 0;
+        auto table = Plamo2Table::build(tokens_, is_byte);
+        if (!table.ok()) return table.error();
+        plamo2_ = std::make_shared<const Plamo2Table>(std::move(table.value()));
+    }
     finish_special_tokens(file);
     return {};
+}
+
+// RWKV vocabularies store each token's bytes as text with \t \n \r, \xHH and \<char> escapes.
+std::string Tokenizer::rwkv_piece(const std::string& escaped) {
+    std::string out;
+    out.reserve(escaped.size());
+    for (size_t i = 0; i < escaped.size(); ++i) {
+        const char c = escaped[i];
+        if (c != '\\' || i + 1 >= escaped.size()) {
+            if (c != '\\') out.push_back(c);
+            continue;
+        }
+        const char e = escaped[++i];
+        if (e == 't') out.push_back('\t');
+        else if (e == 'n') out.push_back('\n');
+        else if (e == 'r') out.push_back('\r');
+        else if (e == 'x') {
+            auto nibble = [](char h) { return static_cast<uint8_t>(h >= 'a' ? h - 'a' + 10 : h - '0'); };  // as llama.cpp reads it
+            uint8_t v = 0;
+            int k = 0;
+            for (; k < 2 && i + 1 < escaped.size(); ++k) v = static_cast<uint8_t>((v << 4) + nibble(escaped[++i]));
+            if (k == 2) out.push_back(static_cast<char>(v));  // a cut-off \xH gives nothing
+        } else {
+            out.push_back(e);
+        }
+    }
+    return out;
+}
+
+void Tokenizer::build_rwkv_trie() {
+    rwkv_value_.assign(1, kNoToken);
+    for (size_t id = 0; id < tokens_.size(); ++id) {
+        uint64_t node = 0;
+        for (unsigned char b : rwkv_piece(tokens_[id].text)) {
+            auto [it, added] = rwkv_children_.try_emplace((node << 8) | b, static_cast<int32_t>(rwkv_value_.size()));
+            if (added) rwkv_value_.push_back(kNoToken);
+            node = static_cast<uint64_t>(it->second);
+        }
+        if (node != 0) rwkv_value_[node] = static_cast<TokenId>(id);  // a later duplicate wins, as in llama.cpp's trie
+    }
 }
 
 void Tokenizer::finish_special_tokens(const GgufFile& file) {

@@ -177,4 +177,29 @@ void Tokenizer::encode_bpe(std::string_view text, std::vector<TokenId>& out) con
     }
 }
 
+// RWKV: at each byte, the longest vocabulary entry that starts there. A byte that starts none
+// is the unknown token (dropped when the vocabulary has none; llama.cpp would emit -1), and a
+// byte that starts only prefixes is too (llama.cpp would loop forever there).
+void Tokenizer::encode_rwkv(std::string_view text, std::vector<TokenId>& out) const {
+    size_t pos = 0;
+    while (pos < text.size()) {
+        uint64_t node = 0;
+        TokenId best = kNoToken;
+        size_t best_end = pos;
+        for (size_t i = pos; i < text.size(); ++i) {
+            auto it = rwkv_children_.find((node << 8) | static_cast<unsigned char>(text[i]));
+            if (it == rwkv_children_.end()) break;
+            node = static_cast<uint64_t>(it->second);
+            if (rwkv_value_[node] != kNoToken) best = rwkv_value_[node], best_end = i + 1;
+        }
+        if (best == kNoToken) {
+            if (valid(unk_)) out.push_back(unk_);
+            ++pos;
+            continue;
+        }
+        out.push_back(best);
+        pos = best_end;
+    }
+}
+
 }  // namespace ls
