@@ -301,6 +301,25 @@ TEST(TokenizerUnit, Plamo2BestScoringPieces) {
     EXPECT_NE(bad.error().message.find("<0x00> is missing"), std::string::npos) << bad.error().message;
 }
 
+// HybriDNA: BPE outside <dna>...</dna>, 6-mers of upper-cased bases inside (the last padded
+// with 'A', unknown ones <oov>), each k-mer stored with a U+E000 mark that decoding drops.
+TEST(TokenizerUnit, HybridnaKmers) {
+    const std::string mark = "\xEE\x80\x80";
+    std::vector<GgufKV> md = {
+        {"tokenizer.ggml.model", GgufValue::make_string("hybriddna")},
+        {"tokenizer.ggml.pre", GgufValue::make_string("gpt-2")},
+        {"tokenizer.ggml.tokens", GgufValue::make_string_array({"a", "b", "ab", "<dna>", "</dna>", "<oov>", "ACGTAC" + mark,
+                                                                "GGGAAA" + mark, "c", "d", "e", "f"})},
+        {"tokenizer.ggml.merges", GgufValue::make_string_array({"a b"})},
+    };
+    auto tok = tokenizer_from_metadata(md);
+    ASSERT_TRUE(tok.ok()) << tok.error().message;
+    const Tokenizer& t = tok.value();
+    EXPECT_EQ(t.encode("ab<dna>acgtacggg</dna>ab", false, false), (std::vector<TokenId>{2, 3, 6, 7, 4, 2}));
+    EXPECT_EQ(t.encode("<dna>TTTTTT", false, false), (std::vector<TokenId>{3, 5}));
+    EXPECT_EQ(t.decode({3, 6, 7, 4}), "<dna>ACGTACGGGAAA</dna>");
+}
+
 // Kimi-K2 ships no merges (llama.cpp accepts that for it alone); chatglm has no default BOS.
 TEST(TokenizerUnit, PreTokenizerFlags) {
     auto vocab = [](const char* pre, bool with_merges) {

@@ -154,6 +154,9 @@ std::string Tokenizer::token_to_piece(TokenId id, bool render_special) const {
         if (kind_ == TokenizerKind::kSpm || escape_whitespace_) return replace_all(tok.text, kSpaceMark, " ");
         if (kind_ == TokenizerKind::kRwkv) return rwkv_piece(tok.text);
         if (kind_ == TokenizerKind::kPlamo2) return tok.text;
+        if (dna_kmers_ && tok.text.size() > 3 && tok.text.compare(tok.text.size() - 3, 3, "\xEE\x80\x80") == 0) {
+            return tok.text.substr(0, tok.text.size() - 3);  // a k-mer shows without its marker
+        }
         // Byte-level symbols back to bytes; a code point outside the alphabet is shown, not lost.
         std::string bytes;
         for (uint32_t cp : unicode::decode_utf8(tok.text)) {

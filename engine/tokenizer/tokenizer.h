@@ -1,6 +1,7 @@
 // Text <-> token ids for the vocabularies a GGUF file carries (SentencePiece `llama`, BPE `gpt2`
-// with every pre-tokenizer llama.cpp knows, Gemma 4's SentencePiece-style BPE `gemma4`, RWKV's
-// greedy byte-string matcher `rwkv` and PLaMo-2's scored search `plamo2`), with
+// with every pre-tokenizer llama.cpp knows, Gemma 4's SentencePiece-style BPE `gemma4`, HybriDNA's
+// BPE with DNA 6-mers `hybriddna`, RWKV's greedy byte-string matcher `rwkv` and PLaMo-2's scored
+// search `plamo2`), with
 // llama.cpp's exact rules, so the ids we feed the model are the ids llama.cpp would feed it.
 #pragma once
 
@@ -103,6 +104,8 @@ private:
     std::vector<Fragment> partition_special(std::string_view text, bool parse_special) const;
     void encode_spm(std::string_view text, std::vector<TokenId>& out) const;
     void encode_bpe(std::string_view text, std::vector<TokenId>& out) const;
+    void encode_bpe_words(std::string_view text, std::vector<TokenId>& out) const;
+    void encode_dna(std::string_view text, std::vector<TokenId>& out) const;
     void encode_rwkv(std::string_view text, std::vector<TokenId>& out) const;
     void build_rwkv_trie();
     static std::string rwkv_piece(const std::string& escaped);  // a token's bytes
@@ -136,6 +139,7 @@ private:
     bool ignore_merges_ = false;  // BPE: a word that is a whole token skips the merges (Llama 3)
     bool escape_whitespace_ = false;  // BPE on U+2581-for-space text (Gemma 4), raw UTF-8 words
     bool whole_newline_runs_ = false; // Gemma 4: a run of newlines that is a token is taken whole
+    bool dna_kmers_ = false;          // HybriDNA: <dna>...</dna> as 6-mers, the rest BPE
 };
 
 }  // namespace ls

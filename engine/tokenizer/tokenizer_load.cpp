@@ -62,8 +62,9 @@ Status Tokenizer::load(const GgufFile& file) {
         bos_ = 1, eos_ = 2, unk_ = 0;
         add_space_prefix_ = true;
         add_bos_ = true;
-    } else if (model_name_ == "gpt2" || model_name_ == "gemma4") {
+    } else if (model_name_ == "gpt2" || model_name_ == "gemma4" || model_name_ == "hybriddna") {
         kind_ = TokenizerKind::kBpe;
+        dna_kmers_ = model_name_ == "hybriddna";
         if (model_name_ == "gemma4") {
             pre_name_ = "gemma4";  // llama.cpp: the model decides, whatever tokenizer.ggml.pre says
         } else {
@@ -88,9 +89,9 @@ Status Tokenizer::load(const GgufFile& file) {
     } else {
         return make_error(ErrorCode::kUnsupported, "tokenizer.ggml.model: " + quote_text(model_name_) +
                                                        " is not supported\nHINT: supported: llama (SentencePiece), "
-                                                       "gpt2 (BPE), gemma4 (SentencePiece-style BPE), rwkv, plamo2; "
+                                                       "gpt2 (BPE), gemma4 (SentencePiece-style BPE), hybriddna, rwkv, plamo2; "
                                                        "the others llama.cpp knows are for encoder models (bert, t5, "
-                                                       "whitespace) or DNA models (hybriddna)");
+                                                       "whitespace)");
     }
     add_space_prefix_ = file.get_bool("tokenizer.ggml.add_space_prefix", add_space_prefix_);
 

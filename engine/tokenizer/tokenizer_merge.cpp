@@ -128,7 +128,58 @@ void Tokenizer::encode_spm(std::string_view text, std::vector<TokenId>& out) con
     }
 }
 
+namespace {
+const std::string kDnaKmerMark = "\xEE\x80\x80";  // U+E000, after each k-mer's text in HybriDNA vocabularies
+}
+
 void Tokenizer::encode_bpe(std::string_view text, std::vector<TokenId>& out) const {
+    if (dna_kmers_) {
+        encode_dna(text, out);
+        return;
+    }
+    encode_bpe_words(text, out);
+}
+
+// HybriDNA: text between <dna> and </dna> (or the end) is cut into 6-mers of upper-cased bases
+// (the last one padded with 'A'), each the token "<kmer>U+E000" or <oov>; the rest is BPE. A
+// vocabulary without the three markers is plain BPE, as in llama.cpp.
+void Tokenizer::encode_dna(std::string_view text, std::vector<TokenId>& out) const {
+    const TokenId begin = find("<dna>"), end_id = find("</dna>"), oov = find("<oov>");
+    if (begin == kNoToken || end_id == kNoToken || oov == kNoToken) {
+        encode_bpe_words(text, out);
+        return;
+    }
+    constexpr size_t k = 6;
+    auto kmer = [&](std::string s) {
+        s.append(k - s.size(), 'A');
+        const TokenId id = find(s + kDnaKmerMark);
+        out.push_back(id != kNoToken ? id : oov);
+    };
+    size_t pos = 0;
+    while (pos < text.size()) {
+        const size_t open = text.find("<dna>", pos);
+        if (open == std::string_view::npos) {
+            encode_bpe_words(text.substr(pos), out);
+            break;
+        }
+        if (open > pos) encode_bpe_words(text.substr(pos, open - pos), out);
+        out.push_back(begin);
+        const size_t content = open + 5;
+        const size_t close = text.find("</dna>", content);
+        std::string seq(text.substr(content, (close == std::string_view::npos ? text.size() : close) - content));
+        for (char& c : seq) {
+            if (c >= 'a' && c <= 'z') c = static_cast<char>(c - 32);
+        }
+        size_t i = 0;
+        for (; i + k <= seq.size(); i += k) kmer(seq.substr(i, k));
+        if (i < seq.size()) kmer(seq.substr(i));
+        if (close == std::string_view::npos) break;
+        out.push_back(end_id);
+        pos = close + 6;
+    }
+}
+
+void Tokenizer::encode_bpe_words(std::string_view text, std::vector<TokenId>& out) const {
     std::priority_queue<Candidate, std::vector<Candidate>, BpeOrder> queue;
     for (const std::string& word : pre_.words(text)) {
         const std::string_view w(word);
