@@ -155,6 +155,16 @@ TEST(Jinja, RunawayTemplatesStop) {
     EXPECT_EQ(render("{{ 2 ** 70 }}"), "ERROR line 1: a number past 64-bit integers");
     EXPECT_EQ(render("{{ 'ab' * 99999999999 }}"), "ERROR line 1: a string grew past the output limit");
     EXPECT_EQ(render("{{ 'x' | indent(99999999) }}"), "ERROR line 1: indent(): width out of range");
+    EXPECT_EQ(render("{{ range(9223372036854775800, 9223372036854775807, 5) | length }}"), "2");
+    // No value may hold itself, or nest without end (printing and freeing it would recurse).
+    EXPECT_EQ(render("{% set l = [] %}{{ l.append(l) }}"), "ERROR line 1: a list or dict cannot contain itself");
+    EXPECT_EQ(render("{% set ns = namespace(a=1) %}{% set ns.self = ns %}"),
+              "ERROR line 1: a list or dict cannot contain itself");
+    EXPECT_EQ(render("{% set ns = namespace(x=[]) %}{% for i in range(1000) %}{% set ns.x = [ns.x] %}{% endfor %}"),
+              "ERROR line 1: lists and dicts nested deeper than 200 levels");
+    std::string deep_json;
+    for (int i = 0; i < 100000; ++i) deep_json += "[";
+    EXPECT_FALSE(from_json(deep_json + "1" + std::string(100000, ']')).ok());
 }
 
 }  // namespace

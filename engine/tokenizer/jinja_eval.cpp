@@ -81,7 +81,14 @@ void Object::set(const Value& key, Value v) {
 
 namespace {
 
-Value from_nlohmann(const nlohmann::ordered_json& j) {
+constexpr int kMaxNesting = 200;  // lists and dicts inside each other, at most
+
+// nullopt-free: a too-deep document sets *too_deep and gives undefined.
+Value from_nlohmann(const nlohmann::ordered_json& j, int depth, bool* too_deep) {
+    if (depth > kMaxNesting) {
+        *too_deep = true;
+        return Value();
+    }
     switch (j.type()) {
         case nlohmann::ordered_json::value_t::null: return Value::none();
         case nlohmann::ordered_json::value_t::boolean: return Value::boolean(j.get<bool>());
@@ -91,12 +98,12 @@ Value from_nlohmann(const nlohmann::ordered_json& j) {
         case nlohmann::ordered_json::value_t::string: return Value::string(j.get<std::string>());
         case nlohmann::ordered_json::value_t::array: {
             Value v = Value::list();
-            for (const auto& x : j) v.array->push_back(from_nlohmann(x));
+            for (const auto& x : j) v.array->push_back(from_nlohmann(x, depth + 1, too_deep));
             return v;
         }
         case nlohmann::ordered_json::value_t::object: {
             Value v = Value::dict();
-            for (const auto& [k, x] : j.items()) v.object->items.emplace_back(Value::string(k), from_nlohmann(x));
+            for (const auto& [k, x] : j.items()) v.object->items.emplace_back(Value::string(k), from_nlohmann(x, depth + 1, too_deep));
             return v;
         }
         default: return Value();
@@ -373,6 +380,30 @@ int64_t checked(int64_t a, int64_t b, char op) {
     return r;
 }
 
+// How deep `v` nests, stopping past kMaxNesting, and whether the container `into` is inside it.
+int nesting(const Value& v, const void* into, int depth, bool* contains_into) {
+    if (depth > kMaxNesting || *contains_into) return depth;
+    int deepest = depth;
+    if (v.is_array()) {
+        if (v.array.get() == into) *contains_into = true;
+        for (const Value& x : *v.array) deepest = std::max(deepest, nesting(x, into, depth + 1, contains_into));
+    } else if (v.is_object()) {
+        if (v.object.get() == into) *contains_into = true;
+        for (const auto& [k, x] : v.object->items) deepest = std::max(deepest, nesting(x, into, depth + 1, contains_into));
+    }
+    return deepest;
+}
+
+// Before `v` goes into a list or dict (`into`, or null for a new one): no cycles (a list that holds
+// itself would print forever and never be freed) and no nesting deeper than kMaxNesting (freeing
+// and printing a value recurse through it).
+void check_insert(const Value& v, const void* into) {
+    bool cycle = false;
+    const int depth = nesting(v, into, 1, &cycle);
+    if (cycle) fail("a list or dict cannot contain itself");
+    if (depth > kMaxNesting) fail("lists and dicts nested deeper than " + std::to_string(kMaxNesting) + " levels");
+}
+
 int64_t to_int64(double f) {
     if (!(f > -9.2e18 && f < 9.2e18)) fail("a number past 64-bit integers");
     return static_cast<int64_t>(f);
@@ -391,7 +422,10 @@ std::vector<size_t> slice_indices(size_t n, const Value& a, const Value& b, cons
     };
     const int64_t start = clamp(a, step > 0 ? 0 : len - 1), stop = clamp(b, step > 0 ? len : -1);
     std::vector<size_t> out;
-    for (int64_t k = start; step > 0 ? k < stop : k > stop; k += step) out.push_back(static_cast<size_t>(k));
+    for (int64_t k = start; step > 0 ? k < stop : k > stop;) {
+        out.push_back(static_cast<size_t>(k));
+        if (__builtin_add_overflow(k, step, &k)) break;
+    }
     return out;
 }
 
@@ -468,7 +502,10 @@ private:
             const double n = std::ceil((double(stop) - double(start)) / double(step));
             if (n > 10'000'000) fail("range() of more than 10000000 items");
             Value out = Value::list();
-            for (int64_t k = start; step > 0 ? k < stop : k > stop; k += step) out.array->push_back(Value::integer(k));
+            for (int64_t k = start; step > 0 ? k < stop : k > stop;) {
+                out.array->push_back(Value::integer(k));
+                if (__builtin_add_overflow(k, step, &k)) break;
+            }
             return out;
         });
         g["namespace"] = builtin("namespace", [](std::vector<Value>& a, std::vector<std::pair<std::string, Value>>& kw) {
@@ -476,12 +513,14 @@ private:
             ns.object->is_namespace = true;
             if (!a.empty() && a[0].is_object()) ns.object->items = a[0].object->items;
             for (auto& [k, v] : kw) ns.object->set(k, v);
+            check_insert(ns, nullptr);
             return ns;
         });
         g["dict"] = builtin("dict", [](std::vector<Value>& a, std::vector<std::pair<std::string, Value>>& kw) {
             Value d = Value::dict();
             if (!a.empty() && a[0].is_object()) d.object->items = a[0].object->items;
             for (auto& [k, v] : kw) d.object->set(k, v);
+            check_insert(d, nullptr);
             return d;
         });
         g["raise_exception"] = builtin("raise_exception", [](std::vector<Value>& a, auto&) -> Value {
@@ -535,6 +574,7 @@ private:
                     if (!ns || !ns->is_object() || !ns->object->is_namespace) {
                         fail("'" + n.names[0] + "' is not a namespace; only namespace attributes can be set");
                     }
+                    check_insert(v, ns->object.get());
                     ns->object->set(n.text, std::move(v));
                 } else if (n.names.size() == 1) {
                     assign(n.names[0], std::move(v));
@@ -762,7 +802,14 @@ private:
         }
         if (self.is_array()) {
             auto arr = self.array;
-            if (name == "append") return builtin(name, [arr](Args& a, Kw&) { if (a.size() != 1) fail("append() takes one value"); arr->push_back(a[0]); return Value::none(); });
+            if (name == "append") {
+                return builtin(name, [arr](Args& a, Kw&) {
+                    if (a.size() != 1) fail("append() takes one value");
+                    check_insert(a[0], arr.get());
+                    arr->push_back(a[0]);
+                    return Value::none();
+                });
+            }
             if (name == "pop") {
                 return builtin(name, [arr](Args& a, Kw&) {
                     if (arr->empty()) fail("pop() from an empty list");
@@ -947,7 +994,7 @@ Value Renderer::call_filter(const std::string& called, std::vector<Value>& a, st
         return Value::number(0);
     }
     if (name == "abs") {
-        if (x.type == Value::Type::kInt) return Value::integer(x.i < 0 ? -x.i : x.i);
+        if (x.type == Value::Type::kInt) return Value::integer(x.i < 0 ? checked(0, x.i, '-') : x.i);
         return Value::number(std::fabs(as_double(x)));
     }
     if (name == "default") {
@@ -1037,7 +1084,7 @@ Value Renderer::call_filter(const std::string& called, std::vector<Value>& a, st
         if (name == "sum") {
             Value total = Value::integer(0);
             for (const Value& v : it) {
-                if (total.type == Value::Type::kInt && v.type == Value::Type::kInt) total.i += v.i;
+                if (total.type == Value::Type::kInt && v.type == Value::Type::kInt) total.i = checked(total.i, v.i, '+');
                 else total = Value::number(as_double(total) + as_double(v));
             }
             return total;
@@ -1282,6 +1329,7 @@ Value Renderer::eval(const Node& n) {
         case Node::kList: {
             Value out = Value::list();
             for (const NodeP& k : n.kids) out.array->push_back(eval(*k));
+            if (!n.kids.empty()) check_insert(out, nullptr);
             return out;
         }
         case Node::kDict: {
@@ -1290,6 +1338,7 @@ Value Renderer::eval(const Node& n) {
                 const Value key = eval(*n.kids[k]);
                 out.object->set(key, eval(*n.kids[k + 1]));
             }
+            if (!n.kids.empty()) check_insert(out, nullptr);
             return out;
         }
         case Node::kBinary: {
@@ -1390,7 +1439,10 @@ Result<Value> from_json(std::string_view json_text) {
     // ordered_json: a dict keeps its keys in the order written (what tojson and items() show).
     nlohmann::ordered_json j = nlohmann::ordered_json::parse(json_text.begin(), json_text.end(), nullptr, false);
     if (j.is_discarded()) return make_error(ErrorCode::kBadInput, "not valid JSON");
-    return from_nlohmann(j);
+    bool too_deep = false;
+    Value v = from_nlohmann(j, 0, &too_deep);
+    if (too_deep) return make_error(ErrorCode::kBadInput, "JSON nested deeper than " + std::to_string(kMaxNesting) + " levels");
+    return v;
 }
 
 Result<std::string> Template::render(const Value& globals, const Limits& limits) const {
