@@ -1239,7 +1239,7 @@ Value Renderer::eval(const Node& n) {
     struct Depth {
         int& d;
         explicit Depth(int& x) : d(x) {
-            if (++d > 1000) fail("an expression nested too deeply");
+            if (++d > 200) fail("an expression nested too deeply");  // like the parser's limit
         }
         ~Depth() { --d; }
     } depth_guard(eval_depth_);
