@@ -86,6 +86,10 @@ struct AttnMask {
     bool causal = true;
     int64_t n_swa = 0;    // 0: no window
     float softcap = 0.0f;  // 0: none
+    // The cells llama.cpp's KV view spans (its n_kv: the used cells rounded up to 256, within its
+    // cache), past the n_kv given; ggml's flash attention splits a decode call's cells by it.
+    // 0: the n_kv given.
+    int64_t ggml_cells = 0;
     AttnMask(bool causal_mask = true, int64_t window = 0, float cap = 0.0f)  // NOLINT: from bool on purpose
         : causal(causal_mask), n_swa(window), softcap(cap) {}
     bool visible(int64_t j, int64_t p) const { return (!causal || j <= p) && (n_swa <= 0 || p - j < n_swa); }
@@ -116,6 +120,9 @@ public:
     // Which llama.cpp CPU build llama mode reproduces from now on (the CPU backend's; others
     // ignore it).
     virtual void set_llama_isa(LlamaIsa) {}
+    // How many threads the llama.cpp run llama mode reproduces had (its flash attention splits a
+    // decode call's cells into one chunk per thread); 0: the backend's own.
+    virtual void set_llama_threads(int) {}
 
     // Where alloc() takes its memory and how much of it is left, for the checks that refuse a
     // run up front. The default knows nothing (no check is made): a backend that allocates almost
@@ -170,8 +177,9 @@ public:
                                 MathMode mode) = 0;
     // kqv {head_dim_v, T, n_head} = V p per head.
     virtual void attn_values(const Tensor& p, const Tensor& cache_v, int64_t n_kv, Tensor& kqv, MathMode mode) = 0;
-    // Flash attention as ggml's CPU kernel computes it (llama mode: f16 Q, online softmax in f32,
-    // V accumulated in f16): out {head_dim_v, n_head, T} = softmax(q K^T * scale + mask) V.
+    // Flash attention as ggml's CPU kernel computes it (llama mode; rows of a prompt of 64 tokens or
+    // more: f32 Q, tiles of 64 cells, V accumulated in f32; otherwise f16 Q, the online softmax
+    // cell by cell, V accumulated in f16): out {head_dim_v, n_head, T} = softmax(q K^T * scale + mask) V.
     virtual void attn_flash(const Tensor& q, const Tensor& cache_k, const Tensor& cache_v, int64_t n_kv, float scale,
                             const Tensor& pos, const AttnMask& mask, Tensor& out) = 0;
     // y {head_dim * n_head, T} from x {head_dim, T, n_head} (ggml: permute(0, 2, 1, 3) + cont).

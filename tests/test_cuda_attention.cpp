@@ -29,6 +29,7 @@ const Shape kShapes[] = {
     {64, 64, 32, 4, 2, 300, "TinyLlama, 300 cells"},
     {64, 64, 14, 2, 3, 129, "Qwen2.5-0.5B"},
     {192, 128, 16, 16, 2, 40, "DeepSeek-V2-Lite MLA"},
+    {64, 64, 4, 2, 70, 256, "a 70-token prompt (ggml's tiled flash attention)"},
 };
 
 std::vector<float> randn(size_t n, uint32_t seed, float scale) {

@@ -77,6 +77,7 @@ Result<CompareRunResult> run_and_compare(const Model& model, Backend& backend, c
     // The reference's context size when it records one (LongRoPE's factors depend on it), else ours.
     const int64_t needed = (static_cast<int64_t>(result.prompt.size()) + n_decode + 255) / 256 * 256;
     fo.n_ctx = std::max<int64_t>(reference.n_ctx() > 0 ? reference.n_ctx() : fo.n_ctx, needed);
+    if (reference.n_threads() > 0) fo.llama_threads = reference.n_threads();
     auto forward = make_forward(model, backend, fo);
     if (!forward) return forward.error();
 

@@ -796,6 +796,7 @@ private:
         fo.all_logits = ref_.all_logits();
         const LlamaIsaGuess guess = guess_llama_isa(ref_);
         if (!guess.candidates.empty()) fo.llama_isa = guess.candidates.front();
+        fo.llama_threads = ref_.n_threads();
         fo.n_ctx = std::max<int64_t>(ref_.n_ctx(), (static_cast<int64_t>(prompt.size()) + ours_.decode + 1 + 255) / 256 * 256);
 
         // The clean run: the events our engine computes up to this one (where the span starts) and

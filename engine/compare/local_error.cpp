@@ -52,6 +52,7 @@ public:
         : model_(model), cfg_(model.config()), ref_(ref), opt_(o), run_(run) {
         be_ = make_cpu_backend(0);
         be_->set_llama_isa(run.llama_isa);
+        be_->set_llama_threads(ref.n_threads());
         mode_ = o.forward.mode;
         // The knobs our engine runs the fault with (a fault the model cannot have leaves them clean:
         // the comparison would not have run).

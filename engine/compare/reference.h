@@ -96,6 +96,9 @@ public:
     // The context size the reference ran with (dump.n_ctx), 0 when it does not say. It chooses
     // phi3's LongRoPE factors, so a run compared with it takes the same.
     int64_t n_ctx() const { return file_ ? file_->get_int("dump.n_ctx", 0) : 0; }
+    // The threads it ran with (dump.n_threads), 0 when it does not say: ggml's flash attention
+    // splits a decode call's cells per thread.
+    int n_threads() const { return file_ ? static_cast<int>(file_->get_int("dump.n_threads", 0)) : 0; }
     // What the build that made it says of itself: llama.cpp's system_info ("CPU : SSE3 = 1 | ...
     // AVX512 = 1 | ..."), the processor's flags (dump.cpu_flags: "avx2 avx512f avx512fp16 ...") and
     // the devices it ran on (dump.backend: "CPU", "CUDA0"). Empty when not recorded.

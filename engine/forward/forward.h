@@ -36,6 +36,9 @@ struct ForwardOptions {
     MlaForm mla = MlaForm::kAuto;  // deepseek2 only
     // llama mode: the llama.cpp CPU build whose arithmetic is reproduced.
     LlamaIsa llama_isa = host_llama_isa();
+    // llama mode: the threads of the llama.cpp run reproduced (its flash attention splits a decode
+    // call's cells per thread); 0: the CPU backend's own.
+    int llama_threads = 0;
 };
 
 class ForwardPass {
@@ -55,6 +58,7 @@ public:
     virtual const ForwardOptions& options() const = 0;
     // llama mode reproduces this llama.cpp CPU build from the next evaluation on.
     virtual void set_llama_isa(LlamaIsa isa) = 0;
+    virtual void set_llama_threads(int n) = 0;
 };
 
 // The backend named `name` (cpu, cuda, cuda-emulated, auto) with `n_threads` CPU threads, or a

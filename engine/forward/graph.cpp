@@ -409,6 +409,7 @@ Status GraphBuilder::eval(const std::vector<int32_t>& tokens, EventSink* sink) {
                               fmt::format("token id {} is out of range (the model has {} embedding rows)", id, n_rows));
     sink_ = sink;
     be_.set_llama_isa(opt_.llama_isa);
+    be_.set_llama_threads(opt_.llama_threads);
     event_index_ = decode_ == 0 ? 0 : event_index_;
     int ubatch = 0;
     std::vector<int32_t> out_rows;
@@ -612,7 +613,9 @@ Tensor GraphBuilder::build_attn_kqv(const Qkv& qkv, int il, Tensor* flash_out) {
     const int64_t base = local ? swa_base_ : 0, n_kv = n_kv_ - base;
     const Tensor pos = (local ? inp_pos_swa_ : inp_pos_).reshaped(T);
     const float cap = knobs_.softcap_skipped ? 0.0f : static_cast<float>(cfg_.attn_softcap);
-    const AttnMask mask(knobs_.causal_mask, local ? n_swa_ : 0, cap);
+    AttnMask mask(knobs_.causal_mask, local ? n_swa_ : 0, cap);
+    const int64_t pad = 256;
+    mask.ggml_cells = std::min((opt_.n_ctx + pad - 1) / pad * pad, std::max(pad, (n_kv_ + pad - 1) / pad * pad));
     Tensor kq = buf_.kq.reshaped(n_kv, T, n_head), kq_soft_max = buf_.kq_soft_max.reshaped(n_kv, T, n_head);
     Tensor kqv = buf_.kqv.reshaped(hd_v, T, n_head);
     Tensor& cache_k = buf_.cache_k[il];

@@ -57,6 +57,7 @@ public:
     const std::vector<float>& last_logits() const override { return last_logits_; }
     const ForwardOptions& options() const override { return opt_; }
     void set_llama_isa(LlamaIsa isa) override { opt_.llama_isa = isa; }
+    void set_llama_threads(int n) override { opt_.llama_threads = n; }
 
 protected:
     // ---- what an architecture provides

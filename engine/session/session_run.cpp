@@ -83,6 +83,7 @@ void SessionWorker::handle_idle(Command& c) {
             thresholds_ = c.thresholds;
             // llama mode reproduces the build that made the reference.
             reference_build_.clear();
+            forward_->set_llama_threads(reference_ ? reference_->n_threads() : 0);
             if (reference_) {
                 const LlamaIsaGuess guess = guess_llama_isa(*reference_);
                 forward_->set_llama_isa(guess.candidates.front());

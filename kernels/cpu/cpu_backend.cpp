@@ -431,28 +431,33 @@ public:
                     out[j] = visible ? in[j] * scale : -INFINITY;
                     max = std::max(max, out[j]);
                 }
-                // ggml adds the exponentials 16 at a time (reduced in f32), the blocks in double; so
-                // does exact mode, on every processor.
-                double sum = 0.0;
-                // (ggml's AVX2 build: 8 at a time with its own expf, the lanes summed as hsum8.)
-                const int lanes = mode == MathMode::kLlama && isa_ == LlamaIsa::kAvx2 ? 8 : 16;
-#if defined(LS_HAVE_VEC_DOT_AVX2)
-                if (lanes == 16 && avx512_) sum = exp_row_avx512(out, n_kv, max);
-                else
-#endif
-                for (int64_t j0 = 0; j0 < n_kv; j0 += lanes) {
-                    float block[16] = {};
-                    for (int l = 0; l < lanes && j0 + l < n_kv; ++l) {
-                        const int64_t j = j0 + l;
-                        out[j] = lanes == 8 ? ggml_order::v_expf_avx2(out[j] - max) : ggml_order::v_expf(out[j] - max);
-                        block[l] = out[j];
-                    }
-                    sum += lanes == 8 ? ggml_order::hsum8(block) : ggml_order::reduce_add16(block);
-                }
+                const double sum = exp_and_sum(out, n_kv, max, mode == MathMode::kLlama && isa_ == LlamaIsa::kAvx2);
                 const float inv = static_cast<float>(1.0 / sum);
                 for (int64_t j = 0; j < n_kv; ++j) out[j] *= inv;
             }
         });
+    }
+
+    // x[j] = exp(x[j] - max), returning their sum as ggml_vec_soft_max_f32 forms it: the
+    // exponentials 16 at a time (reduced in f32), the blocks in double (exact mode does the same on
+    // every processor); ggml's AVX2 build (`avx2_lanes`): 8 at a time with its own expf, the lanes
+    // summed as hsum8.
+    double exp_and_sum(float* x, int64_t n, float max, bool avx2_lanes) const {
+        const int lanes = avx2_lanes ? 8 : 16;
+#if defined(LS_HAVE_VEC_DOT_AVX2)
+        if (lanes == 16 && avx512_) return exp_row_avx512(x, n, max);
+#endif
+        double sum = 0.0;
+        for (int64_t j0 = 0; j0 < n; j0 += lanes) {
+            float block[16] = {};
+            for (int l = 0; l < lanes && j0 + l < n; ++l) {
+                const int64_t j = j0 + l;
+                x[j] = lanes == 8 ? ggml_order::v_expf_avx2(x[j] - max) : ggml_order::v_expf(x[j] - max);
+                block[l] = x[j];
+            }
+            sum += lanes == 8 ? ggml_order::hsum8(block) : ggml_order::reduce_add16(block);
+        }
+        return sum;
     }
 
     void attn_values(const Tensor& p, const Tensor& cache_v, int64_t n_kv, Tensor& kqv, MathMode mode) override {
@@ -503,43 +508,52 @@ public:
         });
     }
 
+    // ggml's CPU flash attention has three paths, chosen per call as ggml chooses them:
+    //  - one row at a time (attn_flash_cells): Q rounded to f16, each visible cell's score an f16 dot
+    //    product, the online softmax cell by cell, V accumulated in f16;
+    //  - prompts of kFaTileQ rows or more (attn_flash_tiled): Q in f32, scores and V in tiles of
+    //    kFaTileKv cells, f32 FMA chains;
+    //  - a decode call's single row over 512 cells or more: the cells split in one chunk per thread
+    //    of the llama.cpp run (set_llama_threads), each as the first path, the chunks merged.
     void attn_flash(const Tensor& q, const Tensor& cache_k, const Tensor& cache_v, int64_t n_kv, float scale,
                     const Tensor& pos_tensor, const AttnMask& mask, Tensor& out) override {
-        const int32_t* pos = pos_tensor.i32();
-        const int64_t hd = q.ne[0], n_head = q.ne[1], T = q.ne[2];
-        const int64_t hd_v = cache_v.ne[0], n_head_kv = cache_k.ne[1];
-        const int64_t group = n_head / n_head_kv;
+        const int64_t hd_v = cache_v.ne[0], n_head = q.ne[1], T = q.ne[2];
         if (mask.softcap != 0.0f) scale /= mask.softcap;  // ggml: s = cap * tanhf(s * scale / cap)
-        pool_.parallel_for(n_head * T, 1, [&](int64_t b, int64_t e) {
-            std::vector<float> q16(hd), acc(hd_v);
-            for (int64_t ht = b; ht < e; ++ht) {
-                const int64_t h = ht % n_head, t = ht / n_head, g = h / group;
-                const float* qs = q.f32() + (t * n_head + h) * hd;
-                for (int64_t d = 0; d < hd; ++d) q16[d] = round_f16(qs[d]);
-                float M = -INFINITY, S = 0.0f;
-                std::fill(acc.begin(), acc.end(), 0.0f);
-                for (int64_t j = 0; j < n_kv; ++j) {
-                    if (!mask.visible(j, pos[t])) continue;  // masked cells are skipped
-                    float s = dot_f16(cache_k.f32() + (j * n_head_kv + g) * hd, q16.data(), hd) * scale;
-                    if (mask.softcap != 0.0f) s = mask.softcap * tanhf(s);
-                    const float m_old = M;
-                    float ms = 1.0f, vs = 1.0f;
-                    if (s > M) {
-                        M = s;
-                        ms = std::exp(m_old - M);
-                        if (isa_ == LlamaIsa::kAvx512Fp16) ggml_order::vec_scale_f16(acc.data(), hd_v, ms);
-                        else ggml_order::vec_scale_f16_f32acc(acc.data(), hd_v, ms);
-                    } else {
-                        vs = std::exp(s - M);
+        const int64_t f32_lanes = isa_ == LlamaIsa::kAvx2 ? 8 : 16;
+        if (T >= kFaTileQ && hd_v % f32_lanes == 0) return attn_flash_tiled(q, cache_k, cache_v, n_kv, scale, pos_tensor, mask, out);
+        const int nth = llama_threads_ > 0 ? llama_threads_ : static_cast<int>(pool_.size());
+        const int64_t cells = std::max(n_kv, mask.ggml_cells);
+        if (T == 1 && cells >= 512 && nth > 1) {
+            const int64_t chunk = (cells + nth - 1) / nth;
+            pool_.parallel_for(n_head, 1, [&](int64_t b, int64_t e) {
+                FlashPartial part(hd_v), merged(hd_v);
+                for (int64_t h = b; h < e; ++h) {
+                    merged.reset();
+                    for (int64_t c0 = 0; c0 < n_kv; c0 += chunk) {
+                        attn_flash_cells(q, cache_k, cache_v, c0, std::min(n_kv, c0 + chunk), scale, pos_tensor, mask, h, 0, part);
+                        if (part.S == 0.0f) continue;
+                        // ggml_flash_attn_ext_reduce_partials (its a * b + c * d contracted to fma(a, b, c * d))
+                        const float m_new = std::fmax(merged.M, part.M);
+                        const float s_old = std::exp(merged.M - m_new), s_new = std::exp(part.M - m_new);
+                        for (int64_t d = 0; d < hd_v; ++d) merged.acc[d] = std::fma(merged.acc[d], s_old, part.acc[d] * s_new);
+                        merged.S = std::fma(merged.S, s_old, part.S * s_new);
+                        merged.M = m_new;
                     }
-                    const float* vrow = cache_v.f32() + (j * n_head_kv + g) * hd_v;
-                    if (isa_ == LlamaIsa::kAvx512Fp16) ggml_order::vec_mad_f16(acc.data(), vrow, hd_v, vs);
-                    else ggml_order::vec_mad_f16_f32acc(acc.data(), vrow, hd_v, vs);
-                    S = std::fma(S, ms, vs);
+                    const float inv = merged.S != 0.0f ? 1.0f / merged.S : 1.0f;
+                    float* o = out.f32() + h * hd_v;
+                    for (int64_t d = 0; d < hd_v; ++d) o[d] = merged.acc[d] * inv;
                 }
-                const float inv = S == 0.0f ? 0.0f : 1.0f / S;
+            });
+            return;
+        }
+        pool_.parallel_for(n_head * T, 1, [&](int64_t b, int64_t e) {
+            FlashPartial part(hd_v);
+            for (int64_t ht = b; ht < e; ++ht) {
+                const int64_t h = ht % n_head, t = ht / n_head;
+                attn_flash_cells(q, cache_k, cache_v, 0, n_kv, scale, pos_tensor, mask, h, t, part);
+                const float inv = part.S == 0.0f ? 0.0f : 1.0f / part.S;
                 float* o = out.f32() + (t * n_head + h) * hd_v;
-                for (int64_t d = 0; d < hd_v; ++d) o[d] = acc[d] * inv;
+                for (int64_t d = 0; d < hd_v; ++d) o[d] = part.acc[d] * inv;
             }
         });
     }
@@ -656,8 +670,120 @@ public:
     }
 
     void set_llama_isa(LlamaIsa isa) override { isa_ = isa; }
+    void set_llama_threads(int n) override { llama_threads_ = n; }
 
 private:
+    // ggml's tile sizes for flash attention (GGML_FA_TILE_Q, GGML_FA_TILE_KV).
+    static constexpr int64_t kFaTileQ = 64, kFaTileKv = 64;
+
+    // One row's online softmax over some cells: the running maximum, sum and V accumulator.
+    struct FlashPartial {
+        explicit FlashPartial(int64_t hd_v) : acc(static_cast<size_t>(hd_v)) {}
+        void reset() {
+            M = -INFINITY;
+            S = 0.0f;
+            std::fill(acc.begin(), acc.end(), 0.0f);
+        }
+        float M = -INFINITY, S = 0.0f;
+        std::vector<float> acc;
+        std::vector<float> q16, scores;  // scratch
+    };
+
+    // ggml_compute_forward_flash_attn_ext_f16_one_chunk for head h, row t over cells [c0, c1):
+    // masked cells skipped, Q rounded to f16 for the dot products, V accumulated in f16 (native f16
+    // arithmetic in the avx512-fp16 build).
+    void attn_flash_cells(const Tensor& q, const Tensor& cache_k, const Tensor& cache_v, int64_t c0, int64_t c1,
+                          float scale, const Tensor& pos_tensor, const AttnMask& mask, int64_t h, int64_t t,
+                          FlashPartial& part) const {
+        const int64_t hd = q.ne[0], n_head = q.ne[1], hd_v = cache_v.ne[0], n_head_kv = cache_k.ne[1];
+        const int64_t g = h / (n_head / n_head_kv);
+        const int32_t p = pos_tensor.i32()[t];
+        const float* qs = q.f32() + (t * n_head + h) * hd;
+        part.q16.resize(static_cast<size_t>(hd));
+        for (int64_t d = 0; d < hd; ++d) part.q16[d] = round_f16(qs[d]);
+        part.reset();
+        float& M = part.M;
+        float& S = part.S;
+        float* acc = part.acc.data();
+        for (int64_t j = c0; j < c1; ++j) {
+            if (!mask.visible(j, p)) continue;
+            float s = dot_f16(cache_k.f32() + (j * n_head_kv + g) * hd, part.q16.data(), hd) * scale;
+            if (mask.softcap != 0.0f) s = mask.softcap * tanhf(s);
+            const float m_old = M;
+            float ms = 1.0f, vs = 1.0f;
+            if (s > M) {
+                M = s;
+                ms = std::exp(m_old - M);
+                if (isa_ == LlamaIsa::kAvx512Fp16) ggml_order::vec_scale_f16(acc, hd_v, ms);
+                else ggml_order::vec_scale_f16_f32acc(acc, hd_v, ms);
+            } else {
+                vs = std::exp(s - M);
+            }
+            const float* vrow = cache_v.f32() + (j * n_head_kv + g) * hd_v;
+            if (isa_ == LlamaIsa::kAvx512Fp16) ggml_order::vec_mad_f16(acc, vrow, hd_v, vs);
+            else ggml_order::vec_mad_f16_f32acc(acc, vrow, hd_v, vs);
+            S = std::fma(S, ms, vs);
+        }
+    }
+
+    // ggml_compute_forward_flash_attn_ext_tiled, one row at a time (its rows do not mix): per tile
+    // of kFaTileKv cells, each score an FMA chain over the head dims (f32 Q, the f16 cache widened),
+    // scaled, capped, masked; the tile's maximum rescales the accumulator (libm expf), the tile's
+    // exponentials and their sum as ggml_vec_soft_max_f32 forms them, and V added by FMA chains
+    // over the tile's cells in f32.
+    void attn_flash_tiled(const Tensor& q, const Tensor& cache_k, const Tensor& cache_v, int64_t n_kv, float scale,
+                          const Tensor& pos_tensor, const AttnMask& mask, Tensor& out) {
+        const int32_t* pos = pos_tensor.i32();
+        const int64_t hd = q.ne[0], n_head = q.ne[1], T = q.ne[2];
+        const int64_t hd_v = cache_v.ne[0], n_head_kv = cache_k.ne[1];
+        const int64_t group = n_head / n_head_kv;
+        const bool avx2_lanes = isa_ == LlamaIsa::kAvx2;
+        pool_.parallel_for(n_head * T, 1, [&](int64_t b, int64_t e) {
+            std::vector<float> acc(static_cast<size_t>(hd_v));
+            float kq[kFaTileKv];
+            for (int64_t ht = b; ht < e; ++ht) {
+                const int64_t h = ht % n_head, t = ht / n_head, g = h / group;
+                const float* qs = q.f32() + (t * n_head + h) * hd;
+                float M = -INFINITY, S = 0.0f;
+                std::fill(acc.begin(), acc.end(), 0.0f);
+                for (int64_t c0 = 0; c0 < n_kv; c0 += kFaTileKv) {
+                    float tile_max = -INFINITY;
+                    for (int64_t c = 0; c < kFaTileKv; ++c) {
+                        const int64_t j = c0 + c;
+                        if (j >= n_kv || !mask.visible(j, pos[t])) {
+                            kq[c] = -INFINITY;
+                            continue;
+                        }
+                        const float* kr = cache_k.f32() + (j * n_head_kv + g) * hd;
+                        float s = 0.0f;
+                        for (int64_t d = 0; d < hd; ++d) s = std::fma(qs[d], kr[d], s);
+                        s *= scale;
+                        if (mask.softcap != 0.0f) s = tanhf(s) * mask.softcap;
+                        kq[c] = s;
+                        tile_max = std::max(tile_max, s);
+                    }
+                    if (tile_max == -INFINITY) continue;  // every cell masked for this row
+                    const float m_new = std::fmax(M, tile_max);
+                    if (m_new > M) {
+                        const float ms = std::exp(M - m_new);
+                        for (float& a : acc) a *= ms;
+                        S *= ms;
+                    }
+                    M = m_new;
+                    S = static_cast<float>(static_cast<double>(S) + exp_and_sum(kq, kFaTileKv, M, avx2_lanes));
+                    for (int64_t c = 0; c < kFaTileKv; ++c) {
+                        if (kq[c] == 0.0f) continue;  // masked (exp(-inf)): adds nothing
+                        const float* vr = cache_v.f32() + ((c0 + c) * n_head_kv + g) * hd_v;
+                        for (int64_t d = 0; d < hd_v; ++d) acc[d] = std::fma(kq[c], vr[d], acc[d]);
+                    }
+                }
+                const float inv = S == 0.0f ? 0.0f : 1.0f / S;
+                float* o = out.f32() + (t * n_head + h) * hd_v;
+                for (int64_t d = 0; d < hd_v; ++d) o[d] = acc[d] * inv;
+            }
+        });
+    }
+
     // Exact mode: weights dequantized as dequantize_row does, f32 dot products in the order of
     // exact_order.h. With AVX-512 (an output's sixteen lanes in one register) or AVX2 (in two),
     // decode keeps six (AVX2: four) Q4_K rows' chains in flight; prompts, and AVX-512 decodes of
@@ -761,6 +887,7 @@ private:
     int64_t tinyblas_k() const { return isa_ == LlamaIsa::kAvx2 ? 8 : 16; }
 
     LlamaIsa isa_ = host_llama_isa();
+    int llama_threads_ = 0;  // the llama.cpp run's threads (0: ours)
 #if defined(LS_HAVE_VEC_DOT_AVX2)
     std::vector<float> act_d_;  // Q8_0 activations' block scales as f32 (prompt kernels)
     bool avx2_ = avx2_kernels_usable();

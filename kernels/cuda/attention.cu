@@ -149,14 +149,15 @@ __global__ void __launch_bounds__(kValuesThreads)
 __global__ void __launch_bounds__(kFlashThreads)
     attn_flash_kernel(const float* q, const float* k, const float* v, const int32_t* pos, float* out, int64_t hd_k,
                       int64_t hd_v, int64_t n_head, int64_t group, int64_t n_head_kv, int64_t n_kv, float scale,
-                      int causal, int64_t n_swa, float softcap) {
+                      int causal, int64_t n_swa, float softcap, int f32_path) {
     DYNAMIC_SHARED(float, smem);
-    float* qs = smem;              // hd_k: q rounded to f16
+    float* qs = smem;              // hd_k: q rounded to f16 (f32_path: as it is)
     float* s = qs + hd_k;          // kFlashTile: the tile's scaled scores
-    float* acc = s + kFlashTile;   // hd_v: the f16 accumulator; element d belongs to thread d % blockDim.x
+    float* acc = s + kFlashTile;   // hd_v: the f16 (f32) accumulator; element d belongs to thread d % blockDim.x
     const int64_t pair = blockIdx.x;
     const int64_t h = pair % n_head, t = pair / n_head, g = h / group;
-    for (int64_t d = threadIdx.x; d < hd_k; d += blockDim.x) qs[d] = round_f16(q[pair * hd_k + d]);
+    for (int64_t d = threadIdx.x; d < hd_k; d += blockDim.x)
+        qs[d] = f32_path ? q[pair * hd_k + d] : round_f16(q[pair * hd_k + d]);
     for (int64_t d = threadIdx.x; d < hd_v; d += blockDim.x) acc[d] = 0.0f;
     int64_t first = 0, visible = n_kv;  // masked cells (outside [first, visible)) are skipped
     visible_cells(pos ? pos[t] : 0, n_kv, causal, n_swa, &first, &visible);
@@ -180,11 +181,13 @@ __global__ void __launch_bounds__(kFlashThreads)
             if (sc > M) {
                 ms = expf(M - sc);
                 M = sc;
-                for (int64_t d = threadIdx.x; d < hd_v; d += blockDim.x) acc[d] = round_f16(acc[d] * ms);
+                for (int64_t d = threadIdx.x; d < hd_v; d += blockDim.x)
+                    acc[d] = f32_path ? acc[d] * ms : round_f16(acc[d] * ms);
             } else {
                 vs = expf(sc - M);
             }
-            for (int64_t d = threadIdx.x; d < hd_v; d += blockDim.x) acc[d] = round_f16(fmaf(vrow[d], vs, acc[d]));
+            for (int64_t d = threadIdx.x; d < hd_v; d += blockDim.x)
+                acc[d] = f32_path ? fmaf(vrow[d], vs, acc[d]) : round_f16(fmaf(vrow[d], vs, acc[d]));
             S = fmaf(S, ms, vs);
         }
         __syncthreads();  // the next tile rewrites s
@@ -266,7 +269,7 @@ cudaError_t cuda_attn_values(const float* dev_p, const float* dev_v, float* dev_
 
 cudaError_t cuda_attn_flash(const float* dev_q, const float* dev_k, const float* dev_v, const int32_t* dev_pos,
                             float* dev_out, const AttnDims& d, float scale, bool causal, int64_t n_swa, float softcap,
-                            cudaStream_t stream) {
+                            bool f32_path, cudaStream_t stream) {
     const bool needs_pos = causal || n_swa > 0;
     if (!valid(d) || dev_q == nullptr || dev_k == nullptr || dev_v == nullptr || dev_out == nullptr ||
         (needs_pos && dev_pos == nullptr))
@@ -277,7 +280,7 @@ cudaError_t cuda_attn_flash(const float* dev_q, const float* dev_k, const float*
     if (!fits_grid_x(pairs) || smem > kMaxShared) return cudaErrorInvalidValue;
     LAUNCH_STREAM(attn_flash_kernel, static_cast<unsigned>(pairs), kFlashThreads, smem, stream, dev_q, dev_k, dev_v,
                   needs_pos ? dev_pos : nullptr, dev_out, d.hd_k, d.hd_v, d.n_head, d.n_head / d.n_head_kv, d.n_head_kv,
-                  d.n_kv, softcap != 0.0f ? scale / softcap : scale, causal ? 1 : 0, n_swa, softcap);
+                  d.n_kv, softcap != 0.0f ? scale / softcap : scale, causal ? 1 : 0, n_swa, softcap, f32_path ? 1 : 0);
     return cudaGetLastError();
 }
 

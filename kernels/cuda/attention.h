@@ -41,9 +41,11 @@ cudaError_t cuda_attn_values(const float* dev_p, const float* dev_v, float* dev_
 // out {hd_v, n_head, T} = softmax(q K^T * scale + mask) V as ggml's CPU flash-attention kernel
 // computes it: q rounded to f16, the online softmax in f32 cell by cell in order, V accumulated
 // in f16 (every update rounded), masked cells (as cuda_softmax_masked's) skipped. softcap != 0:
-// each score is softcap * tanh(s * scale / softcap) (ggml's logit_softcap).
+// each score is softcap * tanh(s * scale / softcap) (ggml's logit_softcap). `f32_path`: as ggml's
+// tiled kernel for prompts of 64 rows or more, q and the accumulator in f32 (its tile-wise
+// softmax and FMA orders are the CPU backend's alone).
 cudaError_t cuda_attn_flash(const float* dev_q, const float* dev_k, const float* dev_v, const int32_t* dev_pos,
                             float* dev_out, const AttnDims& d, float scale, bool causal, int64_t n_swa, float softcap,
-                            cudaStream_t stream);
+                            bool f32_path, cudaStream_t stream);
 
 }  // namespace ls::cuda
