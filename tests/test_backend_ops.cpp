@@ -19,6 +19,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/common/fp16.h"
+#include "kernels/common/quant_blocks.h"
 #include "kernels/cpu/dequant.h"
 #include "kernels/cpu/quantize.h"
 #if defined(__x86_64__)
@@ -131,6 +132,39 @@ std::vector<float> rounded_f16(std::vector<float> v) {
 
 // Weight bytes of `type` for K x R: up to 64 distinct quantized rows, repeated (quantizing every
 // row of a 151936-row LM head would dominate the test's time and test nothing more).
+// Ternary blocks (TQ1_0, TQ2_0) of `src`: d the block's largest magnitude, each code
+// round(x / d) + 1, packed as ggml packs them (TQ1_0: five base-3 digits per byte as a fraction of
+// 243, rounded up; four in a qh byte, with a fifth 0).
+void ternary_rows(GgmlType type, const float* src, int64_t n, uint8_t* out) {
+    for (int64_t b = 0; b < n / kQK_K; ++b, src += kQK_K) {
+        float amax = 0.0f;
+        for (int i = 0; i < kQK_K; ++i) amax = std::max(amax, std::fabs(src[i]));
+        uint8_t code[kQK_K];
+        for (int i = 0; i < kQK_K; ++i)
+            code[i] = static_cast<uint8_t>(amax == 0.0f ? 1 : std::lround(src[i] / amax) + 1);
+        const uint16_t d = fp32_to_fp16(amax);
+        if (type == GgmlType::TQ2_0) {
+            block_tq2_0* blk = reinterpret_cast<block_tq2_0*>(out) + b;
+            std::memset(blk->qs, 0, sizeof blk->qs);
+            for (int j = 0; j < kQK_K / 4; j += 32)
+                for (int l = 0; l < 4; ++l)
+                    for (int m = 0; m < 32; ++m) blk->qs[j + m] |= static_cast<uint8_t>(code[j * 4 + l * 32 + m] << (2 * l));
+            blk->d = d;
+            continue;
+        }
+        block_tq1_0* blk = reinterpret_cast<block_tq1_0*>(out) + b;
+        auto pack = [](const uint8_t* digits, int count, int stride) {
+            int q = 0;
+            for (int k = 0; k < 5; ++k) q = q * 3 + (k < count ? digits[k * stride] : 0);
+            return static_cast<uint8_t>((q * 256 + 242) / 243);
+        };
+        for (int m = 0; m < 32; ++m) blk->qs[m] = pack(code + m, 5, 32);
+        for (int m = 0; m < 16; ++m) blk->qs[32 + m] = pack(code + 160 + m, 5, 16);
+        for (int j = 0; j < 4; ++j) blk->qh[j] = pack(code + 240 + j, 4, 4);
+        blk->d = d;
+    }
+}
+
 std::vector<uint8_t> make_weight(GgmlType type, int64_t K, int64_t R, uint32_t seed) {
     uint64_t row_bytes = 0;
     ggml_row_bytes(type, K, &row_bytes);
@@ -145,6 +179,8 @@ std::vector<uint8_t> make_weight(GgmlType type, int64_t K, int64_t R, uint32_t s
         fp32_to_bf16_row(src.data(), reinterpret_cast<uint16_t*>(rows.data()), K * period);
     } else if (can_quantize(type)) {
         quantize_rows(type, src.data(), rows.data(), period, K);
+    } else if (type == GgmlType::TQ1_0 || type == GgmlType::TQ2_0) {
+        ternary_rows(type, src.data(), K * period, rows.data());
     } else {
         // IQ4 formats (no quantizer): random nibbles, each block's leading f16 scale set sanely.
         std::mt19937 rng(seed);
@@ -250,7 +286,8 @@ std::string shape_text(std::initializer_list<int64_t> ne) {
 
 const GgmlType kWeightTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1,
                                  GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q2_K, GgmlType::Q3_K,
-                                 GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS};
+                                 GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS,
+                                 GgmlType::TQ1_0, GgmlType::TQ2_0};
 
 bool fits(GgmlType type, int64_t K) { return K % ggml_type_traits(type)->block_elems == 0; }
 

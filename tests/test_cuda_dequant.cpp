@@ -24,7 +24,7 @@ using ls::simt::Schedule;
 const GgmlType kAllTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q4_0,   GgmlType::Q4_1,
                               GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q2_K,   GgmlType::Q3_K,
                               GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_K,   GgmlType::IQ4_NL,
-                              GgmlType::IQ4_XS};
+                              GgmlType::IQ4_XS, GgmlType::TQ1_0, GgmlType::TQ2_0};
 
 template <class T>
 struct DeviceBuffer {

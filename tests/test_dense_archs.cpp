@@ -98,6 +98,8 @@ const DenseCase kCases[] = {
     // i-quants, quantized by llama.cpp's llama-quantize (make-model has no i-quant quantizer).
     {"gemma3_iq4_nl", nullptr, nullptr, "gemma3-tiny-IQ4_NL_story_n3_fa-off.gguf", 1e-6, "gemma3-tiny-IQ4_NL.gguf"},
     {"gemma3_iq4_xs", nullptr, nullptr, "gemma3-wide-IQ4_XS_story_n3_fa-off.gguf", 1e-6, "gemma3-wide-IQ4_XS.gguf"},
+    {"llama3_tq1_0", nullptr, nullptr, "llama3-wide-TQ1_0_hello_n3_fa-off.gguf", 1e-6, "llama3-wide-TQ1_0.gguf"},
+    {"llama3_tq2_0", nullptr, nullptr, "llama3-wide-TQ2_0_hello_n3_fa-off.gguf", 1e-6, "llama3-wide-TQ2_0.gguf"},
     // ggml's tiled flash attention (prompts of 64 tokens or more) and its decode calls over 512
     // cells or more, split into one chunk per thread of the reference's run.
     {"llama3_flash_tiled_split", "llama3-tiny", nullptr, "llama3-tiny-F16_long_n2_fa-on.gguf", 1e-8, nullptr, false},

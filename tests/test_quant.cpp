@@ -238,8 +238,8 @@ std::vector<float> f32_values(const GgufTensorInfo& t) {
     return v;
 }
 
-const char* const kRequiredTypes[] = {"F16",  "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0",   "Q2_K",
-                                      "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q8_K", "IQ4_NL", "IQ4_XS"};
+const char* const kRequiredTypes[] = {"F16",  "BF16", "Q4_0", "Q4_1", "Q5_0",   "Q5_1",   "Q8_0",  "Q2_K", "Q3_K",
+                                      "Q4_K", "Q5_K", "Q6_K", "Q8_K", "IQ4_NL", "IQ4_XS", "TQ1_0", "TQ2_0"};
 
 class QuantFixture : public testing::TestWithParam<const char*> {};
 

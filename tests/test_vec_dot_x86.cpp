@@ -36,6 +36,35 @@ std::vector<float> wavy_row(int64_t n, float phase, float amplitude) {
     return x;
 }
 
+// TQ1_0 and TQ2_0 (no quantizer here): random codes (TQ2_0's unused code 3 included, TQ1_0 bytes
+// past 242 included) against Q8_K activations: the lanes, with their bsums correction, sum to the
+// dot of the decoded rows (the integer part is exact; only the float order may differ).
+TEST(VecDotX86, TernaryLanesSumToTheDecodedDot) {
+    const int64_t n = 1024;
+    const std::vector<float> a_src = wavy_row(n, 1.1f, 3.0f);
+    std::vector<uint8_t> act(static_cast<size_t>(n / kQK_K * sizeof(block_q8_K)));
+    ASSERT_TRUE(quantize_activation_row(GgmlType::Q8_K, a_src.data(), act.data(), n));
+    std::vector<float> a(static_cast<size_t>(n));
+    ASSERT_TRUE(dequantize_row(GgmlType::Q8_K, act.data(), a.data(), n));
+    uint32_t state = 12345;
+    for (GgmlType type : {GgmlType::TQ1_0, GgmlType::TQ2_0}) {
+        const uint32_t block_bytes = ggml_type_traits(type)->block_bytes;
+        std::vector<uint8_t> w(static_cast<size_t>(n / kQK_K * block_bytes));
+        for (uint8_t& b : w) b = static_cast<uint8_t>((state = state * 1664525u + 1013904223u) >> 24);
+        for (size_t off = 0; off < w.size(); off += block_bytes) {
+            const uint16_t d = fp32_to_fp16(0.01f + 0.003f * static_cast<float>(off / block_bytes));
+            std::memcpy(&w[off + block_bytes - 2], &d, 2);
+        }
+        std::vector<float> wf(static_cast<size_t>(n));
+        ASSERT_TRUE(dequantize_row(type, w.data(), wf.data(), n));
+        double want = 0;
+        for (int64_t i = 0; i < n; ++i) want += static_cast<double>(wf[i]) * a[i];
+        float got = 0;
+        ASSERT_TRUE(vec_dot_row_x86(type, n, w.data(), act.data(), &got)) << ggml_type_name(type);
+        EXPECT_NEAR(got, want, 1e-5 * (std::fabs(want) + 1.0)) << ggml_type_name(type);
+    }
+}
+
 // Every emulated type lands near the generic (scalar) dot: only the float order differs.
 TEST(VecDotX86, CloseToGenericForEveryType) {
     const int64_t n = 1024;

@@ -42,8 +42,8 @@ struct TypeTable {
         set(GgmlType::F64, "f64", 1, 8, false);
         set(GgmlType::IQ1_M, "iq1_m", 256, 56, false);
         set(GgmlType::BF16, "bf16", 1, 2, true);
-        set(GgmlType::TQ1_0, "tq1_0", 256, 54, false);
-        set(GgmlType::TQ2_0, "tq2_0", 256, 66, false);
+        set(GgmlType::TQ1_0, "tq1_0", 256, 54, true);
+        set(GgmlType::TQ2_0, "tq2_0", 256, 66, true);
         set(GgmlType::MXFP4, "mxfp4", 32, 17, false);
     }
     constexpr void set(GgmlType type, const char* name, uint32_t elems, uint32_t bytes, bool deq) {

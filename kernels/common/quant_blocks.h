@@ -98,6 +98,17 @@ struct block_iq4_xs {
     uint8_t scales_l[kQK_K / 64];
     uint8_t qs[kQK_K / 2];
 };
+// Ternary weights (-1, 0, 1 times d). TQ1_0: five base-3 digits per byte of qs (elements
+// 0..239), four per byte of qh (240..255); TQ2_0: four 2-bit codes per byte.
+struct block_tq1_0 {
+    uint8_t qs[(kQK_K - 4 * kQK_K / 64) / 5];
+    uint8_t qh[kQK_K / 64];
+    uint16_t d;
+};
+struct block_tq2_0 {
+    uint8_t qs[kQK_K / 4];
+    uint16_t d;
+};
 
 static_assert(sizeof(block_q4_0) == 18, "block_q4_0 size");
 static_assert(sizeof(block_q4_1) == 20, "block_q4_1 size");
@@ -113,6 +124,8 @@ static_assert(sizeof(block_q6_K) == 210, "block_q6_K size");
 static_assert(sizeof(block_q8_K) == 292, "block_q8_K size");
 static_assert(sizeof(block_iq4_nl) == 18, "block_iq4_nl size");
 static_assert(sizeof(block_iq4_xs) == 136, "block_iq4_xs size");
+static_assert(sizeof(block_tq1_0) == 54, "block_tq1_0 size");
+static_assert(sizeof(block_tq2_0) == 66, "block_tq2_0 size");
 
 // ---- scale unpacking -------------------------------------------------------------------------
 
@@ -328,6 +341,40 @@ LS_HD inline void dequantize_block_iq4_nl(const block_iq4_nl* b, float* out) {
         out[j] = d * iq4nl_value(b->qs[j] & 0xF);
         out[j + kQK4_NL / 2] = d * iq4nl_value(b->qs[j] >> 4);
     }
+}
+
+// The codes of a ternary block in element order: 0, 1 or 2 (TQ2_0 also 3), the weight being
+// (code - 1) * d. A TQ1_0 byte holds base-3 digits as a fraction of 243: digit n is the top of
+// (byte * 3^n mod 256) * 3 / 256, as ggml reads it.
+LS_HD inline int tq1_0_digit(uint8_t byte, int n) {
+    const uint8_t pow3[5] = {1, 3, 9, 27, 81};
+    const uint8_t q = static_cast<uint8_t>(byte * pow3[n]);
+    return (q * 3) >> 8;
+}
+LS_HD inline void tq1_0_codes(const block_tq1_0* b, uint8_t* out) {
+    for (int n = 0; n < 5; ++n)
+        for (int m = 0; m < 32; ++m) out[n * 32 + m] = static_cast<uint8_t>(tq1_0_digit(b->qs[m], n));
+    for (int n = 0; n < 5; ++n)
+        for (int m = 0; m < 16; ++m) out[160 + n * 16 + m] = static_cast<uint8_t>(tq1_0_digit(b->qs[32 + m], n));
+    for (int n = 0; n < 4; ++n)
+        for (int j = 0; j < 4; ++j) out[240 + n * 4 + j] = static_cast<uint8_t>(tq1_0_digit(b->qh[j], n));
+}
+LS_HD inline void tq2_0_codes(const block_tq2_0* b, uint8_t* out) {
+    for (int j = 0; j < kQK_K / 4; j += 32)
+        for (int l = 0; l < 4; ++l)
+            for (int m = 0; m < 32; ++m) out[j * 4 + l * 32 + m] = static_cast<uint8_t>((b->qs[j + m] >> (2 * l)) & 3);
+}
+LS_HD inline void dequantize_block_tq1_0(const block_tq1_0* b, float* out) {
+    uint8_t codes[kQK_K];
+    tq1_0_codes(b, codes);
+    const float d = fp16_to_fp32(b->d);
+    for (int j = 0; j < kQK_K; ++j) out[j] = static_cast<float>(codes[j] - 1) * d;
+}
+LS_HD inline void dequantize_block_tq2_0(const block_tq2_0* b, float* out) {
+    uint8_t codes[kQK_K];
+    tq2_0_codes(b, codes);
+    const float d = fp16_to_fp32(b->d);
+    for (int j = 0; j < kQK_K; ++j) out[j] = static_cast<float>(codes[j] - 1) * d;
 }
 
 LS_HD inline void dequantize_block_iq4_xs(const block_iq4_xs* b, float* out) {

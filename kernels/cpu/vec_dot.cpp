@@ -304,7 +304,9 @@ bool vec_dot_activation_type(GgmlType weight_type, GgmlType* activation_type) {
         case GgmlType::Q4_K:
         case GgmlType::Q5_K:
         case GgmlType::Q6_K:
-        case GgmlType::IQ4_XS: *activation_type = GgmlType::Q8_K; return true;
+        case GgmlType::IQ4_XS:
+        case GgmlType::TQ1_0:
+        case GgmlType::TQ2_0: *activation_type = GgmlType::Q8_K; return true;
         case GgmlType::F32:
         case GgmlType::F16:
         case GgmlType::BF16: *activation_type = weight_type; return true;

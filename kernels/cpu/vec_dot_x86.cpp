@@ -142,6 +142,25 @@ float dot_iq4_xs(int64_t n, const block_iq4_xs* w, const block_q8_K* a) {
     return hsum8(acc);
 }
 
+// ggml_vec_dot_tq1_0_q8_K / _tq2_0_q8_K, AVX2 path: the unsigned codes (0..2) times the
+// activations in 16-bit lanes, element e in 32-bit lane (e % 32) / 4, and the -1 of every code
+// taken off through the activation's bsums, bsum[m] from 16-bit lane m (so 32-bit lane l loses
+// bsum[2l] + bsum[2l+1]); acc = fma(float(lane), d_a * d_w, acc).
+template <typename Block, void (*kCodes)(const Block*, uint8_t*)>
+float dot_ternary(int64_t n, const Block* w, const block_q8_K* a) {
+    float acc[kLanes] = {};
+    uint8_t codes[kQK_K];
+    for (int64_t b = 0; b < n / kQK_K; ++b) {
+        kCodes(&w[b], codes);
+        int32_t lanes[kLanes] = {};
+        for (int e = 0; e < kQK_K; ++e) lanes[(e % 32) / 4] += codes[e] * a[b].qs[e];
+        for (int l = 0; l < kLanes; ++l) lanes[l] -= a[b].bsums[2 * l] + a[b].bsums[2 * l + 1];
+        const float d = a[b].d * fp16_to_fp32(w[b].d);
+        for (int l = 0; l < kLanes; ++l) acc[l] = std::fma(static_cast<float>(lanes[l]), d, acc[l]);
+    }
+    return hsum8(acc);
+}
+
 // ggml_vec_dot_{q4_1,q5_1}_q8_1, AVX2 path. GCC fuses `summs += m * s` (C code, -O3 -march=native).
 template <typename Block, void (*kUnpack)(const Block&, int8_t*)>
 float dot_q8_1_family(int64_t n, const Block* w, const block_q8_1* a) {
@@ -389,6 +408,12 @@ bool vec_dot_row_x86_emulated(GgmlType weight_type, int64_t n, const void* w, co
             return true;
         case GgmlType::IQ4_XS:
             *out = dot_iq4_xs(n, static_cast<const block_iq4_xs*>(w), static_cast<const block_q8_K*>(act));
+            return true;
+        case GgmlType::TQ1_0:
+            *out = dot_ternary<block_tq1_0, tq1_0_codes>(n, static_cast<const block_tq1_0*>(w), static_cast<const block_q8_K*>(act));
+            return true;
+        case GgmlType::TQ2_0:
+            *out = dot_ternary<block_tq2_0, tq2_0_codes>(n, static_cast<const block_tq2_0*>(w), static_cast<const block_q8_K*>(act));
             return true;
         default: return false;
     }

@@ -31,6 +31,9 @@ namespace ls {
 //                 last odd block as sum = fma(d_a * d_w, float(isum), sum)
 //   iq4_xs . q8_K : lane_l sums the eight sub-blocks' products times their scales (6 bits - 32);
 //                 acc[l] = fma(d_w * d_a, float(lane_l), acc[l]); sum = hsum(acc)
+//   tq1_0, tq2_0 . q8_K : lane_l sums the unsigned codes (0..2) times the activations of the
+//                 elements e with (e % 32) / 4 == l, minus bsum[2l] + bsum[2l+1];
+//                 acc[l] = fma(float(lane_l), d_a * d_w, acc[l]); sum = hsum(acc)
 // Checked against ggml's output: q4_0, q8_0, q4_K, q6_K. The others are read from the same
 // kernels but have no reference values yet.
 // Returns false for a type not emulated here or a bad n, so the caller can use vec_dot_row.
