@@ -371,6 +371,8 @@ TEST(DenseArchsRefusals, TensorsLlamaCppUsesAreRunOrRefusedByName) {
         {"qwen3-tiny", "blk.0.attn_output.bias", {128}, "loader has no tensor of that name"},
         {"gemma2-tiny", "output.weight", {128, 512}, "loader has no tensor of that name"},
         {"gemma3-tiny", "blk.0.attn_qkv.weight", {128, 512}, "fused QKV projections"},
+        {"gemma3-tiny", "dense_2.weight", {128, 384}, "loader refuses the file: it creates it with 0 features"},
+        {"gemma3-tiny", "dense_3.weight", {384, 128}, "reads no dense_3_feat_in key"},
     };
     const std::string dir = test::make_temp_dir();
     for (const Refusal& c : cases) {

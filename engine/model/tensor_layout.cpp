@@ -23,6 +23,10 @@ public:
     void refused(std::string name, std::vector<int64_t> ne, std::string why) {
         out_.push_back({std::move(name), std::move(ne), false, false, std::move(why), ""});
     }
+    // A tensor llama.cpp's loader knows but cannot load: a file with it is refused there, and here.
+    void loader_refuses(std::string name, std::vector<int64_t> ne, std::string why) {
+        out_.push_back({std::move(name), std::move(ne), false, false, std::move(why), "", true});
+    }
 
 private:
     std::vector<TensorSpec>& out_;
@@ -212,6 +216,16 @@ std::vector<TensorSpec> tensor_layout(const ModelConfig& c, int64_t n_vocab) {
     // llama.cpp reads the LM head's scales only for an NVFP4 head (a type we do not run).
     l.refused("output.scale", {1}, "the scales of an NVFP4 LM head are not supported yet");
     l.refused("output.input_scale", {1}, "the scales of an NVFP4 LM head are not supported yet");
+    if (c.arch == Arch::kGemma3) {
+        // Sentence-transformers projections: only gemma-embedding's loader reads their sizes.
+        auto why = [](const char* key) {
+            return fmt::format("it creates it with 0 features (gemma3's loader reads no {} key), so a real one has the "
+                               "wrong shape; gemma-embedding models take these projections",
+                               key);
+        };
+        l.loader_refuses("dense_2.weight", {c.n_embd, 0}, why("dense_2_feat_out"));
+        l.loader_refuses("dense_3.weight", {0, c.n_embd}, why("dense_3_feat_in"));
+    }
     if (c.arch == Arch::kQwen3)
         l.unused("cls.output.weight", {c.n_embd, 1}, "a reranker's head, read only when llama.cpp ranks (pooling rank), "
                                                       "never when it generates");
@@ -235,6 +249,7 @@ std::string tensor_refusal(const std::vector<TensorSpec>& layout, const std::str
     if (!spec)
         return fmt::format("llama.cpp's {} loader has no tensor of that name (it refuses the file: wrong number of tensors)",
                            arch);
+    if (spec->loader_refuses) return fmt::format("llama.cpp's {} loader refuses the file: {}", arch, spec->unsupported);
     if (!spec->unsupported.empty()) return fmt::format("llama.cpp's {} graph uses it, and {}", arch, spec->unsupported);
     return "";
 }

@@ -23,6 +23,9 @@ struct TensorSpec {
     // conversion's input scales, qwen2's feed-forward scales, a reranker's head): accepted, and
     // unused here too; this says so.
     std::string unused;
+    // With `unsupported`: llama.cpp's loader itself refuses a file that has it (`unsupported` says
+    // why), so neither runs it.
+    bool loader_refuses = false;
 };
 
 // Every tensor a model with config `c` and `n_vocab` tokens has or may have, in load order.
