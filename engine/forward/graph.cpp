@@ -673,22 +673,6 @@ Tensor GraphBuilder::build_scale(const Tensor& x, float s, const char* name, int
     return y;
 }
 
-Tensor GraphBuilder::build_ffn_geglu(const Tensor& cur, const FfnWeights& w, int il) {
-    const MathMode mode = opt_.mode;
-    const int64_t T = cur.ne[1], n_ff = w.gate.ne[1], n_out = w.down.ne[1];
-    Tensor gate = buf_.gate.reshaped(n_ff, T), up = buf_.up.reshaped(n_ff, T);
-    Tensor geglu = buf_.swiglu.reshaped(n_ff, T), out = buf_.ffn_out.reshaped(n_out, T);
-    be_.matmul(w.gate, cur, gate, mode);  // ggml's execution order: the gate's product, then up's
-    cb(gate, "ffn_gate", il, Op::kMulMat);
-    be_.matmul(w.up, cur, up, mode);
-    cb(up, "ffn_up", il, Op::kMulMat);
-    be_.geglu(gate, up, geglu, mode);
-    cb(geglu, "ffn_geglu", il, Op::kGeglu);
-    be_.matmul(w.down, geglu, out, mode);
-    cb(out, "ffn_out", il, Op::kMulMat);
-    return out;
-}
-
 Tensor GraphBuilder::build_add(const Tensor& a, const Tensor& b, const char* name, int il, Tensor& out) {
     Tensor y = cols(out, a.ne[1]);
     be_.add(a, b, y);
@@ -697,7 +681,7 @@ Tensor GraphBuilder::build_add(const Tensor& a, const Tensor& b, const char* nam
 }
 
 Tensor GraphBuilder::build_ffn(const Tensor& cur, const FfnWeights& w, int il, const char* out_name,
-                               const Tensor* buffers) {
+                               const Tensor* buffers, FfnAct act) {
     const MathMode mode = opt_.mode;
     const int64_t T = cur.ne[1], n_ff = w.gate.ne[1], n_out = w.down.ne[1];
     const Tensor* b = buffers;
@@ -721,8 +705,13 @@ Tensor GraphBuilder::build_ffn(const Tensor& cur, const FfnWeights& w, int il, c
     cb(up, "ffn_up", il, Op::kMulMat);
     step(up, w.up_b, Op::kAdd, buf_.up_b, "ffn_up_b");
     step(up, w.up_s, Op::kMul, buf_.up_s, "ffn_up_s");
-    be_.swiglu(gate, up, swiglu, mode);
-    cb(swiglu, "ffn_swiglu", il, Op::kSwiglu);
+    if (act == FfnAct::kGelu) {
+        be_.geglu(gate, up, swiglu, mode);
+        cb(swiglu, "ffn_geglu", il, Op::kGeglu);
+    } else {
+        be_.swiglu(gate, up, swiglu, mode);
+        cb(swiglu, "ffn_swiglu", il, Op::kSwiglu);
+    }
     // The down product is ffn_down when a bias follows; the last step is `out_name`.
     be_.matmul(w.down, swiglu, out, mode);
     cb(out, w.down_b.data ? "ffn_down" : out_name, il, Op::kMulMat);

@@ -120,13 +120,14 @@ protected:
     // when this ubatch has none: llama.cpp's graph ends there, and so does ours.
     bool build_out_rows(int il, Tensor& cur, Tensor& residual);
     Tensor build_add(const Tensor& a, const Tensor& b, const char* name, int il, Tensor& out);
-    // down(silu(gate x) * up x), announced as ffn_gate, ffn_up, ffn_swiglu and `out_name`. With
-    // biases and scales (llama.cpp's build_ffn): ffn_gate_b / ffn_gate_s after the gate's product
-    // (the same for up), and the down product is ffn_down with its bias (the last step is
-    // `out_name`). The buffers are the dense FFN's unless given (gate, up, swiglu, out; at least as
-    // large).
+    // down(silu(gate x) * up x), announced as ffn_gate, ffn_up, ffn_swiglu and `out_name`
+    // (`gelu`: gemma's down(gelu(gate x) * up x), ffn_geglu in the middle). With biases and scales
+    // (llama.cpp's build_ffn): ffn_gate_b / ffn_gate_s after the gate's product (the same for up),
+    // and the down product is ffn_down with its bias (the last step is `out_name`). The buffers are
+    // the dense FFN's unless given (gate, up, swiglu, out; at least as large).
+    enum class FfnAct { kSilu, kGelu };
     Tensor build_ffn(const Tensor& cur, const FfnWeights& w, int il, const char* out_name = "ffn_out",
-                     const Tensor* buffers = nullptr);
+                     const Tensor* buffers = nullptr, FfnAct act = FfnAct::kSilu);
     // phi3's feed-forward: one up projection of 2 n_ff rows (ffn_up), silu of its first half times
     // its second (ffn_swiglu: ggml's one-operand SWIGLU), down (ffn_out).
     Tensor build_ffn_fused_up(const Tensor& cur, const Tensor& up, const Tensor& down, int il);
@@ -135,8 +136,6 @@ protected:
     void build_output(const Tensor& x);
     // y = x * s, announced as `name` (SCALE); the embeddings times sqrt(n_embd) for gemma (inp_scaled).
     Tensor build_scale(const Tensor& x, float s, const char* name, int il, const Tensor& out_buf);
-    // gemma's feed-forward: down(gelu(gate x) * up x) announced as ffn_gate, ffn_up, ffn_geglu, ffn_out.
-    Tensor build_ffn_geglu(const Tensor& cur, const FfnWeights& w, int il);
 
     // ---- sliding-window attention (gemma): local layers keep a cache of swa_cells_ cells, cell 0
     // holding position swa_base_ (the window slides by moving the cells still seen to the front).

@@ -68,7 +68,7 @@ private:
             cur = build_norm(cur, w.attn_post_norm, "attn_post_norm", il);     // rmsnorm * attn_post_norm
             Tensor sa_out = build_add(cur, inpL, "sa_out", il, sa_out_);       // residual
             cur = build_norm(sa_out, w.ffn_norm, "ffn_norm", il);              // rmsnorm * ffn_norm
-            cur = build_ffn_geglu(cur, w.ffn, il);                             // down(gelu(gate x) * up x)
+            cur = build_ffn(cur, w.ffn, il, "ffn_out", nullptr, FfnAct::kGelu);  // down(gelu(gate x) * up x)
             // llama.cpp gives this norm's RMS_NORM no layer ("norm"), and gemma2 its MUL neither.
             cur = build_post_ffw_norm(cur, w.ffn_post_norm, gemma3() ? il : -1);
             inpL = build_add(cur, sa_out, "l_out", il, buf_.x);                // residual
