@@ -358,13 +358,17 @@ private:
         return -1;
     }
 
-    // Position of our first token in this decode call: n_kv - T from an attention event of the
-    // same call, or 0 for the prompt.
+    // Position of our first token in this ubatch: n_kv - T from an attention event of the same
+    // ubatch in a global layer (a local layer's cache may have slid, its cell 0 no longer holding
+    // position 0), or 0 for the prompt's first ubatch.
     int64_t start_position() const {
-        for (const CapturedEvent& e : run_.captures.events)
-            if (e.decode == ours_.decode && e.ubatch == ours_.ubatch && starts_with(e.base_name, "kq-"))
-                return e.ne[0] - e.ne[1];
-        if (ours_.decode == 0) return 0;
+        for (const CapturedEvent& e : run_.captures.events) {
+            if (e.decode != ours_.decode || e.ubatch != ours_.ubatch || !starts_with(e.base_name, "kq-")) continue;
+            const int L = layer_of(e.base_name);
+            if (model_ && L >= 0 && model_->config().layer_is_swa(L)) continue;
+            return e.ne[0] - e.ne[1];
+        }
+        if (ours_.decode == 0 && ours_.ubatch == 0) return 0;
         return -1;
     }
 

@@ -520,6 +520,13 @@ private:
             out->ne[0] = hd_v * n_head, out->ne[1] = T;
             Tensor y = make_tensor(out->v.data(), hd_v * n_head, T);
             if (opt_.forward.flash_attn && mode_ == MathMode::kLlama) {
+                // Flash attention reads the Q the graph hands it: scaled after RoPE in phi3 and gemma,
+                // and gemma's windows and caps are not recomputed here yet.
+                if (qk_norm_) {
+                    why_ = fmt::format("no local recomputation for flash attention's kqv_out in a {} model yet (per-head "
+                                       "q/k norms, a scaled Q, sliding windows or soft caps)", cfg_.arch_name);
+                    return false;
+                }
                 Values q;
                 std::vector<float> k, v;
                 int64_t cells = 0;
