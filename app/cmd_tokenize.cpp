@@ -139,55 +139,25 @@ int run_tokenize(const TokenizeOptions& o) {
         if (!kw.ok() || !kw->is_object()) return usage("--chat-template-kwargs: not a JSON object: " + quote_text(o.chat_kwargs));
     }
     if (chat) {
-        Result<std::string> templated = std::string();
-        if (o.chat_template_file.empty() && o.messages_file.empty() && o.chat_kwargs.empty()) {
-            templated = chat_prompt(*file.value(), tok, text, o.chat_template);  // what run --chat does
-        } else if (!o.chat_template.empty()) {
-            return usage("--chat-template NAME is a built-in template: it takes no --messages, --chat-template-file "
-                         "or --chat-template-kwargs");
-        } else {
-            JinjaChat jc;
-            if (!o.messages_file.empty()) {
-                std::string json;
-                std::ifstream in(o.messages_file, std::ios::binary);
-                if (!in || !read_all(in, &json)) return fail(make_error(ErrorCode::kBadInput, o.messages_file + ": cannot read"));
-                auto parsed = jinja_chat_from_json(json);
-                if (!parsed.ok()) return fail(make_error(ErrorCode::kBadInput, o.messages_file + ": " + parsed.error().message));
-                jc.messages = parsed->messages;
-                jc.tools = parsed->tools;
-            } else {
-                jinja::Value m = jinja::Value::dict();
-                m.object->set("role", jinja::Value::string("user"));
-                m.object->set("content", jinja::Value::string(text));
-                jc.messages = jinja::Value::list({m});
-            }
-            if (!o.chat_template_file.empty()) {
-                std::ifstream in(o.chat_template_file, std::ios::binary);
-                if (!in || !read_all(in, &jc.template_source)) {
-                    return fail(make_error(ErrorCode::kBadInput, o.chat_template_file + ": cannot read"));
-                }
-            } else {
-                // With tools, the file's tool-use template where it has one (as llama.cpp picks it).
-                if (jc.tools.is_array()) jc.template_source = file.value()->get_string("tokenizer.chat_template.tool_use");
-                if (jc.template_source.empty()) jc.template_source = file.value()->get_string("tokenizer.chat_template");
-                if (jc.template_source.empty()) {
-                    return fail(make_error(ErrorCode::kBadInput,
-                                           o.model_path + ": no tokenizer.chat_template\nHINT: give --chat-template-file FILE "
-                                                          "or a built-in family with --chat-template NAME"));
-                }
-            }
-            if (!o.chat_kwargs.empty()) {
-                auto kw = jinja::from_json(o.chat_kwargs);
-                jc.kwargs = kw.value();
-                if (const jinja::Value* t = jc.kwargs.object->find("enable_thinking"); t && t->type == jinja::Value::Type::kBool) {
-                    jc.enable_thinking = t->b;
-                }
-            }
-            if (tok.valid(tok.bos())) jc.bos_token = tok.token(tok.bos()).text;
-            if (tok.valid(tok.eos())) jc.eos_token = tok.token(tok.eos()).text;
-            jc.strip_bos = !o.no_bos && tok.add_bos();
-            templated = render_jinja_chat(jc);
+        ChatPromptInput input;
+        input.family_name = o.chat_template;
+        if (!o.messages_file.empty()) {
+            std::string json;
+            std::ifstream in(o.messages_file, std::ios::binary);
+            if (!in || !read_all(in, &json)) return fail(make_error(ErrorCode::kBadInput, o.messages_file + ": cannot read"));
+            auto parsed = jinja_chat_from_json(json);
+            if (!parsed.ok()) return fail(make_error(ErrorCode::kBadInput, o.messages_file + ": " + parsed.error().message));
+            input.messages = parsed->messages;
+            input.tools = parsed->tools;
         }
+        if (!o.chat_template_file.empty()) {
+            std::ifstream in(o.chat_template_file, std::ios::binary);
+            if (!in || !read_all(in, &input.template_source))
+                return fail(make_error(ErrorCode::kBadInput, o.chat_template_file + ": cannot read"));
+        }
+        if (!o.chat_kwargs.empty()) input.kwargs = jinja::from_json(o.chat_kwargs).value();
+        input.tokenizer_adds_bos = !o.no_bos;
+        Result<std::string> templated = chat_prompt(*file.value(), tok, text, input);  // what run --chat does, and more
         if (!templated.ok()) {
             Error e = templated.error();
             if (!o.chat_template_file.empty()) e.message = o.chat_template_file + ": " + e.message;

@@ -335,25 +335,43 @@ Result<JinjaChat> jinja_chat_from_json(const std::string& json_text) {
 }
 
 Result<std::string> chat_prompt(const GgufFile& file, const Tokenizer& tok, const std::string& user_text,
-                                const std::string& family_name) {
-    if (!family_name.empty()) {
-        auto family = chat_template_family_from_name(family_name);
+                                const ChatPromptInput& input) {
+    if (!input.family_name.empty()) {
+        if (!input.template_source.empty() || !input.messages.is_undefined() || !input.tools.is_undefined() ||
+            !input.kwargs.is_undefined())
+            return make_error(ErrorCode::kUsage, "a built-in template (--chat-template NAME) takes no template source, "
+                                                 "messages, tools or template kwargs");
+        auto family = chat_template_family_from_name(input.family_name);
         if (!family.ok()) return family.error();
         return apply_chat_template(family.value(), {{"user", user_text}}, true);
     }
     JinjaChat chat;
-    chat.template_source = file.get_string("tokenizer.chat_template");
+    chat.tools = input.tools;
+    chat.template_source = input.template_source;
+    // With tools, the file's tool-use template where it has one (as llama.cpp picks it).
+    if (chat.template_source.empty() && chat.tools.is_array())
+        chat.template_source = file.get_string("tokenizer.chat_template.tool_use");
+    if (chat.template_source.empty()) chat.template_source = file.get_string("tokenizer.chat_template");
     if (chat.template_source.empty()) {
         return make_error(ErrorCode::kBadInput, "the file has no tokenizer.chat_template\nHINT: name a built-in template "
                                                 "with --chat-template NAME (chatml, llama3, ...)");
     }
-    Value m = Value::dict();
-    m.object->set("role", Value::string("user"));
-    m.object->set("content", Value::string(user_text));
-    chat.messages = Value::list({m});
+    if (input.messages.is_undefined()) {
+        Value m = Value::dict();
+        m.object->set("role", Value::string("user"));
+        m.object->set("content", Value::string(user_text));
+        chat.messages = Value::list({m});
+    } else {
+        chat.messages = input.messages;
+    }
+    if (input.kwargs.is_object()) {
+        chat.kwargs = input.kwargs;
+        if (const Value* t = chat.kwargs.object->find("enable_thinking"); t && t->type == Value::Type::kBool)
+            chat.enable_thinking = t->b;
+    }
     if (tok.valid(tok.bos())) chat.bos_token = tok.token(tok.bos()).text;
     if (tok.valid(tok.eos())) chat.eos_token = tok.token(tok.eos()).text;
-    chat.strip_bos = tok.add_bos();
+    chat.strip_bos = input.tokenizer_adds_bos && tok.add_bos();
     return render_jinja_chat(chat);
 }
 

@@ -33,11 +33,28 @@ Result<JinjaChat> jinja_chat_from_json(const std::string& json_text);
 class GgufFile;
 class Tokenizer;
 
-// `user_text` as one user message, with the generation prompt: the built-in family named
-// (llama.cpp's --chat-template NAME) or, with no name, the file's own tokenizer.chat_template
-// rendered by Jinja, BOS and EOS text from the vocabulary and the template's leading BOS left
-// to the tokenizer when it adds one. Errors name what is missing or where the template failed.
+// What a chat prompt is made of beyond the user's text; the defaults are what `run --chat` does.
+struct ChatPromptInput {
+    std::string family_name;      // a built-in family (llama.cpp's --chat-template NAME) instead of Jinja
+    std::string template_source;  // instead of the file's template
+    jinja::Value messages;        // a list instead of one user message of the text (undefined: the text)
+    jinja::Value tools;           // a list (the file's tool-use template is preferred then), or undefined
+    jinja::Value kwargs;          // a dict of extra template variables (enable_thinking among them), or undefined
+    bool tokenizer_adds_bos = true;  // false (--no-bos): the template's leading BOS text stays
+};
+
+// The chat prompt, with the generation prompt: the built-in family named or, with no name, the
+// file's own tokenizer.chat_template (its tool-use one when tools are given; or the template
+// given) rendered by Jinja over the messages (the text as one user message when none are given),
+// BOS and EOS text from the vocabulary, the template's leading BOS left to the tokenizer when it
+// adds one. Errors name what is missing or where the template failed.
 Result<std::string> chat_prompt(const GgufFile& file, const Tokenizer& tok, const std::string& user_text,
-                                const std::string& family_name = "");
+                                const ChatPromptInput& input);
+inline Result<std::string> chat_prompt(const GgufFile& file, const Tokenizer& tok, const std::string& user_text,
+                                       const std::string& family_name = "") {
+    ChatPromptInput input;
+    input.family_name = family_name;
+    return chat_prompt(file, tok, user_text, input);
+}
 
 }  // namespace ls
