@@ -443,20 +443,19 @@ LS_AVX2 inline __m256i lanes_i8(__m256i w, __m256i a) {
 // their high nibbles.
 LS_AVX2 inline __m256i nibbles32(const uint8_t* qs) {
     const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-    const __m128i low4 = _mm_set1_epi8(0x0F);
-    return _mm256_setr_m128i(_mm_and_si128(packed, low4), _mm_and_si128(_mm_srli_epi16(packed, 4), low4));
+    return _mm256_and_si256(_mm256_setr_m128i(packed, _mm_srli_epi16(packed, 4)), _mm256_set1_epi8(0x0F));
 }
 
-// Q5_0 / Q5_1's fifth bits: byte e is 0x10 when bit e of the 32-bit qh is set (byte e / 8 of qh
-// spread to the eight bytes, then its bit e % 8 tested).
+// Q5_0 / Q5_1's fifth bits: byte e is 0xFF when bit e of the 32-bit qh is set (byte e / 8 of qh
+// spread to the eight bytes, every other bit of byte e % 8 set, compared with all ones).
 LS_AVX2 inline __m256i fifth_bits32(const uint8_t* qh_bytes) {
     uint32_t qh;
     std::memcpy(&qh, qh_bytes, 4);
     const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(qh)),
                                                _mm256_setr_epi64x(0, 0x0101010101010101LL, 0x0202020202020202LL,
                                                                   0x0303030303030303LL));
-    const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ULL));
-    return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(0x10));
+    const __m256i others = _mm256_set1_epi64x(static_cast<long long>(0x7fbfdfeff7fbfdfeULL));
+    return _mm256_cmpeq_epi8(_mm256_or_si256(spread, others), _mm256_set1_epi64x(-1));
 }
 
 // IQ4_NL's non-linear values for 32 nibbles (a byte shuffle through the 16-entry table).
@@ -485,14 +484,15 @@ LS_AVX2 inline __m256i quants(const void* blocks, int64_t b) {
             return _mm256_sub_epi8(nibbles32(static_cast<const block_q4_0*>(blocks)[b].qs), _mm256_set1_epi8(8));
         case GgmlType::Q5_0: {
             const block_q5_0& q = static_cast<const block_q5_0*>(blocks)[b];
-            return _mm256_sub_epi8(_mm256_or_si256(nibbles32(q.qs), fifth_bits32(q.qh)), _mm256_set1_epi8(16));
+            // nibble + 16 * bit - 16: the nibble, with 0xF0 (-16) or'ed in where the bit is clear
+            return _mm256_or_si256(nibbles32(q.qs), _mm256_andnot_si256(fifth_bits32(q.qh), _mm256_set1_epi8(static_cast<char>(0xF0))));
         }
         case GgmlType::Q8_0:
             return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const block_q8_0*>(blocks)[b].qs));
         case GgmlType::Q4_1: return nibbles32(static_cast<const block_q4_1*>(blocks)[b].qs);
         case GgmlType::Q5_1: {
             const block_q5_1& q = static_cast<const block_q5_1*>(blocks)[b];
-            return _mm256_or_si256(nibbles32(q.qs), fifth_bits32(q.qh));
+            return _mm256_or_si256(nibbles32(q.qs), _mm256_and_si256(fifth_bits32(q.qh), _mm256_set1_epi8(0x10)));
         }
         default:  // IQ4_NL
             return iq4nl32(static_cast<const block_iq4_nl*>(blocks)[b].qs);
@@ -517,7 +517,8 @@ LS_AVX2 float dot_q8_0_family_t(int64_t n, const void* w, const block_q8_0* a, b
     const int64_t nb = n / 32;
     __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
     int64_t b = 0;
-    // Decoding streams each weight once: fetch a few hundred bytes ahead (no effect on the sums).
+    // Decoding streams each weight once: Q8_0 (memory-bound) fetches a few hundred bytes ahead (no
+    // effect on the sums); the formats whose unpacking bounds them leave it to the hardware.
     constexpr int64_t kAhead = 16;
     const char* bytes = static_cast<const char*>(w);
     const size_t block_bytes = type == GgmlType::Q8_0 ? sizeof(block_q8_0) : type == GgmlType::Q5_0 ? sizeof(block_q5_0)
@@ -544,7 +545,7 @@ LS_AVX2 float dot_q8_0_family_t(int64_t n, const void* w, const block_q8_0* a, b
         return sum;
     }
     for (; b < nb; ++b) {
-        if (b % 2 == 0) _mm_prefetch(bytes + (b + kAhead) * block_bytes, _MM_HINT_T0);
+        if (type == GgmlType::Q8_0 && b % 2 == 0) _mm_prefetch(bytes + (b + kAhead) * block_bytes, _MM_HINT_T0);
         const __m256i q8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].qs));
         const float d = block_scale<type>(w, b) * _cvtsh_ss(a[b].d);
         acc[0] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lanes_i8(quants<type>(w, b), q8)), acc[0]);
