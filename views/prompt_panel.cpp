@@ -55,6 +55,16 @@ Result<std::string> PromptPanel::final_prompt(const DebugContext& ctx) const {
     return chat_prompt(ctx.model->file(), *tok, prompt, family);
 }
 
+const std::string& PromptPanel::templated_text(const DebugContext& ctx) {
+    Templated& c = templated_;
+    const std::string path = ctx.model ? ctx.model->path() : std::string();
+    if (!c.valid || c.prompt != prompt || c.choice != template_choice || c.model != ctx.model || c.model_path != path) {
+        auto text = final_prompt(ctx);
+        c = {true, prompt, template_choice, ctx.model, path, text ? escaped(text.value()) : text.error().message};
+    }
+    return c.shown;
+}
+
 bool PromptPanel::run(DebugContext& ctx) {
     if (!ctx.session) return false;
     auto text = final_prompt(ctx);
@@ -114,8 +124,7 @@ void PromptPanel::draw(DebugContext& ctx) {
     }
     if (!status_.empty()) ImGui::TextColored({1.0f, 0.4f, 0.4f, 1.0f}, "%s", status_.c_str());
     if (use_chat_template && ImGui::TreeNode("templated text")) {
-        auto text = final_prompt(ctx);
-        ImGui::TextWrapped("%s", text ? escaped(text.value()).c_str() : text.error().message.c_str());
+        ImGui::TextWrapped("%s", templated_text(ctx).c_str());
         ImGui::TreePop();
     }
     ImGui::SetNextItemWidth(-120);

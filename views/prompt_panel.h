@@ -37,9 +37,20 @@ struct PromptPanel {
 private:
     void draw_tokens(const DebugContext& ctx);
     void draw_comparison(const DebugContext& ctx, const std::vector<int32_t>& ours, std::vector<int32_t>* theirs);
+    // The templated text as the panel shows it (or why there is none), rendered again only when the
+    // prompt, the template choice or the model changes: not a Jinja run per frame.
+    const std::string& templated_text(const DebugContext& ctx);
 
     std::vector<std::string> family_names_;  // filled once
     std::string status_;                     // the last "Run" error, shown under the button
+    struct Templated {
+        bool valid = false;
+        std::string prompt;
+        int choice = 0;
+        const Model* model = nullptr;
+        std::string model_path;  // a model opened where a closed one was is another model
+        std::string shown;
+    } templated_;
 };
 
 }  // namespace ls::views
