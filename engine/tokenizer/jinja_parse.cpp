@@ -6,6 +6,8 @@
 
 #include <cctype>
 #include <cstdlib>
+#include <initializer_list>
+#include <utility>
 
 namespace ls::jinja {
 
@@ -502,25 +504,34 @@ private:
         return n;
     }
 
-    Result<NodeP> ternary_free_or() {
-        auto a = and_expr();
-        while (a.ok() && is_name("or")) {
-            ++p_;
-            auto b = and_expr();
+    // Where a binary operator of one precedence level starts at the cursor: its text and how many
+    // tokens it spans ("not in" two), or an empty text for none.
+    using OpAt = std::pair<std::string, size_t>;
+    OpAt op_among(std::initializer_list<const char*> ops) const {
+        for (const char* op : ops)
+            if (is_op(op)) return {op, 1};
+        return {"", 0};
+    }
+    // A left-associative chain `a op b op c ...` of the level below.
+    template <class Operand, class Operator>
+    Result<NodeP> chain(Operand operand, Operator op_at) {
+        auto a = operand();
+        while (a.ok()) {
+            const OpAt op = op_at();
+            if (op.first.empty()) break;
+            p_ += op.second;
+            auto b = operand();
             if (!b.ok()) return b;
-            a = binary(Node::kBinary, "or", a.value(), b.value());
+            a = binary(Node::kBinary, op.first, a.value(), b.value());
         }
         return a;
     }
+
+    Result<NodeP> ternary_free_or() {
+        return chain([this] { return and_expr(); }, [this] { return is_name("or") ? OpAt{"or", 1} : OpAt{}; });
+    }
     Result<NodeP> and_expr() {
-        auto a = not_expr();
-        while (a.ok() && is_name("and")) {
-            ++p_;
-            auto b = not_expr();
-            if (!b.ok()) return b;
-            a = binary(Node::kBinary, "and", a.value(), b.value());
-        }
-        return a;
+        return chain([this] { return not_expr(); }, [this] { return is_name("and") ? OpAt{"and", 1} : OpAt{}; });
     }
     Result<NodeP> not_expr() {
         if (is_name("not")) {
@@ -537,53 +548,20 @@ private:
         return comparison();
     }
     Result<NodeP> comparison() {
-        auto a = concat();
-        while (a.ok()) {
-            std::string op;
-            if (is_op("==") || is_op("!=") || is_op("<") || is_op(">") || is_op("<=") || is_op(">=")) {
-                op = next().text;
-            } else if (is_name("in")) {
-                ++p_, op = "in";
-            } else if (is_name("not") && is_name("in", 1)) {
-                p_ += 2, op = "not in";
-            } else {
-                break;
-            }
-            auto b = concat();
-            if (!b.ok()) return b;
-            a = binary(Node::kBinary, op, a.value(), b.value());
-        }
-        return a;
+        return chain([this] { return concat(); }, [this] {
+            if (is_name("in")) return OpAt{"in", 1};
+            if (is_name("not") && is_name("in", 1)) return OpAt{"not in", 2};
+            return op_among({"==", "!=", "<", ">", "<=", ">="});
+        });
     }
     Result<NodeP> concat() {
-        auto a = additive();
-        while (a.ok() && is_op("~")) {
-            ++p_;
-            auto b = additive();
-            if (!b.ok()) return b;
-            a = binary(Node::kBinary, "~", a.value(), b.value());
-        }
-        return a;
+        return chain([this] { return additive(); }, [this] { return op_among({"~"}); });
     }
     Result<NodeP> additive() {
-        auto a = multiplicative();
-        while (a.ok() && (is_op("+") || is_op("-"))) {
-            const std::string op = next().text;
-            auto b = multiplicative();
-            if (!b.ok()) return b;
-            a = binary(Node::kBinary, op, a.value(), b.value());
-        }
-        return a;
+        return chain([this] { return multiplicative(); }, [this] { return op_among({"+", "-"}); });
     }
     Result<NodeP> multiplicative() {
-        auto a = unary();
-        while (a.ok() && (is_op("*") || is_op("/") || is_op("//") || is_op("%"))) {
-            const std::string op = next().text;
-            auto b = unary();
-            if (!b.ok()) return b;
-            a = binary(Node::kBinary, op, a.value(), b.value());
-        }
-        return a;
+        return chain([this] { return unary(); }, [this] { return op_among({"*", "/", "//", "%"}); });
     }
     Result<NodeP> unary() {
         if (is_op("-") || is_op("+")) {
