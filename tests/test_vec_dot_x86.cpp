@@ -289,11 +289,30 @@ TEST(VecDotAvx2, BlockFormatsSameBitsAsTheEmulation) {
             std::vector<float> scales(two.size());
             for (size_t i = 0; i < two.size(); ++i) scales[i] = fp16_to_fp32(two[i].d);
             float both[2];
-            dot_q8_0_family_avx2_columns(type, n, w.data(), two.data(), static_cast<int64_t>(a.size()), scales.data(), 2, both, 1);
+            dot_q8_0_family_avx2_columns(type, n, w.data(), row_bytes, 1, two.data(), static_cast<int64_t>(a.size()),
+                                         scales.data(), 2, both, 1);
             for (int c = 0; c < 2; ++c) {
                 ASSERT_TRUE(dot_q0_tinyblas_emulated(type, n, w.data(), two.data() + c * a.size(), &emulated));
                 ASSERT_EQ(bits_of(both[c]), bits_of(emulated)) << ggml_type_name(type) << " columns trial " << trial;
             }
+            // Two weight rows at once (the second the first reversed, its scales kept in place).
+            std::vector<uint8_t> ww(w);
+            ww.insert(ww.end(), w.rbegin(), w.rend());
+            for (int64_t b = 0; b < n / 32; ++b) {
+                uint8_t* blk = ww.data() + row_bytes + b * block_bytes;
+                std::memcpy(blk, w.data() + b * block_bytes, 2);
+                if (type == GgmlType::Q8_0)  // ggml's kernels take no -128 quants (see above)
+                    for (size_t i = 2; i < block_bytes; ++i)
+                        if (static_cast<int8_t>(blk[i]) == -128) blk[i] = 0x81;
+            }
+            float four[4];  // out[r + c * 2]
+            dot_q8_0_family_avx2_columns(type, n, ww.data(), row_bytes, 2, two.data(), static_cast<int64_t>(a.size()),
+                                         scales.data(), 2, four, 2);
+            for (int r = 0; r < 2; ++r)
+                for (int c = 0; c < 2; ++c) {
+                    ASSERT_TRUE(dot_q0_tinyblas_emulated(type, n, ww.data() + r * row_bytes, two.data() + c * a.size(), &emulated));
+                    ASSERT_EQ(bits_of(four[r + 2 * c]), bits_of(emulated)) << ggml_type_name(type) << " two rows trial " << trial;
+                }
         }
         // Q4_1 and Q5_1 against Q8_1 (its sum s, any value).
         std::vector<block_q8_1> a1(static_cast<size_t>(n / 32));

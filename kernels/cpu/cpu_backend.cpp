@@ -218,9 +218,11 @@ public:
             act_d_.resize(static_cast<size_t>(T * act_stride));
             for (int64_t i = 0; i < T * act_stride; ++i) act_d_[i] = fp16_to_fp32(act[i].d);
             pool_.parallel_for(N, 4, [&](int64_t b, int64_t e) {
-                for (int64_t r = b; r < e; ++r)
-                    dot_q8_0_family_avx2_columns(w.type, K, wbase + r * w_row_bytes, act, act_stride, act_d_.data(),
-                                                 static_cast<int>(T), &y.f32()[r], N);
+                for (int64_t r = b; r < e; r += 2) {
+                    const int rows = static_cast<int>(std::min<int64_t>(2, e - r));
+                    dot_q8_0_family_avx2_columns(w.type, K, wbase + r * w_row_bytes, w_row_bytes, rows, act, act_stride,
+                                                 act_d_.data(), static_cast<int>(T), &y.f32()[r], N);
+                }
             });
             return;
         }

@@ -553,36 +553,56 @@ LS_AVX2 float dot_q8_0_family_t(int64_t n, const void* w, const block_q8_0* a, b
     return hsum8(acc[0]);
 }
 
-template <GgmlType type>
-LS_AVX2 void dot_q8_0_family_columns_t(int64_t n, const void* w, const block_q8_0* a, int64_t a_stride_blocks,
-                                      const float* a_d, int count, float* out, int64_t out_stride) {
+template <GgmlType type, int kRows>
+LS_AVX2 void dot_q8_0_family_columns_t(int64_t n, const char* w, uint64_t row_bytes, const block_q8_0* a,
+                                      int64_t a_stride_blocks, const float* a_d, int count, float* out,
+                                      int64_t out_stride) {
     const int64_t nb = n / 32;
-    thread_local AlignedVector<int8_t> q;  // the row's quants, 32 bytes a block
+    thread_local AlignedVector<int8_t> q;  // the rows' quants, 32 bytes a block
     thread_local std::vector<float> dw;
-    q.resize(static_cast<size_t>(nb * 32));
-    dw.resize(static_cast<size_t>(nb));
-    for (int64_t b = 0; b < nb; ++b) {
-        _mm256_store_si256(reinterpret_cast<__m256i*>(q.data() + 32 * b), quants<type>(w, b));
-        dw[b] = block_scale<type>(w, b);
-    }
-    // Four columns at a time share each unpacked block; each column's float steps are the
-    // one-column kernel's (acc = fma(d_w * d_a, lanes, acc), then hsum8).
-    // a_d: the columns' block scales as f32 (column c's block b at a_d[c * nb + b]).
+    q.resize(static_cast<size_t>(kRows * nb * 32));
+    dw.resize(static_cast<size_t>(kRows * nb));
+    for (int r = 0; r < kRows; ++r)
+        for (int64_t b = 0; b < nb; ++b) {
+            _mm256_store_si256(reinterpret_cast<__m256i*>(q.data() + 32 * (r * nb + b)), quants<type>(w + r * row_bytes, b));
+            dw[r * nb + b] = block_scale<type>(w + r * row_bytes, b);
+        }
+    // Four columns at a time share each unpacked block, and each column's block serves every row;
+    // each (row, column)'s float steps are the one-column kernel's (acc = fma(d_w * d_a, lanes,
+    // acc), then hsum8).
     const __m256i ones = _mm256_set1_epi16(1);
     for (int c0 = 0; c0 < count; c0 += 4) {
         const int m = std::min(4, count - c0);
-        __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+        __m256 acc[kRows][4];
+        for (int r = 0; r < kRows; ++r)
+            for (int j = 0; j < 4; ++j) acc[r][j] = _mm256_setzero_ps();
         for (int64_t b = 0; b < nb; ++b) {
-            const __m256i wq = _mm256_load_si256(reinterpret_cast<const __m256i*>(q.data() + 32 * b));
-            const __m256i wabs = _mm256_sign_epi8(wq, wq);
+            __m256i wq[kRows], wabs[kRows];
+            for (int r = 0; r < kRows; ++r) {
+                wq[r] = _mm256_load_si256(reinterpret_cast<const __m256i*>(q.data() + 32 * (r * nb + b)));
+                wabs[r] = _mm256_sign_epi8(wq[r], wq[r]);
+            }
             for (int j = 0; j < m; ++j) {
                 const __m256i q8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[(c0 + j) * a_stride_blocks + b].qs));
-                const __m256i lanes = _mm256_madd_epi16(_mm256_maddubs_epi16(wabs, _mm256_sign_epi8(q8, wq)), ones);
-                acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw[b] * a_d[(c0 + j) * nb + b]), _mm256_cvtepi32_ps(lanes), acc[j]);
+                const float da = a_d[(c0 + j) * nb + b];
+                for (int r = 0; r < kRows; ++r) {
+                    const __m256i lanes = _mm256_madd_epi16(_mm256_maddubs_epi16(wabs[r], _mm256_sign_epi8(q8, wq[r])), ones);
+                    acc[r][j] = _mm256_fmadd_ps(_mm256_set1_ps(dw[r * nb + b] * da), _mm256_cvtepi32_ps(lanes), acc[r][j]);
+                }
             }
         }
-        for (int j = 0; j < m; ++j) out[(c0 + j) * out_stride] = hsum8(acc[j]);
+        for (int r = 0; r < kRows; ++r)
+            for (int j = 0; j < m; ++j) out[r + (c0 + j) * out_stride] = hsum8(acc[r][j]);
     }
+}
+
+template <GgmlType type>
+LS_AVX2 void dot_q8_0_family_columns_rows(int64_t n, const void* w, uint64_t row_bytes, int rows, const block_q8_0* a,
+                                          int64_t a_stride_blocks, const float* a_d, int count, float* out,
+                                          int64_t out_stride) {
+    const char* bytes = static_cast<const char*>(w);
+    if (rows == 2) return dot_q8_0_family_columns_t<type, 2>(n, bytes, row_bytes, a, a_stride_blocks, a_d, count, out, out_stride);
+    dot_q8_0_family_columns_t<type, 1>(n, bytes, row_bytes, a, a_stride_blocks, a_d, count, out, out_stride);
 }
 
 // ggml_vec_dot_{q4_1,q5_1}_q8_1: acc = fma(d_w * d_a, lanes, acc), summs = fma(m_w, s_a, summs).
@@ -704,14 +724,19 @@ LS_AVX2 void dot_q8_0_family_avx2_rows(GgmlType type, int64_t n, const void* w, 
     }
 }
 
-LS_AVX2 void dot_q8_0_family_avx2_columns(GgmlType type, int64_t n, const void* w, const block_q8_0* a,
-                                          int64_t a_stride_blocks, const float* a_d, int count, float* out,
-                                          int64_t out_stride) {
+LS_AVX2 void dot_q8_0_family_avx2_columns(GgmlType type, int64_t n, const void* w, uint64_t row_bytes, int rows,
+                                          const block_q8_0* a, int64_t a_stride_blocks, const float* a_d, int count,
+                                          float* out, int64_t out_stride) {
     switch (type) {
-        case GgmlType::Q4_0: return dot_q8_0_family_columns_t<GgmlType::Q4_0>(n, w, a, a_stride_blocks, a_d, count, out, out_stride);
-        case GgmlType::Q5_0: return dot_q8_0_family_columns_t<GgmlType::Q5_0>(n, w, a, a_stride_blocks, a_d, count, out, out_stride);
-        case GgmlType::Q8_0: return dot_q8_0_family_columns_t<GgmlType::Q8_0>(n, w, a, a_stride_blocks, a_d, count, out, out_stride);
-        default: return dot_q8_0_family_columns_t<GgmlType::IQ4_NL>(n, w, a, a_stride_blocks, a_d, count, out, out_stride);
+        case GgmlType::Q4_0:
+            return dot_q8_0_family_columns_rows<GgmlType::Q4_0>(n, w, row_bytes, rows, a, a_stride_blocks, a_d, count, out, out_stride);
+        case GgmlType::Q5_0:
+            return dot_q8_0_family_columns_rows<GgmlType::Q5_0>(n, w, row_bytes, rows, a, a_stride_blocks, a_d, count, out, out_stride);
+        case GgmlType::Q8_0:
+            return dot_q8_0_family_columns_rows<GgmlType::Q8_0>(n, w, row_bytes, rows, a, a_stride_blocks, a_d, count, out, out_stride);
+        default:
+            return dot_q8_0_family_columns_rows<GgmlType::IQ4_NL>(n, w, row_bytes, rows, a, a_stride_blocks, a_d, count, out,
+                                                                  out_stride);
     }
 }
 

@@ -53,12 +53,15 @@ float dot_q5_K_avx2(int64_t n, const block_q5_K* w, const block_q8_K* a);
 // out[r] is exactly dot_q8_0_family_avx2 of row r (decoding without a dispatch per row).
 void dot_q8_0_family_avx2_rows(GgmlType type, int64_t n, const void* w, uint64_t row_bytes, int64_t count,
                                const block_q8_0* a, float* out);
-// One weight row of those formats against `count` activation rows (a_stride_blocks blocks apart):
-// out[i * out_stride] is exactly dot_q8_0_family_avx2(type, n, w, row i, false) (tinyBLAS's form),
-// with each weight block unpacked once for all of them. a_d: the activations' block scales as f32
-// (row i's block b at a_d[i * (n / 32) + b]), converted once by the caller.
-void dot_q8_0_family_avx2_columns(GgmlType type, int64_t n, const void* w, const block_q8_0* a, int64_t a_stride_blocks,
-                                  const float* a_d, int count, float* out, int64_t out_stride);
+// `rows` (1 or 2) weight rows of those formats (row_bytes apart) against `count` activation rows
+// (a_stride_blocks blocks apart): out[r + i * out_stride] is exactly dot_q8_0_family_avx2(type, n,
+// weight row r, activation row i, false) (tinyBLAS's form), with each weight block unpacked once
+// for all of them and each activation block loaded once for both weight rows. a_d: the
+// activations' block scales as f32 (row i's block b at a_d[i * (n / 32) + b]), converted once by
+// the caller.
+void dot_q8_0_family_avx2_columns(GgmlType type, int64_t n, const void* w, uint64_t row_bytes, int rows,
+                                  const block_q8_0* a, int64_t a_stride_blocks, const float* a_d, int count, float* out,
+                                  int64_t out_stride);
 // One q4_K row against `count` activation rows (a_stride_blocks blocks apart): out[i * out_stride]
 // is exactly dot_q4_K_avx2 of row i, with each weight block unpacked once for all of them.
 void dot_q4_K_avx2_rows(int64_t n, const block_q4_K* w, const block_q8_K* a, int64_t a_stride_blocks, int count,
