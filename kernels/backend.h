@@ -95,6 +95,13 @@ struct AttnMask {
     bool visible(int64_t j, int64_t p) const { return (!causal || j <= p) && (n_swa <= 0 || p - j < n_swa); }
 };
 
+// Whether ggml's CPU flash attention takes its tiled path for a call of T query rows and V rows of
+// hd_v: prompts of GGML_FA_TILE_Q (64) rows or more whose V rows are whole f32 vectors of the build
+// (8 lanes on AVX2, 16 on AVX-512).
+inline bool ggml_flash_attn_tiled(int64_t T, int64_t hd_v, LlamaIsa isa) {
+    return T >= 64 && hd_v % (isa == LlamaIsa::kAvx2 ? 8 : 16) == 0;
+}
+
 // Which implementation runs the ops. cuda-emulated runs the CUDA kernels' sources on the CPU
 // through the SIMT emulator (every build has it); auto is CUDA when a device is usable, else CPU.
 enum class BackendKind { kCpu, kCuda, kCudaEmulated, kAuto };

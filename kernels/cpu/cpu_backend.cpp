@@ -513,7 +513,7 @@ public:
     // ggml's CPU flash attention has three paths, chosen per call as ggml chooses them:
     //  - one row at a time (attn_flash_cells): Q rounded to f16, each visible cell's score an f16 dot
     //    product, the online softmax cell by cell, V accumulated in f16;
-    //  - prompts of kFaTileQ rows or more (attn_flash_tiled): Q in f32, scores and V in tiles of
+    //  - prompts of 64 rows or more (ggml_flash_attn_tiled; attn_flash_tiled): Q in f32, scores and V in tiles of
     //    kFaTileKv cells, f32 FMA chains;
     //  - a decode call's single row over 512 cells or more: the cells split in one chunk per thread
     //    of the llama.cpp run (set_llama_threads), each as the first path, the chunks merged.
@@ -521,8 +521,7 @@ public:
                     const Tensor& pos_tensor, const AttnMask& mask, Tensor& out) override {
         const int64_t hd_v = cache_v.ne[0], n_head = q.ne[1], T = q.ne[2];
         if (mask.softcap != 0.0f) scale /= mask.softcap;  // ggml: s = cap * tanhf(s * scale / cap)
-        const int64_t f32_lanes = isa_ == LlamaIsa::kAvx2 ? 8 : 16;
-        if (T >= kFaTileQ && hd_v % f32_lanes == 0) return attn_flash_tiled(q, cache_k, cache_v, n_kv, scale, pos_tensor, mask, out);
+        if (ggml_flash_attn_tiled(T, hd_v, isa_)) return attn_flash_tiled(q, cache_k, cache_v, n_kv, scale, pos_tensor, mask, out);
         const int nth = llama_threads_ > 0 ? llama_threads_ : static_cast<int>(pool_.size());
         const int64_t cells = std::max(n_kv, mask.ggml_cells);
         if (T == 1 && cells >= 512 && nth > 1) {
@@ -675,8 +674,8 @@ public:
     void set_llama_threads(int n) override { llama_threads_ = n; }
 
 private:
-    // ggml's tile sizes for flash attention (GGML_FA_TILE_Q, GGML_FA_TILE_KV).
-    static constexpr int64_t kFaTileQ = 64, kFaTileKv = 64;
+    // ggml's tile of cells for flash attention (GGML_FA_TILE_KV).
+    static constexpr int64_t kFaTileKv = 64;
 
     // One row's online softmax over some cells: the running maximum, sum and V accumulator.
     struct FlashPartial {
@@ -688,7 +687,7 @@ private:
         }
         float M = -INFINITY, S = 0.0f;
         std::vector<float> acc;
-        std::vector<float> q16, scores;  // scratch
+        std::vector<float> q16;  // scratch: Q rounded to f16
     };
 
     // ggml_compute_forward_flash_attn_ext_f16_one_chunk for head h, row t over cells [c0, c1):

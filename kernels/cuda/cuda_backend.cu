@@ -287,8 +287,7 @@ public:
         cuda::AttnDims d;
         d.hd_k = q.ne[0], d.n_head = q.ne[1], d.T = q.ne[2], d.hd_v = cache_v.ne[0], d.n_head_kv = cache_k.ne[1];
         d.n_kv = n_kv;
-        // ggml's tiled path (prompts of 64 rows or more, V rows a whole number of its f32 vectors)
-        const bool f32_path = d.T >= 64 && d.hd_v % (llama_isa_ == LlamaIsa::kAvx2 ? 8 : 16) == 0;
+        const bool f32_path = ggml_flash_attn_tiled(d.T, d.hd_v, llama_isa_);
         LS_CUDA_CHECK(cuda::cuda_attn_flash(q.f32(), cache_k.f32(), cache_v.f32(), pos.i32(), out.f32(), d, scale, mask.causal,
                                             mask.n_swa, mask.softcap, f32_path, stream_));
     }
