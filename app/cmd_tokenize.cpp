@@ -134,9 +134,11 @@ int run_tokenize(const TokenizeOptions& o) {
     }
     if (!o.no_escape) text = process_escapes(text);
 
+    jinja::Value chat_kwargs;  // undefined unless given
     if (!o.chat_kwargs.empty()) {
         auto kw = jinja::from_json(o.chat_kwargs);
         if (!kw.ok() || !kw->is_object()) return usage("--chat-template-kwargs: not a JSON object: " + quote_text(o.chat_kwargs));
+        chat_kwargs = kw.value();
     }
     if (chat) {
         ChatPromptInput input;
@@ -155,7 +157,7 @@ int run_tokenize(const TokenizeOptions& o) {
             if (!in || !read_all(in, &input.template_source))
                 return fail(make_error(ErrorCode::kBadInput, o.chat_template_file + ": cannot read"));
         }
-        if (!o.chat_kwargs.empty()) input.kwargs = jinja::from_json(o.chat_kwargs).value();
+        input.kwargs = chat_kwargs;
         input.tokenizer_adds_bos = !o.no_bos;
         Result<std::string> templated = chat_prompt(*file.value(), tok, text, input);  // what run --chat does, and more
         if (!templated.ok()) {
