@@ -282,18 +282,24 @@ TEST(VecDotAvx2, BlockFormatsSameBitsAsTheEmulation) {
             ASSERT_TRUE(dot_q0_tinyblas_emulated(type, n, w.data(), a.data(), &emulated));
             ASSERT_EQ(bits_of(fast), bits_of(emulated)) << ggml_type_name(type) << " tinyBLAS trial " << trial;
             checked += 2;
-            // The prompt kernel: this row against the activation row and a rescaled copy of it.
-            std::vector<block_q8_0> two(a.size() * 2);
-            for (size_t i = 0; i < a.size(); ++i)
-                two[i] = a[i], two[a.size() + i] = a[i], two[a.size() + i].d = fp32_to_fp16(fp16_to_fp32(a[i].d) * 0.5f);
-            std::vector<float> scales(two.size());
-            for (size_t i = 0; i < two.size(); ++i) scales[i] = fp16_to_fp32(two[i].d);
-            float both[2];
-            dot_q8_0_family_avx2_columns(type, n, w.data(), row_bytes, 1, two.data(), static_cast<int64_t>(a.size()),
-                                         scales.data(), 2, both, 1);
-            for (int c = 0; c < 2; ++c) {
-                ASSERT_TRUE(dot_q0_tinyblas_emulated(type, n, w.data(), two.data() + c * a.size(), &emulated));
-                ASSERT_EQ(bits_of(both[c]), bits_of(emulated)) << ggml_type_name(type) << " columns trial " << trial;
+            // The prompt kernel: this row against five columns (a group of four and a tail), the
+            // activation row rotated by c blocks and its scales halved c times.
+            constexpr int kCols = 5;
+            const size_t nb = a.size();
+            std::vector<block_q8_0> cols(nb * kCols);
+            for (int c = 0; c < kCols; ++c)
+                for (size_t i = 0; i < nb; ++i) {
+                    cols[c * nb + i] = a[(i + c) % nb];
+                    cols[c * nb + i].d = fp32_to_fp16(fp16_to_fp32(a[(i + c) % nb].d) * std::ldexp(1.0f, -c));
+                }
+            std::vector<float> scales(8 * nb);
+            q8_0_scales_in_fours(cols.data(), static_cast<int64_t>(nb), n / 32, kCols, scales.data());
+            float one_row[kCols];
+            dot_q8_0_family_avx2_columns(type, n, w.data(), row_bytes, 1, cols.data(), static_cast<int64_t>(nb), scales.data(),
+                                         kCols, one_row, 1);
+            for (int c = 0; c < kCols; ++c) {
+                ASSERT_TRUE(dot_q0_tinyblas_emulated(type, n, w.data(), cols.data() + c * nb, &emulated));
+                ASSERT_EQ(bits_of(one_row[c]), bits_of(emulated)) << ggml_type_name(type) << " columns trial " << trial;
             }
             // Two weight rows at once (the second the first reversed, its scales kept in place).
             std::vector<uint8_t> ww(w);
@@ -305,13 +311,13 @@ TEST(VecDotAvx2, BlockFormatsSameBitsAsTheEmulation) {
                     for (size_t i = 2; i < block_bytes; ++i)
                         if (static_cast<int8_t>(blk[i]) == -128) blk[i] = 0x81;
             }
-            float four[4];  // out[r + c * 2]
-            dot_q8_0_family_avx2_columns(type, n, ww.data(), row_bytes, 2, two.data(), static_cast<int64_t>(a.size()),
-                                         scales.data(), 2, four, 2);
+            float two_rows[2 * kCols];  // out[r + c * 2]
+            dot_q8_0_family_avx2_columns(type, n, ww.data(), row_bytes, 2, cols.data(), static_cast<int64_t>(nb), scales.data(),
+                                         kCols, two_rows, 2);
             for (int r = 0; r < 2; ++r)
-                for (int c = 0; c < 2; ++c) {
-                    ASSERT_TRUE(dot_q0_tinyblas_emulated(type, n, ww.data() + r * row_bytes, two.data() + c * a.size(), &emulated));
-                    ASSERT_EQ(bits_of(four[r + 2 * c]), bits_of(emulated)) << ggml_type_name(type) << " two rows trial " << trial;
+                for (int c = 0; c < kCols; ++c) {
+                    ASSERT_TRUE(dot_q0_tinyblas_emulated(type, n, ww.data() + r * row_bytes, cols.data() + c * nb, &emulated));
+                    ASSERT_EQ(bits_of(two_rows[r + 2 * c]), bits_of(emulated)) << ggml_type_name(type) << " two rows trial " << trial;
                 }
         }
         // Q4_1 and Q5_1 against Q8_1 (its sum s, any value).
@@ -366,6 +372,27 @@ TEST(VecDotAvx2, BlockFormatsSameBitsAsTheEmulation) {
             ASSERT_TRUE(vec_dot_row_x86_emulated(GgmlType::IQ4_XS, n, x.data(), cols.data() + c * k.size(), &emulated));
             ASSERT_EQ(bits_of(three[c]), bits_of(emulated)) << "iq4_xs columns trial " << trial << " column " << c;
         }
+        // ggml's IQ panel form: three rows (a pair and a single) against five columns (a group of
+        // four and a tail), each as the scalar emulation of that form; one row against one column.
+        std::vector<block_iq4_xs> xr(x);
+        xr.insert(xr.end(), x.rbegin(), x.rend());
+        xr.insert(xr.end(), x.begin(), x.end());
+        for (size_t i = x.size(); i < xr.size(); ++i) xr[i].scales_h = static_cast<uint16_t>(next());
+        std::vector<block_q8_K> five(k.size() * 5);
+        for (int c = 0; c < 5; ++c)
+            for (size_t i = 0; i < k.size(); ++i) five[c * k.size() + i] = k[(i + c) % k.size()], five[c * k.size() + i].d = k[i].d * (c + 1);
+        const uint64_t xs_row_bytes = x.size() * sizeof(block_iq4_xs);
+        float panel[3 * 5];
+        dot_iq4_xs_panel_avx2_columns(n, xr.data(), xs_row_bytes, 3, five.data(), static_cast<int64_t>(k.size()), 5, panel, 3);
+        for (int r = 0; r < 3; ++r)
+            for (int c = 0; c < 5; ++c) {
+                ASSERT_TRUE(dot_iq_panel_emulated(GgmlType::IQ4_XS, n, xr.data() + r * x.size(), five.data() + c * k.size(), &emulated));
+                ASSERT_EQ(bits_of(panel[r + 3 * c]), bits_of(emulated)) << "iq4_xs panel trial " << trial << " row " << r << " column " << c;
+            }
+        ASSERT_TRUE(dot_iq_panel(GgmlType::IQ4_XS, n, x.data(), k.data(), &fast));
+        ASSERT_TRUE(dot_iq_panel_emulated(GgmlType::IQ4_XS, n, x.data(), k.data(), &emulated));
+        ASSERT_EQ(bits_of(fast), bits_of(emulated)) << "iq4_xs panel trial " << trial;
+        checked += 16;
         // Q5_K: random bytes with sane scales.
         std::vector<block_q5_K> w5(x.size());
         for (block_q5_K& b : w5) {

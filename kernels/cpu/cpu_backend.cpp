@@ -215,8 +215,8 @@ public:
              w.type == GgmlType::IQ4_NL) && T >= 2 && avx2_) {
             const auto* act = reinterpret_cast<const block_q8_0*>(act_scratch_.data());
             const auto act_stride = static_cast<int64_t>(act_row_bytes / sizeof(block_q8_0));
-            act_d_.resize(static_cast<size_t>(T * act_stride));
-            for (int64_t i = 0; i < T * act_stride; ++i) act_d_[i] = fp16_to_fp32(act[i].d);
+            act_d_.resize(static_cast<size_t>((T + 3) / 4 * 4 * act_stride));
+            q8_0_scales_in_fours(act, act_stride, K / 32, static_cast<int>(T), act_d_.data());
             pool_.parallel_for(N, 4, [&](int64_t b, int64_t e) {
                 for (int64_t r = b; r < e; r += 2) {
                     const int rows = static_cast<int>(std::min<int64_t>(2, e - r));
@@ -238,6 +238,13 @@ public:
         if (w.type == GgmlType::IQ4_XS && T >= 2 && avx2_) {
             const auto* act = reinterpret_cast<const block_q8_K*>(act_scratch_.data());
             const auto act_stride = static_cast<int64_t>(act_row_bytes / sizeof(block_q8_K));
+            if (iq_panel_takes(w.type, K, N, T)) {  // ggml's IQ panel gemm, its own float steps
+                pool_.parallel_for(N, 8, [&](int64_t b, int64_t e) {
+                    dot_iq4_xs_panel_avx2_columns(K, wbase + b * w_row_bytes, w_row_bytes, static_cast<int>(e - b), act,
+                                                  act_stride, static_cast<int>(T), &y.f32()[b], N);
+                });
+                return;
+            }
             pool_.parallel_for(N, 4, [&](int64_t b, int64_t e) {
                 for (int64_t r = b; r < e; ++r)
                     dot_iq4_xs_avx2_columns(K, reinterpret_cast<const block_iq4_xs*>(wbase + r * w_row_bytes), act, act_stride,
@@ -267,13 +274,15 @@ public:
             return;
         }
 #endif
+        const bool panel = iq_panel_takes(w.type, K, N, T);
         pool_.parallel_for(N, 4, [&](int64_t b, int64_t e) {
             for (int64_t r = b; r < e; ++r)
                 for (int64_t t = 0; t < T; ++t) {
                     const void* wr = wbase + r * w_row_bytes;
                     const void* at = act_scratch_.data() + t * act_row_bytes;
                     float* out = &y.f32()[t * N + r];
-                    if ((T >= 2 && dot_q0_tinyblas(w.type, K, wr, at, out)) || vec_dot_row_x86(w.type, K, wr, at, out))
+                    if ((panel && dot_iq_panel(w.type, K, wr, at, out)) || (T >= 2 && dot_q0_tinyblas(w.type, K, wr, at, out)) ||
+                        vec_dot_row_x86(w.type, K, wr, at, out))
                         continue;
                     vec_dot_row(w.type, K, wr, at, out);
                 }
@@ -603,9 +612,9 @@ public:
     }
 
     // MUL_MAT_ID as ggml's CPU backend runs it: the columns grouped by expert, each activation
-    // column converted once, and every (row, column) a single-column dot product (vec_dot; exact
-    // mode: the dequantized row against the f32 column), so the bits are those of matmul() on one
-    // column, while each expert row is read once for all the columns routed to it.
+    // column converted once, and every (row, column) a single-column dot product (vec_dot, or the
+    // IQ panel form for an IQ4_XS expert's 8 or more columns; exact mode: the dequantized row
+    // against the f32 column), while each expert row is read once for all the columns routed to it.
     void matmul_id(const Tensor& w, const Tensor& x, const Tensor& ids, Tensor& y, MathMode mode) override {
         const int64_t K = w.ne[0], N = w.ne[1], E = w.ne[2], n_used = ids.ne[0], T = ids.ne[1], xs = x.ne[1];
         std::vector<std::vector<int64_t>> by_expert(static_cast<size_t>(E));  // output columns t * n_used + s
@@ -650,9 +659,12 @@ public:
                     dequantize_row(w.type, wr, row.data(), K);
                     wf = row.data();
                 }
+                // ggml's IQ panel gemm takes an expert's columns when there are 8 or more of them.
+                const bool panel = mode == MathMode::kLlama && iq_panel_takes(w.type, K, N, static_cast<int64_t>(by_expert[expert].size()));
                 for (int64_t c : by_expert[expert]) {
                     float* out = y.f32() + c * N + r;
                     const int64_t xc = x_col(c);
+                    if (panel && dot_iq_panel(w.type, K, wr, act_scratch_.data() + xc * act_row_bytes, out)) continue;
                     if (mode == MathMode::kExact) *out = dot_f32(wf, x.f32() + xc * K, K);
                     else if (w.type == GgmlType::F16) *out = dot_f16(wf, xs_f32 + xc * K, K);
                     else if (w.type == GgmlType::F32)

@@ -553,44 +553,72 @@ LS_AVX2 float dot_q8_0_family_t(int64_t n, const void* w, const block_q8_0* a, b
     return hsum8(acc[0]);
 }
 
+// One block of a (row, column): acc = fma(d, float(lanes), acc), wa the weights' magnitudes.
+LS_AVX2 inline __attribute__((always_inline)) __m256 q8_0_step(__m256 acc, __m256i wa, __m256i wq, __m256i q8, __m256 d) {
+    const __m256i lanes = _mm256_madd_epi16(_mm256_maddubs_epi16(wa, _mm256_sign_epi8(q8, wq)), _mm256_set1_epi16(1));
+    return _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(lanes), acc);
+}
+
 template <GgmlType type, int kRows>
 LS_AVX2 void dot_q8_0_family_columns_t(int64_t n, const char* w, uint64_t row_bytes, const block_q8_0* a,
                                       int64_t a_stride_blocks, const float* a_d, int count, float* out,
                                       int64_t out_stride) {
     const int64_t nb = n / 32;
-    thread_local AlignedVector<int8_t> q;  // the rows' quants, 32 bytes a block
-    thread_local std::vector<float> dw;
+    thread_local AlignedVector<int8_t> q, qa;  // the rows' quants and their magnitudes, 32 bytes a block
+    thread_local AlignedVector<float> dw;      // per block: row 0's scale four times, then row 1's
+    thread_local AlignedVector<float> pr;      // per block: the eight scale products of a tile
     q.resize(static_cast<size_t>(kRows * nb * 32));
-    dw.resize(static_cast<size_t>(kRows * nb));
+    qa.resize(static_cast<size_t>(kRows * nb * 32));
+    dw.resize(static_cast<size_t>(nb * 8));
+    pr.resize(static_cast<size_t>(nb * 8));
     for (int r = 0; r < kRows; ++r)
         for (int64_t b = 0; b < nb; ++b) {
-            _mm256_store_si256(reinterpret_cast<__m256i*>(q.data() + 32 * (r * nb + b)), quants<type>(w + r * row_bytes, b));
-            dw[r * nb + b] = block_scale<type>(w + r * row_bytes, b);
+            const __m256i v = quants<type>(w + r * row_bytes, b);
+            _mm256_store_si256(reinterpret_cast<__m256i*>(q.data() + 32 * (r * nb + b)), v);
+            _mm256_store_si256(reinterpret_cast<__m256i*>(qa.data() + 32 * (r * nb + b)), _mm256_sign_epi8(v, v));
+            const float d = block_scale<type>(w + r * row_bytes, b);
+            for (int k = 4 * r; k < 4 * r + (kRows == 1 ? 8 : 4); ++k) dw[8 * b + k] = d;
         }
-    // Four columns at a time share each unpacked block, and each column's block serves every row;
-    // each (row, column)'s float steps are the one-column kernel's (acc = fma(d_w * d_a, lanes,
-    // acc), then hsum8).
-    const __m256i ones = _mm256_set1_epi16(1);
+    // A tile of the rows and four columns: each unpacked weight block serves the four columns and
+    // each activation block the rows; each (row, column)'s float steps are the one-column kernel's
+    // (acc = fma(d_w * d_a, lanes, acc), then hsum8). The accumulators are named variables so that
+    // they stay in registers.
+    const int8_t* qp = q.data();
+    const int8_t* qap = qa.data();
+    const float* dwp = dw.data();
     for (int c0 = 0; c0 < count; c0 += 4) {
         const int m = std::min(4, count - c0);
-        __m256 acc[kRows][4];
-        for (int r = 0; r < kRows; ++r)
-            for (int j = 0; j < 4; ++j) acc[r][j] = _mm256_setzero_ps();
+        const block_q8_0* col[4];
+        for (int j = 0; j < 4; ++j) col[j] = a + (c0 + std::min(j, m - 1)) * a_stride_blocks;
+        const float* dg = a_d + (c0 / 4) * nb * 4;
+        // The block's eight scale products d_w * d_a (row r, column j at 4r + j) in one multiply.
+        float* prod = pr.data();
+        for (int64_t b = 0; b < nb; ++b)
+            _mm256_store_ps(prod + 8 * b, _mm256_mul_ps(_mm256_load_ps(dwp + 8 * b),
+                                                        _mm256_broadcast_ps(reinterpret_cast<const __m128*>(dg + 4 * b))));
+        __m256 c00 = _mm256_setzero_ps(), c01 = c00, c02 = c00, c03 = c00, c10 = c00, c11 = c00, c12 = c00, c13 = c00;
         for (int64_t b = 0; b < nb; ++b) {
-            __m256i wq[kRows], wabs[kRows];
-            for (int r = 0; r < kRows; ++r) {
-                wq[r] = _mm256_load_si256(reinterpret_cast<const __m256i*>(q.data() + 32 * (r * nb + b)));
-                wabs[r] = _mm256_sign_epi8(wq[r], wq[r]);
-            }
-            for (int j = 0; j < m; ++j) {
-                const __m256i q8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[(c0 + j) * a_stride_blocks + b].qs));
-                const float da = a_d[(c0 + j) * nb + b];
-                for (int r = 0; r < kRows; ++r) {
-                    const __m256i lanes = _mm256_madd_epi16(_mm256_maddubs_epi16(wabs[r], _mm256_sign_epi8(q8, wq[r])), ones);
-                    acc[r][j] = _mm256_fmadd_ps(_mm256_set1_ps(dw[r * nb + b] * da), _mm256_cvtepi32_ps(lanes), acc[r][j]);
-                }
+            const __m256i wa0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(qap + 32 * b));
+            const __m256i wq0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(qp + 32 * b));
+            const __m256i q0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(col[0][b].qs));
+            const __m256i q1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(col[1][b].qs));
+            const __m256i q2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(col[2][b].qs));
+            const __m256i q3 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(col[3][b].qs));
+            const float* d = prod + 8 * b;
+            c00 = q8_0_step(c00, wa0, wq0, q0, _mm256_broadcast_ss(d + 0));
+            c01 = q8_0_step(c01, wa0, wq0, q1, _mm256_broadcast_ss(d + 1));
+            c02 = q8_0_step(c02, wa0, wq0, q2, _mm256_broadcast_ss(d + 2));
+            c03 = q8_0_step(c03, wa0, wq0, q3, _mm256_broadcast_ss(d + 3));
+            if constexpr (kRows == 2) {
+                const __m256i wa1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(qap + 32 * (nb + b)));
+                const __m256i wq1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(qp + 32 * (nb + b)));
+                c10 = q8_0_step(c10, wa1, wq1, q0, _mm256_broadcast_ss(d + 4));
+                c11 = q8_0_step(c11, wa1, wq1, q1, _mm256_broadcast_ss(d + 5));
+                c12 = q8_0_step(c12, wa1, wq1, q2, _mm256_broadcast_ss(d + 6));
+                c13 = q8_0_step(c13, wa1, wq1, q3, _mm256_broadcast_ss(d + 7));
             }
         }
+        const __m256 acc[2][4] = {{c00, c01, c02, c03}, {c10, c11, c12, c13}};
         for (int r = 0; r < kRows; ++r)
             for (int j = 0; j < m; ++j) out[r + (c0 + j) * out_stride] = hsum8(acc[r][j]);
     }
@@ -695,6 +723,91 @@ LS_AVX2 void dot_iq4_xs_avx2_columns(int64_t n, const block_iq4_xs* w, const blo
     }
 }
 
+namespace {
+
+// ggml's IQ panel form (iqp.cpp): per (row, column) the super-block's integer dot, then one f32
+// FMA. The four columns of a row keep their chains in the four lanes of a 128-bit vector (lane by
+// lane the scalar FMAs); a tail of fewer than four columns repeats its last column in the spare
+// lanes and drops them.
+template <int kRows>
+LS_AVX2 void iq4_xs_panel_columns_t(int64_t n, const char* w, uint64_t row_bytes, const block_q8_K* a,
+                                    int64_t a_stride_blocks, int count, float* out, int64_t out_stride) {
+    const int64_t nb = n / kQK_K, ns = n / 32;
+    thread_local AlignedVector<int8_t> q, qa;  // the rows' values and their magnitudes, 32 bytes a sub-block
+    thread_local AlignedVector<int16_t> ls;    // each sub-block's scale, 16 copies
+    thread_local std::vector<float> dw;
+    q.resize(static_cast<size_t>(kRows * n));
+    qa.resize(static_cast<size_t>(kRows * n));
+    ls.resize(static_cast<size_t>(kRows * ns * 16));
+    dw.resize(static_cast<size_t>(kRows * nb));
+    for (int r = 0; r < kRows; ++r) {
+        const auto* x = reinterpret_cast<const block_iq4_xs*>(w + r * row_bytes);
+        for (int64_t b = 0; b < nb; ++b) {
+            dw[r * nb + b] = _cvtsh_ss(x[b].d);
+            for (int ib = 0; ib < kQK_K / 32; ++ib) {
+                const int64_t s = r * ns + b * (kQK_K / 32) + ib;
+                const __m256i v = iq4nl32(x[b].qs + 16 * ib);
+                _mm256_store_si256(reinterpret_cast<__m256i*>(q.data() + 32 * s), v);
+                _mm256_store_si256(reinterpret_cast<__m256i*>(qa.data() + 32 * s), _mm256_sign_epi8(v, v));
+                const int low = (x[b].scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF;
+                const int high = (x[b].scales_h >> (2 * ib)) & 3;
+                _mm256_store_si256(reinterpret_cast<__m256i*>(ls.data() + 16 * s),
+                                   _mm256_set1_epi16(static_cast<int16_t>((low | (high << 4)) - 32)));
+            }
+        }
+    }
+    for (int c0 = 0; c0 < count; c0 += 4) {
+        const int m = std::min(4, count - c0);
+        const block_q8_K* col[4];
+        for (int j = 0; j < 4; ++j) col[j] = a + (c0 + std::min(j, m - 1)) * a_stride_blocks;
+        __m128 sum[kRows];
+        for (int r = 0; r < kRows; ++r) sum[r] = _mm_setzero_ps();
+        for (int64_t b = 0; b < nb; ++b) {
+            __m256i acc[kRows][4];
+            for (int r = 0; r < kRows; ++r)
+                for (int j = 0; j < 4; ++j) acc[r][j] = _mm256_setzero_si256();
+            for (int ib = 0; ib < kQK_K / 32; ++ib) {
+                __m256i wv[kRows], wa[kRows], sc[kRows];
+                for (int r = 0; r < kRows; ++r) {
+                    const int64_t s = r * ns + b * (kQK_K / 32) + ib;
+                    wv[r] = _mm256_load_si256(reinterpret_cast<const __m256i*>(q.data() + 32 * s));
+                    wa[r] = _mm256_load_si256(reinterpret_cast<const __m256i*>(qa.data() + 32 * s));
+                    sc[r] = _mm256_load_si256(reinterpret_cast<const __m256i*>(ls.data() + 16 * s));
+                }
+                for (int j = 0; j < 4; ++j) {
+                    const __m256i q8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(col[j][b].qs + 32 * ib));
+                    for (int r = 0; r < kRows; ++r)
+                        acc[r][j] = _mm256_add_epi32(
+                            acc[r][j], _mm256_madd_epi16(_mm256_maddubs_epi16(wa[r], _mm256_sign_epi8(q8, wv[r])), sc[r]));
+                }
+            }
+            const __m128 da = _mm_setr_ps(col[0][b].d, col[1][b].d, col[2][b].d, col[3][b].d);
+            for (int r = 0; r < kRows; ++r) {
+                // [column 0, 1, 2, 3] totals, exact in any order
+                const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(acc[r][0], acc[r][1]), _mm256_hadd_epi32(acc[r][2], acc[r][3]));
+                const __m128i t = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+                sum[r] = _mm_fmadd_ps(_mm_cvtepi32_ps(t), _mm_mul_ps(_mm_set1_ps(dw[r * nb + b]), da), sum[r]);
+            }
+        }
+        for (int r = 0; r < kRows; ++r) {
+            alignas(16) float v[4];
+            _mm_store_ps(v, sum[r]);
+            for (int j = 0; j < m; ++j) out[r + (c0 + j) * out_stride] = v[j];
+        }
+    }
+}
+
+}  // namespace
+
+LS_AVX2 void dot_iq4_xs_panel_avx2_columns(int64_t n, const void* w, uint64_t row_bytes, int rows, const block_q8_K* a,
+                                           int64_t a_stride_blocks, int count, float* out, int64_t out_stride) {
+    const char* bytes = static_cast<const char*>(w);
+    int r = 0;
+    for (; r + 2 <= rows; r += 2)
+        iq4_xs_panel_columns_t<2>(n, bytes + r * row_bytes, row_bytes, a, a_stride_blocks, count, out + r, out_stride);
+    if (r < rows) iq4_xs_panel_columns_t<1>(n, bytes + r * row_bytes, row_bytes, a, a_stride_blocks, count, out + r, out_stride);
+}
+
 LS_AVX2 float dot_q8_0_family_avx2(GgmlType type, int64_t n, const void* w, const block_q8_0* a, bool paired) {
     switch (type) {
         case GgmlType::Q4_0: return dot_q8_0_family_t<GgmlType::Q4_0>(n, w, a, paired);
@@ -721,6 +834,13 @@ LS_AVX2 void dot_q8_0_family_avx2_rows(GgmlType type, int64_t n, const void* w, 
         default:
             for (int64_t r = 0; r < count; ++r) out[r] = dot_q8_0_family_t<GgmlType::IQ4_NL>(n, rows + r * row_bytes, a, paired);
             return;
+    }
+}
+
+void q8_0_scales_in_fours(const block_q8_0* a, int64_t a_stride_blocks, int64_t nb, int count, float* out) {
+    for (int c = 0; c < (count + 3) / 4 * 4; ++c) {
+        const block_q8_0* col = a + std::min(c, count - 1) * a_stride_blocks;
+        for (int64_t b = 0; b < nb; ++b) out[((c / 4) * nb + b) * 4 + c % 4] = fp16_to_fp32(col[b].d);
     }
 }
 

@@ -46,6 +46,12 @@ float dot_iq4_xs_avx2(int64_t n, const block_iq4_xs* w, const block_q8_K* a);
 // One IQ4_XS row against `count` Q8_K rows: out[i * out_stride] is exactly dot_iq4_xs_avx2 of row i.
 void dot_iq4_xs_avx2_columns(int64_t n, const block_iq4_xs* w, const block_q8_K* a, int64_t a_stride_blocks, int count,
                              float* out, int64_t out_stride);
+// ggml's IQ panel form of IQ4_XS (vec_dot_x86.h: dot_iq_panel): `rows` weight rows (row_bytes
+// apart) against `count` activation rows (a_stride_blocks blocks apart): out[r + i * out_stride] is
+// exactly dot_iq_panel_emulated of row r and activation row i. Two weight rows and four columns at
+// a time, each weight row unpacked once for all the columns.
+void dot_iq4_xs_panel_avx2_columns(int64_t n, const void* w, uint64_t row_bytes, int rows, const block_q8_K* a,
+                                   int64_t a_stride_blocks, int count, float* out, int64_t out_stride);
 // Q4_1 / Q5_1 against Q8_1 and Q5_K against Q8_K: the emulation's bits (vec_dot_x86.cpp).
 float dot_q8_1_family_avx2(GgmlType type, int64_t n, const void* w, const block_q8_1* a);
 float dot_q5_K_avx2(int64_t n, const block_q5_K* w, const block_q8_K* a);
@@ -53,12 +59,16 @@ float dot_q5_K_avx2(int64_t n, const block_q5_K* w, const block_q8_K* a);
 // out[r] is exactly dot_q8_0_family_avx2 of row r (decoding without a dispatch per row).
 void dot_q8_0_family_avx2_rows(GgmlType type, int64_t n, const void* w, uint64_t row_bytes, int64_t count,
                                const block_q8_0* a, float* out);
+// The f32 block scales of `count` Q8_0 rows (a_stride_blocks blocks apart, nb blocks each) in
+// groups of four rows: row 4g + j's block b at out[(g * nb + b) * 4 + j], a last group padded with
+// its last row; out holds (count + 3) / 4 * 4 * nb floats.
+void q8_0_scales_in_fours(const block_q8_0* a, int64_t a_stride_blocks, int64_t nb, int count, float* out);
 // `rows` (1 or 2) weight rows of those formats (row_bytes apart) against `count` activation rows
 // (a_stride_blocks blocks apart): out[r + i * out_stride] is exactly dot_q8_0_family_avx2(type, n,
 // weight row r, activation row i, false) (tinyBLAS's form), with each weight block unpacked once
 // for all of them and each activation block loaded once for both weight rows. a_d: the
-// activations' block scales as f32 (row i's block b at a_d[i * (n / 32) + b]), converted once by
-// the caller.
+// activations' block scales as f32 in groups of four rows, as q8_0_scales_in_fours lays them out
+// (converted once by the caller).
 void dot_q8_0_family_avx2_columns(GgmlType type, int64_t n, const void* w, uint64_t row_bytes, int rows,
                                   const block_q8_0* a, int64_t a_stride_blocks, const float* a_d, int count, float* out,
                                   int64_t out_stride);

@@ -419,6 +419,43 @@ bool vec_dot_row_x86_emulated(GgmlType weight_type, int64_t n, const void* w, co
     }
 }
 
+bool iq_panel_takes(GgmlType weight_type, int64_t n, int64_t rows, int64_t columns) {
+    return weight_type == GgmlType::IQ4_XS && n > 0 && n % kQK_K == 0 && rows % 8 == 0 && columns >= 8;
+}
+
+bool dot_iq_panel(GgmlType weight_type, int64_t n, const void* w, const void* act, float* out) {
+#if defined(LS_HAVE_VEC_DOT_AVX2)
+    if (avx2_kernels_usable() && weight_type == GgmlType::IQ4_XS && n > 0 && n % kQK_K == 0) {
+        dot_iq4_xs_panel_avx2_columns(n, w, 0, 1, static_cast<const block_q8_K*>(act), 0, 1, out, 1);
+        return true;
+    }
+#endif
+    return dot_iq_panel_emulated(weight_type, n, w, act, out);
+}
+
+bool dot_iq_panel_emulated(GgmlType weight_type, int64_t n, const void* w, const void* act, float* out) {
+    if (weight_type != GgmlType::IQ4_XS || n <= 0 || n % kQK_K != 0) return false;
+    const auto* x = static_cast<const block_iq4_xs*>(w);
+    const auto* a = static_cast<const block_q8_K*>(act);
+    float sum = 0.0f;
+    for (int64_t b = 0; b < n / kQK_K; ++b) {
+        int32_t s = 0;
+        for (int ib = 0; ib < kQK_K / 32; ++ib) {
+            const uint8_t* qs = x[b].qs + 16 * ib;
+            const int8_t* q8 = a[b].qs + 32 * ib;
+            int32_t part = 0;
+            for (int j = 0; j < 16; ++j)
+                part += iq4nl_value(qs[j] & 0x0F) * q8[j] + iq4nl_value(qs[j] >> 4) * q8[j + 16];
+            const int low = (x[b].scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF;
+            const int high = (x[b].scales_h >> (2 * ib)) & 3;
+            s += ((low | (high << 4)) - 32) * part;
+        }
+        sum = std::fma(static_cast<float>(s), fp16_to_fp32(x[b].d) * a[b].d, sum);
+    }
+    *out = sum;
+    return true;
+}
+
 // tinyBLAS_Q0_AVX (gemm, gemm4xN and gemmMx4 alike) keeps one 8-lane f32 accumulator per output,
 // adds fma(d_w * d_a, float(lane), acc) block by block and ends with the same hsum. The float
 // steps are those of the AVX2 vec_dot, so the Q8_0 family kernel serves both.

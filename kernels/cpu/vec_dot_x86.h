@@ -43,6 +43,18 @@ bool vec_dot_row_x86(GgmlType weight_type, int64_t n, const void* w, const void*
 // The scalar emulation alone, whatever the processor: what the SIMD kernels are tested against.
 bool vec_dot_row_x86_emulated(GgmlType weight_type, int64_t n, const void* w, const void* act, float* out);
 
+// ggml's IQ panel gemm (ggml-cpu/iqp.cpp at the fixtures' commit). ggml's matmul hands it IQ4_XS
+// weights (and the grid i-quants) whose rows are a multiple of 256 long and number a multiple of
+// 8, against 8 or more activation columns (MUL_MAT_ID: an expert's 8 or more columns), on any x86
+// build with AVX2. Its float steps differ from vec_dot's: one f32 chain per output, no lanes, no
+// hsum: per super-block sum = fma(float(S), d_w * d_a, sum), S the super-block's exact integer dot
+// (each 32-element sub-block's products times its 6-bit scale minus 32).
+bool iq_panel_takes(GgmlType weight_type, int64_t n, int64_t rows, int64_t columns);
+// One weight row against one activation row in that form (false for other types or a bad n).
+bool dot_iq_panel(GgmlType weight_type, int64_t n, const void* w, const void* act, float* out);
+// The same in the scalar emulation alone (what the AVX2 kernel is tested against).
+bool dot_iq_panel_emulated(GgmlType weight_type, int64_t n, const void* w, const void* act, float* out);
+
 // llamafile's tinyBLAS_Q0_AVX dot, for one weight row and one Q8_0 activation row. ggml's matmul
 // hands Q8_0, Q4_0, Q5_0 and IQ4_NL weights to it when the activation has >= 2 columns (and the
 // weights are not in a repack buffer). Its float steps per output (fma(d_w * d_a, lane, acc) per
