@@ -392,13 +392,27 @@ LS_AVX2 void dot_q4_K_avx2_rows(int64_t n, const block_q4_K* w, const block_q8_K
 // q6_K . q8_K: the unsigned 6-bit quants (0..63) dotted as q4_K's, each 16 bytes with their own
 // scale; lane l then loses 32 * (bsums . scales) of groups 2l and 2l+1 (the -32 offset of the
 // quants), and acc = fma(d, float(lanes), acc).
+namespace {
+
+// Byte shuffles that spread scale 2c over bytes 0-7 and scale 2c + 1 over bytes 8-15.
+struct alignas(16) ScalePairMasks {
+    uint8_t m[8][16];
+};
+const ScalePairMasks kScalePairs = [] {
+    ScalePairMasks t{};
+    for (int c = 0; c < 8; ++c)
+        for (int i = 0; i < 16; ++i) t.m[c][i] = static_cast<uint8_t>(2 * c + i / 8);
+    return t;
+}();
+
+}  // namespace
+
 LS_AVX2 float dot_q6_K_avx2(int64_t n, const block_q6_K* w, const block_q8_K* a) {
     const __m256i low4 = _mm256_set1_epi8(0x0F), bits45 = _mm256_set1_epi8(0x30);
     __m256 acc = _mm256_setzero_ps();
     for (int64_t b = 0; b < n / kQK_K; ++b) {
         const float d = a[b].d * _cvtsh_ss(w[b].d);
-        const int8_t* sc = w[b].scales;
-        const int16_t* bs = a[b].bsums;
+        const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w[b].scales));
         __m256i sumi = _mm256_setzero_si256();
         for (int half = 0; half < 2; ++half) {
             const uint8_t* ql = w[b].ql + 64 * half;
@@ -417,13 +431,16 @@ LS_AVX2 float dot_q6_K_avx2(int64_t n, const block_q6_K* w, const block_q8_K* a)
             for (int c = 0; c < 4; ++c) {
                 const int chunk = 4 * half + c;
                 const __m256i q8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].qs + 32 * chunk));
-                const __m256i scales = _mm256_setr_m128i(_mm_set1_epi16(sc[2 * chunk]), _mm_set1_epi16(sc[2 * chunk + 1]));
+                // scale 2 chunk in the low 128 bits, 2 chunk + 1 in the high ones (int16)
+                const __m256i scales = _mm256_cvtepi8_epi16(
+                    _mm_shuffle_epi8(sc8, _mm_load_si128(reinterpret_cast<const __m128i*>(kScalePairs.m[chunk]))));
                 sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(q[c], q8), scales));
             }
         }
-        alignas(32) int32_t offsets[8];
-        for (int l = 0; l < 8; ++l) offsets[l] = 32 * (bs[2 * l] * sc[2 * l] + bs[2 * l + 1] * sc[2 * l + 1]);
-        sumi = _mm256_sub_epi32(sumi, _mm256_load_si256(reinterpret_cast<const __m256i*>(offsets)));
+        // lane l loses 32 * (bsums[2l] * sc[2l] + bsums[2l + 1] * sc[2l + 1]) (the -32 offset)
+        const __m256i offsets = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].bsums)),
+                                                  _mm256_cvtepi8_epi16(sc8));
+        sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(offsets, 5));
         acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
     }
     return hsum8(acc);
@@ -664,8 +681,12 @@ LS_AVX2 float dot_q5_K_avx2(int64_t n, const block_q5_K* w, const block_q8_K* a)
         const float dmin = -a[b].d * _cvtsh_ss(w[b].dmin);
         alignas(16) uint8_t sm[16];  // eight scales, then eight mins
         unpack_scales_mins_k4(w[b].scales, sm);
-        int32_t min_sum = 0;
-        for (int j = 0; j < 8; ++j) min_sum += sm[8 + j] * (a[b].bsums[2 * j] + a[b].bsums[2 * j + 1]);
+        // min_sum = sum over j of min j * (bsums 2j + bsums 2j+1), exact in any order
+        const __m128i pair_sums = _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a[b].bsums)),
+                                                 _mm_loadu_si128(reinterpret_cast<const __m128i*>(a[b].bsums + 8)));
+        __m128i prod = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm + 8))), pair_sums);
+        prod = _mm_add_epi32(prod, _mm_shuffle_epi32(prod, 0x4E));
+        const int32_t min_sum = _mm_cvtsi128_si32(_mm_add_epi32(prod, _mm_shuffle_epi32(prod, 0xB1)));
         summs = std::fma(dmin, static_cast<float>(min_sum), summs);  // GCC fuses `summs += dmin * int`
         const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qh));
         __m256i sumi = _mm256_setzero_si256();
