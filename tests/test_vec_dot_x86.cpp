@@ -319,6 +319,13 @@ TEST(VecDotAvx2, BlockFormatsSameBitsAsTheEmulation) {
                     ASSERT_TRUE(dot_q0_tinyblas_emulated(type, n, ww.data() + r * row_bytes, cols.data() + c * nb, &emulated));
                     ASSERT_EQ(bits_of(two_rows[r + 2 * c]), bits_of(emulated)) << ggml_type_name(type) << " two rows trial " << trial;
                 }
+            // The decode kernel: both rows against the activation row, vec_dot's form (IQ4_NL paired).
+            float decoded[2];
+            dot_q8_0_family_avx2_rows(type, n, ww.data(), row_bytes, 2, a.data(), decoded);
+            for (int r = 0; r < 2; ++r) {
+                ASSERT_TRUE(vec_dot_row_x86_emulated(type, n, ww.data() + r * row_bytes, a.data(), &emulated));
+                ASSERT_EQ(bits_of(decoded[r]), bits_of(emulated)) << ggml_type_name(type) << " rows trial " << trial;
+            }
         }
         // Q4_1 and Q5_1 against Q8_1 (its sum s, any value).
         std::vector<block_q8_1> a1(static_cast<size_t>(n / 32));

@@ -459,8 +459,8 @@ LS_AVX2 inline __m256i lanes_i8(__m256i w, __m256i a) {
 // The 32 quants of a block as signed bytes in element order: 16 packed bytes' low nibbles, then
 // their high nibbles.
 LS_AVX2 inline __m256i nibbles32(const uint8_t* qs) {
-    const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-    return _mm256_and_si256(_mm256_setr_m128i(packed, _mm_srli_epi16(packed, 4)), _mm256_set1_epi8(0x0F));
+    const __m256i packed = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
+    return _mm256_and_si256(_mm256_blend_epi32(packed, _mm256_srli_epi16(packed, 4), 0xF0), _mm256_set1_epi8(0x0F));
 }
 
 // Q5_0 / Q5_1's fifth bits: byte e is 0xFF when bit e of the 32-bit qh is set (byte e / 8 of qh
@@ -486,11 +486,8 @@ const Iq4nlTable kIq4nl = [] {
 }();
 
 LS_AVX2 inline __m256i iq4nl32(const uint8_t* qs) {
-    const __m128i values = _mm_load_si128(reinterpret_cast<const __m128i*>(kIq4nl.v));
-    const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-    const __m128i low4 = _mm_set1_epi8(0x0F);
-    return _mm256_setr_m128i(_mm_shuffle_epi8(values, _mm_and_si128(packed, low4)),
-                             _mm_shuffle_epi8(values, _mm_and_si128(_mm_srli_epi16(packed, 4), low4)));
+    const __m256i values = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(kIq4nl.v)));
+    return _mm256_shuffle_epi8(values, nibbles32(qs));
 }
 
 // A block's 32 quants as signed bytes, as the emulation's unpack_* gives them.
@@ -529,8 +526,9 @@ LS_AVX2 inline float block_scale(const void* blocks, int64_t b) {
 }
 
 
+// a_d: the activation blocks' scales as f32 when the caller converted them (else read from a).
 template <GgmlType type>
-LS_AVX2 float dot_q8_0_family_t(int64_t n, const void* w, const block_q8_0* a, bool paired) {
+LS_AVX2 float dot_q8_0_family_t(int64_t n, const void* w, const block_q8_0* a, bool paired, const float* a_d = nullptr) {
     const int64_t nb = n / 32;
     __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
     int64_t b = 0;
@@ -547,7 +545,7 @@ LS_AVX2 float dot_q8_0_family_t(int64_t n, const void* w, const block_q8_0* a, b
             _mm_prefetch(bytes + (b + kAhead) * block_bytes, _MM_HINT_T0);
             for (int k = 0; k < 2; ++k) {
                 const __m256i q8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b + k].qs));
-                const float d = _cvtsh_ss(a[b + k].d) * block_scale<type>(w, b + k);
+                const float d = (a_d ? a_d[b + k] : _cvtsh_ss(a[b + k].d)) * block_scale<type>(w, b + k);
                 acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lanes_i8(quants<type>(w, b + k), q8)), acc[k]);
             }
         }
@@ -564,7 +562,7 @@ LS_AVX2 float dot_q8_0_family_t(int64_t n, const void* w, const block_q8_0* a, b
     for (; b < nb; ++b) {
         if (type == GgmlType::Q8_0 && b % 2 == 0) _mm_prefetch(bytes + (b + kAhead) * block_bytes, _MM_HINT_T0);
         const __m256i q8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].qs));
-        const float d = block_scale<type>(w, b) * _cvtsh_ss(a[b].d);
+        const float d = block_scale<type>(w, b) * (a_d ? a_d[b] : _cvtsh_ss(a[b].d));
         acc[0] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lanes_i8(quants<type>(w, b), q8)), acc[0]);
     }
     return hsum8(acc[0]);
@@ -842,18 +840,22 @@ LS_AVX2 void dot_q8_0_family_avx2_rows(GgmlType type, int64_t n, const void* w, 
                                        const block_q8_0* a, float* out) {
     const char* rows = static_cast<const char*>(w);
     const bool paired = type == GgmlType::IQ4_NL;
+    thread_local std::vector<float> a_d;  // the activation's block scales, converted once for the rows
+    a_d.resize(static_cast<size_t>(n / 32));
+    for (int64_t b = 0; b < n / 32; ++b) a_d[b] = _cvtsh_ss(a[b].d);
+    const float* ad = a_d.data();
     switch (type) {
         case GgmlType::Q4_0:
-            for (int64_t r = 0; r < count; ++r) out[r] = dot_q8_0_family_t<GgmlType::Q4_0>(n, rows + r * row_bytes, a, paired);
+            for (int64_t r = 0; r < count; ++r) out[r] = dot_q8_0_family_t<GgmlType::Q4_0>(n, rows + r * row_bytes, a, paired, ad);
             return;
         case GgmlType::Q5_0:
-            for (int64_t r = 0; r < count; ++r) out[r] = dot_q8_0_family_t<GgmlType::Q5_0>(n, rows + r * row_bytes, a, paired);
+            for (int64_t r = 0; r < count; ++r) out[r] = dot_q8_0_family_t<GgmlType::Q5_0>(n, rows + r * row_bytes, a, paired, ad);
             return;
         case GgmlType::Q8_0:
-            for (int64_t r = 0; r < count; ++r) out[r] = dot_q8_0_family_t<GgmlType::Q8_0>(n, rows + r * row_bytes, a, paired);
+            for (int64_t r = 0; r < count; ++r) out[r] = dot_q8_0_family_t<GgmlType::Q8_0>(n, rows + r * row_bytes, a, paired, ad);
             return;
         default:
-            for (int64_t r = 0; r < count; ++r) out[r] = dot_q8_0_family_t<GgmlType::IQ4_NL>(n, rows + r * row_bytes, a, paired);
+            for (int64_t r = 0; r < count; ++r) out[r] = dot_q8_0_family_t<GgmlType::IQ4_NL>(n, rows + r * row_bytes, a, paired, ad);
             return;
     }
 }
