@@ -377,12 +377,16 @@ LS_HD inline void dequantize_block_tq2_0(const block_tq2_0* b, float* out) {
     for (int j = 0; j < kQK_K; ++j) out[j] = static_cast<float>(codes[j] - 1) * d;
 }
 
+// IQ4_XS: the scale of 32-element sub-block ib (6 bits, 4 in scales_l and 2 in scales_h) minus 32.
+LS_HD inline int iq4_xs_scale(const block_iq4_xs& b, int ib) {
+    return (((b.scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF) | (((b.scales_h >> (2 * ib)) & 3) << 4)) - 32;
+}
+
 LS_HD inline void dequantize_block_iq4_xs(const block_iq4_xs* b, float* out) {
     const float d = fp16_to_fp32(b->d);
     const uint8_t* qs = b->qs;
     for (int ib = 0; ib < kQK_K / 32; ++ib) {
-        const int ls = ((b->scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF) | (((b->scales_h >> (2 * ib)) & 3) << 4);
-        const float dl = d * (ls - 32);
+        const float dl = d * iq4_xs_scale(*b, ib);
         for (int j = 0; j < 16; ++j) {
             out[j] = dl * iq4nl_value(qs[j] & 0xF);
             out[j + 16] = dl * iq4nl_value(qs[j] >> 4);

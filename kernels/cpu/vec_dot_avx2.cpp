@@ -718,9 +718,7 @@ LS_AVX2 void dot_iq4_xs_avx2_columns(int64_t n, const block_iq4_xs* w, const blo
         dw[b] = _cvtsh_ss(w[b].d);
         for (int ib = 0; ib < kQK_K / 32; ++ib) {
             _mm256_store_si256(reinterpret_cast<__m256i*>(q.data() + kQK_K * b + 32 * ib), iq4nl32(w[b].qs + 16 * ib));
-            const int low = (w[b].scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF;
-            const int high = (w[b].scales_h >> (2 * ib)) & 3;
-            ls[8 * b + ib] = static_cast<int16_t>((low | (high << 4)) - 32);
+            ls[8 * b + ib] = static_cast<int16_t>(iq4_xs_scale(w[b], ib));
         }
     }
     for (int c0 = 0; c0 < count; c0 += 4) {
@@ -768,10 +766,8 @@ LS_AVX2 void iq4_xs_panel_columns_t(int64_t n, const char* w, uint64_t row_bytes
                 const __m256i v = iq4nl32(x[b].qs + 16 * ib);
                 _mm256_store_si256(reinterpret_cast<__m256i*>(q.data() + 32 * s), v);
                 _mm256_store_si256(reinterpret_cast<__m256i*>(qa.data() + 32 * s), _mm256_sign_epi8(v, v));
-                const int low = (x[b].scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF;
-                const int high = (x[b].scales_h >> (2 * ib)) & 3;
                 _mm256_store_si256(reinterpret_cast<__m256i*>(ls.data() + 16 * s),
-                                   _mm256_set1_epi16(static_cast<int16_t>((low | (high << 4)) - 32)));
+                                   _mm256_set1_epi16(static_cast<int16_t>(iq4_xs_scale(x[b], ib))));
             }
         }
     }
@@ -890,10 +886,8 @@ LS_AVX2 float dot_iq4_xs_avx2(int64_t n, const block_iq4_xs* w, const block_q8_K
         for (int ib = 0; ib < kQK_K / 32; ++ib) {
             const __m256i q4 = iq4nl32(w[b].qs + 16 * ib);
             const __m256i q8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].qs + 32 * ib));
-            const int low = (w[b].scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF;
-            const int high = (w[b].scales_h >> (2 * ib)) & 3;
             const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(q4, q4), _mm256_sign_epi8(q8, q4));
-            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p16, _mm256_set1_epi16(static_cast<int16_t>((low | (high << 4)) - 32))));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p16, _mm256_set1_epi16(static_cast<int16_t>(iq4_xs_scale(w[b], ib)))));
         }
         acc = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(w[b].d) * a[b].d), _mm256_cvtepi32_ps(sumi), acc);
     }

@@ -131,9 +131,7 @@ float dot_iq4_xs(int64_t n, const block_iq4_xs* w, const block_q8_K* a) {
                 q[32 * ib + j] = static_cast<int8_t>(iq4nl_value(qs[j] & 0x0F));
                 q[32 * ib + j + 16] = static_cast<int8_t>(iq4nl_value(qs[j] >> 4));
             }
-            const int low = (w[b].scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF;
-            const int high = (w[b].scales_h >> (2 * ib)) & 3;
-            scales[ib] = (low | (high << 4)) - 32;
+            scales[ib] = iq4_xs_scale(w[b], ib);
         }
         chunk_lanes<32>(a[b].qs, q, scales, kQK_K, lanes);
         const float d = fp16_to_fp32(w[b].d) * a[b].d;
@@ -446,9 +444,7 @@ bool dot_iq_panel_emulated(GgmlType weight_type, int64_t n, const void* w, const
             int32_t part = 0;
             for (int j = 0; j < 16; ++j)
                 part += iq4nl_value(qs[j] & 0x0F) * q8[j] + iq4nl_value(qs[j] >> 4) * q8[j + 16];
-            const int low = (x[b].scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF;
-            const int high = (x[b].scales_h >> (2 * ib)) & 3;
-            s += ((low | (high << 4)) - 32) * part;
+            s += iq4_xs_scale(x[b], ib) * part;
         }
         sum = std::fma(static_cast<float>(s), fp16_to_fp32(x[b].d) * a[b].d, sum);
     }
