@@ -879,19 +879,40 @@ LS_AVX2 void dot_q8_0_family_avx2_columns(GgmlType type, int64_t n, const void* 
     }
 }
 
+namespace {
+
+// One IQ4_XS super-block against its Q8_K block: ggml's eight int32 lanes (sub-block products times
+// their scales), exact.
+LS_AVX2 inline __m256i iq4_xs_lanes(const block_iq4_xs& w, const block_q8_K& a) {
+    __m256i sumi = _mm256_setzero_si256();
+    for (int ib = 0; ib < kQK_K / 32; ++ib) {
+        const __m256i q4 = iq4nl32(w.qs + 16 * ib);
+        const __m256i q8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs + 32 * ib));
+        const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(q4, q4), _mm256_sign_epi8(q8, q4));
+        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p16, _mm256_set1_epi16(static_cast<int16_t>(iq4_xs_scale(w, ib)))));
+    }
+    return sumi;
+}
+
+}  // namespace
+
 LS_AVX2 float dot_iq4_xs_avx2(int64_t n, const block_iq4_xs* w, const block_q8_K* a) {
     __m256 acc = _mm256_setzero_ps();
-    for (int64_t b = 0; b < n / kQK_K; ++b) {
-        __m256i sumi = _mm256_setzero_si256();
-        for (int ib = 0; ib < kQK_K / 32; ++ib) {
-            const __m256i q4 = iq4nl32(w[b].qs + 16 * ib);
-            const __m256i q8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].qs + 32 * ib));
-            const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(q4, q4), _mm256_sign_epi8(q8, q4));
-            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p16, _mm256_set1_epi16(static_cast<int16_t>(iq4_xs_scale(w[b], ib)))));
-        }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(w[b].d) * a[b].d), _mm256_cvtepi32_ps(sumi), acc);
-    }
+    for (int64_t b = 0; b < n / kQK_K; ++b)
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(w[b].d) * a[b].d), _mm256_cvtepi32_ps(iq4_xs_lanes(w[b], a[b])), acc);
     return hsum8(acc);
+}
+
+LS_AVX2 float dot_iq4_xs_panel_avx2(int64_t n, const block_iq4_xs* w, const block_q8_K* a) {
+    float sum = 0.0f;
+    for (int64_t b = 0; b < n / kQK_K; ++b) {
+        const __m256i lanes = iq4_xs_lanes(w[b], a[b]);
+        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(lanes), _mm256_extracti128_si256(lanes, 1));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
+        const int32_t s = _mm_cvtsi128_si32(_mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1)));  // exact in any order
+        sum = std::fma(static_cast<float>(s), _cvtsh_ss(w[b].d) * a[b].d, sum);
+    }
+    return sum;
 }
 
 }  // namespace ls

@@ -46,10 +46,12 @@ float dot_iq4_xs_avx2(int64_t n, const block_iq4_xs* w, const block_q8_K* a);
 // One IQ4_XS row against `count` Q8_K rows: out[i * out_stride] is exactly dot_iq4_xs_avx2 of row i.
 void dot_iq4_xs_avx2_columns(int64_t n, const block_iq4_xs* w, const block_q8_K* a, int64_t a_stride_blocks, int count,
                              float* out, int64_t out_stride);
-// ggml's IQ panel form of IQ4_XS (vec_dot_x86.h: dot_iq_panel): `rows` weight rows (row_bytes
-// apart) against `count` activation rows (a_stride_blocks blocks apart): out[r + i * out_stride] is
-// exactly dot_iq_panel_emulated of row r and activation row i. Two weight rows and four columns at
-// a time, each weight row unpacked once for all the columns.
+// ggml's IQ panel form of IQ4_XS (vec_dot_x86.h: dot_iq_panel), one row against one activation row.
+float dot_iq4_xs_panel_avx2(int64_t n, const block_iq4_xs* w, const block_q8_K* a);
+// The same form for `rows` weight rows (row_bytes apart) against `count` activation rows
+// (a_stride_blocks blocks apart): out[r + i * out_stride] is exactly dot_iq_panel_emulated of row r
+// and activation row i. Two weight rows and four columns at a time, each weight row unpacked once
+// for all the columns.
 void dot_iq4_xs_panel_avx2_columns(int64_t n, const void* w, uint64_t row_bytes, int rows, const block_q8_K* a,
                                    int64_t a_stride_blocks, int count, float* out, int64_t out_stride);
 // Q4_1 / Q5_1 against Q8_1 and Q5_K against Q8_K: the emulation's bits (vec_dot_x86.cpp).

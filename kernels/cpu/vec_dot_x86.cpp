@@ -424,7 +424,7 @@ bool iq_panel_takes(GgmlType weight_type, int64_t n, int64_t rows, int64_t colum
 bool dot_iq_panel(GgmlType weight_type, int64_t n, const void* w, const void* act, float* out) {
 #if defined(LS_HAVE_VEC_DOT_AVX2)
     if (avx2_kernels_usable() && weight_type == GgmlType::IQ4_XS && n > 0 && n % kQK_K == 0) {
-        dot_iq4_xs_panel_avx2_columns(n, w, 0, 1, static_cast<const block_q8_K*>(act), 0, 1, out, 1);
+        *out = dot_iq4_xs_panel_avx2(n, static_cast<const block_iq4_xs*>(w), static_cast<const block_q8_K*>(act));
         return true;
     }
 #endif
