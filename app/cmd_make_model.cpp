@@ -46,6 +46,9 @@ int run_make_model(const MakeModelOptions& o) {
     if (o.experts >= 0) spec.n_expert = o.experts;
     if (o.experts_used >= 0) spec.n_expert_used = o.experts_used;
     if (o.dense_lead >= 0) spec.n_dense_lead = o.dense_lead;
+    if (o.expert_ff) spec.n_ff_expert = o.expert_ff;
+    if (o.llama_experts) spec.llama_experts = true;
+    if (o.fused_gate_up) spec.fused_gate_up = true;
     if (o.legacy_kvb) spec.legacy_kv_b = true;
     if (!o.gating.empty()) spec.expert_gating_func = o.gating == "sigmoid" ? 2 : 1;
     if (o.expert_weights_scale >= 0) spec.expert_weights_scale = static_cast<float>(o.expert_weights_scale);
@@ -85,6 +88,10 @@ int run_make_model(const MakeModelOptions& o) {
                    spec.n_expert_shared, spec.n_ff_expert, spec.n_dense_lead,
                    spec.expert_gating_func == 2 ? "sigmoid" : "softmax", spec.expert_bias ? " with a selection bias" : "",
                    spec.expert_weights_norm ? ", weights renormalised" : "", spec.expert_weights_scale, spec.yarn_factor);
+    if (spec.arch == "qwen3moe" || spec.llama_experts)
+        fmt::print("  moe: {} experts of {}, {} used (softmax, renormalised)\n", spec.n_expert,
+                   spec.llama_experts ? spec.n_ff : spec.n_ff_expert, spec.n_expert_used);
+    if (deepseek2 && spec.fused_gate_up) fmt::print("  experts: gate and up fused in ffn_gate_up_exps\n");
     if (spec.rope_freqs_factor > 0)
         fmt::print("  rope_freqs: llama3 factors (factor {}, low {}, high {}, original context {})\n", spec.rope_freqs_factor,
                    spec.rope_freqs_low, spec.rope_freqs_high, spec.rope_freqs_orig_ctx);

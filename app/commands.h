@@ -123,6 +123,9 @@ struct MakeModelOptions {
     // deepseek2; -1 = the spec's default (0 is a value: no q compression, no dense block).
     int q_lora_rank = -1, kv_lora_rank = -1, experts = -1, experts_used = -1, dense_lead = -1;
     bool legacy_kvb = false;
+    int expert_ff = 0;                // deepseek2, qwen3moe: expert_feed_forward_length (0 = the spec's)
+    bool llama_experts = false;       // llama: Mixtral's experts in every layer
+    bool fused_gate_up = false;       // deepseek2: ffn_gate_up_exps
     std::string gating;               // deepseek2: softmax or sigmoid ("" = the spec's)
     double expert_weights_scale = -1; // deepseek2: < 0 = the spec's
     bool expert_weights_norm = false; // deepseek2: renormalise the chosen experts' weights

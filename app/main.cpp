@@ -154,11 +154,12 @@ void add_make_model_command(CLI::App& app, ls::app::MakeModelOptions& o) {
     auto* demo = mk->add_flag("--demo", o.demo, "The GUI's built-in demo model (other flags override its values)");
     mk->add_option("--preset", o.preset, "Real models' shapes (other flags override them): deepseek-v2-lite, "
                                          "deepseek2-tiny, tinyllama-1.1b, qwen2.5-0.5b, llama-3.2-1b, llama-3.1-8b, "
-                                         "llama3-tiny, qwen3-0.6b, qwen3-8b, qwen3-tiny, phi-3.5-mini, phi-4-mini, "
-                                         "phi3-tiny, gemma-2-2b, gemma-3-1b, gemma-3-4b, gemma2-tiny, gemma3-tiny")
+                                         "llama3-tiny, qwen3-0.6b, qwen3-8b, qwen3-tiny, qwen3-30b-a3b, qwen3moe-tiny, "
+                                         "mixtral-8x7b, llama-moe-tiny, phi-3.5-mini, phi-4-mini, phi3-tiny, gemma-2-2b, "
+                                         "gemma-3-1b, gemma-3-4b, gemma2-tiny, gemma3-tiny")
         ->excludes(demo);
-    mk->add_option("--arch", o.arch, "llama (default), qwen2, qwen3, phi3, gemma2, gemma3 or deepseek2")
-        ->check(CLI::IsMember({"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "deepseek2"}));
+    mk->add_option("--arch", o.arch, "llama (default), qwen2, qwen3, qwen3moe, phi3, gemma2, gemma3 or deepseek2")
+        ->check(CLI::IsMember({"llama", "qwen2", "qwen3", "qwen3moe", "phi3", "gemma2", "gemma3", "deepseek2"}));
     mk->add_option("--type", o.type, "Weight type: f32, f16 (default), bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_K..q6_K");
     mk->add_option("--embd", o.n_embd, "Embedding width (default 256)")->check(CLI::Range(1, 65536));
     mk->add_option("--layers", o.n_layer, "Blocks (default 2)")->check(CLI::Range(1, 1024));
@@ -172,8 +173,16 @@ void add_make_model_command(CLI::App& app, ls::app::MakeModelOptions& o) {
     mk->add_option("--q-lora-rank", o.q_lora_rank, "deepseek2: q compression rank, 0 = plain attn_q (default 0)")
         ->check(CLI::Range(0, 65536));
     mk->add_option("--kv-lora-rank", o.kv_lora_rank, "deepseek2: KV latent width (default 64)")->check(CLI::Range(1, 65536));
-    mk->add_option("--experts", o.experts, "deepseek2: routed experts (default 8)")->check(CLI::Range(1, 1024));
-    mk->add_option("--experts-used", o.experts_used, "deepseek2: experts per token (default 2)")->check(CLI::Range(1, 1024));
+    mk->add_option("--experts", o.experts, "deepseek2, qwen3moe, llama --moe: routed experts (default 8)")
+        ->check(CLI::Range(1, 1024));
+    mk->add_option("--experts-used", o.experts_used, "deepseek2, qwen3moe, llama --moe: experts per token (default 2)")
+        ->check(CLI::Range(1, 1024));
+    mk->add_option("--expert-ff", o.expert_ff, "deepseek2, qwen3moe: an expert's feed-forward width (default 256)")
+        ->check(CLI::Range(1, 1 << 20));
+    mk->add_flag("--moe", o.llama_experts, "llama: experts in every layer instead of the dense feed-forward (Mixtral; "
+                                           "they are --ff wide)");
+    mk->add_flag("--fused-gate-up", o.fused_gate_up, "deepseek2: gate and up experts fused in one ffn_gate_up_exps "
+                                                     "(current converters)");
     mk->add_option("--gating", o.gating, "deepseek2: the router's gating, softmax (default) or sigmoid")
         ->check(CLI::IsMember({"softmax", "sigmoid"}));
     mk->add_option("--expert-weights-scale", o.expert_weights_scale, "deepseek2: the chosen experts' weights times this "

@@ -90,6 +90,9 @@ struct AttnMask {
     // cache), past the n_kv given; ggml's flash attention splits a decode call's cells by it.
     // 0: the n_kv given.
     int64_t ggml_cells = 0;
+    // The row is all ggml's softmax sees (no cells padded to 256 behind it: the MoE router's
+    // probabilities): its last n % lanes values take libm's expf one at a time, as ggml's tail.
+    bool whole_row = false;
     AttnMask(bool causal_mask = true, int64_t window = 0, float cap = 0.0f)  // NOLINT: from bool on purpose
         : causal(causal_mask), n_swa(window), softcap(cap) {}
     bool visible(int64_t j, int64_t p) const { return (!causal || j <= p) && (n_swa <= 0 || p - j < n_swa); }

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <new>
 #include <tuple>
 
@@ -116,6 +117,44 @@ Status GraphBuilder::load_ffn(int64_t il, FfnWeights* w) {
     return {};
 }
 
+bool GraphBuilder::expert_weight(const std::string& name) {
+    const std::string tail = "_exps.weight";
+    return name.size() > tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+Status GraphBuilder::load_moe(int64_t il, MoeWeights* w) {
+    if (cfg_.n_expert_groups > 1)
+        return make_error(ErrorCode::kUnsupported,
+                          fmt::format("{}: group-limited expert routing ({}.expert_group_count = {}) is not supported yet",
+                                      model_.path(), cfg_.arch_name, cfg_.n_expert_groups));
+    if (cfg_.expert_gating_func > 2)
+        return make_error(ErrorCode::kUnsupported,
+                          fmt::format("{}: {}.expert_gating_func = {} is not supported (1 softmax, 2 sigmoid)", model_.path(),
+                                      cfg_.arch_name, cfg_.expert_gating_func));
+    if (Status s = load_blk(il, "ffn_gate_inp.weight", &w->gate_inp, true); !s) return s;
+    if (in_layout(fmt::format("blk.{}.exp_probs_b.bias", il)))
+        if (Status s = load_blk(il, "exp_probs_b.bias", &w->exp_probs_b); !s) return s;
+    if (in_layout(fmt::format("blk.{}.ffn_gate_up_exps.weight", il)))
+        if (Status s = load_blk(il, "ffn_gate_up_exps.weight", &w->gate_up_exps, true); !s) return s;
+    for (auto [dst, name] : {std::pair{&w->gate_exps, "ffn_gate_exps.weight"}, {&w->up_exps, "ffn_up_exps.weight"},
+                             {&w->down_exps, "ffn_down_exps.weight"}})
+        if (Status s = load_blk(il, name, dst, true); !s) return s;
+    // llama.cpp creates gate and up only when there is no fused gate_up (a file with both has
+    // tensors its loader never creates, and is refused there).
+    const std::string where = fmt::format("{}: blk.{}", model_.path(), il);
+    if (w->gate_up_exps.data && (w->gate_exps.data || w->up_exps.data))
+        return make_error(ErrorCode::kBadInput, fmt::format("{}: ffn_gate_up_exps.weight and separate ffn_gate/ffn_up_exps; "
+                                                            "llama.cpp's loader takes one or the other", where));
+    if (!w->gate_up_exps.data && !w->up_exps.data)
+        return make_error(ErrorCode::kBadInput, fmt::format("{}: tensor ffn_up_exps.weight is missing (nor is there a fused "
+                                                            "ffn_gate_up_exps.weight); a {} model needs it", where, cfg_.arch_name));
+    if (!w->gate_up_exps.data && !w->gate_exps.data)
+        return make_error(ErrorCode::kUnsupported,
+                          fmt::format("{}: experts without ffn_gate_exps.weight (llama.cpp then runs silu(up x)) are not "
+                                      "supported yet", where));
+    return {};
+}
+
 bool GraphBuilder::in_layout(const std::string& name) const {
     const TensorSpec* spec = find_tensor_spec(layout_, name);
     return spec && spec->unused.empty() && spec->unsupported.empty();
@@ -152,6 +191,7 @@ Status GraphBuilder::init() {
         optional_buffers_.scales = optional_buffers_.scales || ends_with(".scale");
         optional_buffers_.fused_qkv = optional_buffers_.fused_qkv || ends_with(".attn_qkv.weight");
         optional_buffers_.fused_up = optional_buffers_.fused_up || (ends_with(".ffn_up.weight") && t.ne[1] == 2 * cfg_.n_ff);
+        optional_buffers_.fused_gate_up = optional_buffers_.fused_gate_up || ends_with(".ffn_gate_up_exps.weight");
     }
 
     auto knobs = fault_knobs(opt_.fault, fault_model_facts(model_));
@@ -173,6 +213,11 @@ Status GraphBuilder::init() {
     for (const GgufTensorInfo& t : model_.file().tensors())
         if (t.n_dims >= 2 && t.name != "token_embd.weight")
             ops_used_.push_back({expert_weight(t.name) ? Op::kMulMatId : Op::kMulMat, t.type});
+    if (cfg_.n_expert > 0) {  // build_moe's ops
+        for (Op op : {Op::kArgsort, Op::kMul, Op::kSumRows, Op::kClamp, Op::kDiv, Op::kScale})
+            ops_used_.push_back({op, GgmlType::F32});
+        if (cfg_.expert_gating_func == 2) ops_used_.push_back({Op::kSigmoid, GgmlType::F32});
+    }
     for (const auto& op : arch_ops()) ops_used_.push_back(op);
     if (Status s = check_backend_support(); !s) return s;
 
@@ -310,6 +355,18 @@ void GraphBuilder::allocate_buffers() {
     inp_rope_pos_ = buffer(T, 1, 1, GgmlType::I32);
     inp_out_ids_ = buffer(T, 1, 1, GgmlType::I32);
     last_logits_.resize(n_logits_);
+    if (cfg_.n_expert > 0) {
+        const int64_t E = cfg_.n_expert, k = cfg_.n_expert_used, n_ff = cfg_.n_ff_expert;
+        moe_.logits = buffer(E, T), moe_.probs = buffer(E, T), moe_.selection = buffer(E, T);
+        moe_.argsort = buffer(E, T, 1, GgmlType::I32), moe_.argsort_f = buffer(E, T);
+        moe_.topk = buffer(k, T, 1, GgmlType::I32), moe_.topk_f = buffer(k, T);
+        moe_.weights = buffer(1, k, T), moe_.weights_sum = buffer(1, T), moe_.weights_clamped = buffer(1, T);
+        moe_.weights_norm = buffer(k, T), moe_.weights_scaled = buffer(1, k, T);
+        if (optional_buffers_.fused_gate_up) moe_.gate_up = buffer(2 * n_ff, k, T);
+        moe_.gate = buffer(n_ff, k, T), moe_.up = buffer(n_ff, k, T), moe_.swiglu = buffer(n_ff, k, T);
+        moe_.down = buffer(n_embd, k, T), moe_.weighted = buffer(n_embd, k, T);
+        moe_.slot = buffer(n_embd, T), moe_.out = buffer(n_embd, T);
+    }
     allocate_arch_buffers();
 }
 
@@ -720,6 +777,123 @@ Tensor GraphBuilder::build_ffn(const Tensor& cur, const FfnWeights& w, int il, c
     return out;
 }
 
+void GraphBuilder::announce_ids(const Tensor& ids, const Tensor& f32_buffer, const char* name, int il, Op op) {
+    std::vector<int32_t> host(static_cast<size_t>(ids.n_elements()));
+    be_.download(host.data(), ids.data, host.size() * sizeof(int32_t));
+    std::vector<float> values(host.begin(), host.end());
+    Tensor out = f32_buffer.reshaped(ids.ne[0], ids.ne[1], ids.ne[2]);
+    be_.upload(out.data, values.data(), values.size() * sizeof(float));
+    cb(out, name, il, op);
+}
+
+Tensor GraphBuilder::build_moe(const Tensor& cur, const MoeWeights& w, int il) {
+    const MathMode mode = opt_.mode;
+    const int64_t T = cur.ne[1], E = cfg_.n_expert, k = cfg_.n_expert_used, n_embd = cfg_.n_embd, n_ff = cfg_.n_ff_expert;
+    // The router.
+    Tensor logits = moe_.logits.reshaped(E, T);
+    be_.matmul(w.gate_inp, cur, logits, mode);
+    cb(logits, "ffn_moe_logits", il, Op::kMulMat);
+    Tensor probs = moe_.probs.reshaped(E, T);
+    if (cfg_.expert_gating_func == 2) {
+        be_.unary(Op::kSigmoid, logits, probs);
+        cb(probs, "ffn_moe_probs", il, Op::kSigmoid);
+    } else {
+        AttnMask whole;  // every expert, no padding: ggml's softmax over exactly E values
+        whole.causal = false;
+        whole.whole_row = true;
+        be_.softmax_masked(logits.reshaped(E, T, 1), 1.0f, inp_pos_.reshaped(T), whole, probs, mode);
+        cb(probs, "ffn_moe_probs", il, Op::kSoftMax);
+    }
+    // The selection bias chooses; the weights come from the unbiased probabilities.
+    Tensor selection = probs;
+    if (w.exp_probs_b.data) {
+        selection = moe_.selection.reshaped(E, T);
+        be_.binary(Op::kAdd, probs, w.exp_probs_b, selection);
+        cb(selection, "ffn_moe_probs_biased", il, Op::kAdd);
+    }
+    Tensor argsort = moe_.argsort.reshaped(E, T);
+    if (knobs_.moe_topk_ascending) {  // the bug: the ranking read from its wrong end
+        Tensor negated = moe_.selection.reshaped(E, T);
+        be_.unary(Op::kScale, selection, negated, -1.0f);
+        selection = negated;
+    }
+    be_.argsort_desc(selection, argsort);
+    announce_ids(argsort, moe_.argsort_f, "ffn_moe_argsort", il, Op::kArgsort);
+    Tensor topk = make_tensor(moe_.topk.data, k, T, 1, 1, GgmlType::I32);
+    Tensor first_k = argsort;
+    first_k.ne[0] = k;
+    be_.copy(first_k, topk);
+    announce_ids(topk, moe_.topk_f, "ffn_moe_topk", il, Op::kView);
+    // The chosen experts' probabilities, per token: rows of probs {1, E} picked by topk.
+    Tensor weights = moe_.weights.reshaped(1, k, T);
+    for (int64_t t = 0; t < T; ++t) {
+        const Tensor table = make_tensor(probs.f32() + t * E, 1, E);
+        const Tensor ids = make_tensor(topk.i32() + t * k, k, 1, 1, 1, GgmlType::I32);
+        Tensor y = make_tensor(weights.f32() + t * k, 1, k);
+        be_.get_rows(table, ids, y);
+    }
+    cb(weights, "ffn_moe_weights", il, Op::kGetRows);
+    if (cfg_.expert_weights_norm != knobs_.moe_norm_flipped) {
+        const Tensor w2 = weights.reshaped(k, T);
+        Tensor sum = moe_.weights_sum.reshaped(1, T), clamped = moe_.weights_clamped.reshaped(1, T);
+        be_.sum_rows(w2, sum);
+        cb(sum, "ffn_moe_weights_sum", il, Op::kSumRows);
+        // Against a division by zero: the smallest normal f16.
+        be_.unary(Op::kClamp, sum, clamped, 6.103515625e-5f, std::numeric_limits<float>::infinity());
+        cb(clamped, "ffn_moe_weights_sum_clamped", il, Op::kClamp);
+        Tensor normed = moe_.weights_norm.reshaped(k, T);
+        be_.binary(Op::kDiv, w2, clamped, normed);
+        cb(normed, "ffn_moe_weights_norm", il, Op::kDiv);
+        weights = normed.reshaped(1, k, T);
+    }
+    const float scale = static_cast<float>(cfg_.expert_weights_scale);
+    if (scale != 0.0f && scale != 1.0f) {
+        Tensor scaled = moe_.weights_scaled.reshaped(1, k, T);
+        be_.unary(Op::kScale, weights, scaled, scale);
+        cb(scaled, "ffn_moe_weights_scaled", il, Op::kScale);
+        weights = scaled;
+    }
+    // The chosen experts: up and gate (one fused product, or two), swiglu, down.
+    const Tensor x = cur.reshaped(n_embd, 1, T);
+    Tensor gate = moe_.gate.reshaped(n_ff, k, T), up = moe_.up.reshaped(n_ff, k, T), swiglu = moe_.swiglu.reshaped(n_ff, k, T);
+    if (w.gate_up_exps.data) {
+        Tensor gate_up = moe_.gate_up.reshaped(2 * n_ff, k, T);
+        be_.matmul_id(w.gate_up_exps, x, topk, gate_up, mode);
+        cb(gate_up, "ffn_moe_gate_up", il, Op::kMulMatId);
+        const uint64_t f = sizeof(float);
+        const uint64_t nb[4] = {f, 2 * n_ff * f, 2 * n_ff * k * f, 2 * n_ff * k * T * f};
+        be_.copy(gate_up.view({n_ff, k, T, 1}, {nb[0], nb[1], nb[2], nb[3]}, 0), gate);
+        cb(gate, "ffn_moe_gate", il, Op::kView);
+        be_.copy(gate_up.view({n_ff, k, T, 1}, {nb[0], nb[1], nb[2], nb[3]}, n_ff * f), up);
+        cb(up, "ffn_moe_up", il, Op::kView);
+    } else {
+        be_.matmul_id(w.up_exps, x, topk, up, mode);
+        cb(up, "ffn_moe_up", il, Op::kMulMatId);
+        be_.matmul_id(w.gate_exps, x, topk, gate, mode);
+        cb(gate, "ffn_moe_gate", il, Op::kMulMatId);
+    }
+    be_.swiglu(gate, up, swiglu, mode);
+    cb(swiglu, "ffn_moe_swiglu", il, Op::kSwiglu);
+    Tensor down = moe_.down.reshaped(n_embd, k, T), weighted = moe_.weighted.reshaped(n_embd, k, T);
+    be_.matmul_id(w.down_exps, swiglu, topk, down, mode);
+    cb(down, "ffn_moe_down", il, Op::kMulMatId);
+    be_.binary(Op::kMul, down, weights, weighted);
+    cb(weighted, "ffn_moe_weighted", il, Op::kMul);
+    // The experts' rows summed in slot order.
+    Tensor out = moe_.out.reshaped(n_embd, T), slot = moe_.slot.reshaped(n_embd, T);
+    const uint64_t f = sizeof(float);
+    auto slot_view = [&](int64_t s) {
+        return weighted.view({n_embd, T, 1, 1}, {f, n_embd * k * f, n_embd * k * T * f, n_embd * k * T * f}, s * n_embd * f);
+    };
+    be_.copy(slot_view(0), out);
+    for (int64_t s = 1; s < k; ++s) {
+        be_.copy(slot_view(s), slot);
+        be_.add(out, slot, out);
+    }
+    cb(out, "ffn_moe_out", il, k > 1 ? Op::kAdd : Op::kCont);
+    return out;
+}
+
 Tensor GraphBuilder::build_ffn_fused_up(const Tensor& cur, const Tensor& up, const Tensor& down, int il) {
     const MathMode mode = opt_.mode;
     const int64_t T = cur.ne[1], n_ff = up.ne[1] / 2, n_out = down.ne[1];
@@ -842,6 +1016,7 @@ Result<std::unique_ptr<ForwardPass>> make_forward(const Model& model, Backend& b
         case Arch::kLlama: graph = make_llama_graph(model, backend, options); break;
         case Arch::kQwen2: graph = make_qwen2_graph(model, backend, options); break;
         case Arch::kQwen3: graph = make_qwen3_graph(model, backend, options); break;
+        case Arch::kQwen3Moe: graph = make_qwen3moe_graph(model, backend, options); break;
         case Arch::kPhi3: graph = make_phi3_graph(model, backend, options); break;
         case Arch::kGemma2:
         case Arch::kGemma3: graph = make_gemma_graph(model, backend, options); break;

@@ -31,6 +31,14 @@ struct FfnWeights {
     Tensor gate_s, up_s, down_s;  // per-tensor scales {1}, after the biases (llama.cpp's build_ffn)
 };
 
+// The routed experts of one layer (llama.cpp's build_moe_ffn). Absent tensors have data == nullptr.
+struct MoeWeights {
+    Tensor gate_inp;                       // the router {n_embd, n_expert}
+    Tensor exp_probs_b;                    // the selection bias {n_expert} (DeepSeek-V3), used only to choose
+    Tensor gate_exps, up_exps, down_exps;  // {n_embd, n_ff, E} x2, {n_ff, n_embd, E}; llama's gate may be absent
+    Tensor gate_up_exps;                   // {n_embd, 2 n_ff, E}: gate rows then up rows, instead of gate and up
+};
+
 // Q, K and V of one ubatch, split into heads: q {head_dim, n_head, T}, k {head_dim, n_head_kv, T},
 // v {head_dim_v, n_head_kv, T}.
 struct Qkv {
@@ -75,8 +83,8 @@ protected:
     virtual std::vector<std::pair<Op, GgmlType>> arch_ops() const { return {}; }
     // The architecture's own buffers, allocated after the shared ones with buffer().
     virtual void allocate_arch_buffers() {}
-    // The weights' matmul formats the architecture reads with MUL_MAT_ID rather than MUL_MAT.
-    virtual bool expert_weight(const std::string& /*name*/) const { return false; }
+    // The weights read with MUL_MAT_ID rather than MUL_MAT: the routed experts (`*_exps.weight`).
+    static bool expert_weight(const std::string& name);
 
     // ---- weights
     // The weight `name` checked against the layout (shape; absent optional tensors give a tensor
@@ -89,6 +97,9 @@ protected:
     Status load_attn(int64_t il, AttnWeights* w);
     bool in_layout(const std::string& name) const;  // the architecture's layout has this tensor, and its graph reads it
     Status load_ffn(int64_t il, FfnWeights* w);
+    // The router and the routed experts: gate and up separate or fused (gate_up_exps), as the
+    // layout allows; group-limited routing refused by name.
+    Status load_moe(int64_t il, MoeWeights* w);
 
     // ---- helpers, each announcing its tensors under llama.cpp's names
     Tensor build_inp_embd();                                                      // embd
@@ -128,6 +139,16 @@ protected:
     enum class FfnAct { kSilu, kGelu };
     Tensor build_ffn(const Tensor& cur, const FfnWeights& w, int il, const char* out_name = "ffn_out",
                      const Tensor* buffers = nullptr, FfnAct act = FfnAct::kSilu);
+    // The routed experts as llama.cpp's build_moe_ffn strings them (SwiGLU experts, weights after
+    // the down projection): router logits (ffn_moe_logits), softmax or sigmoid (ffn_moe_probs; the
+    // model's expert_gating_func), the selection bias (ffn_moe_probs_biased), top-k
+    // (ffn_moe_argsort, ffn_moe_topk), the chosen probabilities (ffn_moe_weights), renormalised
+    // when expert_weights_norm (ffn_moe_weights_sum, _sum_clamped, _norm) and scaled by
+    // expert_weights_scale unless 0 or 1 (ffn_moe_weights_scaled); then up (ffn_moe_up) and gate
+    // (ffn_moe_gate; a fused gate_up: ffn_moe_gate_up and its two halves), swiglu (ffn_moe_swiglu;
+    // silu of up alone without a gate: ffn_moe_silu), down (ffn_moe_down), times the weights
+    // (ffn_moe_weighted), the k slots summed in order (ffn_moe_out).
+    Tensor build_moe(const Tensor& cur, const MoeWeights& w, int il);
     // phi3's feed-forward: one up projection of 2 n_ff rows (ffn_up), silu of its first half times
     // its second (ffn_swiglu: ggml's one-operand SWIGLU), down (ffn_out).
     Tensor build_ffn_fused_up(const Tensor& cur, const Tensor& up, const Tensor& down, int il);
@@ -195,6 +216,20 @@ protected:
         std::vector<Tensor> cache_k, cache_v;  // per layer (head_dim, n_head_kv, n_ctx)
     } buf_;
 
+    // build_moe's buffers, allocated when the model has experts (E experts, k used, n_ff_expert).
+    struct MoeBuffers {
+        Tensor logits, probs, selection;         // (E, T)
+        Tensor argsort, argsort_f;               // (E, T) I32 and its f32 announcement
+        Tensor topk, topk_f;                     // (k, T)
+        Tensor weights, weights_sum, weights_clamped, weights_norm, weights_scaled;
+        Tensor gate_up;                          // (2 n_ff, k, T): a fused gate_up product
+        Tensor gate, up, swiglu;                 // (n_ff, k, T)
+        Tensor down, weighted;                   // (n_embd, k, T)
+        Tensor slot, out;                        // (n_embd, T)
+    } moe_;
+    // An I32 tensor announced as f32 values (what the comparison and the views read).
+    void announce_ids(const Tensor& ids, const Tensor& f32_buffer, const char* name, int il, Op op);
+
     // A buffer on the backend, released with the graph.
     Tensor buffer(int64_t ne0, int64_t ne1 = 1, int64_t ne2 = 1, GgmlType type = GgmlType::F32);
 
@@ -221,6 +256,7 @@ private:
         bool qk_norm = false;  // qwen3's per-head q/k norms
         bool scales = false;   // per-tensor weight scales (.scale)
         bool fused_qkv = false, fused_up = false;  // phi3's attn_qkv, ffn_up of 2 n_ff rows
+        bool fused_gate_up = false;                // the experts' ffn_gate_up_exps
     } optional_buffers_;
 
     Tensor token_embd_, output_norm_, output_, output_b_;
@@ -240,6 +276,7 @@ private:
 std::unique_ptr<GraphBuilder> make_llama_graph(const Model& model, Backend& backend, const ForwardOptions& options);
 std::unique_ptr<GraphBuilder> make_qwen2_graph(const Model& model, Backend& backend, const ForwardOptions& options);
 std::unique_ptr<GraphBuilder> make_qwen3_graph(const Model& model, Backend& backend, const ForwardOptions& options);
+std::unique_ptr<GraphBuilder> make_qwen3moe_graph(const Model& model, Backend& backend, const ForwardOptions& options);
 std::unique_ptr<GraphBuilder> make_phi3_graph(const Model& model, Backend& backend, const ForwardOptions& options);
 std::unique_ptr<GraphBuilder> make_gemma_graph(const Model& model, Backend& backend, const ForwardOptions& options);
 std::unique_ptr<GraphBuilder> make_deepseek2_graph(const Model& model, Backend& backend, const ForwardOptions& options);

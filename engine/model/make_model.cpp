@@ -57,7 +57,10 @@ Rng tensor_rng(uint64_t seed, const std::string& name) {
 }
 
 bool is_qwen2(const MakeModelSpec& s) { return s.arch == "qwen2"; }
-bool is_qwen3(const MakeModelSpec& s) { return s.arch == "qwen3"; }
+// qwen3moe shares qwen3's attention and conventions.
+bool is_qwen3(const MakeModelSpec& s) { return s.arch == "qwen3" || s.arch == "qwen3moe"; }
+bool is_qwen3moe(const MakeModelSpec& s) { return s.arch == "qwen3moe"; }
+bool is_llama_moe(const MakeModelSpec& s) { return s.arch == "llama" && s.llama_experts; }
 bool is_phi3(const MakeModelSpec& s) { return s.arch == "phi3"; }
 bool is_gemma(const MakeModelSpec& s) { return s.arch == "gemma2" || s.arch == "gemma3"; }
 // qwen2 and qwen3 share Qwen's conventions here: NEOX rope base 1e6, eps 1e-6, padded token rows.
@@ -288,9 +291,11 @@ const std::vector<std::string>& make_model_preset_names() {
     static const std::vector<std::string> names = {"deepseek-v2-lite", "deepseek2-tiny", "tinyllama-1.1b",
                                                    "qwen2.5-0.5b",     "llama-3.2-1b",   "llama-3.1-8b",
                                                    "llama3-tiny",      "qwen3-0.6b",     "qwen3-8b",
-                                                   "qwen3-tiny",       "phi-3.5-mini",   "phi-4-mini",
-                                                   "phi3-tiny",        "gemma-2-2b",     "gemma-3-1b",
-                                                   "gemma-3-4b",       "gemma2-tiny",    "gemma3-tiny"};
+                                                   "qwen3-tiny",       "qwen3-30b-a3b",  "qwen3moe-tiny",
+                                                   "mixtral-8x7b",     "llama-moe-tiny", "phi-3.5-mini",
+                                                   "phi-4-mini",       "phi3-tiny",      "gemma-2-2b",
+                                                   "gemma-3-1b",       "gemma-3-4b",     "gemma2-tiny",
+                                                   "gemma3-tiny"};
     return names;
 }
 
@@ -418,6 +423,65 @@ Result<MakeModelSpec> make_model_preset(const std::string& name) {
         s.n_head_kv = 2;
         s.head_dim = 64;
         s.n_ff = 384;
+        s.vocab = 512;
+    } else if (name == "qwen3-30b-a3b") {
+        // Qwen/Qwen3-30B-A3B's config.json: 48 layers 2048 wide, 32 / 4 heads of 128, 128 experts
+        // of 768 (top 8, renormalised), rope_theta 1e6, 151669 tokens in 151936 rows, an LM head.
+        s.arch = "qwen3moe";
+        s.n_embd = 2048;
+        s.n_layer = 48;
+        s.n_head = 32;
+        s.n_head_kv = 4;
+        s.head_dim = 128;
+        s.n_ff = 6144;
+        s.n_expert = 128;
+        s.n_expert_used = 8;
+        s.n_ff_expert = 768;
+        s.vocab = 151669;
+        s.vocab_rows = 151936;
+        s.n_ctx_train = 40960;
+        s.rope_freq_base = 1000000.0f;
+        s.rms_eps = 1e-6f;
+    } else if (name == "qwen3moe-tiny") {
+        // For tests: qwen3-tiny's attention with 8 experts of 64, 2 per token.
+        s.arch = "qwen3moe";
+        s.n_embd = 128;
+        s.n_layer = 2;
+        s.n_head = 4;
+        s.n_head_kv = 2;
+        s.head_dim = 64;
+        s.n_ff = 384;
+        s.n_expert = 8;
+        s.n_expert_used = 2;
+        s.n_ff_expert = 64;
+        s.vocab = 512;
+    } else if (name == "mixtral-8x7b") {
+        // mistralai/Mixtral-8x7B-v0.1's config.json: a llama file with 8 experts of 14336 in every
+        // layer (top 2), 32 layers 4096 wide, 32 / 8 heads, rope_theta 1e6, 32000 tokens.
+        s.arch = "llama";
+        s.llama_experts = true;
+        s.n_embd = 4096;
+        s.n_layer = 32;
+        s.n_head = 32;
+        s.n_head_kv = 8;
+        s.n_ff = 14336;
+        s.n_expert = 8;
+        s.n_expert_used = 2;
+        s.vocab = 32000;
+        s.n_ctx_train = 32768;
+        s.rope_freq_base = 1000000.0f;
+        s.rms_eps = 1e-5f;
+    } else if (name == "llama-moe-tiny") {
+        // For tests: Mixtral's layout in small, 4 experts of 128, 2 per token.
+        s.arch = "llama";
+        s.llama_experts = true;
+        s.n_embd = 128;
+        s.n_layer = 2;
+        s.n_head = 4;
+        s.n_head_kv = 2;
+        s.n_ff = 128;
+        s.n_expert = 4;
+        s.n_expert_used = 2;
         s.vocab = 512;
     } else if (name == "phi-3.5-mini" || name == "phi-4-mini") {
         // microsoft/Phi-3.5-mini-instruct and Phi-4-mini-instruct config.json: 3072 wide, 32 layers,
@@ -550,6 +614,12 @@ ModelConfig config_of(const MakeModelSpec& s) {
     if (s.n_rot > 0) c.n_rot = s.n_rot;
     c.n_ff = s.n_ff;
     c.n_vocab = padded_rows(s);
+    if (is_qwen3moe(s) || is_llama_moe(s)) {
+        c.arch = is_qwen3moe(s) ? Arch::kQwen3Moe : Arch::kLlama;
+        c.n_expert = s.n_expert;
+        c.n_expert_used = s.n_expert_used;
+        c.n_ff_expert = is_qwen3moe(s) ? s.n_ff_expert : s.n_ff;
+    }
     if (is_deepseek2(s)) {
         c.n_rot = s.qk_rope_dim;
         c.q_lora_rank = s.q_lora_rank;
@@ -586,6 +656,8 @@ bool generated(const MakeModelSpec& s, const TensorSpec& t) {
     if (is_phi3(s) && ends("attn_qkv.weight")) return true;  // phi3 files fuse q, k and v
     if (is_phi3(s) && (ends("attn_q.weight") || ends("attn_k.weight") || ends("attn_v.weight"))) return false;
     if (ends("exp_probs_b.bias")) return s.expert_bias;
+    if (ends("ffn_gate_up_exps.weight")) return s.fused_gate_up;
+    if (ends("ffn_gate_exps.weight") || ends("ffn_up_exps.weight")) return !s.fused_gate_up;
     if (t.name == "output.bias" || ends("attn_output.bias") || ends("ffn_gate.bias") || ends("ffn_up.bias") ||
         ends("ffn_down.bias"))
         return s.out_biases;
@@ -679,10 +751,24 @@ Status validate_deepseek2(const MakeModelSpec& s) {
 
 Status validate_make_model_spec(const MakeModelSpec& s) {
     auto bad = [](std::string msg) { return Status(make_error(ErrorCode::kUsage, std::move(msg))); };
-    if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3" && s.arch != "phi3" && !is_gemma(s) &&
+    if (s.arch != "llama" && s.arch != "qwen2" && !is_qwen3(s) && s.arch != "phi3" && !is_gemma(s) &&
         s.arch != "deepseek2")
-        return bad(fmt::format("arch '{}' is not supported; use llama, qwen2, qwen3, phi3, gemma2, gemma3 or deepseek2",
-                               s.arch));
+        return bad(fmt::format("arch '{}' is not supported; use llama, qwen2, qwen3, qwen3moe, phi3, gemma2, gemma3 or "
+                               "deepseek2", s.arch));
+    if (s.llama_experts && s.arch != "llama")
+        return bad(fmt::format("llama_experts is a llama option; {} decides its experts itself", s.arch));
+    if (s.fused_gate_up && !is_deepseek2(s))
+        return bad(fmt::format("fused gate_up experts are a deepseek2 option; llama.cpp's {} loader takes only separate "
+                               "ones", s.arch));
+    if (is_qwen3moe(s) || is_llama_moe(s)) {
+        if (s.n_expert < 1 || s.n_expert > 1024 || s.n_expert_used < 1 || s.n_expert_used > s.n_expert)
+            return bad(fmt::format("{} experts with {} used: need 1..1024 experts and 1..n_expert used", s.n_expert,
+                                   s.n_expert_used));
+        if (is_qwen3moe(s) && (s.n_ff_expert < 1 || s.n_ff_expert > (1 << 20)))
+            return bad(fmt::format("n_ff_expert is {}; it must be in 1..{}", s.n_ff_expert, 1 << 20));
+        if (s.out_biases)
+            return bad(fmt::format("output biases are not an option of a {} model with experts", s.arch));
+    }
     struct { const char* name; int value; int max; } dims[] = {
         {"n_embd", s.n_embd, 65536}, {"n_layer", s.n_layer, 1024}, {"n_head", s.n_head, 1024},
         {"n_head_kv", s.n_head_kv, 1024}, {"n_ff", s.n_ff, 1 << 20},
@@ -810,12 +896,13 @@ double make_model_tensor_std(const MakeModelSpec& s, const std::string& name) {
     if (ends("attn_v.weight") || ends("attn_output.weight") || ends("ffn_gate.weight") || ends("ffn_up.weight") ||
         ends("ffn_down.weight"))
         return 0.02;
+    // The router 0.1, experts 0.02 (the fixtures' deepseek2-mini).
+    if (ends("ffn_gate_inp.weight")) return 0.1;
+    if (ends("_exps.weight") || ends("_shexp.weight")) return 0.02;
     if (is_deepseek2(s)) {
-        // The fixtures' deepseek2-mini: the query and key paths 0.06, the router 0.1, experts 0.02.
+        // The fixtures' deepseek2-mini: the query and key paths 0.06.
         if (ends("attn_q_a.weight") || ends("attn_q_b.weight") || ends("attn_kv_a_mqa.weight")) return 0.06 * width;
         if (ends("attn_k_b.weight") || ends("attn_v_b.weight") || ends("attn_kv_b.weight")) return 0.06;
-        if (ends("ffn_gate_inp.weight")) return 0.1;
-        if (ends("_exps.weight") || ends("_shexp.weight")) return 0.02;
         // A selection bias about the size of the differences between the router's probabilities.
         if (ends("exp_probs_b.bias")) return 0.05;
     }
@@ -940,6 +1027,11 @@ std::vector<GgufKV> build_metadata(const MakeModelSpec& s, int64_t* n_tokens) {
         put(a + ".rope.scaling.type", GgufValue::make_string("longrope"));
         put(a + ".rope.scaling.attn_factor", GgufValue::make_f32(static_cast<float>(attn)));
         put(a + ".rope.scaling.original_context_length", u32(s.longrope_orig_ctx));
+    }
+    if (is_qwen3moe(s) || is_llama_moe(s)) {
+        put(a + ".expert_count", u32(s.n_expert));
+        put(a + ".expert_used_count", u32(s.n_expert_used));
+        if (is_qwen3moe(s)) put(a + ".expert_feed_forward_length", u32(s.n_ff_expert));
     }
     if (ds2) {
         // What llama.cpp's deepseek2 loader reads. Required there: layer_norm_rms_epsilon,

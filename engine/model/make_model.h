@@ -1,4 +1,4 @@
-// Deterministic synthetic GGUF models (llama, qwen2, qwen3, phi3, gemma2, gemma3, deepseek2) with a generated
+// Deterministic synthetic GGUF models (llama, qwen2, qwen3, qwen3moe, phi3, gemma2, gemma3, deepseek2) with a generated
 // SentencePiece vocabulary, for tests, demos and bug reports that must not depend on third-party
 // weights or vocabularies.
 #pragma once
@@ -24,6 +24,8 @@ struct MakeModelSpec {
     // with `longrope` Phi-3's short and long frequency factors.
     // "qwen3": qwen2's NEOX rope and padded vocabulary without q/k/v biases, with per-head q/k
     // RMS norms (attn_q_norm, attn_k_norm) and its own head width (head_dim).
+    // "qwen3moe": qwen3 with every feed-forward a mixture of experts (n_expert, n_expert_used,
+    // n_ff_expert); the routing is the graph's (softmax, renormalised).
     // "deepseek2": multi-head latent attention, mixture of experts and YaRN (the fields below);
     // n_head_kv is not used (the file says 1 for the MLA layout, n_head for the legacy one).
     std::string arch = "llama";
@@ -88,10 +90,14 @@ struct MakeModelSpec {
     int v_head_dim = 32;
     bool legacy_kv_b = false;  // one attn_kv_b per layer (older converters) instead of attn_k_b/attn_v_b
     bool expert_bias = false;  // an exp_probs_b.bias per MoE layer: the experts' selection bias (DeepSeek-V3)
+    bool fused_gate_up = false;  // ffn_gate_up_exps (gate rows, then up rows) instead of ffn_gate/up_exps
+    // deepseek2, qwen3moe and llama with llama_experts (Mixtral: experts n_ff wide in every layer,
+    // no other expert option applies): routed experts and how many each token uses.
+    bool llama_experts = false;
     int n_expert = 8;
     int n_expert_used = 2;
     int n_expert_shared = 1;
-    int n_ff_expert = 256;
+    int n_ff_expert = 256;  // deepseek2, qwen3moe: expert_feed_forward_length
     int n_dense_lead = 1;          // leading_dense_block_count: dense FFN blocks before the MoE ones
     int expert_gating_func = 1;    // 1 softmax, 2 sigmoid
     float expert_weights_scale = 1.0f;
@@ -107,6 +113,7 @@ struct MakeModelSpec {
 // tests: the fixtures' deepseek2-mini, smaller), "tinyllama-1.1b", "qwen2.5-0.5b", "llama-3.2-1b",
 // "llama-3.1-8b", "llama3-tiny" (for tests: Llama 3.1's rope_freqs on a small llama),
 // "qwen3-0.6b", "qwen3-8b" and "qwen3-tiny" (for tests: 64-wide heads, n_head * head_dim = 2 n_embd),
+// "qwen3-30b-a3b" and "qwen3moe-tiny", "mixtral-8x7b" and "llama-moe-tiny" (llama files with experts),
 // "phi-3.5-mini", "phi-4-mini" and "phi3-tiny" (for tests: LongRoPE whose long factors a 256-cell
 // context takes).
 const std::vector<std::string>& make_model_preset_names();

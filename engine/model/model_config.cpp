@@ -17,6 +17,7 @@ const char* arch_name(Arch arch) {
         case Arch::kLlama: return "llama";
         case Arch::kQwen2: return "qwen2";
         case Arch::kQwen3: return "qwen3";
+        case Arch::kQwen3Moe: return "qwen3moe";
         case Arch::kPhi3: return "phi3";
         case Arch::kGemma2: return "gemma2";
         case Arch::kGemma3: return "gemma3";
@@ -41,6 +42,7 @@ bool arch_from_name(std::string_view name, Arch* out) {
     if (name == "llama") { *out = Arch::kLlama; return true; }
     if (name == "qwen2") { *out = Arch::kQwen2; return true; }
     if (name == "qwen3") { *out = Arch::kQwen3; return true; }
+    if (name == "qwen3moe") { *out = Arch::kQwen3Moe; return true; }
     if (name == "phi3") { *out = Arch::kPhi3; return true; }
     if (name == "gemma2") { *out = Arch::kGemma2; return true; }
     if (name == "gemma3") { *out = Arch::kGemma3; return true; }
@@ -169,6 +171,37 @@ Status read_experts(const GgufFile& file, const KeyReader& keys, ModelConfig& c,
     return {};
 }
 
+// The routing llama.cpp's llama and qwen3moe graphs hard-code: softmax gating, the chosen
+// weights renormalised, no scale (their loaders read none of these keys).
+void fixed_routing(ModelConfig& c) {
+    c.expert_gating_func = 1;
+    c.expert_weights_norm = true;
+    c.expert_weights_scale = 0;
+    c.n_expert_shared = 0;
+    c.n_layer_dense_lead = 0;
+}
+
+// qwen3moe's loader: expert_count and expert_used_count must be positive; the experts are
+// expert_feed_forward_length wide, or n_ff / n_expert_used without the key.
+Status read_qwen3moe_experts(const KeyReader& keys, ModelConfig& c) {
+    LS_ASSIGN(c.n_expert, keys.required_int("expert_count"));
+    LS_ASSIGN(c.n_expert_used, keys.required_int("expert_used_count"));
+    if (c.n_expert <= 0 || c.n_expert_used <= 0 || c.n_expert_used > c.n_expert)
+        return make_error(ErrorCode::kBadInput,
+                          fmt::format("{} is {} and {} is {}; qwen3moe needs 1 <= experts used <= experts (llama.cpp "
+                                      "refuses the file)", keys.key("expert_count"), c.n_expert,
+                                      keys.key("expert_used_count"), c.n_expert_used));
+    LS_ASSIGN(c.n_ff_expert, keys.optional_int("expert_feed_forward_length", 0));
+    if (c.n_ff_expert <= 0) c.n_ff_expert = c.n_ff / c.n_expert_used;
+    if (c.n_ff_expert <= 0)
+        return make_error(ErrorCode::kBadInput, fmt::format("{} is missing and {} / {} is 0; the experts need a width",
+                                                            keys.key("expert_feed_forward_length"),
+                                                            keys.key("feed_forward_length"), keys.key("expert_used_count")));
+    LS_ASSIGN(c.n_expert_groups, keys.optional_int("expert_group_count", 1));
+    fixed_routing(c);
+    return {};
+}
+
 // deepseek2 MLA: llama.cpp decides "lite" (no q compression) from the layer count, so a model of
 // another depth must say q_lora_rank explicitly, 0 included.
 Status read_mla(const KeyReader& keys, ModelConfig& c) {
@@ -245,15 +278,15 @@ Result<ModelConfig> read_config(const GgufFile& file, bool check) {
     const GgufValue* arch_value = file.find("general.architecture");
     if (!arch_value)
         return make_error(ErrorCode::kBadInput,
-                          "general.architecture is missing; every model needs it (llama, qwen2, qwen3, phi3, gemma2, "
-                          "gemma3 or deepseek2)");
+                          "general.architecture is missing; every model needs it (llama, qwen2, qwen3, qwen3moe, phi3, "
+                          "gemma2, gemma3 or deepseek2)");
     if (arch_value->type != GgufValueType::STRING)
         return make_error(ErrorCode::kBadInput, "general.architecture is not a string");
     c.arch_name = arch_value->str;
     if (!arch_from_name(c.arch_name, &c.arch))
         return make_error(ErrorCode::kUnsupported,
-                          fmt::format("architecture {} is not supported; supported: llama, qwen2, qwen3, phi3, gemma2, gemma3, "
-                                      "deepseek2",
+                          fmt::format("architecture {} is not supported; supported: llama, qwen2, qwen3, qwen3moe, phi3, gemma2, "
+                                      "gemma3, deepseek2",
                                       quote_text(c.arch_name)));
 
     KeyReader keys(file, c.arch_name);
@@ -304,7 +337,15 @@ Result<ModelConfig> read_config(const GgufFile& file, bool check) {
                                               "head (llama.cpp refuses this file: invalid n_rot)",
                                               keys.key("rope.dimension_count"), c.n_rot, c.head_dim_k));
             if (Status s = read_experts(file, keys, c, false); !s) return s.error();
+            if (c.n_expert > 0) {
+                // llama.cpp's llama graph: experts n_ff wide, softmax, renormalised, no scale.
+                c.n_ff_expert = c.n_ff;
+                fixed_routing(c);
+            }
             break;
+        case Arch::kQwen3Moe:
+            if (Status s = read_qwen3moe_experts(keys, c); !s) return s.error();
+            [[fallthrough]];
         case Arch::kQwen2:
         case Arch::kQwen3:
             c.rope_type = RopeType::kNeox;

@@ -1,4 +1,4 @@
-// Model hyperparameters read from GGUF metadata (llama, qwen2, qwen3, phi3, gemma2, gemma3, deepseek2), with llama.cpp's
+// Model hyperparameters read from GGUF metadata (llama, qwen2, qwen3, qwen3moe, phi3, gemma2, gemma3, deepseek2), with llama.cpp's
 // defaults and requirements, so that our forward pass and the lints agree with what llama.cpp loads.
 #pragma once
 
@@ -13,7 +13,7 @@ namespace ls {
 
 class GgufFile;
 
-enum class Arch { kLlama, kQwen2, kQwen3, kPhi3, kGemma2, kGemma3, kDeepseek2 };
+enum class Arch { kLlama, kQwen2, kQwen3, kQwen3Moe, kPhi3, kGemma2, kGemma3, kDeepseek2 };
 
 // NORM rotates adjacent pairs (x0,x1),(x2,x3)...; NEOX rotates (x_i, x_{i+n_rot/2}).
 enum class RopeType { kNorm, kNeox };
@@ -54,7 +54,9 @@ struct ModelConfig {
     double rope_yarn_beta_slow = 1.0;
     double rope_attn_factor = 1.0;              // rope.scaling.attn_factor: multiplies cos/sin (every architecture)
 
-    // Mixture of experts (deepseek2; llama when expert_count > 0).
+    // Mixture of experts (deepseek2, qwen3moe; llama when expert_count > 0). The routing fields hold
+    // what the architecture's graph does: qwen3moe and llama route by softmax and renormalise the
+    // chosen weights whatever the file says (llama.cpp's graphs pass fixed values).
     int64_t n_expert = 0;
     int64_t n_expert_used = 0;
     int64_t n_expert_shared = 0;

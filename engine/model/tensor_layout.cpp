@@ -1,4 +1,4 @@
-// The per-architecture tensor lists (llama, qwen2, qwen3, phi3, gemma2, gemma3, deepseek2): names, ggml shapes,
+// The per-architecture tensor lists (llama, qwen2, qwen3, qwen3moe, phi3, gemma2, gemma3, deepseek2): names, ggml shapes,
 // which tensors are optional, refused or unused, in the order llama.cpp's loader creates them.
 #include "engine/model/tensor_layout.h"
 
@@ -56,16 +56,26 @@ void weight_scales(Layout& l, int64_t il, std::initializer_list<const char*> pro
         }
 }
 
-// The router and the routed experts; deepseek2's optional selection bias sits between them.
+// The router and the routed experts. deepseek2: an optional selection bias, and gate and up
+// either fused in one ffn_gate_up_exps (current converters) or separate; llama: the gate experts
+// optional (the graph builder refuses a file without them); qwen3moe: all three separate.
 void moe_ffn(Layout& l, const ModelConfig& c, int64_t il) {
+    const bool ds2 = c.arch == Arch::kDeepseek2;
     l.need(blk(il, "ffn_gate_inp.weight"), {c.n_embd, c.n_expert});
-    if (c.arch == Arch::kDeepseek2) l.maybe(blk(il, "exp_probs_b.bias"), {c.n_expert});
-    if (c.arch == Arch::kDeepseek2)
-        l.refused(blk(il, "ffn_gate_up_exps.weight"), {c.n_embd, 2 * c.n_ff_expert, c.n_expert},
-                  "gate and up experts fused in one tensor (current converters) are not supported yet");
-    l.need(blk(il, "ffn_gate_exps.weight"), {c.n_embd, c.n_ff_expert, c.n_expert});
+    if (ds2) l.maybe(blk(il, "exp_probs_b.bias"), {c.n_expert});
+    if (ds2) l.maybe(blk(il, "ffn_gate_up_exps.weight"), {c.n_embd, 2 * c.n_ff_expert, c.n_expert});
+    if (ds2 || c.arch == Arch::kLlama) l.maybe(blk(il, "ffn_gate_exps.weight"), {c.n_embd, c.n_ff_expert, c.n_expert});
+    else l.need(blk(il, "ffn_gate_exps.weight"), {c.n_embd, c.n_ff_expert, c.n_expert});
     l.need(blk(il, "ffn_down_exps.weight"), {c.n_ff_expert, c.n_embd, c.n_expert});
-    l.need(blk(il, "ffn_up_exps.weight"), {c.n_embd, c.n_ff_expert, c.n_expert});
+    if (ds2) l.maybe(blk(il, "ffn_up_exps.weight"), {c.n_embd, c.n_ff_expert, c.n_expert});
+    else l.need(blk(il, "ffn_up_exps.weight"), {c.n_embd, c.n_ff_expert, c.n_expert});
+    // Per-expert scales ({n_expert}, NVFP4 conversions): llama.cpp's generic pass creates them
+    // and build_moe_ffn multiplies each slot's product by its expert's.
+    for (const char* p : {"ffn_gate_exps", "ffn_down_exps", "ffn_up_exps"}) {
+        l.refused(blk(il, fmt::format("{}.scale", p).c_str()), {c.n_expert},
+                  fmt::format("per-expert weight scales on {} are not supported yet", p));
+        l.unused(blk(il, fmt::format("{}.input_scale", p).c_str()), {c.n_expert}, "no graph of llama.cpp reads input scales");
+    }
 }
 
 void deepseek2_layer(Layout& l, const ModelConfig& c, int64_t il) {
@@ -100,8 +110,7 @@ void deepseek2_layer(Layout& l, const ModelConfig& c, int64_t il) {
     l.need(blk(il, "ffn_gate_shexp.weight"), {c.n_embd, shared});
     l.need(blk(il, "ffn_down_shexp.weight"), {shared, c.n_embd});
     l.need(blk(il, "ffn_up_shexp.weight"), {c.n_embd, shared});
-    weight_scales(l, il, {"ffn_gate_exps", "ffn_down_exps", "ffn_up_exps", "ffn_gate_shexp", "ffn_down_shexp", "ffn_up_shexp"},
-                  ScaleUse::kRefused);
+    weight_scales(l, il, {"ffn_gate_shexp", "ffn_down_shexp", "ffn_up_shexp"}, ScaleUse::kRefused);
 }
 
 // phi3: a fused attn_qkv (or separate q/k/v), a fused ffn_up (gate and up, 2 n_ff rows), and
@@ -146,16 +155,17 @@ void qkv_projections(Layout& l, const ModelConfig& c, int64_t il) {
     l.maybe(blk(il, "attn_v.bias"), {c.n_embd_v_gqa()});
 }
 
-// llama, qwen2 and qwen3: q/k/v projections with optional biases (qwen2 files carry them, llama
-// ones rarely do); llama may also have output and feed-forward biases, per-dimension rope factors
-// and experts; qwen3 normalises each head of q and k.
+// llama, qwen2, qwen3 and qwen3moe: q/k/v projections with optional biases (qwen2 files carry
+// them, llama ones rarely do); llama may also have output and feed-forward biases, per-dimension
+// rope factors and experts; qwen3 and qwen3moe normalise each head of q and k; qwen3moe's
+// feed-forward is all experts.
 void llama_layer(Layout& l, const ModelConfig& c, int64_t il) {
-    const bool llama = c.arch == Arch::kLlama;
+    const bool llama = c.arch == Arch::kLlama, qwen3 = c.arch == Arch::kQwen3 || c.arch == Arch::kQwen3Moe;
     l.need(blk(il, "attn_norm.weight"), {c.n_embd});
     qkv_projections(l, c, il);
     l.need(blk(il, "attn_output.weight"), {c.n_head * c.head_dim_v, c.n_embd});
     if (llama) l.maybe(blk(il, "attn_output.bias"), {c.n_embd});
-    if (c.arch == Arch::kQwen3) {
+    if (qwen3) {
         l.need(blk(il, "attn_k_norm.weight"), {c.head_dim_k});
         l.need(blk(il, "attn_q_norm.weight"), {c.head_dim_k});
     }
@@ -163,11 +173,10 @@ void llama_layer(Layout& l, const ModelConfig& c, int64_t il) {
     // One model-wide tensor, but llama.cpp creates it inside the first layer (the other layers
     // share it).
     if (llama && il == 0) l.maybe("rope_freqs.weight", {c.n_rot / 2});
-    if (llama && c.n_expert > 0) {
+    if ((llama && c.n_expert > 0) || c.arch == Arch::kQwen3Moe) {
         moe_ffn(l, c, il);
-        weight_scales(l, il, {"attn_q", "attn_k", "attn_v", "attn_output", "attn_qkv", "ffn_gate_exps", "ffn_down_exps",
-                              "ffn_up_exps"},
-                      ScaleUse::kRefused);
+        weight_scales(l, il, {"attn_q", "attn_k", "attn_v", "attn_output"}, ScaleUse::kApplied);
+        weight_scales(l, il, {"attn_qkv"}, ScaleUse::kRefused);
         return;
     }
     dense_ffn(l, il, c.n_embd, c.n_ff);

@@ -442,7 +442,8 @@ public:
                     out[j] = visible ? in[j] * scale : -INFINITY;
                     max = std::max(max, out[j]);
                 }
-                const double sum = exp_and_sum(out, n_kv, max, mode == MathMode::kLlama && isa_ == LlamaIsa::kAvx2);
+                const bool llama = mode == MathMode::kLlama;
+                const double sum = exp_and_sum(out, n_kv, max, llama && isa_ == LlamaIsa::kAvx2, llama && mask.whole_row);
                 const float inv = static_cast<float>(1.0 / sum);
                 for (int64_t j = 0; j < n_kv; ++j) out[j] *= inv;
             }
@@ -452,12 +453,26 @@ public:
     // x[j] = exp(x[j] - max), returning their sum as ggml_vec_soft_max_f32 forms it: the
     // exponentials 16 at a time (reduced in f32), the blocks in double (exact mode does the same on
     // every processor); ggml's AVX2 build (`avx2_lanes`): 8 at a time with its own expf, the lanes
-    // summed as hsum8.
-    double exp_and_sum(float* x, int64_t n, float max, bool avx2_lanes) const {
+    // summed as hsum8. With `ggml_tail` the last n % lanes values are ggml's scalar tail: libm's
+    // expf, each added to the sum in double (without it they form one partial block, as the
+    // cells ggml pads attention rows with contribute nothing).
+    double exp_and_sum(float* x, int64_t n, float max, bool avx2_lanes, bool ggml_tail) const {
         const int lanes = avx2_lanes ? 8 : 16;
+        const int64_t n_blocks = ggml_tail ? n - n % lanes : n;
+        double sum = 0.0;
 #if defined(LS_HAVE_VEC_DOT_AVX2)
-        if (lanes == 16 && avx512_) return exp_row_avx512(x, n, max);
+        if (lanes == 16 && avx512_) sum = exp_row_avx512(x, n_blocks, max);
+        else
 #endif
+            sum = exp_blocks(x, n_blocks, max, lanes);
+        for (int64_t j = n_blocks; j < n; ++j) {
+            x[j] = std::exp(x[j] - max);
+            sum += static_cast<double>(x[j]);
+        }
+        return sum;
+    }
+
+    static double exp_blocks(float* x, int64_t n, float max, int lanes) {
         double sum = 0.0;
         for (int64_t j0 = 0; j0 < n; j0 += lanes) {
             float block[16] = {};
@@ -783,7 +798,7 @@ private:
                         S *= ms;
                     }
                     M = m_new;
-                    S = static_cast<float>(static_cast<double>(S) + exp_and_sum(kq, kFaTileKv, M, avx2_lanes));
+                    S = static_cast<float>(static_cast<double>(S) + exp_and_sum(kq, kFaTileKv, M, avx2_lanes, false));
                     for (int64_t c = 0; c < kFaTileKv; ++c) {
                         if (kq[c] == 0.0f) continue;  // masked (exp(-inf)): adds nothing
                         const float* vr = cache_v.f32() + ((c0 + c) * n_head_kv + g) * hd_v;

@@ -17,7 +17,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <tuple>
 #include <vector>
 
@@ -37,8 +36,7 @@ struct Deepseek2Layer {
     Tensor wk_b, wv_b, wkv_b, wk_b_t;
     Tensor wo;
     FfnWeights ffn;                      // the dense blocks
-    Tensor gate_inp, exp_probs_b;        // router {n_embd, n_expert}, selection bias {n_expert}
-    Tensor gate_exps, up_exps, down_exps;
+    MoeWeights moe;                      // the routed experts
     FfnWeights shexp;                    // the shared experts
 };
 
@@ -54,8 +52,6 @@ private:
     int64_t kv_lora() const { return cfg_.kv_lora_rank; }
     int64_t k_mla() const { return cfg_.head_dim_k_mla; }  // nope + rope
     int64_t v_mla() const { return cfg_.head_dim_v_mla; }
-    int64_t n_used() const { return cfg_.n_expert_used; }
-    bool weights_norm() const { return cfg_.expert_weights_norm != knobs_.moe_norm_flipped; }
     bool absorbed() const {
         return opt_.mla == MlaForm::kAbsorbed || (opt_.mla == MlaForm::kAuto && cfg_.mla_split);
     }
@@ -65,30 +61,7 @@ private:
         return {k_mla(), v_mla(), H()};
     }
 
-    bool expert_weight(const std::string& name) const override {
-        const std::string tail = "_exps.weight";
-        return name.size() > tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
-    }
-
-    std::vector<std::pair<Op, GgmlType>> arch_ops() const override {
-        std::vector<std::pair<Op, GgmlType>> ops = {{Op::kArgsort, GgmlType::F32}, {Op::kMul, GgmlType::F32}};
-        if (cfg_.expert_gating_func == 2) ops.push_back({Op::kSigmoid, GgmlType::F32});
-        if (weights_norm())
-            for (Op op : {Op::kSumRows, Op::kClamp, Op::kDiv}) ops.push_back({op, GgmlType::F32});
-        if (knobs_.moe_topk_ascending) ops.push_back({Op::kScale, GgmlType::F32});
-        if (cfg_.expert_weights_scale != 0 && cfg_.expert_weights_scale != 1) ops.push_back({Op::kScale, GgmlType::F32});
-        return ops;
-    }
-
     Status load_layer_weights() override {
-        if (cfg_.n_expert_groups > 1)
-            return make_error(ErrorCode::kUnsupported,
-                              fmt::format("{}: group-limited expert routing ({}.expert_group_count = {}) is not supported yet",
-                                          model_.path(), cfg_.arch_name, cfg_.n_expert_groups));
-        if (cfg_.expert_gating_func > 2)
-            return make_error(ErrorCode::kUnsupported,
-                              fmt::format("{}: {}.expert_gating_func = {} is not supported (1 softmax, 2 sigmoid)",
-                                          model_.path(), cfg_.arch_name, cfg_.expert_gating_func));
         layers_.resize(cfg_.n_layer);
         for (int64_t il = 0; il < cfg_.n_layer; ++il) {
             Deepseek2Layer& w = layers_[il];
@@ -111,12 +84,8 @@ private:
                 if (Status s = load_ffn(il, &w.ffn); !s) return s;
                 continue;
             }
-            for (auto [dst, name, matmul] : {std::tuple{&w.gate_inp, "ffn_gate_inp.weight", true},
-                                             {&w.exp_probs_b, "exp_probs_b.bias", false},
-                                             {&w.gate_exps, "ffn_gate_exps.weight", true},
-                                             {&w.up_exps, "ffn_up_exps.weight", true},
-                                             {&w.down_exps, "ffn_down_exps.weight", true},
-                                             {&w.shexp.gate, "ffn_gate_shexp.weight", true},
+            if (Status s = load_moe(il, &w.moe); !s) return s;
+            for (auto [dst, name, matmul] : {std::tuple{&w.shexp.gate, "ffn_gate_shexp.weight", true},
                                              {&w.shexp.up, "ffn_up_shexp.weight", true},
                                              {&w.shexp.down, "ffn_down_shexp.weight", true}})
                 if (Status s = load_blk(il, name, dst, matmul); !s) return s;
@@ -190,15 +159,7 @@ private:
         b_.K = buffer(std::max(kv_lora() + rope_dims(), k_mla()), H(), T);
         b_.attn_heads = buffer(wide, T, H());
         if (cfg_.n_expert <= 0) return;
-        const int64_t E = cfg_.n_expert, k = n_used(), n_ff = cfg_.n_ff_expert, n_sh = n_ff * cfg_.n_expert_shared;
-        b_.logits = buffer(E, T), b_.probs = buffer(E, T), b_.selection = buffer(E, T);
-        b_.argsort = buffer(E, T, 1, GgmlType::I32), b_.argsort_f = buffer(E, T);
-        b_.topk = buffer(k, T, 1, GgmlType::I32), b_.topk_f = buffer(k, T);
-        b_.weights = buffer(1, k, T), b_.weights_sum = buffer(1, T), b_.weights_clamped = buffer(1, T);
-        b_.weights_norm = buffer(k, T), b_.weights_scaled = buffer(1, k, T);
-        b_.gate = buffer(n_ff, k, T), b_.up = buffer(n_ff, k, T), b_.swiglu = buffer(n_ff, k, T);
-        b_.down = buffer(cfg_.n_embd, k, T), b_.weighted = buffer(cfg_.n_embd, k, T);
-        b_.slot = buffer(cfg_.n_embd, T), b_.moe_out = buffer(cfg_.n_embd, T);
+        const int64_t n_sh = cfg_.n_ff_expert * cfg_.n_expert_shared;
         for (Tensor* t : {&b_.sh[0], &b_.sh[1], &b_.sh[2]}) *t = buffer(n_sh, T);
         b_.sh[3] = buffer(cfg_.n_embd, T);
         b_.ffn_out = buffer(cfg_.n_embd, T);
@@ -232,16 +193,6 @@ private:
     static Tensor head_slice(const Tensor& x, int64_t width, int64_t heads, int64_t first, int64_t n, int64_t T) {
         const uint64_t f = sizeof(float);
         return x.view({n, heads, T, 1}, {f, width * f, width * heads * f, width * heads * T * f}, first * f);
-    }
-
-    // An I32 tensor announced as f32 values (what the comparison and the views read).
-    void announce_ids(const Tensor& ids, const Tensor& f32_buffer, const char* name, int il, Op op) {
-        std::vector<int32_t> host(static_cast<size_t>(ids.n_elements()));
-        be_.download(host.data(), ids.data, host.size() * sizeof(int32_t));
-        std::vector<float> values(host.begin(), host.end());
-        Tensor out = f32_buffer.reshaped(ids.ne[0], ids.ne[1], ids.ne[2]);
-        be_.upload(out.data, values.data(), values.size() * sizeof(float));
-        cb(out, name, il, op);
     }
 
     // ---- the layer
@@ -380,97 +331,6 @@ private:
         return build_attn({Q, K, V}, out, il);
     }
 
-    // The routed experts: router, top-k, the chosen experts' SwiGLU, weighted sum.
-    Tensor build_moe(const Tensor& cur, const Deepseek2Layer& w, int il) {
-        const MathMode mode = opt_.mode;
-        const int64_t T = cur.ne[1], E = cfg_.n_expert, k = n_used(), n_embd = cfg_.n_embd;
-        Tensor logits = b_.logits.reshaped(E, T);
-        be_.matmul(w.gate_inp, cur, logits, mode);
-        cb(logits, "ffn_moe_logits", il, Op::kMulMat);
-        Tensor probs = b_.probs.reshaped(E, T);
-        if (cfg_.expert_gating_func == 2) {
-            be_.unary(Op::kSigmoid, logits, probs);
-            cb(probs, "ffn_moe_probs", il, Op::kSigmoid);
-        } else {
-            be_.softmax_masked(logits.reshaped(E, T, 1), 1.0f, inp_pos_.reshaped(T), false, probs, mode);
-            cb(probs, "ffn_moe_probs", il, Op::kSoftMax);
-        }
-        Tensor selection = probs;
-        if (w.exp_probs_b.data) {
-            selection = b_.selection.reshaped(E, T);
-            be_.binary(Op::kAdd, probs, w.exp_probs_b, selection);
-            cb(selection, "ffn_moe_probs_biased", il, Op::kAdd);
-        }
-        Tensor argsort = b_.argsort.reshaped(E, T);
-        if (knobs_.moe_topk_ascending) {  // the bug: the ranking read from its wrong end
-            Tensor negated = b_.selection.reshaped(E, T);
-            be_.unary(Op::kScale, selection, negated, -1.0f);
-            selection = negated;
-        }
-        be_.argsort_desc(selection, argsort);
-        announce_ids(argsort, b_.argsort_f, "ffn_moe_argsort", il, Op::kArgsort);
-        Tensor topk = make_tensor(b_.topk.data, k, T, 1, 1, GgmlType::I32);
-        Tensor first_k = argsort;
-        first_k.ne[0] = k;
-        be_.copy(first_k, topk);
-        announce_ids(topk, b_.topk_f, "ffn_moe_topk", il, Op::kView);
-        // The chosen experts' probabilities, per token: rows of probs {1, E} picked by topk.
-        Tensor weights = b_.weights.reshaped(1, k, T);
-        for (int64_t t = 0; t < T; ++t) {
-            const Tensor table = make_tensor(probs.f32() + t * E, 1, E);
-            const Tensor ids = make_tensor(topk.i32() + t * k, k, 1, 1, 1, GgmlType::I32);
-            Tensor y = make_tensor(weights.f32() + t * k, 1, k);
-            be_.get_rows(table, ids, y);
-        }
-        cb(weights, "ffn_moe_weights", il, Op::kGetRows);
-        if (weights_norm()) {
-            const Tensor w2 = weights.reshaped(k, T);
-            Tensor sum = b_.weights_sum.reshaped(1, T), clamped = b_.weights_clamped.reshaped(1, T);
-            be_.sum_rows(w2, sum);
-            cb(sum, "ffn_moe_weights_sum", il, Op::kSumRows);
-            be_.unary(Op::kClamp, sum, clamped, 6.103515625e-5f, std::numeric_limits<float>::infinity());
-            cb(clamped, "ffn_moe_weights_sum_clamped", il, Op::kClamp);
-            Tensor normed = b_.weights_norm.reshaped(k, T);
-            be_.binary(Op::kDiv, w2, clamped, normed);
-            cb(normed, "ffn_moe_weights_norm", il, Op::kDiv);
-            weights = normed.reshaped(1, k, T);
-        }
-        const float scale = static_cast<float>(cfg_.expert_weights_scale);
-        if (scale != 0.0f && scale != 1.0f) {
-            Tensor scaled = b_.weights_scaled.reshaped(1, k, T);
-            be_.unary(Op::kScale, weights, scaled, scale);
-            cb(scaled, "ffn_moe_weights_scaled", il, Op::kScale);
-            weights = scaled;
-        }
-        const int64_t n_ff = cfg_.n_ff_expert;
-        const Tensor x = cur.reshaped(n_embd, 1, T);
-        Tensor gate = b_.gate.reshaped(n_ff, k, T), up = b_.up.reshaped(n_ff, k, T), swiglu = b_.swiglu.reshaped(n_ff, k, T);
-        be_.matmul_id(w.gate_exps, x, topk, gate, mode);
-        cb(gate, "ffn_moe_gate", il, Op::kMulMatId);
-        be_.matmul_id(w.up_exps, x, topk, up, mode);
-        cb(up, "ffn_moe_up", il, Op::kMulMatId);
-        be_.swiglu(gate, up, swiglu, mode);
-        cb(swiglu, "ffn_moe_swiglu", il, Op::kSwiglu);
-        Tensor down = b_.down.reshaped(n_embd, k, T), weighted = b_.weighted.reshaped(n_embd, k, T);
-        be_.matmul_id(w.down_exps, swiglu, topk, down, mode);
-        cb(down, "ffn_moe_down", il, Op::kMulMatId);
-        be_.binary(Op::kMul, down, weights, weighted);
-        cb(weighted, "ffn_moe_weighted", il, Op::kMul);
-        // The experts' rows summed in slot order.
-        Tensor out = b_.moe_out.reshaped(n_embd, T), slot = b_.slot.reshaped(n_embd, T);
-        const uint64_t f = sizeof(float);
-        auto slot_view = [&](int64_t s) {
-            return weighted.view({n_embd, T, 1, 1}, {f, n_embd * k * f, n_embd * k * T * f, n_embd * k * T * f}, s * n_embd * f);
-        };
-        be_.copy(slot_view(0), out);
-        for (int64_t s = 1; s < k; ++s) {
-            be_.copy(slot_view(s), slot);
-            be_.add(out, slot, out);
-        }
-        cb(out, "ffn_moe_out", il, Op::kAdd);
-        return out;
-    }
-
     void build_graph() override {
         Tensor inpL = build_inp_embd();                                    // token embeddings
         for (int il = 0; il < static_cast<int>(cfg_.n_layer); ++il) {
@@ -485,7 +345,7 @@ private:
             if (!cfg_.layer_is_moe(il)) {
                 cur = build_ffn(cur, w.ffn, il);                          // dense SwiGLU
             } else {
-                const Tensor moe = build_moe(cur, w, il);                 // routed experts
+                const Tensor moe = build_moe(cur, w.moe, il);             // routed experts
                 const Tensor shexp = build_ffn(cur, w.shexp, il, "ffn_shexp", b_.sh);  // shared experts
                 cur = build_add(moe, shexp, "ffn_out", il, b_.ffn_out);
             }
@@ -498,8 +358,7 @@ private:
     struct {
         Tensor q_a, q_a_norm, q_a_out, q, q_nope, q_nope_perm, q_pe, q_pe_rope, head_out, head_perm, Q;
         Tensor kv_cmpr_pe, kv_cmpr, kv_norm, kv_cmpr_n, k_pe, k_pe_rope, kv, k_nope, V, v_view, K, attn_heads;
-        Tensor logits, probs, selection, argsort, argsort_f, topk, topk_f, weights, weights_sum, weights_clamped;
-        Tensor weights_norm, weights_scaled, gate, up, swiglu, down, weighted, slot, moe_out, sh[4], ffn_out;
+        Tensor sh[4], ffn_out;  // the shared experts' gate, up, swiglu and output; their sum with the routed ones
     } b_;
 };
 
