@@ -47,6 +47,8 @@ int run_make_model(const MakeModelOptions& o) {
     if (o.experts_used >= 0) spec.n_expert_used = o.experts_used;
     if (o.dense_lead >= 0) spec.n_dense_lead = o.dense_lead;
     if (o.expert_ff) spec.n_ff_expert = o.expert_ff;
+    if (o.expert_groups) spec.n_expert_groups = o.expert_groups;
+    if (o.expert_groups_used) spec.n_expert_groups_used = o.expert_groups_used;
     if (o.llama_experts) spec.llama_experts = true;
     if (o.fused_gate_up) spec.fused_gate_up = true;
     if (o.legacy_kvb) spec.legacy_kv_b = true;
@@ -91,6 +93,9 @@ int run_make_model(const MakeModelOptions& o) {
     if (spec.arch == "qwen3moe" || spec.llama_experts)
         fmt::print("  moe: {} experts of {}, {} used (softmax, renormalised)\n", spec.n_expert,
                    spec.llama_experts ? spec.n_ff : spec.n_ff_expert, spec.n_expert_used);
+    if (deepseek2 && spec.n_expert_groups > 1)
+        fmt::print("  grouped routing: {} groups of {} experts, the best {} kept\n", spec.n_expert_groups,
+                   spec.n_expert / spec.n_expert_groups, spec.n_expert_groups_used);
     if (deepseek2 && spec.fused_gate_up) fmt::print("  experts: gate and up fused in ffn_gate_up_exps\n");
     if (spec.rope_freqs_factor > 0)
         fmt::print("  rope_freqs: llama3 factors (factor {}, low {}, high {}, original context {})\n", spec.rope_freqs_factor,

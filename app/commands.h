@@ -123,6 +123,7 @@ struct MakeModelOptions {
     // deepseek2; -1 = the spec's default (0 is a value: no q compression, no dense block).
     int q_lora_rank = -1, kv_lora_rank = -1, experts = -1, experts_used = -1, dense_lead = -1;
     bool legacy_kvb = false;
+    int expert_groups = 0, expert_groups_used = 0;  // deepseek2: 0 = the spec's
     int expert_ff = 0;                // deepseek2, qwen3moe: expert_feed_forward_length (0 = the spec's)
     bool llama_experts = false;       // llama: Mixtral's experts in every layer
     bool fused_gate_up = false;       // deepseek2: ffn_gate_up_exps

@@ -177,6 +177,12 @@ void add_make_model_command(CLI::App& app, ls::app::MakeModelOptions& o) {
         ->check(CLI::Range(1, 1024));
     mk->add_option("--experts-used", o.experts_used, "deepseek2, qwen3moe, llama --moe: experts per token (default 2)")
         ->check(CLI::Range(1, 1024));
+    mk->add_option("--expert-groups", o.expert_groups, "deepseek2: route within groups of experts "
+                                                       "(expert_group_count, DeepSeek-V3's 8; default 1)")
+        ->check(CLI::Range(1, 1024));
+    mk->add_option("--expert-groups-used", o.expert_groups_used, "deepseek2: the groups kept per token "
+                                                                 "(expert_group_used_count, DeepSeek-V3's 4)")
+        ->check(CLI::Range(1, 1024));
     mk->add_option("--expert-ff", o.expert_ff, "deepseek2, qwen3moe: an expert's feed-forward width (default 256)")
         ->check(CLI::Range(1, 1 << 20));
     mk->add_flag("--moe", o.llama_experts, "llama: experts in every layer instead of the dense feed-forward (Mixtral; "

@@ -205,8 +205,10 @@ public:
     // y {1, rows} = the sum of each row of x, in double as ggml sums it.
     virtual void sum_rows(const Tensor& x, Tensor& y);
     // idx (I32, x's shape): per row, the columns of x from the largest value to the smallest
-    // (ggml's ARGSORT descending; equal values keep their column order).
-    virtual void argsort_desc(const Tensor& x, Tensor& idx);
+    // (ggml's ARGSORT descending); equal values keep their column order, or with `ggml_ties` (the
+    // CPU backend in llama mode) the order ggml's CPU std::sort leaves them in (rows over 16 values
+    // with ties: the masked experts of grouped routing). Other backends keep column order.
+    virtual void argsort_desc(const Tensor& x, Tensor& idx, bool ggml_ties = false);
     // MUL_MAT_ID: y[:, s, t] = w[expert ids[s, t]] x[:, s % x.ne[1], t]. w {K, N, n_expert} (any
     // weight type), x {K, 1 or n_used, T}, ids I32 {n_used, T}, y {N, n_used, T}. Each column is
     // one mat-vec product, as ggml's CPU backend computes it; this default runs them with matmul()

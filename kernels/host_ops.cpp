@@ -62,12 +62,14 @@ void host_sum_rows(const float* x, int64_t n, int64_t rows, float* y) {
     }
 }
 
-void host_argsort_desc(const float* x, int64_t n, int64_t rows, int32_t* idx) {
+void host_argsort_desc(const float* x, int64_t n, int64_t rows, int32_t* idx, bool ggml_ties) {
     for (int64_t r = 0; r < rows; ++r) {
         const float* v = x + r * n;
         int32_t* out = idx + r * n;
         std::iota(out, out + n, 0);
-        std::stable_sort(out, out + n, [v](int32_t a, int32_t b) { return v[a] > v[b]; });
+        const auto desc = [v](int32_t a, int32_t b) { return v[a] > v[b]; };
+        if (ggml_ties) std::sort(out, out + n, desc);
+        else std::stable_sort(out, out + n, desc);
     }
 }
 
@@ -112,7 +114,7 @@ void Backend::sum_rows(const Tensor& x, Tensor& y) {
     upload(y.data, hy.data(), hy.size() * sizeof(float));
 }
 
-void Backend::argsort_desc(const Tensor& x, Tensor& idx) {
+void Backend::argsort_desc(const Tensor& x, Tensor& idx, bool /*ggml_ties*/) {
     const std::vector<float> hx = fetch(*this, x);
     std::vector<int32_t> hi(hx.size());
     host_argsort_desc(hx.data(), x.ne[0], x.n_rows(), hi.data());

@@ -18,7 +18,8 @@ void host_unary(Op op, const float* x, int64_t n, float* y, float p0, float p1);
 // GEGLU (Backend::geglu): y = gelu(gate) * up over n values, GELU as llama mode or exact mode has it.
 void host_geglu(const float* gate, const float* up, int64_t n, float* y, bool llama);
 void host_sum_rows(const float* x, int64_t n, int64_t rows, float* y);
-// Per row of n values: the columns from the largest value to the smallest; ties keep column order.
-void host_argsort_desc(const float* x, int64_t n, int64_t rows, int32_t* idx);
+// Per row of n values: the columns from the largest value to the smallest; ties keep column order,
+// or with `ggml_ties` the order std::sort leaves them in with ggml's comparator (its CPU ARGSORT).
+void host_argsort_desc(const float* x, int64_t n, int64_t rows, int32_t* idx, bool ggml_ties = false);
 
 }  // namespace ls

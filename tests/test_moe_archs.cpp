@@ -1,5 +1,6 @@
-// The mixture-of-experts architectures beyond deepseek2: qwen3moe (Qwen3-30B-A3B's layout) and
-// llama files with experts (Mixtral), as llama.cpp's graphs build them. Against llama.cpp's own
+// The mixture-of-experts architectures beyond deepseek2's fixtures: qwen3moe (Qwen3-30B-A3B's
+// layout), llama files with experts (Mixtral) and deepseek2 with DeepSeek-V3's group-limited
+// routing, as llama.cpp's graphs build them. Against llama.cpp's own
 // dumps (tests/data/moe, made by its AVX2 build with the companion dumper) of models make-model
 // writes here (F16) or llama-quantize made from them (Q4_K_M, Q5_K_M, IQ4_XS, stored): every
 // tensor, the greedy tokens and the top-5 logits; the same models on the CUDA kernels (emulated);
@@ -29,6 +30,17 @@ struct MoeCase {
     const char* model_file = nullptr;  // in tests/data/moe (llama-quantize's mixes and i-quants)
 };
 
+void v3_groups(MakeModelSpec& s) {
+    s.n_expert = 32;
+    s.n_expert_used = 4;
+    s.n_expert_groups = 8;
+    s.n_expert_groups_used = 3;
+    s.expert_gating_func = 2;
+    s.expert_bias = true;
+    s.expert_weights_norm = true;
+    s.expert_weights_scale = 2.5f;
+}
+
 // F16 weights: 1e-8 (flash attention included); quantized: 1e-6. IQ4_XS: 0, the MUL_MAT_ID form
 // of ggml's IQ panel gemm (an expert given 8 or more of the 73-token prompt's rows) reproduced
 // to the bit.
@@ -39,6 +51,10 @@ const MoeCase kCases[] = {
     {"qwen3moe_q5_K_M", nullptr, nullptr, "qwen3moe-wide-Q5_K_M_hello_n3_fa-off.gguf", 1e-6, "qwen3moe-wide-Q5_K_M.gguf"},
     {"qwen3moe_iq4_xs", nullptr, nullptr, "qwen3moe-wide-IQ4_XS_story_n3_fa-off.gguf", 0, "qwen3moe-wide-IQ4_XS.gguf"},
     {"llama_moe", "llama-moe-tiny", nullptr, "llama-moe-tiny-F16_hello_n3_fa-off.gguf", 1e-8},
+    // DeepSeek-V3's routing at a small size: sigmoid gating with a selection bias, 32 experts in 8
+    // groups of 4 (the 3 best groups kept, by the sum of their two best), top 4, renormalised,
+    // times 2.5. The masked experts tie at -inf: ffn_moe_argsort orders them as ggml's std::sort.
+    {"deepseek2_v3_groups", "deepseek2-tiny", v3_groups, "deepseek2-tiny-v3groups_hello_n3_fa-off.gguf", 1e-8},
 };
 
 std::string data_path(const char* file) { return std::string(LAYERSCOPE_TEST_DATA) + "/moe/" + file; }
@@ -154,6 +170,11 @@ const MoeFault kFaults[] = {
     {Fault::kMoeWeightsNorm, 0, "ffn_moe_weighted-0", "moe-weights-norm", "instead of as the router gives them"},
     {Fault::kMoeTopKOrder, 5, "ffn_moe_argsort-0", "moe-topk", "the k most likely experts chosen"},
     {Fault::kMoeWeightsNorm, 5, "ffn_moe_weighted-0", "moe-weights-norm", "instead of as the router gives them"},
+    // DeepSeek-V3's: the selection bias in the weights too; groups ranked by their best expert (the
+    // prompt's tokens keep the same groups either way; the first decoded one does not).
+    {Fault::kMoeBiasInWeights, 6, "ffn_moe_weights-1", "moe-bias-in-weights", "instead of the biased selection values"},
+    {Fault::kMoeGroupScore, 6, "ffn_moe_group_topk-1@1", "moe-group-score", "the sum of its two best experts"},
+    {Fault::kMoeTopKOrder, 6, "ffn_moe_argsort-1", "moe-topk", "the k most likely experts chosen"},
 };
 
 class MoeArchsFaults : public ::testing::TestWithParam<MoeFault> {};
@@ -195,7 +216,8 @@ INSTANTIATE_TEST_SUITE_P(LlamaCppAvx2, MoeArchsFaults, ::testing::ValuesIn(kFaul
 });
 
 // What llama.cpp reads (or its loader refuses) and Layerscope does not run: `run` refuses the
-// file naming the tensor or key, and `inspect` lists the tensor.
+// file naming the tensor or key (exit 3), and `inspect` lists the tensor. Expert groups without
+// expert_group_used_count: llama.cpp's loader asserts.
 TEST(MoeArchsRefusals, TensorsAndKeysLlamaCppUsesAreRunOrRefusedByName) {
     struct Refusal {
         const char* preset;
@@ -209,7 +231,7 @@ TEST(MoeArchsRefusals, TensorsAndKeysLlamaCppUsesAreRunOrRefusedByName) {
         {"qwen3moe-tiny", "blk.1.ffn_up_exps.scale", {8}, nullptr, "per-expert weight scales on ffn_up_exps"},
         {"llama-moe-tiny", "blk.0.ffn_down_exps.scale", {4}, nullptr, "per-expert weight scales on ffn_down_exps"},
         {"llama-moe-tiny", "blk.0.ffn_gate.weight", {128, 128}, nullptr, "loader has no tensor of that name"},
-        {"qwen3moe-tiny", nullptr, {}, "qwen3moe.expert_group_count", "group-limited expert routing"},
+        {"qwen3moe-tiny", nullptr, {}, "qwen3moe.expert_group_count", "expert_group_used_count is 0"},
     };
     const std::string dir = test::make_temp_dir();
     for (const Refusal& c : cases) {
@@ -227,8 +249,7 @@ TEST(MoeArchsRefusals, TensorsAndKeysLlamaCppUsesAreRunOrRefusedByName) {
             if (c.key) kv.push_back({c.key, GgufValue::make_u32(2)});
         });
         const test::CommandResult r = test::run_layerscope("run -m '" + out + "' -p hello -n 1", true);
-        // A tensor: bad input (3); a key naming what is not run yet: unsupported (2).
-        EXPECT_EQ(r.exit_code, c.tensor ? 3 : 2) << (c.tensor ? c.tensor : c.key) << ": " << r.out;
+        EXPECT_EQ(r.exit_code, 3) << (c.tensor ? c.tensor : c.key) << ": " << r.out;
         EXPECT_NE(r.out.find(c.tensor ? c.tensor : c.key), std::string::npos) << r.out;
         EXPECT_NE(r.out.find(c.why), std::string::npos) << r.out;
         if (c.tensor) {

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <numeric>
 
 #include "kernels/common/fp16.h"
 #include "kernels/common/ggml_type.h"
@@ -112,6 +113,8 @@ public:
         if (base == "embd") try_q4k_swap();
         if (starts_with(base, "Qcur") || starts_with(base, "Kcur") || starts_with(base, "Vcur")) try_mla_form(base);
         if (starts_with(base, "ffn_moe_argsort")) try_moe_ranking(L);
+        if (starts_with(base, "ffn_moe_weights-")) try_moe_bias_weights(L);
+        if (starts_with(base, "ffn_moe_group_topk")) try_moe_groups(L);
         if (starts_with(base, "ffn_moe_weighted")) try_moe_weights(L);
         try_scales();
         try_f16();
@@ -636,10 +639,13 @@ private:
         report_.findings.push_back(std::move(f));
     }
 
-    // The router's ranking of the experts, from our probabilities: largest first (ggml's
-    // argsort_top_k) or smallest first.
+    // The router's ranking of the experts, from the values ours ranked (the probabilities, biased by
+    // a selection bias, masked by grouped routing): largest first (ggml's argsort_top_k) or
+    // smallest first, equal values in the order ggml's std::sort leaves them.
     void try_moe_ranking(int L) {
-        const CapturedEvent* probs = previous(run_.captures, index_, fmt::format("ffn_moe_probs-{}", L));
+        const CapturedEvent* probs = nullptr;
+        for (const char* name : {"ffn_moe_probs_masked", "ffn_moe_probs_biased", "ffn_moe_probs"})
+            if (!probs) probs = previous(run_.captures, index_, fmt::format("{}-{}", name, L));
         if (!probs || probs->data.size() != ours_.data.size()) return;
         const int64_t E = probs->ne[0], T = static_cast<int64_t>(probs->data.size()) / std::max<int64_t>(E, 1);
         auto ranking = [&](bool largest_first) {
@@ -648,7 +654,7 @@ private:
             for (int64_t t = 0; t < T; ++t) {
                 const float* p = probs->data.data() + t * E;
                 for (int64_t e = 0; e < E; ++e) idx[e] = static_cast<int32_t>(e);
-                std::stable_sort(idx.begin(), idx.end(), [&](int32_t a, int32_t b) { return largest_first ? p[a] > p[b] : p[a] < p[b]; });
+                std::sort(idx.begin(), idx.end(), [&](int32_t a, int32_t b) { return largest_first ? p[a] > p[b] : p[a] < p[b]; });
                 for (int64_t e = 0; e < E; ++e) out[t * E + e] = static_cast<float>(idx[e]);
             }
             return ours_aligned(out);
@@ -656,7 +662,7 @@ private:
         judge("moe-topk", "the experts' ranking",
               {{"largest probability first (the k most likely experts chosen)", ranking(true)},
                {"smallest probability first (the k least likely experts chosen)", ranking(false)}});
-        near_tie(L, *probs);
+        if (const CapturedEvent* p = previous(run_.captures, index_, fmt::format("ffn_moe_probs-{}", L))) near_tie(L, *p);
     }
 
     // A ranking that differs only where the reference's probabilities of the swapped experts lie
@@ -708,6 +714,63 @@ private:
         f.nmse_before = before_;
         f.nmse_after = 0;
         report_.findings.push_back(std::move(f));
+    }
+
+    // The chosen experts' weights gathered from the router's probabilities or from the biased
+    // selection values (DeepSeek-V3's exp_probs_b is only for choosing).
+    void try_moe_bias_weights(int L) {
+        const CapturedEvent* probs = previous(run_.captures, index_, fmt::format("ffn_moe_probs-{}", L));
+        const CapturedEvent* biased = previous(run_.captures, index_, fmt::format("ffn_moe_probs_biased-{}", L));
+        const CapturedEvent* topk = previous(run_.captures, index_, fmt::format("ffn_moe_topk-{}", L));
+        if (!probs || !biased || !topk || probs->data.size() != biased->data.size()) return;
+        const int64_t E = probs->ne[0], k = topk->ne[0];
+        const int64_t T = static_cast<int64_t>(probs->data.size()) / std::max<int64_t>(E, 1);
+        if (k * T != static_cast<int64_t>(ours_.data.size()) || static_cast<int64_t>(topk->data.size()) != k * T) return;
+        auto gather = [&](const CapturedEvent& table) {
+            std::vector<float> out(static_cast<size_t>(k * T));
+            for (int64_t t = 0; t < T; ++t)
+                for (int64_t s = 0; s < k; ++s) {
+                    const int64_t e = static_cast<int64_t>(topk->data[t * k + s]);
+                    out[t * k + s] = e >= 0 && e < E ? table.data[t * E + e] : 0.0f;
+                }
+            return ours_aligned(out);
+        };
+        judge("moe-bias-in-weights", "the experts' weighting",
+              {{"the router's probabilities (ffn_moe_probs: the selection bias only chooses)", gather(*probs)},
+               {"the biased selection values (ffn_moe_probs_biased: the bias in the weights too)", gather(*biased)}});
+    }
+
+    // The expert groups kept by grouped routing: ranked by the sum of each group's two best
+    // selection values (llama.cpp, DeepSeek-V3) or by its best one alone.
+    void try_moe_groups(int L) {
+        if (!model_) return;
+        const ModelConfig& c = model_->config();
+        const CapturedEvent* sel = previous(run_.captures, index_, fmt::format("ffn_moe_probs_biased-{}", L));
+        if (!sel) sel = previous(run_.captures, index_, fmt::format("ffn_moe_probs-{}", L));
+        const int64_t E = c.n_expert, G = c.n_expert_groups, used = c.n_group_used;
+        if (!sel || G <= 1 || used <= 0 || E % G != 0 || sel->ne[0] != E) return;
+        const int64_t P = E / G, T = static_cast<int64_t>(sel->data.size()) / E;
+        if (used * T != static_cast<int64_t>(ours_.data.size())) return;
+        auto groups = [&](bool two_best) {
+            std::vector<float> out(static_cast<size_t>(used * T)), score(static_cast<size_t>(G));
+            std::vector<int32_t> idx(static_cast<size_t>(P)), order(static_cast<size_t>(G));
+            for (int64_t t = 0; t < T; ++t) {
+                const float* v = sel->data.data() + t * E;
+                for (int64_t g = 0; g < G; ++g) {
+                    std::iota(idx.begin(), idx.end(), 0);
+                    std::sort(idx.begin(), idx.end(), [&](int32_t a, int32_t b) { return v[g * P + a] > v[g * P + b]; });
+                    const double second = two_best && P > 1 ? v[g * P + idx[1]] : 0.0;
+                    score[g] = static_cast<float>(v[g * P + idx[0]] + second);
+                }
+                std::iota(order.begin(), order.end(), 0);
+                std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return score[a] > score[b]; });
+                for (int64_t u = 0; u < used; ++u) out[t * used + u] = static_cast<float>(order[u]);
+            }
+            return ours_aligned(out);
+        };
+        judge("moe-group-score", "each expert group's score",
+              {{"the sum of its two best experts (DeepSeek-V3's, llama.cpp's)", groups(true)},
+               {"its best expert alone", groups(false)}});
     }
 
     // The experts' outputs weighted by the router's weights as given, or renormalised to sum 1.

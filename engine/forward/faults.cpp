@@ -79,6 +79,14 @@ const std::vector<FaultInfo>& fault_catalogue() {
          "full-attention layer one earlier in each period, so the wrong layers get the sliding window and the local "
          "RoPE base",
          "gemma3: Qcur-L after rope of the first layer that changes; gemma2: kq_soft_max-0"},
+        {Fault::kMoeBiasInWeights, "moe-bias-in-weights",
+         "the experts' selection bias (exp_probs_b) added into their weights as well: the weights gathered from the "
+         "biased values instead of the router's probabilities (the bias is only for choosing)",
+         "ffn_moe_weights-L (the first MoE layer)"},
+        {Fault::kMoeGroupScore, "moe-group-score",
+         "expert groups ranked by their single best expert instead of the sum of their two best (DeepSeek-V3's "
+         "group-limited routing)",
+         "ffn_moe_group_topk-L (the first MoE layer)"},
     };
     return kCatalogue;
 }
@@ -184,6 +192,15 @@ Result<FaultKnobs> fault_knobs(Fault fault, const FaultModelFacts& m) {
             if (!c.has_swa()) return refuse("needs a model with sliding-window layers (gemma2, gemma3)");
             k.swa_layers_shifted = true;
             break;
+        case Fault::kMoeBiasInWeights:
+            if (!m.has_expert_bias) return refuse("needs a model whose experts have a selection bias (exp_probs_b, DeepSeek-V3)");
+            k.moe_bias_in_weights = true;
+            break;
+        case Fault::kMoeGroupScore:
+            if (c.n_expert <= 0 || c.n_expert_groups <= 1)
+                return refuse("needs a model with group-limited expert routing (expert_group_count > 1, DeepSeek-V3)");
+            k.moe_group_by_best = true;
+            break;
         case Fault::kMlaScaleWidth:
             if (c.arch != Arch::kDeepseek2) return refuse("needs a deepseek2 model (multi-head latent attention)");
             k.kq_scale_latent_width = true;
@@ -203,6 +220,8 @@ FaultModelFacts fault_model_facts(const Model& model) {
     for (const GgufTensorInfo& t : model.file().tensors()) facts.has_q4_k = facts.has_q4_k || t.type == GgmlType::Q4_K;
     facts.has_rope_freqs = model.config().arch == Arch::kLlama && model.find("rope_freqs.weight") != nullptr;
     facts.has_qk_norm = model.find("blk.0.attn_q_norm.weight") != nullptr;
+    for (const GgufTensorInfo& t : model.file().tensors())
+        facts.has_expert_bias = facts.has_expert_bias || t.name.find("exp_probs_b.bias") != std::string::npos;
     facts.has_longrope = model.config().arch == Arch::kPhi3 && model.find("rope_factors_long.weight") &&
                          model.find("rope_factors_short.weight");
     facts.has_fused_qkv = model.config().arch == Arch::kPhi3 && model.find("blk.0.attn_qkv.weight") &&

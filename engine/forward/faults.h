@@ -41,6 +41,8 @@ enum class Fault {
     kSoftcapMissing,       // gemma2's attention and final logit soft caps left out
     kSwaOffByOne,          // the sliding window one position too wide (p - j <= n_swa)
     kSwaWrongLayers,       // the local/global layer pattern shifted by one layer
+    kMoeBiasInWeights,     // the experts' selection bias (exp_probs_b) in their weights as well as in the choice
+    kMoeGroupScore,        // expert groups ranked by their best expert instead of the sum of their two best
 };
 
 struct FaultInfo {
@@ -81,6 +83,8 @@ struct FaultKnobs {
     bool softcap_skipped = false;        // gemma2's soft caps left out
     int64_t swa_window_delta = 0;        // added to the sliding window
     bool swa_layers_shifted = false;     // layer il takes layer il + 1's kind (local or global)
+    bool moe_bias_in_weights = false;    // the experts' weights gathered from the biased selection values
+    bool moe_group_by_best = false;      // expert groups scored by their best value alone
 };
 
 // The knobs of `fault` for a model, or a usage error when the model cannot have that bug
@@ -95,6 +99,7 @@ struct FaultModelFacts {
     bool has_qk_norm = false;     // attn_q_norm / attn_k_norm (qwen3)
     bool has_longrope = false;    // rope_factors_long / _short (phi3)
     bool has_fused_qkv = false;   // attn_qkv with K and V of one width (phi3)
+    bool has_expert_bias = false; // exp_probs_b.bias (DeepSeek-V3's selection bias)
 };
 Result<FaultKnobs> fault_knobs(Fault fault, const FaultModelFacts& facts);
 // The facts of an opened model (its config must outlive them).

@@ -9,6 +9,7 @@
 #include <functional>
 #include <limits>
 #include <new>
+#include <numeric>
 #include <tuple>
 
 #include "kernels/common/host_memory.h"
@@ -123,10 +124,6 @@ bool GraphBuilder::expert_weight(const std::string& name) {
 }
 
 Status GraphBuilder::load_moe(int64_t il, MoeWeights* w) {
-    if (cfg_.n_expert_groups > 1)
-        return make_error(ErrorCode::kUnsupported,
-                          fmt::format("{}: group-limited expert routing ({}.expert_group_count = {}) is not supported yet",
-                                      model_.path(), cfg_.arch_name, cfg_.n_expert_groups));
     if (cfg_.expert_gating_func > 2)
         return make_error(ErrorCode::kUnsupported,
                           fmt::format("{}: {}.expert_gating_func = {} is not supported (1 softmax, 2 sigmoid)", model_.path(),
@@ -366,6 +363,7 @@ void GraphBuilder::allocate_buffers() {
         moe_.gate = buffer(n_ff, k, T), moe_.up = buffer(n_ff, k, T), moe_.swiglu = buffer(n_ff, k, T);
         moe_.down = buffer(n_embd, k, T), moe_.weighted = buffer(n_embd, k, T);
         moe_.slot = buffer(n_embd, T), moe_.out = buffer(n_embd, T);
+        if (cfg_.n_expert_groups > 1) moe_.group_topk = buffer(cfg_.n_group_used, T), moe_.probs_masked = buffer(E, T);
     }
     allocate_arch_buffers();
 }
@@ -786,6 +784,43 @@ void GraphBuilder::announce_ids(const Tensor& ids, const Tensor& f32_buffer, con
     cb(out, name, il, op);
 }
 
+Tensor GraphBuilder::build_moe_groups(const Tensor& selection, int il) {
+    const int64_t E = cfg_.n_expert, T = selection.ne[1], G = cfg_.n_expert_groups, P = E / G, used = cfg_.n_group_used;
+    std::vector<float> sel(static_cast<size_t>(E * T)), masked(sel.size(), -std::numeric_limits<float>::infinity());
+    std::vector<float> chosen(static_cast<size_t>(used * T));
+    be_.download(sel.data(), selection.data, sel.size() * sizeof(float));
+    // ggml's ARGSORT (std::sort with its comparator) for the two best of a group and the best groups.
+    auto desc = [](const float* v, std::vector<int32_t>& idx) {
+        std::iota(idx.begin(), idx.end(), 0);
+        std::sort(idx.begin(), idx.end(), [v](int32_t a, int32_t b) { return v[a] > v[b]; });
+    };
+    std::vector<int32_t> in_group(static_cast<size_t>(P)), by_score(static_cast<size_t>(G));
+    std::vector<float> score(static_cast<size_t>(G));
+    for (int64_t t = 0; t < T; ++t) {
+        const float* v = sel.data() + t * E;
+        for (int64_t g = 0; g < G; ++g) {
+            desc(v + g * P, in_group);
+            // SUM_ROWS of the two values: in double, rounded once, as ggml sums a row (the bug:
+            // the best one alone).
+            const float best = v[g * P + in_group[0]], second = knobs_.moe_group_by_best ? 0.0f : v[g * P + in_group[1]];
+            score[g] = static_cast<float>(static_cast<double>(best) + second);
+        }
+        desc(score.data(), by_score);
+        for (int64_t u = 0; u < used; ++u) {
+            const int64_t g = by_score[u];
+            chosen[t * used + u] = static_cast<float>(g);
+            std::copy(v + g * P, v + (g + 1) * P, masked.begin() + t * E + g * P);
+        }
+    }
+    Tensor groups = moe_.group_topk.reshaped(used, T);
+    be_.upload(groups.data, chosen.data(), chosen.size() * sizeof(float));
+    cb(groups, "ffn_moe_group_topk", il, Op::kView);
+    Tensor out = moe_.probs_masked.reshaped(E, T);
+    be_.upload(out.data, masked.data(), masked.size() * sizeof(float));
+    cb(out, "ffn_moe_probs_masked", il, Op::kReshape);
+    return out;
+}
+
 Tensor GraphBuilder::build_moe(const Tensor& cur, const MoeWeights& w, int il) {
     const MathMode mode = opt_.mode;
     const int64_t T = cur.ne[1], E = cfg_.n_expert, k = cfg_.n_expert_used, n_embd = cfg_.n_embd, n_ff = cfg_.n_ff_expert;
@@ -811,23 +846,26 @@ Tensor GraphBuilder::build_moe(const Tensor& cur, const MoeWeights& w, int il) {
         be_.binary(Op::kAdd, probs, w.exp_probs_b, selection);
         cb(selection, "ffn_moe_probs_biased", il, Op::kAdd);
     }
+    if (cfg_.n_expert_groups > 1) selection = build_moe_groups(selection, il);
     Tensor argsort = moe_.argsort.reshaped(E, T);
     if (knobs_.moe_topk_ascending) {  // the bug: the ranking read from its wrong end
         Tensor negated = moe_.selection.reshaped(E, T);
         be_.unary(Op::kScale, selection, negated, -1.0f);
         selection = negated;
     }
-    be_.argsort_desc(selection, argsort);
+    be_.argsort_desc(selection, argsort, mode == MathMode::kLlama);
     announce_ids(argsort, moe_.argsort_f, "ffn_moe_argsort", il, Op::kArgsort);
     Tensor topk = make_tensor(moe_.topk.data, k, T, 1, 1, GgmlType::I32);
     Tensor first_k = argsort;
     first_k.ne[0] = k;
     be_.copy(first_k, topk);
     announce_ids(topk, moe_.topk_f, "ffn_moe_topk", il, Op::kView);
-    // The chosen experts' probabilities, per token: rows of probs {1, E} picked by topk.
+    // The chosen experts' probabilities, per token: rows of probs {1, E} picked by topk (the bug:
+    // of the biased selection values).
     Tensor weights = moe_.weights.reshaped(1, k, T);
+    const Tensor& gathered = knobs_.moe_bias_in_weights && w.exp_probs_b.data ? moe_.selection : probs;
     for (int64_t t = 0; t < T; ++t) {
-        const Tensor table = make_tensor(probs.f32() + t * E, 1, E);
+        const Tensor table = make_tensor(gathered.f32() + t * E, 1, E);
         const Tensor ids = make_tensor(topk.i32() + t * k, k, 1, 1, 1, GgmlType::I32);
         Tensor y = make_tensor(weights.f32() + t * k, 1, k);
         be_.get_rows(table, ids, y);

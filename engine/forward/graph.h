@@ -142,7 +142,7 @@ protected:
     // The routed experts as llama.cpp's build_moe_ffn strings them (SwiGLU experts, weights after
     // the down projection): router logits (ffn_moe_logits), softmax or sigmoid (ffn_moe_probs; the
     // model's expert_gating_func), the selection bias (ffn_moe_probs_biased), top-k
-    // (ffn_moe_argsort, ffn_moe_topk), the chosen probabilities (ffn_moe_weights), renormalised
+    // (ffn_moe_argsort, ffn_moe_topk; with expert groups, build_moe_groups first), the chosen probabilities (ffn_moe_weights), renormalised
     // when expert_weights_norm (ffn_moe_weights_sum, _sum_clamped, _norm) and scaled by
     // expert_weights_scale unless 0 or 1 (ffn_moe_weights_scaled); then up (ffn_moe_up) and gate
     // (ffn_moe_gate; a fused gate_up: ffn_moe_gate_up and its two halves), swiglu (ffn_moe_swiglu;
@@ -226,7 +226,14 @@ protected:
         Tensor gate, up, swiglu;                 // (n_ff, k, T)
         Tensor down, weighted;                   // (n_embd, k, T)
         Tensor slot, out;                        // (n_embd, T)
+        Tensor group_topk, probs_masked;         // grouped routing: (n_group_used, T) as f32, (E, T)
     } moe_;
+    // DeepSeek-V3's group-limited routing as build_moe_ffn runs it: the experts in
+    // expert_group_count groups, each scored by the sum of its two best selection values, the
+    // expert_group_used_count best groups kept (ffn_moe_group_topk) and every other expert's
+    // selection value -inf (ffn_moe_probs_masked). Computed on the host from the downloaded
+    // selection (E values per token), as ggml's CPU ops order it.
+    Tensor build_moe_groups(const Tensor& selection, int il);
     // An I32 tensor announced as f32 values (what the comparison and the views read).
     void announce_ids(const Tensor& ids, const Tensor& f32_buffer, const char* name, int il, Op op);
 

@@ -143,6 +143,25 @@ Status read_rope_scaling(const GgufFile& file, const KeyReader& keys, ModelConfi
     return {};
 }
 
+// Group-limited routing (every architecture's loader reads the keys; build_moe_ffn routes by them):
+// the checks llama.cpp's loader asserts, and two experts per group at least (its graph scores a
+// group by its two best).
+Status read_expert_groups(const KeyReader& keys, ModelConfig& c) {
+    LS_ASSIGN(c.n_expert_groups, keys.optional_int("expert_group_count", 1));
+    LS_ASSIGN(c.n_group_used, keys.optional_int("expert_group_used_count", 0));
+    if (c.n_expert_groups <= 1 || c.n_expert <= 0) return {};
+    const std::string groups = keys.key("expert_group_count"), used = keys.key("expert_group_used_count");
+    if (c.n_expert_groups >= c.n_expert || c.n_expert % c.n_expert_groups != 0 || c.n_expert / c.n_expert_groups < 2)
+        return make_error(ErrorCode::kBadInput,
+                          fmt::format("{} is {} for {} experts; the groups must divide the experts, two or more each "
+                                      "(llama.cpp aborts on this file)", groups, c.n_expert_groups, c.n_expert));
+    if (c.n_group_used <= 0 || c.n_group_used >= c.n_expert_groups)
+        return make_error(ErrorCode::kBadInput, fmt::format("{} is {}; with {} = {} it must be between 1 and {} (llama.cpp "
+                                                            "aborts on this file)", used, c.n_group_used, groups,
+                                                            c.n_expert_groups, c.n_expert_groups - 1));
+    return {};
+}
+
 Status read_experts(const GgufFile& file, const KeyReader& keys, ModelConfig& c, bool required) {
     if (required) {
         LS_ASSIGN(c.n_expert, keys.required_int("expert_count"));
@@ -159,7 +178,7 @@ Status read_experts(const GgufFile& file, const KeyReader& keys, ModelConfig& c,
     LS_ASSIGN(c.expert_weights_scale, keys.optional_float("expert_weights_scale", 0.0));
     c.expert_weights_norm = file.get_bool(keys.key("expert_weights_norm"), false);
     LS_ASSIGN(c.expert_gating_func, keys.optional_int("expert_gating_func", 0));
-    LS_ASSIGN(c.n_expert_groups, keys.optional_int("expert_group_count", 1));
+    if (Status s = read_expert_groups(keys, c); !s) return s;
     if (c.n_expert > 0 && (c.n_expert_used <= 0 || c.n_expert_used > c.n_expert))
         return make_error(ErrorCode::kBadInput,
                           fmt::format("{} is {}; it must be between 1 and {} ({})", keys.key("expert_used_count"),
@@ -197,7 +216,7 @@ Status read_qwen3moe_experts(const KeyReader& keys, ModelConfig& c) {
         return make_error(ErrorCode::kBadInput, fmt::format("{} is missing and {} / {} is 0; the experts need a width",
                                                             keys.key("expert_feed_forward_length"),
                                                             keys.key("feed_forward_length"), keys.key("expert_used_count")));
-    LS_ASSIGN(c.n_expert_groups, keys.optional_int("expert_group_count", 1));
+    if (Status s = read_expert_groups(keys, c); !s) return s;
     fixed_routing(c);
     return {};
 }

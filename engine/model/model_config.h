@@ -66,6 +66,7 @@ struct ModelConfig {
     bool expert_weights_norm = false;
     int64_t expert_gating_func = 0;   // 0 = none given (softmax), 1 = softmax, 2 = sigmoid
     int64_t n_expert_groups = 1;      // expert_group_count: > 1 routes within the best groups first
+    int64_t n_group_used = 0;         // expert_group_used_count: the groups kept (DeepSeek-V3: 4 of 8)
 
     // deepseek2 multi-head latent attention.
     int64_t q_lora_rank = 0;       // 0 = plain attn_q (no q compression)

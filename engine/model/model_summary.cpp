@@ -183,9 +183,13 @@ std::vector<SummaryLine> derived_lines(const ModelConfig& c, const GgufFile* fil
     }
     if (d.moe) {
         const std::string scale = c.expert_weights_scale != 0 ? fmt::format("{:g}", c.expert_weights_scale) : "none";
-        lines.push_back({"moe", fmt::format("top {} of {} experts + {} shared, {} gating{}, weights norm {}, scale {}; "
+        const std::string groups = c.n_expert_groups > 1
+                                       ? fmt::format(" within the best {} of {} groups of {} (each scored by its two best)",
+                                                     c.n_group_used, c.n_expert_groups, c.n_expert / c.n_expert_groups)
+                                       : "";
+        lines.push_back({"moe", fmt::format("top {} of {} experts{} + {} shared, {} gating{}, weights norm {}, scale {}; "
                                             "{} leading dense layer{}, {} MoE layers",
-                                            c.n_expert_used, c.n_expert, c.n_expert_shared, d.gating,
+                                            c.n_expert_used, c.n_expert, groups, c.n_expert_shared, d.gating,
                                             d.gating_given ? "" : " (default)", c.expert_weights_norm ? "yes" : "no",
                                             scale, c.n_layer_dense_lead, c.n_layer_dense_lead == 1 ? "" : "s",
                                             d.n_moe_layers)});

@@ -619,10 +619,10 @@ public:
             host_sum_rows(x.f32() + lo * x.ne[0], x.ne[0], hi - lo, y.f32() + lo);
         });
     }
-    void argsort_desc(const Tensor& x, Tensor& idx) override {
+    void argsort_desc(const Tensor& x, Tensor& idx, bool ggml_ties) override {
         require_contiguous({&x, &idx});
         pool_.parallel_for(x.n_rows(), 4, [&](int64_t lo, int64_t hi) {
-            host_argsort_desc(x.f32() + lo * x.ne[0], x.ne[0], hi - lo, idx.i32() + lo * x.ne[0]);
+            host_argsort_desc(x.f32() + lo * x.ne[0], x.ne[0], hi - lo, idx.i32() + lo * x.ne[0], ggml_ties);
         });
     }
 

@@ -217,7 +217,7 @@ public:
     void sum_rows(const Tensor& x, Tensor& y) override {
         LS_CUDA_CHECK(cuda::cuda_sum_rows(x.f32(), y.f32(), x.ne[0], x.n_rows(), stream_));
     }
-    void argsort_desc(const Tensor& x, Tensor& idx) override {
+    void argsort_desc(const Tensor& x, Tensor& idx, bool /*ggml_ties: column order here*/) override {
         LS_CUDA_CHECK(cuda::cuda_argsort_desc(x.f32(), idx.i32(), x.ne[0], x.n_rows(), stream_));
     }
     // The expert ids stay on the device; an id out of range is reported at the next download or
