@@ -120,9 +120,9 @@ TEST(Deepseek2Yarn, RopeAndScaleAreLlamaCpps) {
 
 // The deepseek2 paths the fixtures do not take, against llama.cpp's own dumps (made by its AVX2
 // build with the companion dumper, tests/data/deepseek2/README.md) of models make-model writes
-// here from the deepseek2-tiny preset: q compression (attn_q_a -> attn_q_a_norm -> attn_q_b),
-// DeepSeek-V3's routing (sigmoid gating, a selection bias, weights renormalised and scaled), and
-// gate and up experts fused in one ffn_gate_up_exps (current converters).
+// here from the deepseek2-tiny preset: q compression (attn_q_a -> attn_q_a_norm -> attn_q_b), and
+// DeepSeek-V3's routing (sigmoid gating, a selection bias, weights renormalised and scaled); its
+// grouped routing and fused ffn_gate_up_exps are in tests/test_moe_archs.cpp.
 struct VariantCase {
     const char* name;
     const char* dump;  // in tests/data/deepseek2
@@ -139,7 +139,6 @@ const VariantCase kVariants[] = {
          s.expert_weights_scale = 2.5f;
          s.n_expert_used = 3;
      }},
-    {"fused_gate_up", "deepseek2-tiny-fused_hello_n3_fa-off.gguf", [](MakeModelSpec& s) { s.fused_gate_up = true; }},
 };
 
 class Deepseek2Variants : public ::testing::TestWithParam<VariantCase> {};

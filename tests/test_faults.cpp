@@ -334,7 +334,8 @@ TEST(FaultsCatalogue, NamesRoundTripAndRefusals) {
     ASSERT_TRUE(model.ok());
     auto backend = make_cpu_backend(1);
     for (Fault f : {Fault::kQkvBiasDropped, Fault::kQ4KScaleMinSwapped, Fault::kYarnMscale, Fault::kMoeWeightsNorm,
-                    Fault::kMoeTopKOrder, Fault::kMlaScaleWidth}) {
+                    Fault::kMoeTopKOrder, Fault::kMlaScaleWidth, Fault::kMoeBiasInWeights, Fault::kMoeGroupScore,
+                    Fault::kMoeGateUpSwapped}) {
         ForwardOptions fo;
         fo.fault = f;
         auto forward = make_forward(*model.value(), *backend, fo);

@@ -1,6 +1,6 @@
 // The mixture-of-experts architectures beyond deepseek2's fixtures: qwen3moe (Qwen3-30B-A3B's
-// layout), llama files with experts (Mixtral) and deepseek2 with DeepSeek-V3's group-limited
-// routing, as llama.cpp's graphs build them. Against llama.cpp's own
+// layout), llama files with experts (Mixtral), and deepseek2 with DeepSeek-V3's group-limited
+// routing or fused gate/up experts, as llama.cpp's graphs build them. Against llama.cpp's own
 // dumps (tests/data/moe, made by its AVX2 build with the companion dumper) of models make-model
 // writes here (F16) or llama-quantize made from them (Q4_K_M, Q5_K_M, IQ4_XS, stored): every
 // tensor, the greedy tokens and the top-5 logits; the same models on the CUDA kernels (emulated);
@@ -55,6 +55,9 @@ const MoeCase kCases[] = {
     // groups of 4 (the 3 best groups kept, by the sum of their two best), top 4, renormalised,
     // times 2.5. The masked experts tie at -inf: ffn_moe_argsort orders them as ggml's std::sort.
     {"deepseek2_v3_groups", "deepseek2-tiny", v3_groups, "deepseek2-tiny-v3groups_hello_n3_fa-off.gguf", 1e-8},
+    // Gate and up experts fused in one ffn_gate_up_exps (current converters).
+    {"deepseek2_fused_gate_up", "deepseek2-tiny", [](MakeModelSpec& s) { s.fused_gate_up = true; },
+     "deepseek2-tiny-fused_hello_n3_fa-off.gguf", 1e-8},
 };
 
 std::string data_path(const char* file) { return std::string(LAYERSCOPE_TEST_DATA) + "/moe/" + file; }
@@ -175,6 +178,7 @@ const MoeFault kFaults[] = {
     {Fault::kMoeBiasInWeights, 6, "ffn_moe_weights-1", "moe-bias-in-weights", "instead of the biased selection values"},
     {Fault::kMoeGroupScore, 6, "ffn_moe_group_topk-1@1", "moe-group-score", "the sum of its two best experts"},
     {Fault::kMoeTopKOrder, 6, "ffn_moe_argsort-1", "moe-topk", "the k most likely experts chosen"},
+    {Fault::kMoeGateUpSwapped, 7, "ffn_moe_gate-1", "moe-gate-up", "is its first half of each expert's rows"},
 };
 
 class MoeArchsFaults : public ::testing::TestWithParam<MoeFault> {};

@@ -84,6 +84,28 @@ TEST(RouterRows, ReferenceBesideWithMismatchAndMeasuredNearTie) {
     EXPECT_TRUE(rows[1].near_tie);
 }
 
+// Grouped routing: the groups each token kept, ours and the reference's, compared as sets.
+TEST(RouterRows, GroupsKeptBesideTheReferences) {
+    const std::vector<float> groups = {1, 0, 0, 1}, ref_groups = {0, 1, 1, 0};
+    RouterTensors ours = tensors(kLogits, kTopk, kWeights), ref = tensors(kRefLogits, kRefTopk, kRefWeights);
+    ours.n_groups_used = ref.n_groups_used = 2;
+    ours.groups = groups;
+    ref.groups = ref_groups;
+    std::vector<RouterRow> rows = router_rows(0, ours, &ref, 1e-3f);
+    ASSERT_EQ(rows.size(), 2u);
+    EXPECT_EQ(rows[0].groups, (std::vector<int32_t>{1, 0}));
+    EXPECT_EQ(rows[0].ref_groups, (std::vector<int32_t>{0, 1}));
+    EXPECT_FALSE(rows[0].groups_differ);  // the same set, in another order
+    const std::vector<float> other = {0, 1, 1, 2};
+    ref.groups = other;
+    rows = router_rows(0, ours, &ref, 1e-3f);
+    EXPECT_FALSE(rows[0].groups_differ);
+    EXPECT_TRUE(rows[1].groups_differ);
+    // Without grouped routing, no groups.
+    rows = router_rows(0, tensors(kLogits, kTopk, kWeights), nullptr, 1e-3f);
+    EXPECT_TRUE(rows[0].groups.empty());
+}
+
 TEST(RouterRows, DifferentChoiceWithAClearGapIsNotANearTie) {
     // Reference logits of token 0 moved by 0.01 at most, yet it chose experts 1 and 2: not
     // explained by a 0.8 gap.

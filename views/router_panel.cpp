@@ -21,6 +21,19 @@ std::string expert_list(const std::vector<RouterChoice>& choices) {
     return s.empty() ? "-" : s;
 }
 
+// " groups 1,4,6" (" groups 1,4,6 (reference 1,4,7)" when they differ); "" without grouped routing.
+std::string group_text(const RouterRow& r) {
+    if (r.groups.empty()) return "";
+    auto list = [](const std::vector<int32_t>& g) {
+        std::string s;
+        for (int32_t v : g) s += fmt::format("{}{}", s.empty() ? "" : ",", v);
+        return s;
+    };
+    std::string s = " groups " + list(r.groups);
+    if (r.groups_differ) s += " (reference " + list(r.ref_groups) + ")";
+    return s;
+}
+
 }  // namespace
 
 void RouterPanel::draw(DebugContext& ctx) {
@@ -47,9 +60,9 @@ void RouterPanel::draw(DebugContext& ctx) {
                                 at->decode, table_.layers.size(), table_.n_tokens, table_.k, table_.n_expert, mismatches));
             for (size_t i = 0; i < table_.rows.size() && i < 64; ++i) {
                 const RouterRow& r = table_.rows[i];
-                ctx.log(fmt::format("router layer {} token {}: ours {} reference {} gap {:.4g}{}{}", r.layer, r.token,
+                ctx.log(fmt::format("router layer {} token {}: ours {} reference {} gap {:.4g}{}{}{}", r.layer, r.token,
                                     expert_list(r.ours), expert_list(r.ref), r.gap, r.mismatch ? " differs" : "",
-                                    r.near_tie ? " near-tie" : ""));
+                                    r.near_tie ? " near-tie" : "", group_text(r)));
             }
         }
     }
@@ -148,6 +161,13 @@ void RouterPanel::draw(DebugContext& ctx) {
                 ImGui::SetTooltip("reference's gap %.4g; max |ours - reference| over this token's router %ss: %.3g", r.ref_gap,
                                   gap_unit, r.difference);
             ImGui::TableSetColumnIndex(t.has_reference ? 5 : 4);
+            if (!r.groups.empty()) {
+                // Grouped routing: the groups kept, and the reference's when they differ.
+                const std::string g = group_text(r).substr(1);
+                if (r.groups_differ) ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(pal::kBad), "%s", g.c_str());
+                else ImGui::TextDisabled("%s", g.c_str());
+                ImGui::SameLine();
+            }
             if (r.mismatch && r.near_tie)
                 ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(pal::kWarn), "near tie: a different choice is not a bug");
             else if (r.mismatch)

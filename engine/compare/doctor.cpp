@@ -115,6 +115,7 @@ public:
         if (starts_with(base, "ffn_moe_argsort")) try_moe_ranking(L);
         if (starts_with(base, "ffn_moe_weights-")) try_moe_bias_weights(L);
         if (starts_with(base, "ffn_moe_group_topk")) try_moe_groups(L);
+        if (starts_with(base, "ffn_moe_gate-") || starts_with(base, "ffn_moe_up-")) try_moe_gate_up(base, L);
         if (starts_with(base, "ffn_moe_weighted")) try_moe_weights(L);
         try_scales();
         try_f16();
@@ -738,6 +739,24 @@ private:
         judge("moe-bias-in-weights", "the experts' weighting",
               {{"the router's probabilities (ffn_moe_probs: the selection bias only chooses)", gather(*probs)},
                {"the biased selection values (ffn_moe_probs_biased: the bias in the weights too)", gather(*biased)}});
+    }
+
+    // The halves of a fused gate_up product (gate's rows, then up's): which one this view is.
+    void try_moe_gate_up(const std::string& base, int L) {
+        const CapturedEvent* fused = previous(run_.captures, index_, fmt::format("ffn_moe_gate_up-{}", L));
+        if (!fused || fused->data.size() != 2 * ours_.data.size() || fused->ne[0] % 2 != 0) return;
+        const int64_t two_ff = fused->ne[0], n_ff = two_ff / 2, cols = static_cast<int64_t>(fused->data.size()) / two_ff;
+        auto half = [&](int64_t second) {
+            std::vector<float> out(static_cast<size_t>(n_ff * cols));
+            for (int64_t c = 0; c < cols; ++c)
+                std::copy_n(fused->data.begin() + c * two_ff + second * n_ff, n_ff, out.begin() + c * n_ff);
+            return ours_aligned(out);
+        };
+        const bool gate = starts_with(base, "ffn_moe_gate-");
+        judge("moe-gate-up", fmt::format("the {} view of ffn_moe_gate_up-{}", gate ? "gate" : "up", L),
+              {{fmt::format("its first half of each expert's rows ({})", gate ? "gate's, as llama.cpp splits it" : "gate's: swapped"),
+                half(0)},
+               {fmt::format("its second half ({})", gate ? "up's: swapped" : "up's, as llama.cpp splits it"), half(1)}});
     }
 
     // The expert groups kept by grouped routing: ranked by the sum of each group's two best

@@ -87,6 +87,10 @@ const std::vector<FaultInfo>& fault_catalogue() {
          "expert groups ranked by their single best expert instead of the sum of their two best (DeepSeek-V3's "
          "group-limited routing)",
          "ffn_moe_group_topk-L (the first MoE layer)"},
+        {Fault::kMoeGateUpSwapped, "moe-gate-up-swapped",
+         "a fused ffn_gate_up_exps split the wrong way round: the gate read from the second half of each expert's "
+         "rows and up from the first (the order is gate, then up)",
+         "ffn_moe_gate-L (the first MoE layer)"},
     };
     return kCatalogue;
 }
@@ -201,6 +205,10 @@ Result<FaultKnobs> fault_knobs(Fault fault, const FaultModelFacts& m) {
                 return refuse("needs a model with group-limited expert routing (expert_group_count > 1, DeepSeek-V3)");
             k.moe_group_by_best = true;
             break;
+        case Fault::kMoeGateUpSwapped:
+            if (!m.has_fused_gate_up) return refuse("needs a model whose gate and up experts are fused (ffn_gate_up_exps)");
+            k.moe_gate_up_swapped = true;
+            break;
         case Fault::kMlaScaleWidth:
             if (c.arch != Arch::kDeepseek2) return refuse("needs a deepseek2 model (multi-head latent attention)");
             k.kq_scale_latent_width = true;
@@ -221,7 +229,8 @@ FaultModelFacts fault_model_facts(const Model& model) {
     facts.has_rope_freqs = model.config().arch == Arch::kLlama && model.find("rope_freqs.weight") != nullptr;
     facts.has_qk_norm = model.find("blk.0.attn_q_norm.weight") != nullptr;
     for (const GgufTensorInfo& t : model.file().tensors())
-        facts.has_expert_bias = facts.has_expert_bias || t.name.find("exp_probs_b.bias") != std::string::npos;
+        facts.has_expert_bias = facts.has_expert_bias || t.name.find("exp_probs_b.bias") != std::string::npos,
+        facts.has_fused_gate_up = facts.has_fused_gate_up || t.name.find("ffn_gate_up_exps.weight") != std::string::npos;
     facts.has_longrope = model.config().arch == Arch::kPhi3 && model.find("rope_factors_long.weight") &&
                          model.find("rope_factors_short.weight");
     facts.has_fused_qkv = model.config().arch == Arch::kPhi3 && model.find("blk.0.attn_qkv.weight") &&

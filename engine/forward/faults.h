@@ -43,6 +43,7 @@ enum class Fault {
     kSwaWrongLayers,       // the local/global layer pattern shifted by one layer
     kMoeBiasInWeights,     // the experts' selection bias (exp_probs_b) in their weights as well as in the choice
     kMoeGroupScore,        // expert groups ranked by their best expert instead of the sum of their two best
+    kMoeGateUpSwapped,     // a fused ffn_gate_up_exps split the wrong way round: gate from the up half and back
 };
 
 struct FaultInfo {
@@ -85,6 +86,7 @@ struct FaultKnobs {
     bool swa_layers_shifted = false;     // layer il takes layer il + 1's kind (local or global)
     bool moe_bias_in_weights = false;    // the experts' weights gathered from the biased selection values
     bool moe_group_by_best = false;      // expert groups scored by their best value alone
+    bool moe_gate_up_swapped = false;    // a fused gate_up product's halves read the wrong way round
 };
 
 // The knobs of `fault` for a model, or a usage error when the model cannot have that bug
@@ -100,6 +102,7 @@ struct FaultModelFacts {
     bool has_longrope = false;    // rope_factors_long / _short (phi3)
     bool has_fused_qkv = false;   // attn_qkv with K and V of one width (phi3)
     bool has_expert_bias = false; // exp_probs_b.bias (DeepSeek-V3's selection bias)
+    bool has_fused_gate_up = false;  // ffn_gate_up_exps (gate and up experts in one tensor)
 };
 Result<FaultKnobs> fault_knobs(Fault fault, const FaultModelFacts& facts);
 // The facts of an opened model (its config must outlive them).

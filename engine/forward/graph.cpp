@@ -900,9 +900,11 @@ Tensor GraphBuilder::build_moe(const Tensor& cur, const MoeWeights& w, int il) {
         cb(gate_up, "ffn_moe_gate_up", il, Op::kMulMatId);
         const uint64_t f = sizeof(float);
         const uint64_t nb[4] = {f, 2 * n_ff * f, 2 * n_ff * k * f, 2 * n_ff * k * T * f};
-        be_.copy(gate_up.view({n_ff, k, T, 1}, {nb[0], nb[1], nb[2], nb[3]}, 0), gate);
+        // Gate's rows first, then up's (the bug: the other way round).
+        const uint64_t gate_at = knobs_.moe_gate_up_swapped ? n_ff * f : 0, up_at = knobs_.moe_gate_up_swapped ? 0 : n_ff * f;
+        be_.copy(gate_up.view({n_ff, k, T, 1}, {nb[0], nb[1], nb[2], nb[3]}, gate_at), gate);
         cb(gate, "ffn_moe_gate", il, Op::kView);
-        be_.copy(gate_up.view({n_ff, k, T, 1}, {nb[0], nb[1], nb[2], nb[3]}, n_ff * f), up);
+        be_.copy(gate_up.view({n_ff, k, T, 1}, {nb[0], nb[1], nb[2], nb[3]}, up_at), up);
         cb(up, "ffn_moe_up", il, Op::kView);
     } else {
         be_.matmul_id(w.up_exps, x, topk, up, mode);

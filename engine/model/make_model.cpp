@@ -6,13 +6,16 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
 #include <unordered_set>
 #include <utility>
 
 #include "kernels/cpu/quantize.h"
+#include "kernels/cpu/thread_pool.h"
 #include "engine/gguf/gguf.h"
 #include "engine/model/model_config.h"
 #include "engine/model/tensor_layout.h"
@@ -22,16 +25,21 @@ namespace ls {
 namespace {
 
 // splitmix64: tiny, fully specified, so the bit stream is the same with every compiler and library.
+// Each draw adds a constant to the state, so the generator `n` draws ahead is one multiply away
+// (skip): chunks of a tensor are made in parallel from the same stream.
 struct Rng {
+    static constexpr uint64_t kGamma = 0x9E3779B97F4A7C15ull;
     uint64_t state;
+    Rng skip(uint64_t draws) const { return Rng{state + draws * kGamma}; }  // wraps mod 2^64, as next()
     uint64_t next() {
-        uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+        uint64_t z = (state += kGamma);
         z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
         z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
         return z ^ (z >> 31);
     }
     // Uniform in (0, 1), exact in double.
     double uniform() { return (static_cast<double>(next() >> 40) + 0.5) * 0x1p-24; }
+    static constexpr uint64_t kDrawsPerNormal = 12;
     // Approximately N(0, 1) as the sum of 12 uniforms minus 6 (variance exactly 1, tails cut at 6).
     // Box-Muller would need log/cos, whose last bit differs between math libraries; this sum is
     // integer arithmetic plus exact scalings, so every platform gets the same bits.
@@ -41,6 +49,17 @@ struct Rng {
         return (static_cast<double>(sum) + 6.0) * 0x1p-24 - 6.0;
     }
 };
+
+// Every core, for making and quantizing the values of big tensors (shared by make_model calls;
+// parallel_for is not reentrant, so calls are serialised).
+ThreadPool& make_model_pool() {
+    static ThreadPool pool(0);
+    return pool;
+}
+std::mutex& make_model_mutex() {
+    static std::mutex mu;
+    return mu;
+}
 
 uint64_t fnv1a(const std::string& s) {
     uint64_t h = 0xCBF29CE484222325ull;
@@ -935,10 +954,15 @@ std::vector<float> generate_values(const MakeModelSpec& s, const PlannedTensor& 
         return t.name.size() >= tail.size() && t.name.compare(t.name.size() - tail.size(), tail.size(), tail) == 0;
     };
     bool norm = ends("_norm.weight") || ends(".scale") || ends(".input_scale");
-    for (float& x : v) {
-        double z = rng.normal();
-        x = norm ? static_cast<float>(std::clamp(1.0 + sd * z, 0.5, 1.5)) : static_cast<float>(sd * z);
-    }
+    // Value j is the stream's normal number j, whichever thread makes it.
+    make_model_pool().parallel_for(n, 1 << 16, [&](int64_t b, int64_t e) {
+        Rng chunk = rng.skip(static_cast<uint64_t>(b) * Rng::kDrawsPerNormal);
+        for (int64_t j = b; j < e; ++j) {
+            const double z = chunk.normal();
+            v[static_cast<size_t>(j)] = norm ? static_cast<float>(std::clamp(1.0 + sd * z, 0.5, 1.5)) : static_cast<float>(sd * z);
+        }
+    });
+    rng = rng.skip(static_cast<uint64_t>(n) * Rng::kDrawsPerNormal);
     if ((t.name == "token_embd.weight" || t.name == "output.weight") && t.ne[1] > s.vocab) {
         // Padding rows stay small, like rows no token ever trained.
         for (int64_t r = s.vocab; r < t.ne[1]; ++r)
@@ -1105,9 +1129,19 @@ Status make_tensor_bytes(const MakeModelSpec& s, const PlannedTensor& t, GgmlTyp
         case GgmlType::BF16:
             fp32_to_bf16_row(values.data(), reinterpret_cast<uint16_t*>(out), static_cast<int64_t>(values.size()));
             break;
-        default:
-            if (!quantize_rows(type, values.data(), out, n_rows, ne0))
+        default: {
+            // Rows are quantized independently: in parallel, chunks of whole rows.
+            uint64_t row_bytes = 0;
+            if (!ggml_row_bytes(type, ne0, &row_bytes))
                 return make_error(ErrorCode::kInternal, fmt::format("{}: cannot quantize to {}", t.name, ggml_type_name(type)));
+            std::atomic<bool> ok{true};
+            make_model_pool().parallel_for(n_rows, std::max<int64_t>(1, 4096 / ne0), [&](int64_t b, int64_t e) {
+                if (!quantize_rows(type, values.data() + b * ne0, out + static_cast<uint64_t>(b) * row_bytes, e - b, ne0))
+                    ok = false;
+            });
+            if (!ok)
+                return make_error(ErrorCode::kInternal, fmt::format("{}: cannot quantize to {}", t.name, ggml_type_name(type)));
+        }
     }
     return {};
 }
@@ -1128,6 +1162,7 @@ Result<int64_t> make_model_param_count(const MakeModelSpec& s) {
 }
 
 Status make_model(const MakeModelSpec& s, const std::string& path, MakeModelInfo* info, bool overwrite) {
+    const std::lock_guard<std::mutex> lock(make_model_mutex());  // one model at a time on the shared pool
     Status st = validate_make_model_spec(s);
     if (!st.ok()) return st;
     // Refused before the weights are made, not after.

@@ -276,6 +276,15 @@ std::vector<RouterRow> router_rows(int layer, const RouterTensors& ours, const R
             row.mismatch = row.ref.size() != row.ours.size();
             for (const RouterChoice& c : row.ours) row.mismatch = row.mismatch || !row.ref_chose(c.expert);
         }
+        for (float g : column(ours.groups, ours.n_groups_used, t)) row.groups.push_back(static_cast<int32_t>(g));
+        if (ref)
+            for (float g : column(ref->groups, ref->n_groups_used, t)) row.ref_groups.push_back(static_cast<int32_t>(g));
+        if (!row.groups.empty() && !row.ref_groups.empty()) {
+            std::vector<int32_t> a = row.groups, b = row.ref_groups;
+            std::sort(a.begin(), a.end());
+            std::sort(b.begin(), b.end());
+            row.groups_differ = a != b;
+        }
         rows.push_back(std::move(row));
     }
     return rows;
@@ -289,6 +298,7 @@ RouterTable router_table(const std::vector<EventInfo>& events, int decode, int u
     table.has_reference = reference != nullptr;
     struct LayerEvents {
         const EventInfo *logits = nullptr, *probs = nullptr, *topk = nullptr, *weights = nullptr, *gate = nullptr;
+        const EventInfo* groups = nullptr;
     };
     std::map<int, LayerEvents> layers;
     for (const EventInfo& e : events) {
@@ -301,6 +311,7 @@ RouterTable router_table(const std::vector<EventInfo>& events, int decode, int u
         // The weights applied: the last of weights, weights_norm, weights_scaled.
         else if (name == "ffn_moe_weights" || name == "ffn_moe_weights_norm" || name == "ffn_moe_weights_scaled") l.weights = &e;
         else if (name == "ffn_moe_gate" && !l.gate) l.gate = &e;
+        else if (name == "ffn_moe_group_topk") l.groups = &e;
     }
     auto n_elements = [](const EventInfo& e) { return e.ne[0] * e.ne[1] * e.ne[2] * e.ne[3]; };
     // The last layer may evaluate only the output rows (llama.cpp's out_ids: the last token).
@@ -315,7 +326,7 @@ RouterTable router_table(const std::vector<EventInfo>& events, int decode, int u
         ours.k = ref.k = l.topk ? l.topk->ne[0] : (l.weights ? l.weights->ne[1] : table.k);
         std::vector<std::shared_ptr<const std::vector<float>>> keep;  // ours, alive until the rows are built
         std::vector<std::vector<float>> ref_keep;
-        ref_keep.reserve(4);
+        ref_keep.reserve(5);
         auto bind = [&](const EventInfo* e, std::span<const float>* ours_span, std::span<const float>* ref_span) {
             if (!e) return;
             if (auto v = values(e->index); v && static_cast<int64_t>(v->size()) == n_elements(*e)) {
@@ -332,6 +343,8 @@ RouterTable router_table(const std::vector<EventInfo>& events, int decode, int u
         bind(l.probs, &ours.probs, &ref.probs);
         bind(l.topk, &ours.topk, &ref.topk);
         bind(l.weights, &ours.weights, &ref.weights);
+        ours.n_groups_used = ref.n_groups_used = l.groups ? l.groups->ne[0] : 0;
+        bind(l.groups, &ours.groups, &ref.groups);
         const bool ref_any = !ref.logits.empty() || !ref.probs.empty() || !ref.topk.empty();
         std::vector<RouterRow> rows = router_rows(layer, ours, ref_any ? &ref : nullptr, tie_threshold);
         table.n_expert = ours.n_expert, table.k = ours.k;

@@ -101,6 +101,8 @@ struct RouterTensors {
     std::span<const float> probs;    // ffn_moe_probs-L {n_expert, T}
     std::span<const float> topk;     // ffn_moe_topk-L {k, T}: the chosen experts, best first
     std::span<const float> weights;  // the weights applied: ffn_moe_weights-L, or its _norm / _scaled
+    int64_t n_groups_used = 0;
+    std::span<const float> groups;   // ffn_moe_group_topk-L {n_groups_used, T}: grouped routing's groups kept
 };
 
 struct RouterChoice {
@@ -123,6 +125,8 @@ struct RouterRow {
     float difference = NAN;            // max |ours - reference| over this token's router logits
     bool near_tie = false;             // gap <= 2 x difference, or < the threshold without a reference
     bool mismatch = false;             // the chosen sets differ
+    std::vector<int32_t> groups, ref_groups;  // grouped routing: the groups kept, best first (empty without)
+    bool groups_differ = false;        // the kept groups differ from the reference's (as sets)
     bool ref_chose(int32_t expert) const;
     bool ours_chose(int32_t expert) const;
 };
