@@ -19,7 +19,10 @@ int run_make_model(const MakeModelOptions& o) {
         }
         spec = preset.value();
     }
-    if (!o.arch.empty()) spec.arch = o.arch;
+    if (!o.arch.empty() && o.arch != spec.arch) {
+        spec.arch = o.arch;
+        if (spec.arch == "gpt-oss" && spec.n_swa == 0) spec.n_swa = 128;  // gpt-oss's window unless --swa says
+    }
     if (!o.type.empty()) {
         GgmlType t{};
         if (!ggml_type_from_name(o.type.c_str(), &t)) {

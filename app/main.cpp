@@ -156,10 +156,10 @@ void add_make_model_command(CLI::App& app, ls::app::MakeModelOptions& o) {
                                          "deepseek2-tiny, tinyllama-1.1b, qwen2.5-0.5b, llama-3.2-1b, llama-3.1-8b, "
                                          "llama3-tiny, qwen3-0.6b, qwen3-8b, qwen3-tiny, qwen3-30b-a3b, qwen3moe-tiny, "
                                          "mixtral-8x7b, llama-moe-tiny, phi-3.5-mini, phi-4-mini, phi3-tiny, gemma-2-2b, "
-                                         "gemma-3-1b, gemma-3-4b, gemma2-tiny, gemma3-tiny")
+                                         "gemma-3-1b, gemma-3-4b, gemma2-tiny, gemma3-tiny, gpt-oss-20b, gpt-oss-tiny")
         ->excludes(demo);
-    mk->add_option("--arch", o.arch, "llama (default), qwen2, qwen3, qwen3moe, phi3, gemma2, gemma3 or deepseek2")
-        ->check(CLI::IsMember({"llama", "qwen2", "qwen3", "qwen3moe", "phi3", "gemma2", "gemma3", "deepseek2"}));
+    mk->add_option("--arch", o.arch, "llama (default), qwen2, qwen3, qwen3moe, phi3, gemma2, gemma3, deepseek2 or gpt-oss")
+        ->check(CLI::IsMember({"llama", "qwen2", "qwen3", "qwen3moe", "phi3", "gemma2", "gemma3", "deepseek2", "gpt-oss"}));
     mk->add_option("--type", o.type, "Weight type: f32, f16 (default), bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_K..q6_K");
     mk->add_option("--embd", o.n_embd, "Embedding width (default 256)")->check(CLI::Range(1, 65536));
     mk->add_option("--layers", o.n_layer, "Blocks (default 2)")->check(CLI::Range(1, 1024));
@@ -173,9 +173,9 @@ void add_make_model_command(CLI::App& app, ls::app::MakeModelOptions& o) {
     mk->add_option("--q-lora-rank", o.q_lora_rank, "deepseek2: q compression rank, 0 = plain attn_q (default 0)")
         ->check(CLI::Range(0, 65536));
     mk->add_option("--kv-lora-rank", o.kv_lora_rank, "deepseek2: KV latent width (default 64)")->check(CLI::Range(1, 65536));
-    mk->add_option("--experts", o.experts, "deepseek2, qwen3moe, llama --moe: routed experts (default 8)")
+    mk->add_option("--experts", o.experts, "deepseek2, qwen3moe, gpt-oss, llama --moe: routed experts (default 8)")
         ->check(CLI::Range(1, 1024));
-    mk->add_option("--experts-used", o.experts_used, "deepseek2, qwen3moe, llama --moe: experts per token (default 2)")
+    mk->add_option("--experts-used", o.experts_used, "deepseek2, qwen3moe, gpt-oss, llama --moe: experts per token (default 2)")
         ->check(CLI::Range(1, 1024));
     mk->add_option("--expert-groups", o.expert_groups, "deepseek2: route within groups of experts "
                                                        "(expert_group_count, DeepSeek-V3's 8; default 1)")
@@ -183,7 +183,7 @@ void add_make_model_command(CLI::App& app, ls::app::MakeModelOptions& o) {
     mk->add_option("--expert-groups-used", o.expert_groups_used, "deepseek2: the groups kept per token "
                                                                  "(expert_group_used_count, DeepSeek-V3's 4)")
         ->check(CLI::Range(1, 1024));
-    mk->add_option("--expert-ff", o.expert_ff, "deepseek2, qwen3moe: an expert's feed-forward width (default 256)")
+    mk->add_option("--expert-ff", o.expert_ff, "deepseek2, qwen3moe, gpt-oss: an expert's feed-forward width (default 256)")
         ->check(CLI::Range(1, 1 << 20));
     mk->add_flag("--moe", o.llama_experts, "llama: experts in every layer instead of the dense feed-forward (Mixtral; "
                                            "they are --ff wide)");
@@ -202,15 +202,15 @@ void add_make_model_command(CLI::App& app, ls::app::MakeModelOptions& o) {
     mk->add_option("--rope-freqs", o.rope_freqs, "llama: rope_freqs.weight with Llama 3.1's llama3 factors of this "
                                                  "scale (0: none)")
         ->check(CLI::Range(0.0, 1024.0));
-    mk->add_option("--head-dim", o.head_dim, "qwen3, gemma: head width, attention.key_length (default n_embd / heads)")
+    mk->add_option("--head-dim", o.head_dim, "qwen3, gemma, gpt-oss: head width, attention.key_length (default n_embd / heads)")
         ->check(CLI::Range(2, 65536));
     mk->add_option("--rot", o.n_rot, "phi3: rotated dims per head, rope.dimension_count (default: the whole head)")
         ->check(CLI::Range(2, 65536));
     mk->add_option("--longrope-orig-ctx", o.longrope_orig_ctx, "phi3: write LongRoPE factors with this original context "
                                                                "(a longer context takes the long factors)")
         ->check(CLI::Range(1, 1 << 24));
-    mk->add_option("--swa", o.swa, "gemma: the sliding window of the local layers, attention.sliding_window (gemma3: 0 "
-                                   "= none)")
+    mk->add_option("--swa", o.swa, "gemma, gpt-oss: the sliding window of the local layers, attention.sliding_window "
+                                   "(gemma3: 0 = none; gpt-oss: 128 by default)")
         ->check(CLI::Range(0, 1 << 24));
     mk->add_option("--swa-pattern", o.swa_pattern, "gemma3: one global layer per this many (layer il is local when "
                                                    "il % n < n - 1; default 6)")

@@ -93,6 +93,10 @@ struct AttnMask {
     // The row is all ggml's softmax sees (no cells padded to 256 behind it: the MoE router's
     // probabilities): its last n % lanes values take libm's expf one at a time, as ggml's tail.
     bool whole_row = false;
+    // gpt-oss's attention sinks: f32 {n_head} on the backend, one logit per head that joins every
+    // row's softmax denominator (and its maximum) without a value (ggml_soft_max_add_sinks,
+    // ggml_flash_attn_ext_add_sinks). nullptr: none.
+    const float* sinks = nullptr;
     AttnMask(bool causal_mask = true, int64_t window = 0, float cap = 0.0f)  // NOLINT: from bool on purpose
         : causal(causal_mask), n_swa(window), softcap(cap) {}
     bool visible(int64_t j, int64_t p) const { return (!causal || j <= p) && (n_swa <= 0 || p - j < n_swa); }
@@ -170,6 +174,10 @@ public:
     // build computes it (gelu_tanh_llama: f16 in, f16 out), exact mode gelu_tanh in f32. Backends
     // without it refuse models that need it (supports(kGeglu) false).
     virtual void geglu(const Tensor& gate, const Tensor& up, Tensor& y, MathMode mode);
+    // gpt-oss's experts' activation (ggml_swiglu_oai): y = x sigmoid(alpha x) (u + 1), x = min(gate,
+    // limit), u = clamp(up, -limit, limit). llama mode takes libm's expf as ggml's CPU op, exact mode
+    // ggml_order::v_expf (host_swiglu_oai defines the result).
+    virtual void swiglu_oai(const Tensor& gate, const Tensor& up, Tensor& y, float alpha, float limit, MathMode mode);
 
     // Attention over a KV cache. cache_k {head_dim_k, n_head_kv, n_ctx}, cache_v {head_dim_v,
     // n_head_kv, n_ctx}; cells [0, n_kv) are filled.
@@ -179,7 +187,8 @@ public:
                           MathMode mode) = 0;
     // kq {n_kv, T, n_head} = K^T q per head (GQA: head h reads kv head h / (n_head / n_head_kv)).
     virtual void attn_scores(const Tensor& q, const Tensor& cache_k, int64_t n_kv, Tensor& kq, MathMode mode) = 0;
-    // p = softmax(kq * scale + mask) over ne0, with the mask: cell j is visible to token t when
+    // p = softmax(kq * scale + mask) over ne0 (row r of kq is head r / T's; with mask.sinks, that
+    // head's sink s joins the maximum and the sum as e^(s - max)), with the mask: cell j is visible to token t when
     // mask.visible(j, pos[t]) (pos: I32 {T}, the tokens' cells). On the CPU both modes take
     // the exponentials from ggml_order::v_expf (ggml's AVX2 build: its 256-bit expf) and sum them
     // 16 (8) at a time, the blocks in double.
@@ -214,6 +223,9 @@ public:
     // one mat-vec product, as ggml's CPU backend computes it; this default runs them with matmul()
     // after reading the ids back, so it holds on every backend that has matmul.
     virtual void matmul_id(const Tensor& w, const Tensor& x, const Tensor& ids, Tensor& y, MathMode mode);
+    // ADD_ID: y[:, s, t] = a[:, s, t] + table[:, ids[s, t]] (the chosen experts' biases). a and y {n,
+    // n_used, T}, table {n, n_expert}, ids I32 {n_used, T}; all contiguous.
+    virtual void add_id(const Tensor& a, const Tensor& table, const Tensor& ids, Tensor& y);
 
     // Statistics and the histogram of an f32 tensor, computed where it lives.
     virtual void stats(const Tensor& x, TensorStats* out) = 0;

@@ -11,6 +11,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/common/gelu.h"
+#include "kernels/cpu/ggml_order.h"
 
 namespace ls {
 
@@ -52,6 +53,26 @@ void host_unary(Op op, const float* x, int64_t n, float* y, float p0, float p1) 
 
 void host_geglu(const float* gate, const float* up, int64_t n, float* y, bool llama) {
     for (int64_t i = 0; i < n; ++i) y[i] = (llama ? gelu_tanh_llama(gate[i]) : gelu_tanh(gate[i])) * up[i];
+}
+
+void host_swiglu_oai(const float* gate, const float* up, int64_t n, float* y, float alpha, float limit, bool llama) {
+    for (int64_t i = 0; i < n; ++i) {
+        const float x = std::min(gate[i], limit);
+        const float u = std::clamp(up[i], -limit, limit);
+        const float e = llama ? std::exp(alpha * (-x)) : ggml_order::v_expf(alpha * (-x));
+        y[i] = x / (1.0f + e) * (u + 1.0f);
+    }
+}
+
+void host_add_id(const float* a, int64_t n, int64_t S, int64_t T, const float* table, int64_t n_rows, const int32_t* ids,
+                 float* y) {
+    for (int64_t c = 0; c < S * T; ++c) {
+        const int32_t id = ids[c];
+        if (id < 0 || id >= n_rows)
+            throw std::out_of_range("ADD_ID: id " + std::to_string(id) + " outside the table's " + std::to_string(n_rows) +
+                                    " rows");
+        for (int64_t i = 0; i < n; ++i) y[c * n + i] = a[c * n + i] + table[id * n + i];
+    }
 }
 
 void host_sum_rows(const float* x, int64_t n, int64_t rows, float* y) {
@@ -104,6 +125,22 @@ void Backend::geglu(const Tensor& gate, const Tensor& up, Tensor& y, MathMode mo
     const std::vector<float> hg = fetch(*this, gate), hu = fetch(*this, up);
     std::vector<float> hy(hg.size());
     host_geglu(hg.data(), hu.data(), gate.n_elements(), hy.data(), mode == MathMode::kLlama);
+    upload(y.data, hy.data(), hy.size() * sizeof(float));
+}
+
+void Backend::swiglu_oai(const Tensor& gate, const Tensor& up, Tensor& y, float alpha, float limit, MathMode mode) {
+    const std::vector<float> hg = fetch(*this, gate), hu = fetch(*this, up);
+    std::vector<float> hy(hg.size());
+    host_swiglu_oai(hg.data(), hu.data(), gate.n_elements(), hy.data(), alpha, limit, mode == MathMode::kLlama);
+    upload(y.data, hy.data(), hy.size() * sizeof(float));
+}
+
+void Backend::add_id(const Tensor& a, const Tensor& table, const Tensor& ids, Tensor& y) {
+    const std::vector<float> ha = fetch(*this, a), ht = fetch(*this, table);
+    std::vector<int32_t> hid(static_cast<size_t>(ids.n_elements()));
+    download(hid.data(), ids.data, hid.size() * sizeof(int32_t));
+    std::vector<float> hy(ha.size());
+    host_add_id(ha.data(), a.ne[0], a.ne[1], a.ne[2], ht.data(), table.ne[1], hid.data(), hy.data());
     upload(y.data, hy.data(), hy.size() * sizeof(float));
 }
 

@@ -36,6 +36,8 @@ enum class Op : uint8_t {
     kSumRows,       // SUM_ROWS: the sum of each row
     kGeglu,         // GEGLU: gelu(gate) * up, GELU's tanh form (gemma's feed-forward)
     kTanh,          // TANH: tanh(x) (gemma's soft caps)
+    kSwigluOai,     // SWIGLU_OAI: gpt-oss's clamped swiglu, (min(g, L) * sigmoid(a min(g, L))) * (clamp(u, -L, L) + 1)
+    kAddId,         // ADD_ID: rows of a table chosen per column added (gpt-oss's expert biases)
     kCount
 };
 
@@ -43,7 +45,7 @@ inline constexpr const char* kOpNames[] = {
     "NONE",     "GET_ROWS", "RMS_NORM", "MUL",     "ADD",  "SCALE",   "MUL_MAT",    "MUL_MAT_ID",
     "ROPE",     "SWIGLU",   "SOFT_MAX", "FLASH_ATTN_EXT", "SET_ROWS", "CPY", "CONT", "RESHAPE",
     "VIEW",     "PERMUTE",  "CONCAT",   "ARGSORT", "REPEAT", "DIV",   "SIGMOID", "CLAMP",
-    "SUM_ROWS", "GEGLU",    "TANH",
+    "SUM_ROWS", "GEGLU",    "TANH",     "SWIGLU_OAI", "ADD_ID",
 };
 static_assert(sizeof(kOpNames) / sizeof(kOpNames[0]) == static_cast<size_t>(Op::kCount),
               "every op needs its name in kOpNames, in enum order");

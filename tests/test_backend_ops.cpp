@@ -8,6 +8,7 @@
 // Each op is one test (BackendOps.<Op>), so a failure names the op, shape, format and backend.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
@@ -15,6 +16,7 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "kernels/backend.h"
@@ -762,6 +764,48 @@ TEST(BackendOps, Geglu) {
     }
 }
 
+// SWIGLU_OAI (gpt-oss's experts): x sigmoid(1.702 x) (u + 1) with x = min(gate, 7), u = clamp(up,
+// -7, 7), against the formula in double; gate and up values on both sides of the clamp.
+TEST(BackendOps, SwigluOai) {
+    Tally tally;
+    for (auto [n, T] : {std::pair<int64_t, int64_t>{1, 1}, {15, 2}, {64, 4}, {2880, 4}}) {
+        std::vector<float> g = randn(n * T, 45, 6.0f), u = randn(n * T, 46, 6.0f);
+        std::vector<float> naive(g.size());
+        for (size_t i = 0; i < g.size(); ++i) {
+            const double x = std::min(g[i], 7.0f), up = std::clamp(u[i], -7.0f, 7.0f);
+            naive[i] = static_cast<float>(x / (1.0 + std::exp(-1.702 * x)) * (up + 1.0));
+        }
+        check_case(tally, Op::kSwigluOai, GgmlType::F32, shape_text({n, T}), &naive, 1e-12, [&](Backend& be, MathMode mode) {
+            Guarded tg(be, make_tensor(nullptr, n, T), g.data(), g.size() * 4);
+            Guarded tu(be, make_tensor(nullptr, n, T), u.data(), u.size() * 4);
+            Guarded y(be, make_tensor(nullptr, n, T));
+            be.swiglu_oai(tg.t(), tu.t(), y.t(), 1.702f, 7.0f, mode);
+            return Output{y.floats(), y.guard_damage()};
+        });
+    }
+}
+
+// ADD_ID (gpt-oss's expert biases): each column plus the table row its id picks; exact in f32.
+TEST(BackendOps, AddId) {
+    Tally tally;
+    for (auto [n, k, T, E] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{1, 1, 1, 1}, {64, 2, 3, 8}, {2880, 4, 2, 32}}) {
+        const std::vector<float> a = randn(n * k * T, 47), table = randn(n * E, 48);
+        std::vector<int32_t> ids(static_cast<size_t>(k * T));
+        for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 7 + 3) % E);
+        std::vector<float> naive(a.size());
+        for (int64_t c = 0; c < k * T; ++c)
+            for (int64_t i = 0; i < n; ++i) naive[c * n + i] = a[c * n + i] + table[ids[c] * n + i];
+        check_case(tally, Op::kAddId, GgmlType::F32, shape_text({n, k, T}), &naive, 0, [&](Backend& be, MathMode) {
+            Guarded ta(be, make_tensor(nullptr, n, k, T), a.data(), a.size() * 4);
+            Guarded tt(be, make_tensor(nullptr, n, E), table.data(), table.size() * 4);
+            Guarded ti(be, make_tensor(nullptr, k, T, 1, 1, GgmlType::I32), ids.data(), ids.size() * 4);
+            Guarded y(be, make_tensor(nullptr, n, k, T));
+            be.add_id(ta.t(), tt.t(), ti.t(), y.t());
+            return Output{y.floats(), y.guard_damage()};
+        });
+    }
+}
+
 // Attention shapes: head dims, heads, KV heads, tokens, cells attended (crossing ggml's paddings).
 struct AttnShape { int64_t hd_k, hd_v, n_head, n_head_kv, T, n_kv; const char* what; };
 const AttnShape kAttnShapes[] = {
@@ -824,9 +868,11 @@ TEST(BackendOps, AttnScores) {
 TEST(BackendOps, SoftMax) {
     Tally tally;
     for (const AttnShape& s : kAttnShapes)
-        for (const AttnMask mask : {AttnMask(true), AttnMask(false), AttnMask(true, 5)}) {  // 5: gemma's sliding window
-            const bool causal = mask.causal;
+        for (int variant = 0; variant < 4; ++variant) {  // 2: gemma's sliding window of 5; 3: gpt-oss's, with sinks
+            const AttnMask mask = variant == 0 ? AttnMask(true) : variant == 1 ? AttnMask(false) : AttnMask(true, 5);
+            const bool causal = mask.causal, with_sinks = variant == 3;
             const std::vector<float> kq = randn(s.n_kv * s.T * s.n_head, 71, 3.0f);
+            const std::vector<float> sinks = randn(s.n_head, 72, 2.0f);
             std::vector<int32_t> pos(s.T);
             for (int64_t t = 0; t < s.T; ++t) pos[t] = static_cast<int32_t>(s.n_kv - s.T + t);
             const float scale = 1.0f / std::sqrt(static_cast<float>(s.hd_k));
@@ -837,18 +883,23 @@ TEST(BackendOps, SoftMax) {
                 auto seen = [&](int64_t j) { return (!causal || j <= pos[t]) && (mask.n_swa == 0 || pos[t] - j < mask.n_swa); };
                 for (int64_t j = 0; j < s.n_kv; ++j)
                     if (seen(j)) mx = std::max(mx, static_cast<double>(kq[r * s.n_kv + j] * scale));
+                if (with_sinks) mx = std::max(mx, static_cast<double>(sinks[r / s.T]));
                 for (int64_t j = 0; j < s.n_kv; ++j)
                     if (seen(j)) sum += std::exp(kq[r * s.n_kv + j] * scale - mx);
+                if (with_sinks) sum += std::exp(sinks[r / s.T] - mx);
                 for (int64_t j = 0; j < s.n_kv; ++j)
                     naive[r * s.n_kv + j] = seen(j) ? static_cast<float>(std::exp(kq[r * s.n_kv + j] * scale - mx) / sum) : 0.0f;
             }
-            const std::string what = mask.n_swa ? " causal, window 5" : causal ? " causal" : " no mask";
+            const std::string what = with_sinks ? " causal, window 5, sinks" : mask.n_swa ? " causal, window 5" : causal ? " causal" : " no mask";
             check_case(tally, Op::kSoftMax, GgmlType::F32, std::string(s.what) + what, &naive, 1e-12,
                        [&](Backend& be, MathMode mode) {
                            Guarded in(be, make_tensor(nullptr, s.n_kv, s.T, s.n_head), kq.data(), kq.size() * 4);
                            Guarded tpos(be, make_tensor(nullptr, s.T, 1, 1, 1, GgmlType::I32), pos.data(), s.T * 4);
+                           Guarded tsinks(be, make_tensor(nullptr, s.n_head), sinks.data(), sinks.size() * 4);
                            Guarded p(be, make_tensor(nullptr, s.n_kv, s.T, s.n_head));
-                           be.softmax_masked(in.t(), scale, tpos.t(), mask, p.t(), mode);
+                           AttnMask m = mask;
+                           if (with_sinks) m.sinks = tsinks.t().f32();
+                           be.softmax_masked(in.t(), scale, tpos.t(), m, p.t(), mode);
                            return Output{p.floats(), p.guard_damage()};
                        });
         }
@@ -894,7 +945,10 @@ TEST(BackendOps, FlashAttnExt) {
     Tally tally;
     Backends& b = backends();
     for (const AttnShape& s : kAttnShapes)
-    for (const AttnMask mask : {AttnMask(true), AttnMask(true, 5, 2.0f)}) {  // gemma2's window and soft cap
+    for (int variant = 0; variant < 3; ++variant) {  // 1: gemma2's window and soft cap; 2: gpt-oss's window and sinks
+        const AttnMask mask = variant == 0 ? AttnMask(true) : variant == 1 ? AttnMask(true, 5, 2.0f) : AttnMask(true, 5);
+        const bool with_sinks = variant == 2;
+        const std::vector<float> sinks = randn(s.n_head, 94, 2.0f);
         const int64_t group = s.n_head / s.n_head_kv;
         const std::vector<float> q = randn(s.hd_k * s.n_head * s.T, 91, 0.5f);
         const std::vector<float> k = rounded_f16(randn(s.hd_k * s.n_head_kv * s.n_kv, 92, 0.5f));
@@ -918,7 +972,9 @@ TEST(BackendOps, FlashAttnExt) {
                     if (mask.softcap != 0.0f) acc = mask.softcap * std::tanh(acc / mask.softcap);
                     mx = std::max(mx, w[j] = acc);
                 }
+                if (with_sinks) mx = std::max(mx, static_cast<double>(sinks[h]));
                 for (int64_t j = first; j <= pos[t]; ++j) sum += (w[j] = std::exp(w[j] - mx));
+                if (with_sinks) sum += std::exp(sinks[h] - mx);
                 for (int64_t d = 0; d < s.hd_v; ++d) {
                     double acc = 0;
                     for (int64_t j = first; j <= pos[t]; ++j) acc += w[j] / sum * v[(j * s.n_head_kv + h / group) * s.hd_v + d];
@@ -926,8 +982,8 @@ TEST(BackendOps, FlashAttnExt) {
                 }
             }
         for (const Target& tg : b.targets) {
-            const std::string id = std::string("FLASH_ATTN_EXT ") + s.what + (mask.n_swa ? " window 5, softcap 2" : "") +
-                                   " on " + tg.label;
+            const std::string id = std::string("FLASH_ATTN_EXT ") + s.what +
+                                   (with_sinks ? " window 5, sinks" : mask.n_swa ? " window 5, softcap 2" : "") + " on " + tg.label;
             if (!tg.backend->supports(Op::kFlashAttnExt, tg.mode)) {
                 std::printf("%-70s NOT SUPPORTED\n", id.c_str());
                 ++tally.unsupported;
@@ -938,8 +994,11 @@ TEST(BackendOps, FlashAttnExt) {
             Guarded tk(be, make_tensor(nullptr, s.hd_k, s.n_head_kv, s.n_kv), k.data(), k.size() * 4);
             Guarded tv(be, make_tensor(nullptr, s.hd_v, s.n_head_kv, s.n_kv), v.data(), v.size() * 4);
             Guarded tpos(be, make_tensor(nullptr, s.T, 1, 1, 1, GgmlType::I32), pos.data(), s.T * 4);
+            Guarded tsinks(be, make_tensor(nullptr, s.n_head), sinks.data(), sinks.size() * 4);
             Guarded out(be, make_tensor(nullptr, s.hd_v, s.n_head, s.T));
-            be.attn_flash(tq.t(), tk.t(), tv.t(), s.n_kv, scale, tpos.t(), mask, out.t());
+            AttnMask m = mask;
+            if (with_sinks) m.sinks = tsinks.t().f32();
+            be.attn_flash(tq.t(), tk.t(), tv.t(), s.n_kv, scale, tpos.t(), m, out.t());
             const std::vector<float> got = out.floats();
             EXPECT_TRUE(out.guard_damage().empty()) << id << ": " << out.guard_damage();
             const double e = nmse(got, naive);

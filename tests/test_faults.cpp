@@ -335,7 +335,8 @@ TEST(FaultsCatalogue, NamesRoundTripAndRefusals) {
     auto backend = make_cpu_backend(1);
     for (Fault f : {Fault::kQkvBiasDropped, Fault::kQ4KScaleMinSwapped, Fault::kYarnMscale, Fault::kMoeWeightsNorm,
                     Fault::kMoeTopKOrder, Fault::kMlaScaleWidth, Fault::kMoeBiasInWeights, Fault::kMoeGroupScore,
-                    Fault::kMoeGateUpSwapped}) {
+                    Fault::kMoeGateUpSwapped, Fault::kAttnSinksIgnored, Fault::kSwigluOaiUnclamped,
+                    Fault::kMoeSoftmaxBeforeTopk}) {
         ForwardOptions fo;
         fo.fault = f;
         auto forward = make_forward(*model.value(), *backend, fo);

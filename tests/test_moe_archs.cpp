@@ -1,6 +1,7 @@
 // The mixture-of-experts architectures beyond deepseek2's fixtures: qwen3moe (Qwen3-30B-A3B's
-// layout), llama files with experts (Mixtral), and deepseek2 with DeepSeek-V3's group-limited
-// routing or fused gate/up experts, as llama.cpp's graphs build them. Against llama.cpp's own
+// layout), llama files with experts (Mixtral), deepseek2 with DeepSeek-V3's group-limited
+// routing or fused gate/up experts, and gpt-oss (sinks, windows, biased experts, the clamped
+// SwiGLU), as llama.cpp's graphs build them. Against llama.cpp's own
 // dumps (tests/data/moe, made by its AVX2 build with the companion dumper) of models make-model
 // writes here (F16) or llama-quantize made from them (Q4_K_M, Q5_K_M, IQ4_XS, stored): every
 // tensor, the greedy tokens and the top-5 logits; the same models on the CUDA kernels (emulated);
@@ -58,6 +59,13 @@ const MoeCase kCases[] = {
     // Gate and up experts fused in one ffn_gate_up_exps (current converters).
     {"deepseek2_fused_gate_up", "deepseek2-tiny", [](MakeModelSpec& s) { s.fused_gate_up = true; },
      "deepseek2-tiny-fused_hello_n3_fa-off.gguf", 1e-8},
+    // gpt-oss: attention sinks, the even layer over a window of 4, YaRN, biased router and experts,
+    // swiglu_oai with gate and up values beyond its clamp; bit-exact, with flash attention too (one
+    // row at a time for 20 tokens, ggml's tiled kernel for the 73-token story) and Q8_0 weights.
+    {"gpt_oss", "gpt-oss-tiny", nullptr, "gptoss-tiny-F16_hello_n4_fa-off.gguf", 0},
+    {"gpt_oss_flash", "gpt-oss-tiny", nullptr, "gptoss-tiny-F16_hello_n4_fa-on.gguf", 0},
+    {"gpt_oss_story_flash", "gpt-oss-tiny", nullptr, "gptoss-tiny-F16_story_n3_fa-on.gguf", 0},
+    {"gpt_oss_q8_0", nullptr, nullptr, "gptoss-tiny-Q8_0_hello_n4_fa-off.gguf", 0, "gptoss-tiny-Q8_0.gguf"},
 };
 
 std::string data_path(const char* file) { return std::string(LAYERSCOPE_TEST_DATA) + "/moe/" + file; }
@@ -152,7 +160,7 @@ TEST_P(MoeArchsCuda, CudaEmulatedAgreesWithTheCpuAndLlamaCpp) {
 std::vector<MoeCase> cuda_cases() {
     std::vector<MoeCase> v;
     for (const MoeCase& c : kCases)
-        if (std::string(c.name) != "qwen3moe_flash") v.push_back(c);
+        if (std::string(c.name).find("flash") == std::string::npos) v.push_back(c);
     return v;
 }
 INSTANTIATE_TEST_SUITE_P(LlamaCppAvx2, MoeArchsCuda, ::testing::ValuesIn(cuda_cases()),
@@ -179,6 +187,11 @@ const MoeFault kFaults[] = {
     {Fault::kMoeGroupScore, 6, "ffn_moe_group_topk-1@1", "moe-group-score", "the sum of its two best experts"},
     {Fault::kMoeTopKOrder, 6, "ffn_moe_argsort-1", "moe-topk", "the k most likely experts chosen"},
     {Fault::kMoeGateUpSwapped, 7, "ffn_moe_gate-1", "moe-gate-up", "is its first half of each expert's rows"},
+    // gpt-oss's: the sinks left out, the SwiGLU unclamped, a softmax over every expert first.
+    {Fault::kAttnSinksIgnored, 8, "kq_soft_max-0", "attention", "instead of scale 0.176777 with the causal mask and layer "
+                                                               "0's sliding window of 4 and no attention sinks"},
+    {Fault::kSwigluOaiUnclamped, 8, "ffn_moe_swiglu_oai-0", "swiglu-oai", "is clamped"},
+    {Fault::kMoeSoftmaxBeforeTopk, 8, "ffn_moe_probs-0", "moe-gating", "is the biased logits themselves"},
 };
 
 class MoeArchsFaults : public ::testing::TestWithParam<MoeFault> {};
@@ -229,6 +242,7 @@ TEST(MoeArchsRefusals, TensorsAndKeysLlamaCppUsesAreRunOrRefusedByName) {
         std::vector<int64_t> ne;
         const char* key;     // added as a u32 of value 2
         const char* why;
+        int exit = 3;        // the input's fault; 2: a file of a kind not supported yet
     };
     const Refusal cases[] = {
         {"qwen3moe-tiny", "blk.0.ffn_gate_up_exps.weight", {128, 128, 8}, nullptr, "loader has no tensor of that name"},
@@ -236,6 +250,8 @@ TEST(MoeArchsRefusals, TensorsAndKeysLlamaCppUsesAreRunOrRefusedByName) {
         {"llama-moe-tiny", "blk.0.ffn_down_exps.scale", {4}, nullptr, "per-expert weight scales on ffn_down_exps"},
         {"llama-moe-tiny", "blk.0.ffn_gate.weight", {128, 128}, nullptr, "loader has no tensor of that name"},
         {"qwen3moe-tiny", nullptr, {}, "qwen3moe.expert_group_count", "expert_group_used_count is 0"},
+        {"gpt-oss-tiny", "blk.0.attn_qkv.scale", {1}, nullptr, "per-tensor weight scales on attn_qkv"},
+        {"gpt-oss-tiny", nullptr, {}, "gpt-oss.attention.key_length_swa", "sliding-window layers of another head width", 2},
     };
     const std::string dir = test::make_temp_dir();
     for (const Refusal& c : cases) {
@@ -253,7 +269,7 @@ TEST(MoeArchsRefusals, TensorsAndKeysLlamaCppUsesAreRunOrRefusedByName) {
             if (c.key) kv.push_back({c.key, GgufValue::make_u32(2)});
         });
         const test::CommandResult r = test::run_layerscope("run -m '" + out + "' -p hello -n 1", true);
-        EXPECT_EQ(r.exit_code, 3) << (c.tensor ? c.tensor : c.key) << ": " << r.out;
+        EXPECT_EQ(r.exit_code, c.exit) << (c.tensor ? c.tensor : c.key) << ": " << r.out;
         EXPECT_NE(r.out.find(c.tensor ? c.tensor : c.key), std::string::npos) << r.out;
         EXPECT_NE(r.out.find(c.why), std::string::npos) << r.out;
         if (c.tensor) {
@@ -314,6 +330,61 @@ TEST(MoeArchsConfig, Qwen3MoeReadsAsLlamaCppLoadsIt) {
     auto bad = Model::open(zero);
     ASSERT_FALSE(bad.ok());
     EXPECT_NE(bad.error().message.find("qwen3moe.expert_used_count"), std::string::npos) << bad.error().message;
+    std::filesystem::remove_all(dir);
+}
+
+// Per-layer arrays: llama.cpp reads head counts and feed_forward_length as one value or one per
+// layer; an array of equal values is that value, differing values are refused by name (not run
+// with layer 0's), and an array where llama.cpp reads one integer is a type error.
+TEST(MoeArchsConfig, PerLayerArraysAreReadWholeOrRefused) {
+    auto spec = make_model_preset("qwen3moe-tiny");
+    ASSERT_TRUE(spec.ok());
+    const std::string dir = test::make_temp_dir(), path = dir + "/model.gguf";
+    ASSERT_TRUE(make_model(spec.value(), path).ok());
+    auto base = Model::open(path);
+    ASSERT_TRUE(base.ok()) << base.error().message;
+    const int64_t n_layer = base.value()->config().n_layer, n_head_kv = base.value()->config().n_head_kv;
+    auto with_array = [&](const std::string& name, const std::string& key, std::vector<int64_t> values) {
+        return test::rewrite_gguf(path, dir + "/" + name, [&](std::vector<GgufKV>& kv, auto&) {
+            std::vector<GgufValue> items;
+            for (int64_t v : values) items.push_back(GgufValue::make_u32(static_cast<uint32_t>(v)));
+            for (GgufKV& e : kv)
+                if (e.key == key) e.value = GgufValue::make_array(GgufValueType::UINT32, items);
+        });
+    };
+    auto config_of = [](const std::string& file_path) {
+        auto file = GgufFile::open(file_path);
+        EXPECT_TRUE(file.ok());
+        return model_config_from_gguf(*file.value());
+    };
+    const std::string same = with_array("same.gguf", "qwen3moe.attention.head_count_kv",
+                                        std::vector<int64_t>(static_cast<size_t>(n_layer), n_head_kv));
+    auto ok = config_of(same);
+    ASSERT_TRUE(ok.ok()) << ok.error().message;
+    EXPECT_EQ(ok.value().n_head_kv, n_head_kv);
+
+    std::vector<int64_t> varied(static_cast<size_t>(n_layer), n_head_kv);
+    varied.back() = n_head_kv * 2;
+    auto differ = config_of(with_array("differ.gguf", "qwen3moe.attention.head_count_kv", varied));
+    ASSERT_FALSE(differ.ok());
+    EXPECT_NE(differ.error().message.find("qwen3moe.attention.head_count_kv differs between layers"), std::string::npos)
+        << differ.error().message;
+
+    auto short_array = config_of(with_array("short.gguf", "qwen3moe.feed_forward_length", {384}));
+    ASSERT_FALSE(short_array.ok());
+    EXPECT_NE(short_array.error().message.find("qwen3moe.feed_forward_length has 1 entries for"), std::string::npos)
+        << short_array.error().message;
+
+    auto used = config_of(with_array("used.gguf", "qwen3moe.expert_used_count",
+                                     std::vector<int64_t>(static_cast<size_t>(n_layer), 2)));
+    ASSERT_TRUE(used.ok()) << used.error().message;
+    EXPECT_EQ(used.value().n_expert_used, 2);
+
+    auto count = config_of(with_array("count.gguf", "qwen3moe.expert_count",
+                                      std::vector<int64_t>(static_cast<size_t>(n_layer), 8)));
+    ASSERT_FALSE(count.ok());
+    EXPECT_NE(count.error().message.find("qwen3moe.expert_count is an array"), std::string::npos)
+        << count.error().message;
     std::filesystem::remove_all(dir);
 }
 

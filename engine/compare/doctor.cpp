@@ -14,6 +14,7 @@
 #include "kernels/common/ggml_type.h"
 #include "kernels/common/host_memory.h"
 #include "kernels/cpu/dequant.h"
+#include "kernels/host_ops.h"
 #include "engine/compare/llama_variant.h"
 #include "engine/forward/faults.h"
 #include "engine/forward/forward.h"
@@ -117,6 +118,8 @@ public:
         if (starts_with(base, "ffn_moe_group_topk")) try_moe_groups(L);
         if (starts_with(base, "ffn_moe_gate-") || starts_with(base, "ffn_moe_up-")) try_moe_gate_up(base, L);
         if (starts_with(base, "ffn_moe_weighted")) try_moe_weights(L);
+        if (starts_with(base, "ffn_moe_probs-")) try_moe_gating(L);
+        if (starts_with(base, "ffn_moe_swiglu_oai")) try_swiglu_oai(L);
         try_scales();
         try_f16();
         if (report_.findings.empty()) try_span();
@@ -464,7 +467,13 @@ private:
         // gemma2 caps the scores between kq and the softmax: the softmax's input is the last step.
         if (c.attn_softcap > 0)
             if (const CapturedEvent* capped = previous(run_.captures, index_, fmt::format("kq_scaled_2-{}", L))) kq = capped;
-        auto softmax = [&](float scale, AttnMask mask) {
+        // gpt-oss's sinks join every candidate but the one that leaves them out.
+        int64_t sink_rows = 0, sink_cols = 0;
+        const std::vector<float> sinks =
+            c.arch == Arch::kGptOss ? dequantized(*model_, fmt::format("blk.{}.attn_sinks.weight", L), &sink_rows, &sink_cols)
+                                    : std::vector<float>{};
+        auto softmax = [&](float scale, AttnMask mask, bool with_sinks = true) {
+            if (with_sinks && static_cast<int64_t>(sinks.size()) == kq->ne[2]) mask.sinks = sinks.data();
             std::vector<float> p(kq->data.size());
             Tensor in = make_tensor(const_cast<float*>(kq->data.data()), kq->ne[0], kq->ne[1], kq->ne[2]);
             Tensor out = make_tensor(p.data(), kq->ne[0], kq->ne[1], kq->ne[2]);
@@ -488,8 +497,12 @@ private:
         cands.insert(cands.end(), {
             {fmt::format("scale {:.6g} without the causal mask (tokens see later tokens)", s), softmax(s, AttnMask(false, window))},
         });
+        if (!sinks.empty())
+            cands.push_back({fmt::format("scale {:.6g} with {} and no attention sinks (attn_sinks left out of the softmax)", s,
+                                         mask_name),
+                             softmax(s, AttnMask(true, window), false)});
         if (c.has_swa()) {
-            // gemma's windows: one position too wide, or on the wrong layers (a local layer taken as
+            // The sliding windows: one position too wide, or on the wrong layers (a local layer taken as
             // global, or the other way round).
             if (window > 0)
                 cands.push_back({fmt::format("scale {:.6g} with a window of {} + 1 (p - j <= n_swa: the sliding window off by "
@@ -739,6 +752,46 @@ private:
         judge("moe-bias-in-weights", "the experts' weighting",
               {{"the router's probabilities (ffn_moe_probs: the selection bias only chooses)", gather(*probs)},
                {"the biased selection values (ffn_moe_probs_biased: the bias in the weights too)", gather(*biased)}});
+    }
+
+    // gpt-oss's router: the experts chosen from the biased logits and weighted by a softmax over
+    // the k chosen (ffn_moe_probs is the biased logits), or a softmax over every expert first.
+    void try_moe_gating(int L) {
+        if (!model_ || model_->config().expert_gating_func != 3) return;
+        const CapturedEvent* logits = previous(run_.captures, index_, fmt::format("ffn_moe_logits-{}", L));
+        int64_t rows = 0, cols = 0;
+        const std::vector<float> bias = dequantized(*model_, fmt::format("blk.{}.ffn_gate_inp.bias", L), &rows, &cols);
+        if (!logits || logits->data.size() != ours_.data.size() || bias.empty()) return;
+        const int64_t E = logits->ne[0], T = static_cast<int64_t>(logits->data.size()) / std::max<int64_t>(E, 1);
+        if (static_cast<int64_t>(bias.size()) != E) return;
+        std::vector<float> biased(logits->data.size()), soft(logits->data.size());
+        for (size_t i = 0; i < biased.size(); ++i) biased[i] = logits->data[i] + bias[i % bias.size()];
+        AttnMask whole(false);
+        whole.whole_row = true;
+        std::vector<int32_t> pos(static_cast<size_t>(T), 0);
+        Tensor in = make_tensor(biased.data(), E, T, 1), out = make_tensor(soft.data(), E, T, 1);
+        backend()->softmax_masked(in, 1.0f, make_tensor(pos.data(), T, 1, 1, 1, GgmlType::I32), whole, out, MathMode::kLlama);
+        judge("moe-gating", "the router's gating",
+              {{"the biased logits themselves (gpt-oss: the top k of them, then a softmax over those k alone)",
+                ours_aligned(biased)},
+               {"a softmax over every expert's biased logit (Mixtral's order: softmax, then the top k)", ours_aligned(soft)}});
+    }
+
+    // gpt-oss's SwiGLU of the experts' biased gate and up: clamped (gate <= 7, |up| <= 7) or not.
+    void try_swiglu_oai(int L) {
+        const CapturedEvent* gate = previous(run_.captures, index_, fmt::format("ffn_moe_gate_biased-{}", L));
+        const CapturedEvent* up = previous(run_.captures, index_, fmt::format("ffn_moe_up_biased-{}", L));
+        if (!gate) gate = previous(run_.captures, index_, fmt::format("ffn_moe_gate-{}", L));
+        if (!up) up = previous(run_.captures, index_, fmt::format("ffn_moe_up-{}", L));
+        if (!gate || !up || gate->data.size() != ours_.data.size() || up->data.size() != ours_.data.size()) return;
+        auto oai = [&](float limit) {
+            std::vector<float> y(ours_.data.size());
+            host_swiglu_oai(gate->data.data(), up->data.data(), static_cast<int64_t>(y.size()), y.data(), 1.702f, limit, true);
+            return ours_aligned(y);
+        };
+        judge("swiglu-oai", "the experts' SwiGLU",
+              {{"clamped: min(gate, 7) * sigmoid(1.702 min(gate, 7)) * (clamp(up, -7, 7) + 1), as llama.cpp", oai(7.0f)},
+               {"without the clamp: gate * sigmoid(1.702 gate) * (up + 1)", oai(std::numeric_limits<float>::infinity())}});
     }
 
     // The halves of a fused gate_up product (gate's rows, then up's): which one this view is.

@@ -91,6 +91,18 @@ const std::vector<FaultInfo>& fault_catalogue() {
          "a fused ffn_gate_up_exps split the wrong way round: the gate read from the second half of each expert's "
          "rows and up from the first (the order is gate, then up)",
          "ffn_moe_gate-L (the first MoE layer)"},
+        {Fault::kAttnSinksIgnored, "attn-sinks-ignored",
+         "gpt-oss's attention sinks (attn_sinks, one logit per head) left out of the softmax: every row's weights "
+         "sum to 1 where the sink should take its share",
+         "kq_soft_max-0 (flash attention: kqv_out-0)"},
+        {Fault::kSwigluOaiUnclamped, "swiglu-oai-unclamped",
+         "gpt-oss's SwiGLU without its clamp: the gate not limited to 7 and up not to [-7, 7] before "
+         "x * sigmoid(1.702 x) * (up + 1)",
+         "ffn_moe_swiglu_oai-L (the first layer with a value beyond the limit)"},
+        {Fault::kMoeSoftmaxBeforeTopk, "moe-softmax-before-topk",
+         "gpt-oss's router run like Mixtral's: a softmax over every expert's logit, its top k, and those probabilities "
+         "as weights, instead of the top k logits and a softmax over those k alone",
+         "ffn_moe_probs-0"},
     };
     return kCatalogue;
 }
@@ -209,6 +221,18 @@ Result<FaultKnobs> fault_knobs(Fault fault, const FaultModelFacts& m) {
             if (!m.has_fused_gate_up) return refuse("needs a model whose gate and up experts are fused (ffn_gate_up_exps)");
             k.moe_gate_up_swapped = true;
             break;
+        case Fault::kAttnSinksIgnored:
+            if (!m.has_sinks) return refuse("needs a model with attention sinks (attn_sinks, gpt-oss)");
+            k.sinks_ignored = true;
+            break;
+        case Fault::kSwigluOaiUnclamped:
+            if (c.arch != Arch::kGptOss) return refuse("needs a gpt-oss model (clamped SwiGLU experts)");
+            k.swiglu_oai_unclamped = true;
+            break;
+        case Fault::kMoeSoftmaxBeforeTopk:
+            if (c.expert_gating_func != 3) return refuse("needs a model whose router takes a softmax over the chosen experts (gpt-oss)");
+            k.moe_softmax_before_topk = true;
+            break;
         case Fault::kMlaScaleWidth:
             if (c.arch != Arch::kDeepseek2) return refuse("needs a deepseek2 model (multi-head latent attention)");
             k.kq_scale_latent_width = true;
@@ -230,7 +254,8 @@ FaultModelFacts fault_model_facts(const Model& model) {
     facts.has_qk_norm = model.find("blk.0.attn_q_norm.weight") != nullptr;
     for (const GgufTensorInfo& t : model.file().tensors())
         facts.has_expert_bias = facts.has_expert_bias || t.name.find("exp_probs_b.bias") != std::string::npos,
-        facts.has_fused_gate_up = facts.has_fused_gate_up || t.name.find("ffn_gate_up_exps.weight") != std::string::npos;
+        facts.has_fused_gate_up = facts.has_fused_gate_up || t.name.find("ffn_gate_up_exps.weight") != std::string::npos,
+        facts.has_sinks = facts.has_sinks || t.name.find("attn_sinks.weight") != std::string::npos;
     facts.has_longrope = model.config().arch == Arch::kPhi3 && model.find("rope_factors_long.weight") &&
                          model.find("rope_factors_short.weight");
     facts.has_fused_qkv = model.config().arch == Arch::kPhi3 && model.find("blk.0.attn_qkv.weight") &&

@@ -44,6 +44,9 @@ enum class Fault {
     kMoeBiasInWeights,     // the experts' selection bias (exp_probs_b) in their weights as well as in the choice
     kMoeGroupScore,        // expert groups ranked by their best expert instead of the sum of their two best
     kMoeGateUpSwapped,     // a fused ffn_gate_up_exps split the wrong way round: gate from the up half and back
+    kAttnSinksIgnored,     // gpt-oss's attention sinks left out of the softmax
+    kSwigluOaiUnclamped,   // gpt-oss's SwiGLU without its clamp (gate <= 7, -7 <= up <= 7)
+    kMoeSoftmaxBeforeTopk, // gpt-oss's router: softmax over all experts before the top k, not over the k chosen
 };
 
 struct FaultInfo {
@@ -87,6 +90,10 @@ struct FaultKnobs {
     bool moe_bias_in_weights = false;    // the experts' weights gathered from the biased selection values
     bool moe_group_by_best = false;      // expert groups scored by their best value alone
     bool moe_gate_up_swapped = false;    // a fused gate_up product's halves read the wrong way round
+    bool sinks_ignored = false;          // attention without the sinks
+    bool swiglu_oai_unclamped = false;   // swiglu_oai with an infinite limit
+    bool moe_softmax_before_topk = false;  // gating 3 run as gating 1 (softmax of every expert, weights from it)
+    bool moe_expert_bias_skipped = false;  // not a catalogue fault: the experts' biases left out
 };
 
 // The knobs of `fault` for a model, or a usage error when the model cannot have that bug
@@ -103,6 +110,7 @@ struct FaultModelFacts {
     bool has_fused_qkv = false;   // attn_qkv with K and V of one width (phi3)
     bool has_expert_bias = false; // exp_probs_b.bias (DeepSeek-V3's selection bias)
     bool has_fused_gate_up = false;  // ffn_gate_up_exps (gate and up experts in one tensor)
+    bool has_sinks = false;          // attn_sinks (gpt-oss)
 };
 Result<FaultKnobs> fault_knobs(Fault fault, const FaultModelFacts& facts);
 // The facts of an opened model (its config must outlive them).

@@ -124,7 +124,8 @@ bool GraphBuilder::expert_weight(const std::string& name) {
 }
 
 Status GraphBuilder::load_moe(int64_t il, MoeWeights* w) {
-    if (cfg_.expert_gating_func > 2)
+    // 3 (a softmax over the chosen k) only where the graph fixes it (gpt-oss).
+    if (cfg_.expert_gating_func > 2 && !(cfg_.expert_gating_func == 3 && cfg_.arch == Arch::kGptOss))
         return make_error(ErrorCode::kUnsupported,
                           fmt::format("{}: {}.expert_gating_func = {} is not supported (1 softmax, 2 sigmoid)", model_.path(),
                                       cfg_.arch_name, cfg_.expert_gating_func));
@@ -136,6 +137,10 @@ Status GraphBuilder::load_moe(int64_t il, MoeWeights* w) {
     for (auto [dst, name] : {std::pair{&w->gate_exps, "ffn_gate_exps.weight"}, {&w->up_exps, "ffn_up_exps.weight"},
                              {&w->down_exps, "ffn_down_exps.weight"}})
         if (Status s = load_blk(il, name, dst, true); !s) return s;
+    for (auto [dst, name] : {std::pair{&w->gate_inp_b, "ffn_gate_inp.bias"}, {&w->gate_exps_b, "ffn_gate_exps.bias"},
+                             {&w->up_exps_b, "ffn_up_exps.bias"}, {&w->down_exps_b, "ffn_down_exps.bias"}})
+        if (in_layout(fmt::format("blk.{}.{}", il, name)))
+            if (Status s = load_blk(il, name, dst); !s) return s;
     // llama.cpp creates gate and up only when there is no fused gate_up (a file with both has
     // tensors its loader never creates, and is refused there).
     const std::string where = fmt::format("{}: blk.{}", model_.path(), il);
@@ -189,6 +194,7 @@ Status GraphBuilder::init() {
         optional_buffers_.fused_qkv = optional_buffers_.fused_qkv || ends_with(".attn_qkv.weight");
         optional_buffers_.fused_up = optional_buffers_.fused_up || (ends_with(".ffn_up.weight") && t.ne[1] == 2 * cfg_.n_ff);
         optional_buffers_.fused_gate_up = optional_buffers_.fused_gate_up || ends_with(".ffn_gate_up_exps.weight");
+        optional_buffers_.expert_biases = optional_buffers_.expert_biases || ends_with("_exps.bias");
     }
 
     auto knobs = fault_knobs(opt_.fault, fault_model_facts(model_));
@@ -257,8 +263,8 @@ Status GraphBuilder::init() {
     if (knobs_.rope_swap_pairing) rope_.mode = rope_.mode == RopeMode::kNorm ? RopeMode::kNeox : RopeMode::kNorm;
     rope_.attn_factor *= knobs_.rope_attn_factor;
     if (cfg_.has_swa()) {
-        // gemma's local layers: a window of n_swa positions, their own RoPE base at scale 1
-        // (llama_model::get_rope_freq_base/_scale), and a cache of at most n_swa + ubatch cells
+        // The local layers (gemma, gpt-oss): a window of n_swa positions, their own RoPE base at
+        // scale 1 (gpt-oss: the model's scale; llama_model::get_rope_freq_base/_scale), and a cache of at most n_swa + ubatch cells
         // (padded to 256 as llama.cpp's SWA cache; the whole context when that is smaller).
         n_swa_ = cfg_.n_swa + knobs_.swa_window_delta;
         swa_layers_.assign(static_cast<size_t>(cfg_.n_layer), 0);
@@ -272,7 +278,7 @@ Status GraphBuilder::init() {
         for (int64_t il = 0; il < cfg_.n_layer; ++il)
             if (swa_layer(il)) {
                 layer_rope_[il].freq_base = static_cast<float>(cfg_.rope_freq_base_swa);
-                layer_rope_[il].freq_scale = 1.0f;
+                if (!cfg_.swa_rope_scaled) layer_rope_[il].freq_scale = 1.0f;
             }
     }
     kq_scale_ = attention_kq_scale(cfg_);
@@ -360,6 +366,8 @@ void GraphBuilder::allocate_buffers() {
         moe_.weights = buffer(1, k, T), moe_.weights_sum = buffer(1, T), moe_.weights_clamped = buffer(1, T);
         moe_.weights_norm = buffer(k, T), moe_.weights_scaled = buffer(1, k, T);
         if (optional_buffers_.fused_gate_up) moe_.gate_up = buffer(2 * n_ff, k, T);
+        if (optional_buffers_.expert_biases)
+            moe_.gate_b = buffer(n_ff, k, T), moe_.up_b = buffer(n_ff, k, T), moe_.down_b = buffer(n_embd, k, T);
         moe_.gate = buffer(n_ff, k, T), moe_.up = buffer(n_ff, k, T), moe_.swiglu = buffer(n_ff, k, T);
         moe_.down = buffer(n_embd, k, T), moe_.weighted = buffer(n_embd, k, T);
         moe_.slot = buffer(n_embd, T), moe_.out = buffer(n_embd, T);
@@ -660,7 +668,7 @@ Tensor GraphBuilder::build_rope(const Tensor& heads, Tensor& buffer, const char*
     return roped;
 }
 
-Tensor GraphBuilder::build_attn_kqv(const Qkv& qkv, int il, Tensor* flash_out) {
+Tensor GraphBuilder::build_attn_kqv(const Qkv& qkv, int il, Tensor* flash_out, const Tensor& sinks) {
     const MathMode mode = opt_.mode;
     const int64_t T = qkv.q.ne[2], n_head = qkv.q.ne[1], hd_v = qkv.v.ne[0];
     // A local layer's cache starts at position swa_base_; its tokens see the last n_swa_ positions.
@@ -669,6 +677,7 @@ Tensor GraphBuilder::build_attn_kqv(const Qkv& qkv, int il, Tensor* flash_out) {
     const Tensor pos = (local ? inp_pos_swa_ : inp_pos_).reshaped(T);
     const float cap = knobs_.softcap_skipped ? 0.0f : static_cast<float>(cfg_.attn_softcap);
     AttnMask mask(knobs_.causal_mask, local ? n_swa_ : 0, cap);
+    if (!knobs_.sinks_ignored) mask.sinks = sinks.data ? sinks.f32() : nullptr;
     const int64_t pad = 256;
     mask.ggml_cells = std::min((opt_.n_ctx + pad - 1) / pad * pad, std::max(pad, (n_kv_ + pad - 1) / pad * pad));
     Tensor kq = buf_.kq.reshaped(n_kv, T, n_head), kq_soft_max = buf_.kq_soft_max.reshaped(n_kv, T, n_head);
@@ -702,7 +711,7 @@ Tensor GraphBuilder::build_attn(const Qkv& qkv, const AttnWeights& w, int il) {
     const int64_t T = qkv.q.ne[2], n_head = qkv.q.ne[1], hd_v = qkv.v.ne[0];
     Tensor kqv_out = cols(buf_.kqv_out, T).reshaped(hd_v * n_head, T);
     Tensor fa_out = kqv_out.reshaped(hd_v, n_head, T);
-    const Tensor kqv = build_attn_kqv(qkv, il, &fa_out);
+    const Tensor kqv = build_attn_kqv(qkv, il, &fa_out, w.sinks);
     if (!(opt_.flash_attn && mode == MathMode::kLlama)) be_.merge_heads(kqv, kqv_out);
     cb(kqv_out, "kqv_out", il, Op::kCont);
     const Projection proj{be_, mode, true};
@@ -821,6 +830,17 @@ Tensor GraphBuilder::build_moe_groups(const Tensor& selection, int il) {
     return out;
 }
 
+namespace {
+
+// The mask of a softmax over whole rows with no cells behind them (the router's).
+AttnMask whole_row_mask() {
+    AttnMask whole(false);
+    whole.whole_row = true;
+    return whole;
+}
+
+}  // namespace
+
 Tensor GraphBuilder::build_moe(const Tensor& cur, const MoeWeights& w, int il) {
     const MathMode mode = opt_.mode;
     const int64_t T = cur.ne[1], E = cfg_.n_expert, k = cfg_.n_expert_used, n_embd = cfg_.n_embd, n_ff = cfg_.n_ff_expert;
@@ -829,14 +849,25 @@ Tensor GraphBuilder::build_moe(const Tensor& cur, const MoeWeights& w, int il) {
     be_.matmul(w.gate_inp, cur, logits, mode);
     cb(logits, "ffn_moe_logits", il, Op::kMulMat);
     Tensor probs = moe_.probs.reshaped(E, T);
-    if (cfg_.expert_gating_func == 2) {
+    const bool softmax_weight = cfg_.expert_gating_func == 3 && !knobs_.moe_softmax_before_topk;
+    if (softmax_weight) {
+        // gpt-oss: the experts are chosen by their biased logits, which llama.cpp's graph names
+        // ffn_moe_probs (the bias's ADD is renamed so).
+        if (w.gate_inp_b.data) be_.add(logits, w.gate_inp_b, probs);
+        else be_.copy(logits, probs);
+        cb(probs, "ffn_moe_probs", il, w.gate_inp_b.data ? Op::kAdd : Op::kMulMat);
+    } else if (cfg_.expert_gating_func == 2) {
         be_.unary(Op::kSigmoid, logits, probs);
         cb(probs, "ffn_moe_probs", il, Op::kSigmoid);
     } else {
-        AttnMask whole;  // every expert, no padding: ggml's softmax over exactly E values
-        whole.causal = false;
-        whole.whole_row = true;
-        be_.softmax_masked(logits.reshaped(E, T, 1), 1.0f, inp_pos_.reshaped(T), whole, probs, mode);
+        // Every expert, no padding: ggml's softmax over exactly E values (the bug: gpt-oss's
+        // softmax over all the experts, before the top k, with the bias).
+        Tensor in = logits;
+        if (w.gate_inp_b.data) {
+            be_.add(logits, w.gate_inp_b, probs);
+            in = probs;
+        }
+        be_.softmax_masked(in.reshaped(E, T, 1), 1.0f, inp_pos_.reshaped(T), whole_row_mask(), probs, mode);
         cb(probs, "ffn_moe_probs", il, Op::kSoftMax);
     }
     // The selection bias chooses; the weights come from the unbiased probabilities.
@@ -871,6 +902,12 @@ Tensor GraphBuilder::build_moe(const Tensor& cur, const MoeWeights& w, int il) {
         be_.get_rows(table, ids, y);
     }
     cb(weights, "ffn_moe_weights", il, Op::kGetRows);
+    if (softmax_weight) {  // gpt-oss: a softmax over the k chosen logits
+        Tensor soft = moe_.weights_norm.reshaped(k, T);
+        be_.softmax_masked(weights.reshaped(k, T, 1), 1.0f, inp_pos_.reshaped(T), whole_row_mask(), soft, mode);
+        weights = soft.reshaped(1, k, T);  // llama.cpp names the softmax's reshape back to {1, k, T}
+        cb(weights, "ffn_moe_weights_softmax", il, Op::kSoftMax);
+    }
     if (cfg_.expert_weights_norm != knobs_.moe_norm_flipped) {
         const Tensor w2 = weights.reshaped(k, T);
         Tensor sum = moe_.weights_sum.reshaped(1, T), clamped = moe_.weights_clamped.reshaped(1, T);
@@ -907,16 +944,40 @@ Tensor GraphBuilder::build_moe(const Tensor& cur, const MoeWeights& w, int il) {
         be_.copy(gate_up.view({n_ff, k, T, 1}, {nb[0], nb[1], nb[2], nb[3]}, up_at), up);
         cb(up, "ffn_moe_up", il, Op::kView);
     } else {
+        // Each product + its chosen experts' biases (gpt-oss: ADD_ID) when the model has them.
+        auto biased = [&](Tensor& y, const Tensor& bias, const Tensor& buf, const char* name) {
+            if (!bias.data || knobs_.moe_expert_bias_skipped) return;
+            Tensor z = buf.reshaped(y.ne[0], k, T);
+            be_.add_id(y, bias, topk, z);
+            cb(z, name, il, Op::kAddId);
+            y = z;
+        };
         be_.matmul_id(w.up_exps, x, topk, up, mode);
         cb(up, "ffn_moe_up", il, Op::kMulMatId);
+        biased(up, w.up_exps_b, moe_.up_b, "ffn_moe_up_biased");
         be_.matmul_id(w.gate_exps, x, topk, gate, mode);
         cb(gate, "ffn_moe_gate", il, Op::kMulMatId);
+        biased(gate, w.gate_exps_b, moe_.gate_b, "ffn_moe_gate_biased");
     }
-    be_.swiglu(gate, up, swiglu, mode);
-    cb(swiglu, "ffn_moe_swiglu", il, Op::kSwiglu);
+    if (cfg_.arch == Arch::kGptOss) {
+        // gpt-oss's clamped SwiGLU (llama.cpp's LLM_FFN_SWIGLU_OAI_MOE: alpha 1.702, limit 7; the
+        // bug: no clamp).
+        const float limit = knobs_.swiglu_oai_unclamped ? std::numeric_limits<float>::infinity() : 7.0f;
+        be_.swiglu_oai(gate, up, swiglu, 1.702f, limit, mode);
+        cb(swiglu, "ffn_moe_swiglu_oai", il, Op::kSwigluOai);
+    } else {
+        be_.swiglu(gate, up, swiglu, mode);
+        cb(swiglu, "ffn_moe_swiglu", il, Op::kSwiglu);
+    }
     Tensor down = moe_.down.reshaped(n_embd, k, T), weighted = moe_.weighted.reshaped(n_embd, k, T);
     be_.matmul_id(w.down_exps, swiglu, topk, down, mode);
     cb(down, "ffn_moe_down", il, Op::kMulMatId);
+    if (w.down_exps_b.data && !knobs_.moe_expert_bias_skipped) {
+        Tensor z = moe_.down_b.reshaped(n_embd, k, T);
+        be_.add_id(down, w.down_exps_b, topk, z);
+        cb(z, "ffn_moe_down_biased", il, Op::kAddId);
+        down = z;
+    }
     be_.binary(Op::kMul, down, weights, weighted);
     cb(weighted, "ffn_moe_weighted", il, Op::kMul);
     // The experts' rows summed in slot order.
@@ -1061,6 +1122,7 @@ Result<std::unique_ptr<ForwardPass>> make_forward(const Model& model, Backend& b
         case Arch::kGemma2:
         case Arch::kGemma3: graph = make_gemma_graph(model, backend, options); break;
         case Arch::kDeepseek2: graph = make_deepseek2_graph(model, backend, options); break;
+        case Arch::kGptOss: graph = make_gpt_oss_graph(model, backend, options); break;
         default:
             return make_error(ErrorCode::kUnsupported, fmt::format("{}: running {} models is not supported yet", model.path(),
                                                                    model.config().arch_name));

@@ -22,6 +22,7 @@ struct AttnWeights {
     Tensor bq, bk, bv, bo;
     Tensor sq, sk, sv, so;  // per-tensor scales {1} (NVFP4 conversions): each product times its scale
     Tensor q_norm, k_norm;  // {head_dim}: RMS-normalised heads of q and k before RoPE (qwen3)
+    Tensor sinks;           // f32 {n_head}: gpt-oss's attention sinks (AttnMask::sinks)
 };
 
 // Dense SwiGLU feed-forward weights of one layer (biases have data == nullptr when absent).
@@ -37,6 +38,8 @@ struct MoeWeights {
     Tensor exp_probs_b;                    // the selection bias {n_expert} (DeepSeek-V3), used only to choose
     Tensor gate_exps, up_exps, down_exps;  // {n_embd, n_ff, E} x2, {n_ff, n_embd, E}; llama's gate may be absent
     Tensor gate_up_exps;                   // {n_embd, 2 n_ff, E}: gate rows then up rows, instead of gate and up
+    Tensor gate_inp_b;                     // {n_expert}: the router's bias (gpt-oss)
+    Tensor gate_exps_b, up_exps_b, down_exps_b;  // {n_ff, E} x2, {n_embd, E}: per-expert biases (gpt-oss)
 };
 
 // Q, K and V of one ubatch, split into heads: q {head_dim, n_head, T}, k {head_dim, n_head_kv, T},
@@ -126,7 +129,8 @@ protected:
     // own sliding-window cache with the window's mask; with a soft cap (gemma2) kq is capped in
     // place as cap * tanh(kq / cap) before the softmax (kq_scaled_1, kq_tanh, kq_scaled_2; flash
     // attention caps inside).
-    Tensor build_attn_kqv(const Qkv& qkv, int il, Tensor* flash_out);
+    // With `sinks` (gpt-oss) each head's sink joins its softmax (AttnMask::sinks).
+    Tensor build_attn_kqv(const Qkv& qkv, int il, Tensor* flash_out, const Tensor& sinks = Tensor{});
     // The last layer keeps only the rows whose logits are wanted (llama.cpp's inp_out_ids). False
     // when this ubatch has none: llama.cpp's graph ends there, and so does ours.
     bool build_out_rows(int il, Tensor& cur, Tensor& residual);
@@ -227,6 +231,7 @@ protected:
         Tensor down, weighted;                   // (n_embd, k, T)
         Tensor slot, out;                        // (n_embd, T)
         Tensor group_topk, probs_masked;         // grouped routing: (n_group_used, T) as f32, (E, T)
+        Tensor gate_b, up_b, down_b;             // the experts' biased products (gpt-oss): (n_ff, k, T) x2, (n_embd, k, T)
     } moe_;
     // DeepSeek-V3's group-limited routing as build_moe_ffn runs it: the experts in
     // expert_group_count groups, each scored by the sum of its two best selection values, the
@@ -264,6 +269,7 @@ private:
         bool scales = false;   // per-tensor weight scales (.scale)
         bool fused_qkv = false, fused_up = false;  // phi3's attn_qkv, ffn_up of 2 n_ff rows
         bool fused_gate_up = false;                // the experts' ffn_gate_up_exps
+        bool expert_biases = false;                // the experts' ffn_*_exps.bias (gpt-oss)
     } optional_buffers_;
 
     Tensor token_embd_, output_norm_, output_, output_b_;
@@ -287,5 +293,6 @@ std::unique_ptr<GraphBuilder> make_qwen3moe_graph(const Model& model, Backend& b
 std::unique_ptr<GraphBuilder> make_phi3_graph(const Model& model, Backend& backend, const ForwardOptions& options);
 std::unique_ptr<GraphBuilder> make_gemma_graph(const Model& model, Backend& backend, const ForwardOptions& options);
 std::unique_ptr<GraphBuilder> make_deepseek2_graph(const Model& model, Backend& backend, const ForwardOptions& options);
+std::unique_ptr<GraphBuilder> make_gpt_oss_graph(const Model& model, Backend& backend, const ForwardOptions& options);
 
 }  // namespace ls

@@ -86,6 +86,7 @@ bool is_gemma(const MakeModelSpec& s) { return s.arch == "gemma2" || s.arch == "
 bool is_qwen(const MakeModelSpec& s) { return is_qwen2(s) || is_qwen3(s); }
 int head_dim_of(const MakeModelSpec& s) { return s.head_dim > 0 ? s.head_dim : s.n_embd / s.n_head; }
 bool is_deepseek2(const MakeModelSpec& s) { return s.arch == "deepseek2"; }
+bool is_gpt_oss(const MakeModelSpec& s) { return s.arch == "gpt-oss"; }
 
 int64_t padded_rows(const MakeModelSpec& s) {
     if (s.vocab_rows > 0) return s.vocab_rows;
@@ -314,7 +315,7 @@ const std::vector<std::string>& make_model_preset_names() {
                                                    "mixtral-8x7b",     "llama-moe-tiny", "phi-3.5-mini",
                                                    "phi-4-mini",       "phi3-tiny",      "gemma-2-2b",
                                                    "gemma-3-1b",       "gemma-3-4b",     "gemma2-tiny",
-                                                   "gemma3-tiny"};
+                                                   "gemma3-tiny",      "gpt-oss-20b",    "gpt-oss-tiny"};
     return names;
 }
 
@@ -605,6 +606,48 @@ Result<MakeModelSpec> make_model_preset(const std::string& name) {
         s.n_ctx_train = 32768;
         s.rope_freq_base = 1000000.0f;
         s.rms_eps = 1e-6f;
+    } else if (name == "gpt-oss-20b") {
+        // openai/gpt-oss-20b's config.json: 24 layers 2880 wide, 64 / 8 heads of 64, 32 experts of
+        // 2880 (top 4), every other layer over a window of 128, YaRN x32 from 4096 on rope_theta
+        // 150000, 201088 token rows (o200k_harmony's 200019 tokens, here generated pieces).
+        s.arch = "gpt-oss";
+        s.n_embd = 2880;
+        s.n_layer = 24;
+        s.n_head = 64;
+        s.n_head_kv = 8;
+        s.head_dim = 64;
+        s.n_ff = 2880;
+        s.n_expert = 32;
+        s.n_expert_used = 4;
+        s.n_ff_expert = 2880;
+        s.n_swa = 128;
+        s.yarn_factor = 32.0f;
+        s.yarn_orig_ctx = 4096;
+        s.vocab = 200019;
+        s.vocab_rows = 201088;
+        s.n_ctx_train = 131072;
+        s.rope_freq_base = 150000.0f;
+        s.rms_eps = 1e-5f;
+    } else if (name == "gpt-oss-tiny") {
+        // For tests: 2 layers 128 wide, 4 / 2 heads of 32, 8 experts of 64 (top 2), the even layer
+        // over a window of 4 positions, YaRN as gpt-oss-20b.
+        s.arch = "gpt-oss";
+        s.n_embd = 128;
+        s.n_layer = 2;
+        s.n_head = 4;
+        s.n_head_kv = 2;
+        s.head_dim = 32;
+        s.n_ff = 64;
+        s.n_expert = 8;
+        s.n_expert_used = 2;
+        s.n_ff_expert = 64;
+        s.n_swa = 4;
+        s.yarn_factor = 32.0f;
+        s.yarn_orig_ctx = 4096;
+        s.vocab = 512;
+        s.n_ctx_train = 131072;
+        s.rope_freq_base = 150000.0f;
+        s.rms_eps = 1e-5f;
     } else {
         return make_error(ErrorCode::kUsage, fmt::format("unknown preset '{}'; presets: {}", name,
                                                          fmt::join(make_model_preset_names(), ", ")));
@@ -638,6 +681,12 @@ ModelConfig config_of(const MakeModelSpec& s) {
         c.n_expert = s.n_expert;
         c.n_expert_used = s.n_expert_used;
         c.n_ff_expert = is_qwen3moe(s) ? s.n_ff_expert : s.n_ff;
+    }
+    if (is_gpt_oss(s)) {
+        c.arch = Arch::kGptOss;
+        c.n_expert = s.n_expert;
+        c.n_expert_used = s.n_expert_used;
+        c.n_ff_expert = s.n_ff_expert;
     }
     if (is_deepseek2(s)) {
         c.n_rot = s.qk_rope_dim;
@@ -681,7 +730,10 @@ bool generated(const MakeModelSpec& s, const TensorSpec& t) {
         ends("ffn_down.bias"))
         return s.out_biases;
     if (ends(".scale") || ends(".input_scale")) return s.weight_scales;
-    return is_qwen2(s) && (ends("attn_q.bias") || ends("attn_k.bias") || ends("attn_v.bias"));
+    // gpt-oss files have q, k and v separate, each with its bias.
+    if (is_gpt_oss(s) && (ends("attn_qkv.weight") || ends("attn_qkv.bias"))) return false;
+    if (is_gpt_oss(s) && (ends("attn_q.weight") || ends("attn_k.weight") || ends("attn_v.weight"))) return true;
+    return (is_qwen2(s) || is_gpt_oss(s)) && (ends("attn_q.bias") || ends("attn_k.bias") || ends("attn_v.bias"));
 }
 
 // Where a tensor goes in the file. Files made before the shared layout existed wrote the layer
@@ -714,8 +766,8 @@ std::vector<PlannedTensor> plan_tensors(const MakeModelSpec& s) {
     std::vector<PlannedTensor> out;
     for (const TensorSpec& t : tensor_layout(config_of(s), padded_rows(s)))
         if (generated(s, t)) out.push_back({t.name, t.ne});
-    // deepseek2 files keep the layout's order (llama.cpp's load order).
-    if (is_deepseek2(s)) return out;
+    // deepseek2 and gpt-oss files keep the layout's order (llama.cpp's load order).
+    if (is_deepseek2(s) || is_gpt_oss(s)) return out;
     std::stable_sort(out.begin(), out.end(), [](const PlannedTensor& a, const PlannedTensor& b) {
         return file_position(a.name) < file_position(b.name);
     });
@@ -771,19 +823,19 @@ Status validate_deepseek2(const MakeModelSpec& s) {
 Status validate_make_model_spec(const MakeModelSpec& s) {
     auto bad = [](std::string msg) { return Status(make_error(ErrorCode::kUsage, std::move(msg))); };
     if (s.arch != "llama" && s.arch != "qwen2" && !is_qwen3(s) && s.arch != "phi3" && !is_gemma(s) &&
-        s.arch != "deepseek2")
-        return bad(fmt::format("arch '{}' is not supported; use llama, qwen2, qwen3, qwen3moe, phi3, gemma2, gemma3 or "
-                               "deepseek2", s.arch));
+        s.arch != "deepseek2" && !is_gpt_oss(s))
+        return bad(fmt::format("arch '{}' is not supported; use llama, qwen2, qwen3, qwen3moe, phi3, gemma2, gemma3, "
+                               "deepseek2 or gpt-oss", s.arch));
     if (s.llama_experts && s.arch != "llama")
         return bad(fmt::format("llama_experts is a llama option; {} decides its experts itself", s.arch));
     if (s.fused_gate_up && !is_deepseek2(s))
         return bad(fmt::format("fused gate_up experts are a deepseek2 option; llama.cpp's {} loader takes only separate "
                                "ones", s.arch));
-    if (is_qwen3moe(s) || is_llama_moe(s)) {
+    if (is_qwen3moe(s) || is_llama_moe(s) || is_gpt_oss(s)) {
         if (s.n_expert < 1 || s.n_expert > 1024 || s.n_expert_used < 1 || s.n_expert_used > s.n_expert)
             return bad(fmt::format("{} experts with {} used: need 1..1024 experts and 1..n_expert used", s.n_expert,
                                    s.n_expert_used));
-        if (is_qwen3moe(s) && (s.n_ff_expert < 1 || s.n_ff_expert > (1 << 20)))
+        if ((is_qwen3moe(s) || is_gpt_oss(s)) && (s.n_ff_expert < 1 || s.n_ff_expert > (1 << 20)))
             return bad(fmt::format("n_ff_expert is {}; it must be in 1..{}", s.n_ff_expert, 1 << 20));
         if (s.out_biases)
             return bad(fmt::format("output biases are not an option of a {} model with experts", s.arch));
@@ -799,8 +851,8 @@ Status validate_make_model_spec(const MakeModelSpec& s) {
         if (Status st = validate_deepseek2(s); !st) return st;
     } else {
         if (s.head_dim < 0 || s.head_dim > 65536) return bad(fmt::format("head_dim {} is out of range 0..65536", s.head_dim));
-        if (s.head_dim > 0 && !is_qwen3(s) && !is_gemma(s))
-            return bad(fmt::format("head_dim is a qwen3 and gemma option; {} heads are n_embd / n_head wide", s.arch));
+        if (s.head_dim > 0 && !is_qwen3(s) && !is_gemma(s) && !is_gpt_oss(s))
+            return bad(fmt::format("head_dim is a qwen3, gemma and gpt-oss option; {} heads are n_embd / n_head wide", s.arch));
         if (s.head_dim == 0 && s.n_embd % s.n_head != 0)
             return bad(fmt::format("n_embd {} is not divisible by n_head {}; pick a head count that divides it",
                                    s.n_embd, s.n_head));
@@ -826,9 +878,15 @@ Status validate_make_model_spec(const MakeModelSpec& s) {
     if (is_phi3(s) && (s.out_biases || s.weight_scales))
         return bad("biases and per-tensor scales are llama, qwen2 and qwen3 options");
     if (s.longrope && s.longrope_orig_ctx < 1) return bad("the LongRoPE original context must be positive");
-    if (!is_gemma(s) && (s.n_swa != 0 || s.swa_pattern != 0 || s.rope_freq_base_swa != 0.0f || s.rope_linear_factor != 0.0f))
-        return bad(fmt::format("sliding windows and their RoPE are gemma2 and gemma3 options; {} attends over the whole "
-                               "context", s.arch));
+    if (is_gpt_oss(s) && (s.n_swa < 1 || s.swa_pattern != 0 || s.rope_freq_base_swa != 0.0f || s.rope_linear_factor != 0.0f))
+        return bad("a gpt-oss model here has a window of 1 or more positions in every other layer, at the global RoPE "
+                   "base, with YaRN (yarn_factor) as its only scaling");
+    if (is_gpt_oss(s) && (!(s.yarn_factor >= 0.0f) || !std::isfinite(s.yarn_factor) || s.yarn_orig_ctx < 1))
+        return bad("yarn_factor must be a finite number >= 0 (0: no scaling) and yarn_orig_ctx >= 1");
+    if (!is_gemma(s) && !is_gpt_oss(s) &&
+        (s.n_swa != 0 || s.swa_pattern != 0 || s.rope_freq_base_swa != 0.0f || s.rope_linear_factor != 0.0f))
+        return bad(fmt::format("sliding windows and their RoPE are gemma2, gemma3 and gpt-oss options; {} attends over the "
+                               "whole context", s.arch));
     if (is_gemma(s) && (s.n_swa < 0 || s.swa_pattern < 0 || !(s.rope_freq_base_swa >= 0.0f) ||
                         !std::isfinite(s.rope_freq_base_swa) || !(s.rope_linear_factor >= 0.0f) ||
                         !std::isfinite(s.rope_linear_factor)))
@@ -848,6 +906,8 @@ Status validate_make_model_spec(const MakeModelSpec& s) {
                                is_qwen2(s) ? "its LM head tied already" : "an output.weight"));
     if (is_deepseek2(s) && s.weight_scales)
         return bad("per-tensor weight scales are a llama, qwen2 and qwen3 option (the deepseek2 graph does not run them)");
+    if (is_gpt_oss(s) && (s.out_biases || s.weight_scales || s.tied_output))
+        return bad("a gpt-oss model has its own biases, no per-tensor scales and an output.weight");
     if ((is_deepseek2(s) || is_qwen3(s)) && s.out_biases)
         return bad(fmt::format("output biases are a llama and qwen2 option; llama.cpp's {} loader has none", s.arch));
     if (s.rope_freqs_factor != 0.0f &&
@@ -918,6 +978,15 @@ double make_model_tensor_std(const MakeModelSpec& s, const std::string& name) {
     // The router 0.1, experts 0.02 (the fixtures' deepseek2-mini).
     if (ends("ffn_gate_inp.weight")) return 0.1;
     if (ends("_exps.weight") || ends("_shexp.weight")) return 0.02;
+    if (is_gpt_oss(s)) {
+        // Biases about the size of what they are added to; sinks around the scores' size; the
+        // experts' gate and up biases with outliers past the SwiGLU clamp of 7 (generate_values).
+        if (ends("attn_q.bias") || ends("attn_k.bias")) return 0.1;
+        if (ends("attn_v.bias") || ends("attn_output.bias") || ends("ffn_down_exps.bias")) return 0.02;
+        if (ends("attn_sinks.weight")) return 1.0;
+        if (ends("ffn_gate_inp.bias")) return 0.1;
+        if (ends("ffn_gate_exps.bias") || ends("ffn_up_exps.bias")) return 0.05;
+    }
     if (is_deepseek2(s)) {
         // The fixtures' deepseek2-mini: the query and key paths 0.06.
         if (ends("attn_q_a.weight") || ends("attn_q_b.weight") || ends("attn_kv_a_mqa.weight")) return 0.06 * width;
@@ -980,6 +1049,10 @@ std::vector<float> generate_values(const MakeModelSpec& s, const PlannedTensor& 
     };
     if (is_qwen2(s) && t.name.find("attn_q.bias") != std::string::npos) outliers(std::min<int64_t>(8, n / 4), 3.0, 8.0);
     if (is_qwen2(s) && t.name.find("attn_k.bias") != std::string::npos) outliers(std::min<int64_t>(6, n / 4), 8.0, 12.0);
+    // A few gate and up values beyond gpt-oss's clamp (7), so the clamp shows.
+    if (is_gpt_oss(s) && (t.name.find("ffn_gate_exps.bias") != std::string::npos ||
+                          t.name.find("ffn_up_exps.bias") != std::string::npos))
+        outliers(std::min<int64_t>(16, n / 4), 7.5, 10.0);
     return v;
 }
 
@@ -988,6 +1061,7 @@ std::vector<float> generate_values(const MakeModelSpec& s, const PlannedTensor& 
 GgmlType stored_type(const MakeModelSpec& s, const PlannedTensor& t) {
     const std::string router = "ffn_gate_inp.weight";
     if (t.ne.size() < 2) return GgmlType::F32;
+    if (t.name.size() >= 5 && t.name.compare(t.name.size() - 5, 5, ".bias") == 0) return GgmlType::F32;  // gpt-oss's {n, E}
     if (t.name.size() >= router.size() && t.name.compare(t.name.size() - router.size(), router.size(), router) == 0)
         return GgmlType::F32;
     return make_model_tensor_type(s.type, t.ne[0]);
@@ -1051,6 +1125,21 @@ std::vector<GgufKV> build_metadata(const MakeModelSpec& s, int64_t* n_tokens) {
         put(a + ".rope.scaling.type", GgufValue::make_string("longrope"));
         put(a + ".rope.scaling.attn_factor", GgufValue::make_f32(static_cast<float>(attn)));
         put(a + ".rope.scaling.original_context_length", u32(s.longrope_orig_ctx));
+    }
+    if (is_gpt_oss(s)) {
+        // As convert_hf_to_gguf writes gpt-oss: heads of their own width, the window (the pattern
+        // left to llama.cpp's default of every other layer), YaRN, the experts.
+        put(a + ".attention.key_length", u32(c.head_dim_k));
+        put(a + ".attention.value_length", u32(c.head_dim_v));
+        put(a + ".attention.sliding_window", u32(s.n_swa));
+        if (s.yarn_factor > 0) {
+            put(a + ".rope.scaling.type", GgufValue::make_string("yarn"));
+            put(a + ".rope.scaling.factor", GgufValue::make_f32(s.yarn_factor));
+            put(a + ".rope.scaling.original_context_length", u32(s.yarn_orig_ctx));
+        }
+        put(a + ".expert_count", u32(s.n_expert));
+        put(a + ".expert_used_count", u32(s.n_expert_used));
+        put(a + ".expert_feed_forward_length", u32(s.n_ff_expert));
     }
     if (is_qwen3moe(s) || is_llama_moe(s)) {
         put(a + ".expert_count", u32(s.n_expert));

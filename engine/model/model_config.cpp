@@ -22,6 +22,7 @@ const char* arch_name(Arch arch) {
         case Arch::kGemma2: return "gemma2";
         case Arch::kGemma3: return "gemma3";
         case Arch::kDeepseek2: return "deepseek2";
+        case Arch::kGptOss: return "gpt-oss";
     }
     return "?";
 }
@@ -47,6 +48,7 @@ bool arch_from_name(std::string_view name, Arch* out) {
     if (name == "gemma2") { *out = Arch::kGemma2; return true; }
     if (name == "gemma3") { *out = Arch::kGemma3; return true; }
     if (name == "deepseek2") { *out = Arch::kDeepseek2; return true; }
+    if (name == "gpt-oss") { *out = Arch::kGptOss; return true; }
     return false;
 }
 
@@ -59,24 +61,26 @@ public:
 
     std::string key(std::string_view suffix) const { return fmt::format("{}.{}", arch_, suffix); }
 
-    // Integer key; per-layer arrays (llama.cpp accepts them for head counts and n_ff) give their
-    // first element, which is what every supported architecture has in all layers.
+    // Integer key. An array is an error here: only the keys llama.cpp reads per layer take one
+    // (per_layer_int).
     Result<int64_t> get_int(std::string_view suffix, const int64_t* fallback) const {
-        std::string k = key(suffix);
-        const GgufValue* v = file_.find(k);
-        if (!v) {
-            if (fallback) return *fallback;
-            return make_error(ErrorCode::kBadInput, fmt::format("{} is missing; {} models need it", k, arch_));
-        }
-        int64_t out = 0;
-        const bool ok = v->is_array() ? v->array_size() > 0 && v->item_int(0, &out) : v->get_int(&out);
-        if (!ok)
-            return make_error(ErrorCode::kBadInput,
-                              fmt::format("{} has type {}; expected an integer", k, gguf_value_type_name(v->type)));
-        return out;
+        return read_int(suffix, fallback, 0);
+    }
+    // A key llama.cpp accepts as one value or one per layer (head counts, feed_forward_length,
+    // expert_used_count, expert_feed_forward_length). An
+    // array must have n_layer entries, all equal: the graphs here give every layer one shape, so a
+    // model whose layers differ is refused by name rather than run with layer 0's value.
+    Result<int64_t> per_layer_int(std::string_view suffix, const int64_t* fallback, int64_t n_layer) const {
+        return read_int(suffix, fallback, n_layer);
     }
     Result<int64_t> required_int(std::string_view suffix) const { return get_int(suffix, nullptr); }
     Result<int64_t> optional_int(std::string_view suffix, int64_t fallback) const { return get_int(suffix, &fallback); }
+    Result<int64_t> required_layer_int(std::string_view suffix, int64_t n_layer) const {
+        return per_layer_int(suffix, nullptr, n_layer);
+    }
+    Result<int64_t> optional_layer_int(std::string_view suffix, int64_t fallback, int64_t n_layer) const {
+        return per_layer_int(suffix, &fallback, n_layer);
+    }
 
     Result<double> get_float(std::string_view suffix, const double* fallback) const {
         std::string k = key(suffix);
@@ -97,6 +101,39 @@ public:
     bool has(std::string_view suffix) const { return file_.find(key(suffix)) != nullptr; }
 
 private:
+    Result<int64_t> read_int(std::string_view suffix, const int64_t* fallback, int64_t n_layer) const {
+        std::string k = key(suffix);
+        const GgufValue* v = file_.find(k);
+        if (!v) {
+            if (fallback) return *fallback;
+            return make_error(ErrorCode::kBadInput, fmt::format("{} is missing; {} models need it", k, arch_));
+        }
+        int64_t out = 0;
+        if (!v->is_array()) {
+            if (v->get_int(&out)) return out;
+            return make_error(ErrorCode::kBadInput,
+                              fmt::format("{} has type {}; expected an integer", k, gguf_value_type_name(v->type)));
+        }
+        if (n_layer <= 0)
+            return make_error(ErrorCode::kBadInput,
+                              fmt::format("{} is an array of {}; expected one integer", k, gguf_value_type_name(v->elem_type)));
+        if (v->array_size() != static_cast<size_t>(n_layer))
+            return make_error(ErrorCode::kBadInput,
+                              fmt::format("{} has {} entries for {} layers", k, v->array_size(), n_layer));
+        for (size_t il = 0; il < v->array_size(); ++il) {
+            int64_t x = 0;
+            if (!v->item_int(il, &x))
+                return make_error(ErrorCode::kBadInput, fmt::format("{} holds {}; expected integers", k,
+                                                                    gguf_value_type_name(v->elem_type)));
+            if (il == 0) out = x;
+            else if (x != out)
+                return make_error(ErrorCode::kUnsupported,
+                                  fmt::format("{} differs between layers ({} in layer 0, {} in layer {}): layers of "
+                                              "different shapes are not supported yet", k, out, x, il));
+        }
+        return out;
+    }
+
     const GgufFile& file_;
     std::string arch_;
 };
@@ -165,14 +202,14 @@ Status read_expert_groups(const KeyReader& keys, ModelConfig& c) {
 Status read_experts(const GgufFile& file, const KeyReader& keys, ModelConfig& c, bool required) {
     if (required) {
         LS_ASSIGN(c.n_expert, keys.required_int("expert_count"));
-        LS_ASSIGN(c.n_expert_used, keys.required_int("expert_used_count"));
+        LS_ASSIGN(c.n_expert_used, keys.required_layer_int("expert_used_count", c.n_layer));
         LS_ASSIGN(c.n_expert_shared, keys.required_int("expert_shared_count"));
-        LS_ASSIGN(c.n_ff_expert, keys.required_int("expert_feed_forward_length"));
+        LS_ASSIGN(c.n_ff_expert, keys.required_layer_int("expert_feed_forward_length", c.n_layer));
     } else {
         LS_ASSIGN(c.n_expert, keys.optional_int("expert_count", 0));
-        LS_ASSIGN(c.n_expert_used, keys.optional_int("expert_used_count", 0));
+        LS_ASSIGN(c.n_expert_used, keys.optional_layer_int("expert_used_count", 0, c.n_layer));
         LS_ASSIGN(c.n_expert_shared, keys.optional_int("expert_shared_count", 0));
-        LS_ASSIGN(c.n_ff_expert, keys.optional_int("expert_feed_forward_length", c.n_ff));
+        LS_ASSIGN(c.n_ff_expert, keys.optional_layer_int("expert_feed_forward_length", c.n_ff, c.n_layer));
     }
     LS_ASSIGN(c.n_layer_dense_lead, keys.optional_int("leading_dense_block_count", 0));
     LS_ASSIGN(c.expert_weights_scale, keys.optional_float("expert_weights_scale", 0.0));
@@ -204,13 +241,13 @@ void fixed_routing(ModelConfig& c) {
 // expert_feed_forward_length wide, or n_ff / n_expert_used without the key.
 Status read_qwen3moe_experts(const KeyReader& keys, ModelConfig& c) {
     LS_ASSIGN(c.n_expert, keys.required_int("expert_count"));
-    LS_ASSIGN(c.n_expert_used, keys.required_int("expert_used_count"));
+    LS_ASSIGN(c.n_expert_used, keys.required_layer_int("expert_used_count", c.n_layer));
     if (c.n_expert <= 0 || c.n_expert_used <= 0 || c.n_expert_used > c.n_expert)
         return make_error(ErrorCode::kBadInput,
                           fmt::format("{} is {} and {} is {}; qwen3moe needs 1 <= experts used <= experts (llama.cpp "
                                       "refuses the file)", keys.key("expert_count"), c.n_expert,
                                       keys.key("expert_used_count"), c.n_expert_used));
-    LS_ASSIGN(c.n_ff_expert, keys.optional_int("expert_feed_forward_length", 0));
+    LS_ASSIGN(c.n_ff_expert, keys.optional_layer_int("expert_feed_forward_length", 0, c.n_layer));
     if (c.n_ff_expert <= 0) c.n_ff_expert = c.n_ff / c.n_expert_used;
     if (c.n_ff_expert <= 0)
         return make_error(ErrorCode::kBadInput, fmt::format("{} is missing and {} / {} is 0; the experts need a width",
@@ -245,15 +282,10 @@ Status read_mla(const KeyReader& keys, ModelConfig& c) {
     return {};
 }
 
-// Gemma's sliding-window keys as llama.cpp's gemma2/gemma3 loaders read them: attention.sliding_window
-// (gemma2: 4096 when absent; gemma3: no local layers when absent or 0), sliding_window_pattern as
-// one bool per layer or as a period n (layer il is local when il % n < n - 1; 0: every layer; the
-// default 2 for gemma2, 6 for gemma3), rope.freq_base_swa (gemma2: rope.freq_base when absent;
-// gemma3: 10000), and the soft caps (gemma2: 50 and 30 by default; gemma3: a final cap only when given).
-Status read_gemma(const GgufFile& file, const KeyReader& keys, ModelConfig& c) {
-    const bool gemma2 = c.arch == Arch::kGemma2;
-    LS_ASSIGN(c.n_swa, keys.optional_int("attention.sliding_window", gemma2 ? 4096 : 0));
-    if (c.n_swa < 0) return positive_error(keys, "attention.sliding_window", c.n_swa);
+// Which layers attend over a sliding window (n_swa > 0): attention.sliding_window_pattern as one
+// bool per layer or as a period n (layer il is local when il % n < n - 1; 0: every layer; absent:
+// `default_period`), as llama.cpp's load_swa_pattern.
+Status read_swa_pattern(const GgufFile& file, const KeyReader& keys, ModelConfig& c, int64_t default_period) {
     c.swa_layers.assign(static_cast<size_t>(c.n_layer), 0);
     if (c.n_swa > 0) {
         const GgufValue* pattern = file.find(keys.key("attention.sliding_window_pattern"));
@@ -272,11 +304,24 @@ Status read_gemma(const GgufFile& file, const KeyReader& keys, ModelConfig& c) {
             }
         } else {
             int64_t n = 0;
-            LS_ASSIGN(n, keys.optional_int("attention.sliding_window_pattern", gemma2 ? 2 : 6));
+            LS_ASSIGN(n, keys.optional_int("attention.sliding_window_pattern", default_period));
             if (n < 0) return positive_error(keys, "attention.sliding_window_pattern", n);
             for (int64_t il = 0; il < c.n_layer; ++il) c.swa_layers[il] = n == 0 || il % n < n - 1;
         }
     }
+    return {};
+}
+
+// Gemma's sliding-window keys as llama.cpp's gemma2/gemma3 loaders read them: attention.sliding_window
+// (gemma2: 4096 when absent; gemma3: no local layers when absent or 0), sliding_window_pattern as
+// one bool per layer or as a period n (layer il is local when il % n < n - 1; 0: every layer; the
+// default 2 for gemma2, 6 for gemma3), rope.freq_base_swa (gemma2: rope.freq_base when absent;
+// gemma3: 10000), and the soft caps (gemma2: 50 and 30 by default; gemma3: a final cap only when given).
+Status read_gemma(const GgufFile& file, const KeyReader& keys, ModelConfig& c) {
+    const bool gemma2 = c.arch == Arch::kGemma2;
+    LS_ASSIGN(c.n_swa, keys.optional_int("attention.sliding_window", gemma2 ? 4096 : 0));
+    if (c.n_swa < 0) return positive_error(keys, "attention.sliding_window", c.n_swa);
+    if (Status st = read_swa_pattern(file, keys, c, gemma2 ? 2 : 6); !st) return st;
     LS_ASSIGN(c.rope_freq_base_swa, keys.optional_float("rope.freq_base_swa", gemma2 ? c.rope_freq_base : 10000.0));
     LS_ASSIGN(c.attn_softcap, keys.optional_float("attn_logit_softcapping", gemma2 ? 50.0 : 0.0));
     if (!gemma2) c.attn_softcap = 0;  // gemma3's graph has no attention cap (llama.cpp never reads the key)
@@ -285,6 +330,33 @@ Status read_gemma(const GgufFile& file, const KeyReader& keys, ModelConfig& c) {
         if (!std::isfinite(cap) || cap < 0 || (gemma2 && cap == 0))
             return make_error(ErrorCode::kBadInput,
                               fmt::format("{} is {}; the tanh cap must be a positive number", keys.key(suffix), cap));
+    return {};
+}
+
+// gpt-oss (llama.cpp's openai-moe loader and graph): experts in every layer, the routing fixed by
+// the graph (the top k of the biased router logits, a softmax over the k chosen: gating 3,
+// SOFTMAX_WEIGHT; no renormalisation, no scale), experts expert_feed_forward_length wide; local
+// layers (attention.sliding_window, required; period 2 by default: the even layers) whose RoPE
+// keeps the model's scale (YaRN) at rope.freq_base_swa (default rope.freq_base); heads n_rot wide.
+Status read_gpt_oss(const GgufFile& file, const KeyReader& keys, ModelConfig& c) {
+    LS_ASSIGN(c.n_expert, keys.optional_int("expert_count", 0));
+    LS_ASSIGN(c.n_expert_used, keys.optional_layer_int("expert_used_count", 0, c.n_layer));
+    if (c.n_expert <= 0 || c.n_expert_used <= 0 || c.n_expert_used > c.n_expert)
+        return make_error(ErrorCode::kBadInput,
+                          fmt::format("{} is {} and {} is {}; gpt-oss needs 1 <= experts used <= experts (llama.cpp "
+                                      "refuses the file)", keys.key("expert_count"), c.n_expert,
+                                      keys.key("expert_used_count"), c.n_expert_used));
+    LS_ASSIGN(c.n_ff_expert, keys.required_layer_int("expert_feed_forward_length", c.n_layer));
+    if (c.n_ff_expert <= 0) return positive_error(keys, "expert_feed_forward_length", c.n_ff_expert);
+    if (Status s = read_expert_groups(keys, c); !s) return s;
+    c.expert_gating_func = 3;
+    c.expert_weights_norm = false;
+    c.expert_weights_scale = 0;
+    LS_ASSIGN(c.n_swa, keys.required_int("attention.sliding_window"));
+    if (c.n_swa <= 0) return positive_error(keys, "attention.sliding_window", c.n_swa);
+    if (Status s = read_swa_pattern(file, keys, c, 2); !s) return s;
+    LS_ASSIGN(c.rope_freq_base_swa, keys.optional_float("rope.freq_base_swa", c.rope_freq_base));
+    c.swa_rope_scaled = true;
     return {};
 }
 
@@ -298,14 +370,14 @@ Result<ModelConfig> read_config(const GgufFile& file, bool check) {
     if (!arch_value)
         return make_error(ErrorCode::kBadInput,
                           "general.architecture is missing; every model needs it (llama, qwen2, qwen3, qwen3moe, phi3, "
-                          "gemma2, gemma3 or deepseek2)");
+                          "gemma2, gemma3, deepseek2 or gpt-oss)");
     if (arch_value->type != GgufValueType::STRING)
         return make_error(ErrorCode::kBadInput, "general.architecture is not a string");
     c.arch_name = arch_value->str;
     if (!arch_from_name(c.arch_name, &c.arch))
         return make_error(ErrorCode::kUnsupported,
                           fmt::format("architecture {} is not supported; supported: llama, qwen2, qwen3, qwen3moe, phi3, gemma2, "
-                                      "gemma3, deepseek2",
+                                      "gemma3, deepseek2, gpt-oss",
                                       quote_text(c.arch_name)));
 
     KeyReader keys(file, c.arch_name);
@@ -316,7 +388,6 @@ Result<ModelConfig> read_config(const GgufFile& file, bool check) {
     LS_ASSIGN(c.n_ctx_train, keys.required_int("context_length"));
     LS_ASSIGN(c.n_embd, keys.required_int("embedding_length"));
     LS_ASSIGN(c.n_layer, keys.required_int("block_count"));
-    LS_ASSIGN(c.n_head, keys.required_int("attention.head_count"));
     if (c.n_embd <= 0) return positive_error(keys, "embedding_length", c.n_embd);
     if (c.n_layer <= 0) return positive_error(keys, "block_count", c.n_layer);
     // Every block has tensors of its own, so a count beyond the file's tensors is nonsense (and
@@ -325,8 +396,9 @@ Result<ModelConfig> read_config(const GgufFile& file, bool check) {
         return make_error(ErrorCode::kBadInput, fmt::format("{} is {} but the file holds only {} tensors; every block has "
                                                             "tensors of its own", keys.key("block_count"), c.n_layer,
                                                             file.tensors().size()));
+    LS_ASSIGN(c.n_head, keys.required_layer_int("attention.head_count", c.n_layer));
     if (c.n_head <= 0) return positive_error(keys, "attention.head_count", c.n_head);
-    LS_ASSIGN(c.n_head_kv, keys.optional_int("attention.head_count_kv", c.n_head));
+    LS_ASSIGN(c.n_head_kv, keys.optional_layer_int("attention.head_count_kv", c.n_head, c.n_layer));
     if (c.n_head_kv <= 0) return positive_error(keys, "attention.head_count_kv", c.n_head_kv);
     if (check && c.n_head % c.n_head_kv != 0)
         return make_error(ErrorCode::kBadInput,
@@ -335,7 +407,18 @@ Result<ModelConfig> read_config(const GgufFile& file, bool check) {
     LS_ASSIGN(c.head_dim_k, keys.optional_int("attention.key_length", c.n_embd / c.n_head));
     LS_ASSIGN(c.head_dim_v, keys.optional_int("attention.value_length", c.n_embd / c.n_head));
     LS_ASSIGN(c.n_rot, keys.optional_int("rope.dimension_count", c.head_dim_k));
-    LS_ASSIGN(c.n_ff, keys.required_int("feed_forward_length"));
+    // llama.cpp gives sliding-window layers heads of their own width when these keys say so; every
+    // graph here gives all layers one width, so a file whose keys differ is refused by name.
+    for (auto [suffix, full] : {std::pair{"attention.key_length_swa", c.head_dim_k},
+                                {"attention.value_length_swa", c.head_dim_v}, {"rope.dimension_count_swa", c.n_rot}}) {
+        int64_t swa = 0;
+        LS_ASSIGN(swa, keys.optional_int(suffix, full));
+        if (swa != full)
+            return make_error(ErrorCode::kUnsupported,
+                              fmt::format("{} is {} where the other layers have {}: sliding-window layers of another "
+                                          "head width are not supported yet", keys.key(suffix), swa, full));
+    }
+    LS_ASSIGN(c.n_ff, keys.required_layer_int("feed_forward_length", c.n_layer));
     LS_ASSIGN(c.rms_eps, keys.required_float("attention.layer_norm_rms_epsilon"));
     LS_ASSIGN(c.rope_freq_base, keys.optional_float("rope.freq_base", 10000.0));
     if (!(c.rms_eps > 0) || !std::isfinite(c.rms_eps))
@@ -392,6 +475,16 @@ Result<ModelConfig> read_config(const GgufFile& file, bool check) {
             c.rope_type = RopeType::kNorm;
             if (Status s = read_experts(file, keys, c, true); !s) return s.error();
             if (Status s = read_mla(keys, c); !s) return s.error();
+            break;
+        case Arch::kGptOss:
+            c.rope_type = RopeType::kNeox;
+            // Its graph makes q, k and v heads n_rot wide and scales kq by 1/sqrt(n_rot).
+            if (check && (c.n_rot != c.head_dim_k || c.n_rot != c.head_dim_v))
+                return make_error(ErrorCode::kBadInput,
+                                  fmt::format("{} is {} but the heads are {} (keys) and {} (values) wide; gpt-oss's graph "
+                                              "makes every head n_rot wide", keys.key("rope.dimension_count"), c.n_rot,
+                                              c.head_dim_k, c.head_dim_v));
+            if (Status s = read_gpt_oss(file, keys, c); !s) return s.error();
             break;
     }
     // llama.cpp's llama, qwen2 and qwen3 graphs assert equal key and value head widths.

@@ -13,7 +13,7 @@ namespace ls {
 
 class GgufFile;
 
-enum class Arch { kLlama, kQwen2, kQwen3, kQwen3Moe, kPhi3, kGemma2, kGemma3, kDeepseek2 };
+enum class Arch { kLlama, kQwen2, kQwen3, kQwen3Moe, kPhi3, kGemma2, kGemma3, kDeepseek2, kGptOss };
 
 // NORM rotates adjacent pairs (x0,x1),(x2,x3)...; NEOX rotates (x_i, x_{i+n_rot/2}).
 enum class RopeType { kNorm, kNeox };
@@ -64,7 +64,7 @@ struct ModelConfig {
     int64_t n_layer_dense_lead = 0;   // leading_dense_block_count: layers before the first MoE one
     double expert_weights_scale = 0;  // 0 = no scaling
     bool expert_weights_norm = false;
-    int64_t expert_gating_func = 0;   // 0 = none given (softmax), 1 = softmax, 2 = sigmoid
+    int64_t expert_gating_func = 0;   // 0 = none given (softmax), 1 = softmax, 2 = sigmoid, 3 = softmax of the chosen k (gpt-oss)
     int64_t n_expert_groups = 1;      // expert_group_count: > 1 routes within the best groups first
     int64_t n_group_used = 0;         // expert_group_used_count: the groups kept (DeepSeek-V3: 4 of 8)
 
@@ -78,7 +78,8 @@ struct ModelConfig {
     // Gemma 2/3: interleaved sliding-window attention and tanh soft caps.
     int64_t n_swa = 0;                  // attention.sliding_window: a local layer's token sees the last n_swa positions
     std::vector<uint8_t> swa_layers;    // per layer, 1 = local (sliding window): attention.sliding_window_pattern
-    double rope_freq_base_swa = 10000;  // rope.freq_base_swa: the local layers' RoPE base (their scale is 1)
+    double rope_freq_base_swa = 10000;  // rope.freq_base_swa: the local layers' RoPE base
+    bool swa_rope_scaled = false;       // the local layers' RoPE keeps the model's scale (gpt-oss); else scale 1 (gemma)
     double attn_softcap = 0;            // attn_logit_softcapping: kq = cap * tanh(kq / cap) (gemma2); 0 = none
     double final_softcap = 0;           // final_logit_softcapping: the logits capped the same way; 0 = none
 

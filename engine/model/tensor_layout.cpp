@@ -1,4 +1,5 @@
-// The per-architecture tensor lists (llama, qwen2, qwen3, qwen3moe, phi3, gemma2, gemma3, deepseek2): names, ggml shapes,
+// The per-architecture tensor lists (llama, qwen2, qwen3, qwen3moe, phi3, gemma2, gemma3, deepseek2, gpt-oss): names,
+// ggml shapes,
 // which tensors are optional, refused or unused, in the order llama.cpp's loader creates them.
 #include "engine/model/tensor_layout.h"
 
@@ -211,6 +212,42 @@ void gemma_layer(Layout& l, const ModelConfig& c, int64_t il) {
     weight_scales(l, il, {"attn_qkv"}, ScaleUse::kRefused);
 }
 
+// gpt-oss (llama.cpp's openai-moe): q/k/v fused or separate with optional biases (create_tensor_qkv;
+// heads n_rot wide), attn_output with a required bias, one attention sink per head, a norm after
+// attention, and experts with a biased router and biased up, gate and down products. The graph
+// passes build_moe_ffn no per-expert scales, so the generic pass's are loaded and unused.
+void gpt_oss_layer(Layout& l, const ModelConfig& c, int64_t il) {
+    const int64_t n_q = c.n_head * c.n_rot, n_kv = c.n_head_kv * c.n_rot, n_qkv = n_q + 2 * n_kv;
+    l.need(blk(il, "attn_norm.weight"), {c.n_embd});
+    l.need(blk(il, "post_attention_norm.weight"), {c.n_embd});
+    l.maybe(blk(il, "attn_qkv.weight"), {c.n_embd, n_qkv});
+    l.maybe(blk(il, "attn_qkv.bias"), {n_qkv});
+    // Without a fused attn_qkv the graph builder asks for all three.
+    l.maybe(blk(il, "attn_q.weight"), {c.n_embd, n_q});
+    l.maybe(blk(il, "attn_k.weight"), {c.n_embd, n_kv});
+    l.maybe(blk(il, "attn_v.weight"), {c.n_embd, n_kv});
+    l.maybe(blk(il, "attn_q.bias"), {n_q});
+    l.maybe(blk(il, "attn_k.bias"), {n_kv});
+    l.maybe(blk(il, "attn_v.bias"), {n_kv});
+    l.need(blk(il, "attn_output.weight"), {n_q, c.n_embd});
+    l.need(blk(il, "attn_sinks.weight"), {c.n_head});
+    l.need(blk(il, "ffn_gate_inp.weight"), {c.n_embd, c.n_expert});
+    l.need(blk(il, "ffn_gate_exps.weight"), {c.n_embd, c.n_ff_expert, c.n_expert});
+    l.need(blk(il, "ffn_down_exps.weight"), {c.n_ff_expert, c.n_embd, c.n_expert});
+    l.need(blk(il, "ffn_up_exps.weight"), {c.n_embd, c.n_ff_expert, c.n_expert});
+    l.need(blk(il, "attn_output.bias"), {c.n_embd});
+    l.need(blk(il, "ffn_gate_inp.bias"), {c.n_expert});
+    l.need(blk(il, "ffn_gate_exps.bias"), {c.n_ff_expert, c.n_expert});
+    l.need(blk(il, "ffn_down_exps.bias"), {c.n_embd, c.n_expert});
+    l.need(blk(il, "ffn_up_exps.bias"), {c.n_ff_expert, c.n_expert});
+    weight_scales(l, il, {"attn_q", "attn_k", "attn_v", "attn_output"}, ScaleUse::kApplied);
+    weight_scales(l, il, {"attn_qkv"}, ScaleUse::kRefused);
+    for (const char* p : {"ffn_gate_exps", "ffn_down_exps", "ffn_up_exps"}) {
+        l.unused(blk(il, fmt::format("{}.scale", p).c_str()), {c.n_expert}, "llama.cpp's gpt-oss graph passes its experts no scales");
+        l.unused(blk(il, fmt::format("{}.input_scale", p).c_str()), {c.n_expert}, "no graph of llama.cpp reads input scales");
+    }
+}
+
 }  // namespace
 
 std::vector<TensorSpec> tensor_layout(const ModelConfig& c, int64_t n_vocab) {
@@ -220,7 +257,8 @@ std::vector<TensorSpec> tensor_layout(const ModelConfig& c, int64_t n_vocab) {
     l.need("output_norm.weight", {c.n_embd});
     // llama, qwen2, qwen3, phi3 and gemma3 tie the LM head to token_embd when output.weight is
     // absent; gemma2's loader always does (it creates no output.weight: a file with one is refused).
-    if (c.arch != Arch::kGemma2) l.vocab("output.weight", {c.n_embd, n_vocab}, c.arch == Arch::kDeepseek2);
+    if (c.arch != Arch::kGemma2)
+        l.vocab("output.weight", {c.n_embd, n_vocab}, c.arch == Arch::kDeepseek2 || c.arch == Arch::kGptOss);
     if (c.arch == Arch::kQwen2) l.maybe("output.bias", {n_vocab});
     // llama.cpp reads the LM head's scales only for an NVFP4 head (a type we do not run).
     l.refused("output.scale", {1}, "the scales of an NVFP4 LM head are not supported yet");
@@ -242,6 +280,7 @@ std::vector<TensorSpec> tensor_layout(const ModelConfig& c, int64_t n_vocab) {
         if (c.arch == Arch::kDeepseek2) deepseek2_layer(l, c, il);
         else if (c.arch == Arch::kPhi3) phi3_layer(l, c, il);
         else if (c.arch == Arch::kGemma2 || c.arch == Arch::kGemma3) gemma_layer(l, c, il);
+        else if (c.arch == Arch::kGptOss) gpt_oss_layer(l, c, il);
         else llama_layer(l, c, il);
     }
     return out;

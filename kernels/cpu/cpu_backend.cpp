@@ -67,7 +67,7 @@ public:
             case Op::kSetRows: case Op::kCont: return true;
             // The mixture-of-experts ops: kernels/host_ops.h's functions, on host memory here.
             case Op::kArgsort: case Op::kDiv: case Op::kSigmoid: case Op::kClamp: case Op::kSumRows:
-            case Op::kScale: case Op::kGeglu: case Op::kTanh: return true;
+            case Op::kScale: case Op::kGeglu: case Op::kTanh: case Op::kSwigluOai: case Op::kAddId: return true;
             // ggml's flash-attention kernel is reproduced for llama mode only.
             case Op::kFlashAttnExt: return mode == MathMode::kLlama;
             default: return false;
@@ -314,7 +314,9 @@ public:
                     if (p.ext_factor != 0.0f) {
                         float y = (i0 / 2 - corr_dims[0]) / std::max(0.001f, corr_dims[1] - corr_dims[0]);
                         float ramp_mix = (1 - std::min(1.0f, std::max(0.0f, y))) * p.ext_factor;
-                        theta = theta * (1 - ramp_mix) + extrap * ramp_mix;
+                        // ggml's build fuses the first product (as in the rotation below).
+                        theta = mode == MathMode::kLlama ? std::fma(theta, 1 - ramp_mix, extrap * ramp_mix)
+                                                         : theta * (1 - ramp_mix) + extrap * ramp_mix;
                         mscale *= 1.0f + 0.1f * std::log(1.0f / p.freq_scale);
                     }
                     cache[i0] = std::cos(theta) * mscale;
@@ -443,7 +445,12 @@ public:
                     max = std::max(max, out[j]);
                 }
                 const bool llama = mode == MathMode::kLlama;
-                const double sum = exp_and_sum(out, n_kv, max, llama && isa_ == LlamaIsa::kAvx2, llama && mask.whole_row);
+                // A sink joins the maximum before the exponentials and the sum after them (libm's
+                // expf, added in double, as ggml's soft_max; exact mode: ggml_order::v_expf).
+                const float sink = mask.sinks ? mask.sinks[r / T] : 0.0f;
+                if (mask.sinks) max = max > sink ? max : sink;
+                double sum = exp_and_sum(out, n_kv, max, llama && isa_ == LlamaIsa::kAvx2, llama && mask.whole_row);
+                if (mask.sinks) sum += static_cast<double>(llama ? std::exp(sink - max) : ggml_order::v_expf(sink - max));
                 const float inv = static_cast<float>(1.0 / sum);
                 for (int64_t j = 0; j < n_kv; ++j) out[j] *= inv;
             }
@@ -613,6 +620,16 @@ public:
             host_unary(op, x.f32() + lo, hi - lo, y.f32() + lo, p0, p1);
         });
     }
+    void swiglu_oai(const Tensor& gate, const Tensor& up, Tensor& y, float alpha, float limit, MathMode mode) override {
+        require_contiguous({&gate, &up, &y});
+        pool_.parallel_for(gate.n_elements(), 4096, [&](int64_t lo, int64_t hi) {
+            host_swiglu_oai(gate.f32() + lo, up.f32() + lo, hi - lo, y.f32() + lo, alpha, limit, mode == MathMode::kLlama);
+        });
+    }
+    void add_id(const Tensor& a, const Tensor& table, const Tensor& ids, Tensor& y) override {
+        require_contiguous({&a, &table, &ids, &y});
+        host_add_id(a.f32(), a.ne[0], a.ne[1], a.ne[2], table.f32(), table.ne[1], ids.i32(), y.f32());
+    }
     void sum_rows(const Tensor& x, Tensor& y) override {
         require_contiguous({&x, &y});
         pool_.parallel_for(x.n_rows(), 64, [&](int64_t lo, int64_t hi) {
@@ -752,6 +769,24 @@ private:
             else ggml_order::vec_mad_f16_f32acc(acc, vrow, hd_v, vs);
             S = std::fma(S, ms, vs);
         }
+        // The head's sink, in the first chunk only, on the accumulator widened to f32.
+        if (mask.sinks && c0 == 0) add_sink(mask.sinks[h], M, S, acc, hd_v, true, false);
+    }
+
+    // ggml_flash_attn_ext_add_sinks' step after the cells: the sink s rescales the accumulator
+    // when it is the new maximum (`move_max`: M becomes s, as the one-chunk path keeps it), else
+    // adds e^(s - M) to the sum; S * ms + vs is one FMA in ggml's tiled path (`fused`), two
+    // roundings in its one-chunk path (GCC contracts the one and not the other).
+    static void add_sink(float s, float& M, float& S, float* acc, int64_t hd_v, bool move_max, bool fused) {
+        float ms = 1.0f, vs = 1.0f;
+        if (s > M) {
+            ms = std::exp(M - s);
+            if (move_max) M = s;
+            for (int64_t d = 0; d < hd_v; ++d) acc[d] *= ms;
+        } else {
+            vs = std::exp(s - M);
+        }
+        S = fused ? std::fma(S, ms, vs) : S * ms + vs;
     }
 
     // ggml_compute_forward_flash_attn_ext_tiled, one row at a time (its rows do not mix): per tile
@@ -805,6 +840,7 @@ private:
                         for (int64_t d = 0; d < hd_v; ++d) acc[d] = std::fma(kq[c], vr[d], acc[d]);
                     }
                 }
+                if (mask.sinks) add_sink(mask.sinks[h], M, S, acc.data(), hd_v, false, true);
                 const float inv = S == 0.0f ? 0.0f : 1.0f / S;
                 float* o = out.f32() + (t * n_head + h) * hd_v;
                 for (int64_t d = 0; d < hd_v; ++d) o[d] = acc[d] * inv;

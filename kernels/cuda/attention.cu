@@ -100,7 +100,7 @@ __device__ inline void visible_cells(int64_t last, int64_t n_kv, int causal, int
 // One block per row of kq; blockDim.x a multiple of 32, at most kSoftmaxMaxThreads.
 __global__ void __launch_bounds__(kSoftmaxMaxThreads)
     softmax_masked_kernel(const float* kq, const int32_t* pos, float* p, int64_t n_kv, int64_t T, float scale,
-                          int causal, int64_t n_swa) {
+                          int causal, int64_t n_swa, const float* sinks) {
     DYNAMIC_SHARED(float, partial);  // one float per warp
     const int64_t row = blockIdx.x;
     int64_t first = 0, visible = n_kv;  // cells [first, visible) are not masked
@@ -110,6 +110,8 @@ __global__ void __launch_bounds__(kSoftmaxMaxThreads)
     float mx = -INFINITY;
     for (int64_t j = first + threadIdx.x; j < visible; j += blockDim.x) mx = fmaxf(mx, in[j] * scale);
     mx = block_reduce<true>(mx, partial);
+    const float sink = sinks ? sinks[row / T] : 0.0f;  // the head's sink joins the maximum and the sum
+    if (sinks) mx = fmaxf(mx, sink);
     float sum = 0.0f;
     for (int64_t j = threadIdx.x; j < n_kv; j += blockDim.x) {
         const float e = j >= first && j < visible ? expf(in[j] * scale - mx) : 0.0f;
@@ -117,6 +119,7 @@ __global__ void __launch_bounds__(kSoftmaxMaxThreads)
         sum += e;
     }
     sum = block_reduce<false>(sum, partial);
+    if (sinks) sum += expf(sink - mx);
     const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
     for (int64_t j = threadIdx.x; j < n_kv; j += blockDim.x) out[j] *= inv;  // this thread's own cells
 }
@@ -149,7 +152,7 @@ __global__ void __launch_bounds__(kValuesThreads)
 __global__ void __launch_bounds__(kFlashThreads)
     attn_flash_kernel(const float* q, const float* k, const float* v, const int32_t* pos, float* out, int64_t hd_k,
                       int64_t hd_v, int64_t n_head, int64_t group, int64_t n_head_kv, int64_t n_kv, float scale,
-                      int causal, int64_t n_swa, float softcap, int f32_path) {
+                      int causal, int64_t n_swa, float softcap, int f32_path, const float* sinks) {
     DYNAMIC_SHARED(float, smem);
     float* qs = smem;              // hd_k: q rounded to f16 (f32_path: as it is)
     float* s = qs + hd_k;          // kFlashTile: the tile's scaled scores
@@ -191,6 +194,17 @@ __global__ void __launch_bounds__(kFlashThreads)
             S = fmaf(S, ms, vs);
         }
         __syncthreads();  // the next tile rewrites s
+    }
+    if (sinks) {  // the head's sink: the accumulator (in f32) rescaled when it is the new maximum
+        const float sk = sinks[h];
+        float ms = 1.0f, vs = 1.0f;
+        if (sk > M) {
+            ms = expf(M - sk);
+            for (int64_t d = threadIdx.x; d < hd_v; d += blockDim.x) acc[d] *= ms;
+        } else {
+            vs = expf(sk - M);
+        }
+        S = f32_path ? fmaf(S, ms, vs) : S * ms + vs;  // one FMA in ggml's tiled kernel, two roundings in its one-chunk path
     }
     const float inv = S == 0.0f ? 0.0f : 1.0f / S;
     for (int64_t d = threadIdx.x; d < hd_v; d += blockDim.x) out[pair * hd_v + d] = acc[d] * inv;
@@ -238,7 +252,8 @@ cudaError_t cuda_attn_scores(const float* dev_q, const void* dev_k, bool k_is_f1
 }
 
 cudaError_t cuda_softmax_masked(const float* dev_kq, const int32_t* dev_pos, float* dev_p, int64_t n_kv, int64_t T,
-                                int64_t rows, float scale, bool causal, int64_t n_swa, cudaStream_t stream) {
+                                int64_t rows, float scale, bool causal, int64_t n_swa, const float* dev_sinks,
+                                cudaStream_t stream) {
     const bool needs_pos = causal || n_swa > 0;
     if (n_kv < 0 || T <= 0 || rows < 0 || dev_kq == nullptr || dev_p == nullptr || (needs_pos && dev_pos == nullptr))
         return cudaErrorInvalidValue;
@@ -248,7 +263,7 @@ cudaError_t cuda_softmax_masked(const float* dev_kq, const int32_t* dev_pos, flo
     const int64_t warps = (n_kv + 31) / 32;
     const int threads = static_cast<int>(warps * 32 < kSoftmaxMaxThreads ? warps * 32 : kSoftmaxMaxThreads);
     LAUNCH_STREAM(softmax_masked_kernel, static_cast<unsigned>(rows), threads, (threads / 32) * sizeof(float), stream,
-                  dev_kq, needs_pos ? dev_pos : nullptr, dev_p, n_kv, T, scale, causal ? 1 : 0, n_swa);
+                  dev_kq, needs_pos ? dev_pos : nullptr, dev_p, n_kv, T, scale, causal ? 1 : 0, n_swa, dev_sinks);
     return cudaGetLastError();
 }
 
@@ -269,7 +284,7 @@ cudaError_t cuda_attn_values(const float* dev_p, const float* dev_v, float* dev_
 
 cudaError_t cuda_attn_flash(const float* dev_q, const float* dev_k, const float* dev_v, const int32_t* dev_pos,
                             float* dev_out, const AttnDims& d, float scale, bool causal, int64_t n_swa, float softcap,
-                            bool f32_path, cudaStream_t stream) {
+                            bool f32_path, const float* dev_sinks, cudaStream_t stream) {
     const bool needs_pos = causal || n_swa > 0;
     if (!valid(d) || dev_q == nullptr || dev_k == nullptr || dev_v == nullptr || dev_out == nullptr ||
         (needs_pos && dev_pos == nullptr))
@@ -280,7 +295,8 @@ cudaError_t cuda_attn_flash(const float* dev_q, const float* dev_k, const float*
     if (!fits_grid_x(pairs) || smem > kMaxShared) return cudaErrorInvalidValue;
     LAUNCH_STREAM(attn_flash_kernel, static_cast<unsigned>(pairs), kFlashThreads, smem, stream, dev_q, dev_k, dev_v,
                   needs_pos ? dev_pos : nullptr, dev_out, d.hd_k, d.hd_v, d.n_head, d.n_head / d.n_head_kv, d.n_head_kv,
-                  d.n_kv, softcap != 0.0f ? scale / softcap : scale, causal ? 1 : 0, n_swa, softcap, f32_path ? 1 : 0);
+                  d.n_kv, softcap != 0.0f ? scale / softcap : scale, causal ? 1 : 0, n_swa, softcap, f32_path ? 1 : 0,
+                  dev_sinks);
     return cudaGetLastError();
 }
 

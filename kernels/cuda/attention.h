@@ -32,7 +32,8 @@ cudaError_t cuda_attn_scores(const float* dev_q, const void* dev_k, bool k_is_f1
 // visible to token t when j <= pos[t] (or always when !causal) and, with n_swa > 0, pos[t] - j <
 // n_swa (the sliding window). One block per row.
 cudaError_t cuda_softmax_masked(const float* dev_kq, const int32_t* dev_pos, float* dev_p, int64_t n_kv, int64_t T,
-                                int64_t rows, float scale, bool causal, int64_t n_swa, cudaStream_t stream);
+                                int64_t rows, float scale, bool causal, int64_t n_swa, const float* dev_sinks,
+                                cudaStream_t stream);
 
 // kqv {hd_v, T, n_head} = V p per head. `llama`: p rounded to f16 first.
 cudaError_t cuda_attn_values(const float* dev_p, const float* dev_v, float* dev_kqv, const AttnDims& d, bool llama,
@@ -43,9 +44,10 @@ cudaError_t cuda_attn_values(const float* dev_p, const float* dev_v, float* dev_
 // in f16 (every update rounded), masked cells (as cuda_softmax_masked's) skipped. softcap != 0:
 // each score is softcap * tanh(s * scale / softcap) (ggml's logit_softcap). `f32_path`: as ggml's
 // tiled kernel for prompts of 64 rows or more, q and the accumulator in f32 (its tile-wise
-// softmax and FMA orders are the CPU backend's alone).
+// softmax and FMA orders are the CPU backend's alone). dev_sinks (f32 {n_head}, or nullptr): each
+// head's sink joins the softmax after the cells, as in cuda_softmax_masked.
 cudaError_t cuda_attn_flash(const float* dev_q, const float* dev_k, const float* dev_v, const int32_t* dev_pos,
                             float* dev_out, const AttnDims& d, float scale, bool causal, int64_t n_swa, float softcap,
-                            bool f32_path, cudaStream_t stream);
+                            bool f32_path, const float* dev_sinks, cudaStream_t stream);
 
 }  // namespace ls::cuda

@@ -78,7 +78,7 @@ public:
             // The kernel computes what ggml's CPU flash attention computes, which is llama mode's.
             case Op::kFlashAttnExt: return mode == MathMode::kLlama;
             case Op::kArgsort: case Op::kDiv: case Op::kSigmoid: case Op::kClamp: case Op::kSumRows:
-            case Op::kScale: case Op::kGeglu: case Op::kTanh: return true;
+            case Op::kScale: case Op::kGeglu: case Op::kTanh: case Op::kSwigluOai: case Op::kAddId: return true;
             default: return false;
         }
     }
@@ -214,6 +214,16 @@ public:
     void unary(Op op, const Tensor& x, Tensor& y, float p0, float p1) override {
         LS_CUDA_CHECK(cuda::cuda_unary(op, x.f32(), y.f32(), x.n_elements(), p0, p1, stream_));
     }
+    void swiglu_oai(const Tensor& gate, const Tensor& up, Tensor& y, float alpha, float limit, MathMode mode) override {
+        LS_CUDA_CHECK(cuda::cuda_swiglu_oai(gate.f32(), up.f32(), y.f32(), gate.n_elements(), alpha, limit,
+                                            mode == MathMode::kLlama, stream_));
+    }
+    // An id out of range is dropped here (its columns keep a's values); MUL_MAT_ID with the same
+    // ids reports it (check_expert_ids).
+    void add_id(const Tensor& a, const Tensor& table, const Tensor& ids, Tensor& y) override {
+        LS_CUDA_CHECK(cuda::cuda_add_id(a.f32(), a.ne[0], a.ne[1] * a.ne[2], table.f32(), table.ne[1], ids.i32(), y.f32(),
+                                        stream_));
+    }
     void sum_rows(const Tensor& x, Tensor& y) override {
         LS_CUDA_CHECK(cuda::cuda_sum_rows(x.f32(), y.f32(), x.ne[0], x.n_rows(), stream_));
     }
@@ -275,7 +285,7 @@ public:
                         MathMode) override {
         // Both modes: f32 exponentials, f32 sums (the CPU's order differs by rounding only).
         LS_CUDA_CHECK(cuda::cuda_softmax_masked(kq.f32(), pos.i32(), p.f32(), kq.ne[0], kq.ne[1], kq.n_rows(), scale,
-                                                mask.causal, mask.n_swa, stream_));
+                                                mask.causal, mask.n_swa, mask.sinks, stream_));
     }
     void attn_values(const Tensor& p, const Tensor& cache_v, int64_t n_kv, Tensor& kqv, MathMode mode) override {
         cuda::AttnDims d;
@@ -289,7 +299,7 @@ public:
         d.n_kv = n_kv;
         const bool f32_path = ggml_flash_attn_tiled(d.T, d.hd_v, llama_isa_);
         LS_CUDA_CHECK(cuda::cuda_attn_flash(q.f32(), cache_k.f32(), cache_v.f32(), pos.i32(), out.f32(), d, scale, mask.causal,
-                                            mask.n_swa, mask.softcap, f32_path, stream_));
+                                            mask.n_swa, mask.softcap, f32_path, mask.sinks, stream_));
     }
 
 private:

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "kernels/common/gelu.h"
+#include "kernels/common/v_expf.h"
 
 namespace ls::cuda {
 namespace {
@@ -83,19 +84,6 @@ __global__ void __launch_bounds__(kElementThreads) mul_row_kernel(const float* x
 __global__ void __launch_bounds__(kElementThreads) add_kernel(const float* a, const float* b, float* y, int64_t n,
                                                               int64_t total, bool b_one_row) {
     for (int64_t i = first_index(); i < total; i += grid_stride()) y[i] = a[i] + b[b_one_row ? i % n : i];
-}
-
-// ggml_v_expf (512-bit): range reduction by ln 2, a polynomial, then scaling by 2^n.
-__device__ float ggml_v_expf16(float x) {
-    const float r = 0x1.8p23f;
-    const float z = fmaf(x, 0x1.715476p+0f, r);
-    const float n = z - r;  // round(x / ln 2)
-    const float b = fmaf(-n, 0x1.7f7d1cp-20f, fmaf(-n, 0x1.62e4p-1f, x));
-    if (fabsf(n) > 192.0f) return n <= 0.0f ? 0.0f : INFINITY;
-    const float u = b * b;
-    const float j = fmaf(fmaf(fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)), u,
-                         fmaf(0x1.ffffecp-1f, b, 1.0f));
-    return ldexpf(j, static_cast<int>(n));
 }
 
 // ggml_v_expf (256-bit): the same polynomial, 1 added in the final multiply-add with 2^n, large |n|

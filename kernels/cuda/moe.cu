@@ -6,6 +6,8 @@
 
 #include <cmath>
 
+#include "kernels/common/v_expf.h"
+
 namespace ls::cuda {
 namespace {
 
@@ -52,6 +54,26 @@ __global__ void __launch_bounds__(kElementThreads) unary_kernel(Op op, const flo
             const float lo = p1 < v ? p1 : v;  // std::max(std::min(v, p1), p0), NaN passing through
             y[i] = lo < p0 ? p0 : lo;
         }
+    }
+}
+
+__global__ void __launch_bounds__(kElementThreads) swiglu_oai_kernel(const float* gate, const float* up, float* y,
+                                                                     int64_t n, float alpha, float limit, int llama) {
+    for (int64_t i = first_index(); i < n; i += grid_stride()) {
+        const float g = gate[i], v = up[i];
+        const float x = limit < g ? limit : g;                           // std::min(g, limit)
+        const float u = v < -limit ? -limit : (limit < v ? limit : v);  // std::clamp(v, -limit, limit)
+        const float e = llama ? expf(alpha * (-x)) : ggml_v_expf16(alpha * (-x));
+        y[i] = x / (1.0f + e) * (u + 1.0f);
+    }
+}
+
+__global__ void __launch_bounds__(kElementThreads) add_id_kernel(const float* a, int64_t n, int64_t total,
+                                                                 const float* table, int64_t n_rows, const int32_t* ids,
+                                                                 float* y) {
+    for (int64_t i = first_index(); i < total; i += grid_stride()) {
+        const int32_t id = ids[i / n];
+        y[i] = id >= 0 && id < n_rows ? a[i] + table[id * n + i % n] : a[i];
     }
 }
 
@@ -108,6 +130,24 @@ cudaError_t cuda_unary(Op op, const float* dev_x, float* dev_y, int64_t n, float
     if ((op != Op::kSigmoid && op != Op::kScale && op != Op::kClamp && op != Op::kTanh) || n < 0) return cudaErrorInvalidValue;
     if (n == 0) return cudaSuccess;
     LAUNCH_STREAM(unary_kernel, element_blocks(n), kElementThreads, 0, stream, op, dev_x, dev_y, n, p0, p1);
+    return cudaGetLastError();
+}
+
+cudaError_t cuda_swiglu_oai(const float* dev_gate, const float* dev_up, float* dev_y, int64_t n, float alpha, float limit,
+                            bool llama, cudaStream_t stream) {
+    if (n < 0) return cudaErrorInvalidValue;
+    if (n == 0) return cudaSuccess;
+    LAUNCH_STREAM(swiglu_oai_kernel, element_blocks(n), kElementThreads, 0, stream, dev_gate, dev_up, dev_y, n, alpha,
+                  limit, llama ? 1 : 0);
+    return cudaGetLastError();
+}
+
+cudaError_t cuda_add_id(const float* dev_a, int64_t n, int64_t cols, const float* dev_table, int64_t n_rows,
+                        const int32_t* dev_ids, float* dev_y, cudaStream_t stream) {
+    if (n < 0 || cols < 0 || n_rows < 0) return cudaErrorInvalidValue;
+    if (n == 0 || cols == 0) return cudaSuccess;
+    LAUNCH_STREAM(add_id_kernel, element_blocks(n * cols), kElementThreads, 0, stream, dev_a, n, n * cols, dev_table,
+                  n_rows, dev_ids, dev_y);
     return cudaGetLastError();
 }
 

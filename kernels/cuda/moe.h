@@ -21,6 +21,16 @@ cudaError_t cuda_binary(Op op, const float* dev_a, const int64_t a_ne[4], const 
 cudaError_t cuda_unary(Op op, const float* dev_x, float* dev_y, int64_t n, float p0, float p1, cudaStream_t stream);
 
 // y[r] = the sum of row r's n values, accumulated in double (a warp per row).
+// SWIGLU_OAI: host_swiglu_oai's arithmetic; `llama`: CUDA's expf (libm's on the host), else the
+// 512-bit ggml_v_expf as exact mode everywhere.
+cudaError_t cuda_swiglu_oai(const float* dev_gate, const float* dev_up, float* dev_y, int64_t n, float alpha, float limit,
+                            bool llama, cudaStream_t stream);
+
+// ADD_ID: y[:, c] = a[:, c] + table[:, ids[c]] for the `cols` columns of n values; an id outside
+// [0, n_rows) leaves its column as a's.
+cudaError_t cuda_add_id(const float* dev_a, int64_t n, int64_t cols, const float* dev_table, int64_t n_rows,
+                        const int32_t* dev_ids, float* dev_y, cudaStream_t stream);
+
 cudaError_t cuda_sum_rows(const float* dev_x, float* dev_y, int64_t n, int64_t rows, cudaStream_t stream);
 
 // Per row of n values: the columns from the largest value to the smallest, equal values in

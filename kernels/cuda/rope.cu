@@ -34,7 +34,7 @@ __global__ void __launch_bounds__(kRopeThreads) rope_kernel(float* x, const int3
         if (a.ext_factor != 0.0f) {
             const float y = (i - a.corr_lo) / fmaxf(0.001f, a.corr_hi - a.corr_lo);
             const float ramp_mix = (1 - fminf(1.0f, fmaxf(0.0f, y))) * a.ext_factor;
-            theta = theta * (1 - ramp_mix) + theta_extrap * ramp_mix;
+            theta = a.fused ? fmaf(theta, 1 - ramp_mix, theta_extrap * ramp_mix) : theta * (1 - ramp_mix) + theta_extrap * ramp_mix;
         }
         const float c = cosf(theta) * a.mscale, s = sinf(theta) * a.mscale;
         const int ia = a.neox ? i : 2 * i, ib = a.neox ? i + half : 2 * i + 1;
