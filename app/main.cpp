@@ -160,7 +160,8 @@ void add_make_model_command(CLI::App& app, ls::app::MakeModelOptions& o) {
         ->excludes(demo);
     mk->add_option("--arch", o.arch, "llama (default), qwen2, qwen3, qwen3moe, phi3, gemma2, gemma3, deepseek2 or gpt-oss")
         ->check(CLI::IsMember({"llama", "qwen2", "qwen3", "qwen3moe", "phi3", "gemma2", "gemma3", "deepseek2", "gpt-oss"}));
-    mk->add_option("--type", o.type, "Weight type: f32, f16 (default), bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_K..q6_K");
+    mk->add_option("--type", o.type, "Weight type: f32, f16 (default), bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_K..q6_K, "
+                                     "mxfp4 (experts MXFP4, other matrices Q8_0, as llama-quantize's MXFP4_MOE)");
     mk->add_option("--embd", o.n_embd, "Embedding width (default 256)")->check(CLI::Range(1, 65536));
     mk->add_option("--layers", o.n_layer, "Blocks (default 2)")->check(CLI::Range(1, 1024));
     mk->add_option("--heads", o.n_head, "Attention heads (default 4)")->check(CLI::Range(1, 1024));

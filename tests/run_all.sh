@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds Layerscope (Release, CUDA parts when nvcc is present) and runs
 # every test; then every test again under AddressSanitizer + UBSan, the suites that run threads
-# under ThreadSanitizer, and every fuzz target for LAYERSCOPE_FUZZ_SECONDS (60) seconds.
+# under ThreadSanitizer, and every fuzz target for LAYERSCOPE_FUZZ_SECONDS (45) seconds.
 # Each phase prints its start and how long it took.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -58,10 +58,10 @@ phase "tsan tests"
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" ctest --test-dir build-tsan --output-on-failure -j "$jobs" \
   -L threads -E '^BackendOps\.MulMat$|ModelSizedMatricesMatchTheCpu'
 
-# Fuzzing: clang + libFuzzer, every target for a minute, two at a time.
+# Fuzzing: clang + libFuzzer, every target for 45 seconds, two at a time.
 phase "fuzz build"
 cmake -S . -B build-fuzz -G Ninja "${sanitize_flags[@]}" -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
   -DLAYERSCOPE_FUZZ=ON
 cmake --build build-fuzz -j "$jobs" --target layerscope_fuzzers
 phase "fuzzing"
-tests/fuzz/run_fuzzers.sh build-fuzz "${LAYERSCOPE_FUZZ_SECONDS:-60}"
+tests/fuzz/run_fuzzers.sh build-fuzz "${LAYERSCOPE_FUZZ_SECONDS:-45}"

@@ -289,7 +289,7 @@ std::string shape_text(std::initializer_list<int64_t> ne) {
 const GgmlType kWeightTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1,
                                  GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q2_K, GgmlType::Q3_K,
                                  GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS,
-                                 GgmlType::TQ1_0, GgmlType::TQ2_0};
+                                 GgmlType::TQ1_0, GgmlType::TQ2_0, GgmlType::MXFP4};
 
 bool fits(GgmlType type, int64_t K) { return K % ggml_type_traits(type)->block_elems == 0; }
 

@@ -24,7 +24,7 @@ using ls::simt::Schedule;
 const GgmlType kAllTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q4_0,   GgmlType::Q4_1,
                               GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q2_K,   GgmlType::Q3_K,
                               GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_K,   GgmlType::IQ4_NL,
-                              GgmlType::IQ4_XS, GgmlType::TQ1_0, GgmlType::TQ2_0};
+                              GgmlType::IQ4_XS, GgmlType::TQ1_0, GgmlType::TQ2_0, GgmlType::MXFP4};
 
 template <class T>
 struct DeviceBuffer {
@@ -36,14 +36,15 @@ struct DeviceBuffer {
     DeviceBuffer& operator=(const DeviceBuffer&) = delete;
 };
 
-// Weight-like rows of `type`: quantized from Gaussian values where a quantizer exists, otherwise
-// random bytes (every bit pattern must decode the same on both sides, NaN scales included).
-std::vector<uint8_t> make_rows(GgmlType type, int64_t n_per_row, int64_t n_rows, uint64_t seed) {
+// Weight-like rows of `type`: quantized from Gaussian values where a quantizer exists (unless
+// `random_bytes`), otherwise random bytes (every bit pattern must decode the same on both sides, NaN
+// scales included).
+std::vector<uint8_t> make_rows(GgmlType type, int64_t n_per_row, int64_t n_rows, uint64_t seed, bool random_bytes) {
     uint64_t row_bytes = 0;
     EXPECT_TRUE(ls::ggml_row_bytes(type, n_per_row, &row_bytes));
     std::vector<uint8_t> data(row_bytes * n_rows);
     std::mt19937_64 rng(seed);
-    if (ls::can_quantize(type) || type == GgmlType::F32) {
+    if (!random_bytes && (ls::can_quantize(type) || type == GgmlType::F32)) {
         std::normal_distribution<float> normal(0.0f, 0.02f);
         std::vector<float> values(static_cast<size_t>(n_per_row * n_rows));
         for (auto& v : values) v = normal(rng);
@@ -56,14 +57,15 @@ std::vector<uint8_t> make_rows(GgmlType type, int64_t n_per_row, int64_t n_rows,
 }
 
 // Decodes on the emulated device and on the CPU; every output bit must agree.
-void expect_same_as_cpu(GgmlType type, int64_t n_per_row, int64_t n_rows, size_t src_row_bytes = 0) {
+void expect_same_as_cpu(GgmlType type, int64_t n_per_row, int64_t n_rows, size_t src_row_bytes = 0,
+                        bool random_bytes = false) {
     SCOPED_TRACE(std::string(ls::ggml_type_name(type)) + " " + std::to_string(n_rows) + " rows x " +
                  std::to_string(n_per_row) + " under " + ls::simt::schedule_name(ls::simt::current_schedule()));
     uint64_t packed_row_bytes = 0;
     ASSERT_TRUE(ls::ggml_row_bytes(type, n_per_row, &packed_row_bytes));
     const size_t stride = src_row_bytes ? src_row_bytes : packed_row_bytes;
     // Padded rows: the packed data is spread out with junk between rows.
-    std::vector<uint8_t> packed = make_rows(type, n_per_row, n_rows, 42 + static_cast<uint64_t>(type));
+    std::vector<uint8_t> packed = make_rows(type, n_per_row, n_rows, 42 + static_cast<uint64_t>(type), random_bytes);
     std::vector<uint8_t> src(stride * n_rows, 0xcd);
     for (int64_t r = 0; r < n_rows; ++r)
         std::memcpy(src.data() + r * stride, packed.data() + r * packed_row_bytes, packed_row_bytes);
@@ -121,6 +123,13 @@ TEST_P(CudaDequant, PaddedSourceRowsAndOddRowCounts) {
     expect_same_as_cpu(GgmlType::Q4_K, 512, 37, 4 * 144 + 16);
     expect_same_as_cpu(GgmlType::Q5_0, 96, 1001, 3 * 22 + 2);
     expect_same_as_cpu(GgmlType::F16, 33, 3, 80);
+    expect_same_as_cpu(GgmlType::MXFP4, 96, 301, 3 * 17 + 5);  // 17-byte blocks at odd addresses
+}
+
+// MXFP4 from random bytes: every exponent (the subnormal scales of e 0 and 1, the infinities of
+// e 254 and 255) and every code decode to the CPU's bits.
+TEST_P(CudaDequant, Mxfp4EveryExponentMatchesTheCpu) {
+    expect_same_as_cpu(GgmlType::MXFP4, 2048, 64, 0, true);
 }
 
 INSTANTIATE_TEST_SUITE_P(Schedules, CudaDequant, ::testing::Values(Schedule::Forward, Schedule::Random),

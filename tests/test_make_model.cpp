@@ -248,6 +248,32 @@ MakeModelSpec preset(const char* name) {
     return p.ok() ? p.value() : MakeModelSpec{};
 }
 
+// --type mxfp4 is llama-quantize's MXFP4_MOE: the experts MXFP4, every other matrix Q8_0, the
+// router F32, file type 38; such a model opens, runs and has no error lints.
+TEST(MakeModel, Mxfp4IsLlamaQuantizesMoeRecipe) {
+    MakeModelSpec s = preset("qwen3moe-tiny");
+    s.type = GgmlType::MXFP4;
+    MakeModelInfo info;
+    const std::string path = made(s, "qwen3moe_mxfp4.gguf", &info);
+    EXPECT_TRUE(info.fallbacks.empty());
+    auto model = Model::open(path);
+    ASSERT_TRUE(model.ok()) << model.error().message;
+    const Model& m = *model.value();
+    for (const char* name : {"blk.0.ffn_gate_exps.weight", "blk.0.ffn_up_exps.weight", "blk.1.ffn_down_exps.weight"})
+        EXPECT_EQ(m.find(name)->type, GgmlType::MXFP4) << name;
+    for (const char* name : {"blk.0.attn_q.weight", "blk.1.attn_output.weight", "token_embd.weight"})
+        EXPECT_EQ(m.find(name)->type, GgmlType::Q8_0) << name;
+    if (const GgufTensorInfo* out = m.find("output.weight")) {
+        EXPECT_EQ(out->type, GgmlType::Q8_0);
+    }
+    EXPECT_EQ(m.find("blk.0.ffn_gate_inp.weight")->type, GgmlType::F32);
+    EXPECT_EQ(m.file().get_int("general.file_type", -1), 38);
+    EXPECT_EQ(count_lints(lint_model(m.file()), LintSeverity::kError), 0);
+    EXPECT_FALSE(greedy(m, {1, 300, 301}, 2).empty());
+    // A 32-block type has no smaller block to fall back to: rows that do not fit are F16.
+    EXPECT_EQ(make_model_tensor_type(GgmlType::MXFP4, 16), GgmlType::F16);
+}
+
 TEST(MakeModel, Deepseek2FilesHaveEveryTensorOfTheLayoutAndNoErrorLints) {
     struct Variant { const char* label; MakeModelSpec spec; };
     std::vector<Variant> variants;

@@ -155,6 +155,111 @@ TEST(QuantBlocks, DecodesHandMadeBlocks) {
     EXPECT_EQ(out[5 * 32], 35.0f * 9 - 0.5f * 23);
 }
 
+// An E2M1 code (1 sign, 2 exponent, 1 mantissa bit) by the OCP definition, in double: exponent
+// field 0 is subnormal (m * 0.5), otherwise (1 + m / 2) * 2^(exp - 1).
+double e2m1_value(int code) {
+    const int exp = (code >> 1) & 3, mant = code & 1;
+    const double magnitude = exp == 0 ? 0.5 * mant : (1.0 + 0.5 * mant) * std::ldexp(1.0, exp - 1);
+    return (code & 8) ? -magnitude : magnitude;
+}
+
+// MXFP4 blocks: element j and j+16 come from the low and high nibble of qs[j], value = E2M1(code) *
+// 2^(e - 127), for every code in both halves and the exponent's edges: e 0 and 1 (subnormal
+// scales), 127 (unit), 254 and 255 (the levels of 4 and above overflow to infinity in f32).
+TEST(QuantBlocks, DecodesMxfp4ByTheFormatsDefinition) {
+    const int expected_levels[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+    for (int i = 0; i < 16; ++i) EXPECT_EQ(mxfp4_value(i), expected_levels[i]) << i;
+    for (int e = 0; e < 256; ++e)
+        ASSERT_EQ(bits_of(e8m0_to_fp32_half(static_cast<uint8_t>(e))), bits_of(std::ldexp(1.0f, e - 128))) << e;
+    EXPECT_EQ(bits_of(e8m0_to_fp32_half(0)), 0x00200000u);  // 2^-128, a subnormal
+    EXPECT_EQ(bits_of(e8m0_to_fp32_half(1)), 0x00400000u);  // 2^-127
+    EXPECT_EQ(e8m0_to_fp32_half(128), 1.0f);
+
+    for (int e : {0, 1, 2, 100, 127, 128, 200, 254, 255}) {
+        block_mxfp4 b{};
+        b.e = static_cast<uint8_t>(e);
+        for (int j = 0; j < 16; ++j) b.qs[j] = static_cast<uint8_t>(j | ((15 - j) << 4));
+        float out[32];
+        dequantize_block_mxfp4(&b, out);
+        for (int j = 0; j < 16; ++j) {
+            const float lo = static_cast<float>(e2m1_value(j) * std::ldexp(1.0, e - 127));
+            const float hi = static_cast<float>(e2m1_value(15 - j) * std::ldexp(1.0, e - 127));
+            // ggml's table holds a plain 0 for code 8, so the negative zero decodes as +0.
+            EXPECT_EQ(bits_of(out[j]), bits_of(j == 8 ? 0.0f : lo)) << "e " << e << " element " << j;
+            EXPECT_EQ(bits_of(out[j + 16]), bits_of(15 - j == 8 ? 0.0f : hi)) << "e " << e << " element " << j + 16;
+        }
+    }
+    // The row decoder walks 17-byte blocks.
+    block_mxfp4 row[2] = {};
+    row[0].e = 127;
+    row[0].qs[3] = 0x7F;  // element 3: code 15 (E2M1 -6, at e 127 itself), element 19: code 7 (+6)
+    row[1].e = 130;
+    row[1].qs[15] = 0x90;  // element 31 of block 1: code 9 (E2M1 -0.5 times 2^3)
+    float out[64];
+    ASSERT_TRUE(dequantize_row(GgmlType::MXFP4, row, out, 64));
+    EXPECT_EQ(out[3], -6.0f);
+    EXPECT_EQ(out[19], 6.0f);
+    EXPECT_EQ(out[32 + 31], -4.0f);
+    EXPECT_EQ(out[32 + 15], 0.0f);
+}
+
+// quantize_row_mxfp4_ref on blocks whose bytes follow from the definition: e = floor(log2(amax)) - 2
+// + 127 puts amax in [4, 8) * 2^(e - 127), each value takes the nearest E2M1 level * 2^(e - 127)
+// (the lowest code on a tie), larger values clamp to +-6.
+TEST(Quantize, Mxfp4BlocksFromTheDefinition) {
+    auto quantize = [](const float* x) {
+        block_mxfp4 b{};
+        EXPECT_TRUE(quantize_rows(GgmlType::MXFP4, x, &b, 1, 32));
+        return b;
+    };
+    auto code = [](const block_mxfp4& b, int j) { return j < 16 ? b.qs[j] & 0xF : b.qs[j - 16] >> 4; };
+    // amax 6: e 127, the levels are the E2M1 values themselves.
+    float x[32];
+    const float exact[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+    for (int j = 0; j < 16; ++j) x[j] = (j & 8) ? -exact[j & 7] : exact[j & 7];  // every code once
+    const float ties_and_clamps[16] = {0.25f, -0.25f, 0.75f, 1.25f, 2.5f, 3.5f, 5.0f, -5.0f,
+                                       5.99f, -2.75f, 0.1f, -0.0f, 1.75f, -3.5f, 4.5f, 0.26f};
+    const int expected_codes[16] = {0, 0, 1, 2, 4, 5, 6, 14, 7, 13, 0, 0, 3, 13, 6, 1};
+    for (int j = 0; j < 16; ++j) x[16 + j] = ties_and_clamps[j];
+    block_mxfp4 b = quantize(x);
+    EXPECT_EQ(b.e, 127);
+    for (int j = 0; j < 16; ++j) EXPECT_EQ(code(b, j), j == 8 ? 0 : j) << j;  // -0.0 ties with +0 -> code 0
+    for (int j = 0; j < 16; ++j) EXPECT_EQ(code(b, 16 + j), expected_codes[j]) << ties_and_clamps[j];
+
+    // amax 7.9 keeps e 127 and clamps to 6; amax 8 moves to e 128 (levels doubled); negative amax too.
+    for (float& v : x) v = 0.0f;
+    x[5] = 7.9f;
+    b = quantize(x);
+    EXPECT_EQ(b.e, 127);
+    EXPECT_EQ(code(b, 5), 7);
+    x[5] = -8.0f;
+    x[20] = 3.0f;  // 3 = E2M1 1.5 * 2
+    b = quantize(x);
+    EXPECT_EQ(b.e, 128);
+    EXPECT_EQ(code(b, 5), 14);
+    EXPECT_EQ(code(b, 20), 3);
+    // amax 1: e 125, levels * 1/4 (1.0 -> 4 -> code 6; 0.3 lies between 0.25 and 0.375 -> 0.25).
+    for (float& v : x) v = 0.0f;
+    x[0] = 1.0f;
+    x[31] = -0.3f;
+    b = quantize(x);
+    EXPECT_EQ(b.e, 125);
+    EXPECT_EQ(code(b, 0), 6);
+    EXPECT_EQ(code(b, 31), 10);
+    // All zeros: e 0 and zero codes.
+    for (float& v : x) v = 0.0f;
+    b = quantize(x);
+    EXPECT_EQ(b.e, 0);
+    for (uint8_t q : b.qs) EXPECT_EQ(q, 0);
+    // amax 2^-130 (subnormal): floor(log2) - 2 + 127 = -5, which ggml's x86 build stores as the
+    // byte 251 (its float -> uint8_t cast truncates to a 32-bit int first); every level is then
+    // far larger than the values, so all codes are 0.
+    x[7] = std::ldexp(1.0f, -130);
+    b = quantize(x);
+    EXPECT_EQ(b.e, 251);
+    for (uint8_t q : b.qs) EXPECT_EQ(q, 0);
+}
+
 // The word-at-a-time unpack of the SIMD kernels gives get_scale_min_k4's values for every
 // sub-block, over random packed bytes (every bit of each byte is used by some field).
 TEST(QuantBlocks, WordwiseScaleUnpackMatchesGetScaleMinK4) {
@@ -178,10 +283,11 @@ TEST(Quantize, RoundTripErrorIsSmall) {
     for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * i) * (1.0f + (i % 7));
     const GgmlType types[] = {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0,
                               GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_K, GgmlType::F16,
-                              GgmlType::BF16};
+                              GgmlType::BF16, GgmlType::MXFP4};
     // Values span [-7, 7]; bounds follow from each format's step (one step where the top code is
     // clamped, half a step otherwise) with some room for the f16 rounding of the scales.
-    const double tolerance[] = {0.9, 0.5, 0.45, 0.25, 0.04, 0.6, 0.3, 0.15, 0.04, 0.005, 0.04};
+    // MXFP4: a block with amax in [4, 8) has levels 4 and 6 around its largest values and clamps at 6.
+    const double tolerance[] = {0.9, 0.5, 0.45, 0.25, 0.04, 0.6, 0.3, 0.15, 0.04, 0.005, 0.04, 1.0001};
     for (size_t t = 0; t < std::size(types); ++t) {
         uint64_t row_bytes = 0;
         ASSERT_TRUE(ggml_row_bytes(types[t], 1024, &row_bytes));
@@ -238,8 +344,8 @@ std::vector<float> f32_values(const GgufTensorInfo& t) {
     return v;
 }
 
-const char* const kRequiredTypes[] = {"F16",  "BF16", "Q4_0", "Q4_1", "Q5_0",   "Q5_1",   "Q8_0",  "Q2_K", "Q3_K",
-                                      "Q4_K", "Q5_K", "Q6_K", "Q8_K", "IQ4_NL", "IQ4_XS", "TQ1_0", "TQ2_0"};
+const char* const kRequiredTypes[] = {"F16",  "BF16", "Q4_0", "Q4_1",   "Q5_0",   "Q5_1",  "Q8_0",  "Q2_K", "Q3_K",
+                                      "Q4_K", "Q5_K", "Q6_K", "Q8_K", "IQ4_NL", "IQ4_XS", "TQ1_0", "TQ2_0", "MXFP4"};
 
 class QuantFixture : public testing::TestWithParam<const char*> {};
 
@@ -313,7 +419,7 @@ TEST_P(QuantizerFixture, QuantizeMatchesGgmlByteForByte) {
 }
 
 const char* const kQuantizedTypes[] = {"F16",  "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0",
-                                       "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q8_K"};
+                                       "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q8_K", "MXFP4"};
 
 INSTANTIATE_TEST_SUITE_P(Quantizable, QuantizerFixture, testing::ValuesIn(kQuantizedTypes),
                          [](const testing::TestParamInfo<const char*>& info) { return std::string(info.param); });

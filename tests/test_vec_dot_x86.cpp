@@ -20,6 +20,9 @@
 #include "kernels/cpu/vec_dot_x86.h"
 #include "engine/gguf/gguf.h"
 #include "tests/test_support.h"
+#if defined(__x86_64__)
+#include "kernels/cpu/vec_dot_avx2.h"
+#endif
 
 namespace ls {
 namespace {
@@ -112,6 +115,89 @@ TEST(VecDotX86, TinyBlasIq4NlNearDecodedDot) {
     float got = 0;
     ASSERT_TRUE(dot_q0_tinyblas(GgmlType::IQ4_NL, n, w.data(), a.data(), &got));
     EXPECT_NEAR(got, static_cast<double>(exact), 1e-5 * (std::fabs(static_cast<double>(exact)) + 1.0));
+}
+
+// ggml_vec_dot_mxfp4_q8_0 as its AVX2 build runs it, written out plainly from ggml's source with
+// the format's own definitions (its level table, the scale 2^(e - 128) by ldexp): 8 int32 lanes per
+// block (lane l: elements 4l..4l+3), even blocks fma'ed into one 8-lane accumulator and odd blocks
+// into another with d = d_act * d_w, the two added lane by lane, hsum_float_8 ((l + l+4), then
+// (0+2) + (1+3)), and a last odd block as sum = fma(d, float(its integer dot), sum).
+float mxfp4_dot_reference(int64_t n, const block_mxfp4* w, const block_q8_0* a) {
+    static const int kLevels[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+    auto level = [&](const block_mxfp4& b, int j) { return kLevels[j < 16 ? b.qs[j] & 0xF : b.qs[j - 16] >> 4]; };
+    auto scale = [&](int64_t b) { return fp16_to_fp32(a[b].d) * std::ldexp(1.0f, w[b].e - 128); };
+    const int64_t nb = n / 32;
+    float acc[2][8] = {};
+    int64_t b = 0;
+    for (; b + 1 < nb; b += 2)
+        for (int k = 0; k < 2; ++k) {
+            const float d = scale(b + k);
+            for (int l = 0; l < 8; ++l) {
+                int lane = 0;
+                for (int j = 4 * l; j < 4 * l + 4; ++j) lane += level(w[b + k], j) * a[b + k].qs[j];
+                acc[k][l] = std::fma(d, static_cast<float>(lane), acc[k][l]);
+            }
+        }
+    float v[8];
+    for (int l = 0; l < 8; ++l) v[l] = acc[0][l] + acc[1][l];
+    const float h[4] = {v[4] + v[0], v[5] + v[1], v[6] + v[2], v[7] + v[3]};
+    float sum = (h[0] + h[2]) + (h[1] + h[3]);
+    for (; b < nb; ++b) {
+        int isum = 0;
+        for (int j = 0; j < 32; ++j) isum += level(w[b], j) * a[b].qs[j];
+        sum = std::fma(scale(b), static_cast<float>(isum), sum);
+    }
+    return sum;
+}
+
+// MXFP4 weights against Q8_0 activations: the llama-mode dot (AVX2 kernel where the processor has
+// one, the scalar emulation, and the rows kernel of decoding) gives the reference's bits, on random
+// blocks with exponents around 1 and at the subnormal edge (e 0, 1), odd and even block counts.
+TEST(VecDotX86, Mxfp4SameBitsAsAPlainReference) {
+    uint32_t state = 29;
+    auto next = [&] { return state = state * 1664525u + 1013904223u; };
+    int checked = 0;
+    for (int trial = 0; trial < 400; ++trial) {
+        const int64_t nb = 1 + trial % 9;
+        const int64_t n = 32 * nb;
+        std::vector<block_mxfp4> w(static_cast<size_t>(2 * nb));  // two rows
+        for (block_mxfp4& b : w) {
+            for (uint8_t& q : b.qs) q = static_cast<uint8_t>(next() >> 24);
+            const uint32_t pick = next() >> 24;
+            b.e = static_cast<uint8_t>(pick < 8 ? pick % 2 : 112 + pick % 24);
+        }
+        std::vector<block_q8_0> a(static_cast<size_t>(nb));
+        if (trial % 2 == 0) {  // quantized as llama mode does it
+            std::vector<float> x = wavy_row(n, 0.1f * trial, 1.0f + trial % 5);
+            ASSERT_TRUE(quantize_activation_row(GgmlType::Q8_0, x.data(), a.data(), n));
+        } else {  // any quants ggml's Q8_0 can hold (-127..127) and scales over a wide range
+            for (block_q8_0& b : a) {
+                for (int8_t& q : b.qs) q = static_cast<int8_t>(static_cast<int>(next() % 255) - 127);
+                b.d = fp32_to_fp16(std::ldexp(static_cast<float>(1 + next() % 1000), -static_cast<int>(next() % 20)));
+            }
+        }
+        float fast = 0, emulated = 0, rows[2] = {0, 0};
+        for (int r = 0; r < 2; ++r) {
+            const float want = mxfp4_dot_reference(n, w.data() + r * nb, a.data());
+            ASSERT_TRUE(vec_dot_row_x86(GgmlType::MXFP4, n, w.data() + r * nb, a.data(), &fast));
+            ASSERT_TRUE(vec_dot_row_x86_emulated(GgmlType::MXFP4, n, w.data() + r * nb, a.data(), &emulated));
+            ASSERT_EQ(bits_of(fast), bits_of(want)) << "trial " << trial << " row " << r << ": " << fast << " vs " << want;
+            ASSERT_EQ(bits_of(emulated), bits_of(want)) << "trial " << trial << " row " << r;
+            ++checked;
+        }
+#if defined(__x86_64__)
+        if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {
+            dot_q8_0_family_avx2_rows(GgmlType::MXFP4, n, w.data(), nb * sizeof(block_mxfp4), 2, a.data(), rows);
+            for (int r = 0; r < 2; ++r)
+                ASSERT_EQ(bits_of(rows[r]), bits_of(mxfp4_dot_reference(n, w.data() + r * nb, a.data())))
+                    << "rows kernel, trial " << trial << " row " << r;
+        }
+#endif
+    }
+    EXPECT_EQ(checked, 800);
+    // ggml has no tinyBLAS form for MXFP4: its prompts run vec_dot per column.
+    float out = 0;
+    EXPECT_FALSE(dot_q0_tinyblas(GgmlType::MXFP4, 32, nullptr, nullptr, &out));
 }
 
 TEST(VecDotX86, RejectsWhatItDoesNotEmulate) {

@@ -561,6 +561,12 @@ private:
                                "projections or a scaled Q)", prefix, cfg_.arch_name);
             return false;
         }
+        if (cfg_.arch == Arch::kGptOss && (prefix == "kq_soft_max" || prefix == "kqv" || prefix == "kqv_out" ||
+                                           prefix == "attn_post_norm")) {
+            why_ = fmt::format("no local recomputation for {} events of a gpt-oss model yet (attention sinks, post norm)",
+                               prefix);
+            return false;
+        }
         if (gemma_ && (prefix == "attn_out" || prefix.rfind("ffn_", 0) == 0 || prefix == "sa_out" || prefix == "l_out" ||
                        prefix == "result_output" || prefix == "inp_scaled")) {
             why_ = fmt::format("no local recomputation for {} events of a {} model yet (post norms, GEGLU, soft caps)",

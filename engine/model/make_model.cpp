@@ -101,13 +101,15 @@ bool weight_type_supported(GgmlType t) {
         case GgmlType::F32: case GgmlType::F16: case GgmlType::BF16:
         case GgmlType::Q4_0: case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q5_1: case GgmlType::Q8_0:
         case GgmlType::Q2_K: case GgmlType::Q3_K: case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K:
+        case GgmlType::MXFP4:
             return true;
         default:
             return false;
     }
 }
 
-// llama_ftype of a file whose weights are all `t` (the _S variant for K-quants: no mixed types).
+// llama_ftype of a file whose weights are all `t` (the _S variant for K-quants: no mixed types;
+// MXFP4: MOSTLY_MXFP4_MOE, the only recipe llama-quantize writes it in).
 uint32_t file_type_of(GgmlType t) {
     switch (t) {
         case GgmlType::F32: return 0;
@@ -123,6 +125,7 @@ uint32_t file_type_of(GgmlType t) {
         case GgmlType::Q5_K: return 16;
         case GgmlType::Q6_K: return 18;
         case GgmlType::BF16: return 32;
+        case GgmlType::MXFP4: return 38;
         default: return 0;
     }
 }
@@ -922,7 +925,7 @@ Status validate_make_model_spec(const MakeModelSpec& s) {
         return bad("rms_eps must be a finite positive number (or 0 for the default)");
     if (!weight_type_supported(s.type))
         return bad(fmt::format("type '{}' cannot be generated; use f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, "
-                               "q2_K, q3_K, q4_K, q5_K or q6_K", ggml_type_name(s.type) ? ggml_type_name(s.type) : "?"));
+                               "q2_K, q3_K, q4_K, q5_K, q6_K or mxfp4", ggml_type_name(s.type) ? ggml_type_name(s.type) : "?"));
     // Tensors are made one at a time: memory holds the largest (as floats), the disk all of them.
     int64_t params = 0, largest = 0;
     for (const PlannedTensor& t : plan_tensors(s)) {
@@ -1056,15 +1059,24 @@ std::vector<float> generate_values(const MakeModelSpec& s, const PlannedTensor& 
     return v;
 }
 
-// The stored type of a tensor: 1-D ones and the MoE router F32 (as convert_hf_to_gguf and
-// llama-quantize keep them), the rest the requested type or its fallback.
-GgmlType stored_type(const MakeModelSpec& s, const PlannedTensor& t) {
+// The type a tensor is meant to have before any fallback: 1-D ones and the MoE router F32 (as
+// convert_hf_to_gguf and llama-quantize keep them), the rest the requested type; MXFP4 as
+// llama-quantize's MXFP4_MOE: tensors with more than one matrix (the experts') MXFP4, the other
+// matrices Q8_0.
+GgmlType recipe_type(const MakeModelSpec& s, const PlannedTensor& t) {
     const std::string router = "ffn_gate_inp.weight";
     if (t.ne.size() < 2) return GgmlType::F32;
     if (t.name.size() >= 5 && t.name.compare(t.name.size() - 5, 5, ".bias") == 0) return GgmlType::F32;  // gpt-oss's {n, E}
     if (t.name.size() >= router.size() && t.name.compare(t.name.size() - router.size(), router.size(), router) == 0)
         return GgmlType::F32;
-    return make_model_tensor_type(s.type, t.ne[0]);
+    if (s.type == GgmlType::MXFP4) return t.ne.size() >= 3 && t.ne[2] > 1 ? GgmlType::MXFP4 : GgmlType::Q8_0;
+    return s.type;
+}
+
+// The stored type of a tensor: its recipe type or that type's fallback.
+GgmlType stored_type(const MakeModelSpec& s, const PlannedTensor& t) {
+    const GgmlType recipe = recipe_type(s, t);
+    return recipe == GgmlType::F32 ? recipe : make_model_tensor_type(recipe, t.ne[0]);
 }
 
 // Everything but the token list's size goes into the file as make_model writes it.
@@ -1269,10 +1281,11 @@ Status make_model(const MakeModelSpec& s, const std::string& path, MakeModelInfo
         inf.n_params += n_elements(t);
         const int64_t ne0 = t.ne[0];
         const GgmlType type = stored_type(s, t);
-        if (t.ne.size() >= 2 && type != s.type && type != GgmlType::F32)
+        const GgmlType recipe = recipe_type(s, t);
+        if (type != recipe)
             inf.fallbacks.push_back(fmt::format("{}: {} (rows of {} are not a multiple of {}'s block of {})",
-                                                t.name, ggml_type_name(type), ne0, ggml_type_name(s.type),
-                                                ggml_type_traits(s.type)->block_elems));
+                                                t.name, ggml_type_name(type), ne0, ggml_type_name(recipe),
+                                                ggml_type_traits(recipe)->block_elems));
         uint64_t row_bytes = 0;
         if (!ggml_row_bytes(type, ne0, &row_bytes))
             return make_error(ErrorCode::kInternal, fmt::format("{}: no row size for {} x {}", t.name,

@@ -134,9 +134,15 @@ std::vector<SummaryLine> derived_lines(const ModelConfig& c, const GgufFile* fil
             else globals += (globals.empty() ? "" : ", ") + std::to_string(il);
         }
         lines.push_back({"sliding window", fmt::format("{} of {} layers local: each token sees the last {} positions, RoPE "
-                                                       "base {:g} at scale 1; global layers: {}", local, c.n_layer, c.n_swa,
-                                                       c.rope_freq_base_swa, globals.empty() ? "none" : globals)});
+                                                       "base {:g} {}; global layers: {}", local, c.n_layer, c.n_swa,
+                                                       c.rope_freq_base_swa,
+                                                       c.swa_rope_scaled ? "with the model's scaling" : "at scale 1",
+                                                       globals.empty() ? "none" : globals)});
     }
+    if (c.arch == Arch::kGptOss)
+        lines.push_back({"gpt-oss", "one attention sink per head in every softmax (attn_sinks); experts chosen by the top "
+                                    "k of the biased router logits and weighted by a softmax over those k; biased expert "
+                                    "products; SwiGLU x sigmoid(1.702 x) (up + 1) with gate <= 7, -7 <= up <= 7"});
     if (c.arch == Arch::kGemma2 || c.arch == Arch::kGemma3)
         lines.push_back({"gemma", fmt::format("embeddings times sqrt({}) = {:.6f} (inp_scaled); GEGLU feed-forward (GELU tanh "
                                               "form){}", c.n_embd, std::sqrt(static_cast<float>(c.n_embd)),

@@ -44,7 +44,7 @@ struct TypeTable {
         set(GgmlType::BF16, "bf16", 1, 2, true);
         set(GgmlType::TQ1_0, "tq1_0", 256, 54, true);
         set(GgmlType::TQ2_0, "tq2_0", 256, 66, true);
-        set(GgmlType::MXFP4, "mxfp4", 32, 17, false);
+        set(GgmlType::MXFP4, "mxfp4", 32, 17, true);
     }
     constexpr void set(GgmlType type, const char* name, uint32_t elems, uint32_t bytes, bool deq) {
         by_id[static_cast<uint32_t>(type)] = {name, elems, bytes, deq};

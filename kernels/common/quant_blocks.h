@@ -17,6 +17,7 @@ inline constexpr int kQK5_1 = 32;
 inline constexpr int kQK8_0 = 32;
 inline constexpr int kQK8_1 = 32;
 inline constexpr int kQK4_NL = 32;
+inline constexpr int kQK_MXFP4 = 32;
 inline constexpr int kQK_K = 256;       // super-block of the K and IQ formats
 inline constexpr int kKScaleBytes = 12;  // packed 6-bit scales and mins of Q4_K / Q5_K
 
@@ -98,6 +99,13 @@ struct block_iq4_xs {
     uint8_t scales_l[kQK_K / 64];
     uint8_t qs[kQK_K / 2];
 };
+// MXFP4 (OCP microscaling FP4; gpt-oss's expert weights): one E8M0 exponent byte, a power of two
+// shared by the block, then 32 E2M1 codes as nibbles (element j: low nibble of qs[j]; element
+// j+16: high nibble). No fp16 field, so the block is 17 bytes and byte-aligned.
+struct block_mxfp4 {
+    uint8_t e;
+    uint8_t qs[kQK_MXFP4 / 2];
+};
 // Ternary weights (-1, 0, 1 times d). TQ1_0: five base-3 digits per byte of qs (elements
 // 0..239), four per byte of qh (240..255); TQ2_0: four 2-bit codes per byte.
 struct block_tq1_0 {
@@ -124,6 +132,7 @@ static_assert(sizeof(block_q6_K) == 210, "block_q6_K size");
 static_assert(sizeof(block_q8_K) == 292, "block_q8_K size");
 static_assert(sizeof(block_iq4_nl) == 18, "block_iq4_nl size");
 static_assert(sizeof(block_iq4_xs) == 136, "block_iq4_xs size");
+static_assert(sizeof(block_mxfp4) == 17, "block_mxfp4 size");
 static_assert(sizeof(block_tq1_0) == 54, "block_tq1_0 size");
 static_assert(sizeof(block_tq2_0) == 66, "block_tq2_0 size");
 
@@ -165,6 +174,24 @@ LS_HD inline int iq4nl_value(int index) {
     const uint64_t high = 0x7159453526190D01ull;
     const uint64_t word = index < 8 ? low : high;
     return static_cast<int8_t>(static_cast<uint8_t>(word >> (8 * (index & 7))));
+}
+
+// The 16 E2M1 values of MXFP4 doubled, so they are integers (0, 0.5, 1, 1.5, 2, 3, 4, 6 -> 0..12;
+// bit 3 the sign, code 8 a negative zero that reads as 0), ggml's kvalues_mxfp4. Packed like
+// iq4nl_value's table.
+LS_HD inline int mxfp4_value(int index) {
+    // bytes (little end first): 0 1 2 3 4 6 8 12 | 0 -1 -2 -3 -4 -6 -8 -12
+    const uint64_t low = 0x0C08060403020100ull;
+    const uint64_t high = 0xF4F8FAFCFDFEFF00ull;
+    const uint64_t word = index < 8 ? low : high;
+    return static_cast<int8_t>(static_cast<uint8_t>(word >> (8 * (index & 7))));
+}
+
+// Half the E8M0 scale 2^(e - 127), i.e. 2^(e - 128), to go with the doubled levels (ggml's
+// GGML_E8M0_TO_FP32_HALF, bit for bit): e 0 and 1 give the subnormals 2^-128 and 2^-127, e 255
+// (NaN in the OCP format) gives 2^127, as ggml does not treat it apart.
+LS_HD inline float e8m0_to_fp32_half(uint8_t e) {
+    return f32_from_bits(e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23);
 }
 
 // ---- per-block decoding (out receives the block's elements in order) ------------------------
@@ -340,6 +367,14 @@ LS_HD inline void dequantize_block_iq4_nl(const block_iq4_nl* b, float* out) {
     for (int j = 0; j < kQK4_NL / 2; ++j) {
         out[j] = d * iq4nl_value(b->qs[j] & 0xF);
         out[j + kQK4_NL / 2] = d * iq4nl_value(b->qs[j] >> 4);
+    }
+}
+
+LS_HD inline void dequantize_block_mxfp4(const block_mxfp4* b, float* out) {
+    const float d = e8m0_to_fp32_half(b->e);
+    for (int j = 0; j < kQK_MXFP4 / 2; ++j) {
+        out[j] = mxfp4_value(b->qs[j] & 0xF) * d;
+        out[j + kQK_MXFP4 / 2] = mxfp4_value(b->qs[j] >> 4) * d;
     }
 }
 

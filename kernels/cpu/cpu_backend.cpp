@@ -227,8 +227,9 @@ public:
             return;
         }
         // Decoding the 32-quant formats: the rows of a range in one call (same bits as one by one).
+        // (MXFP4 has no tinyBLAS form, so its prompts take vec_dot per column below, as in ggml.)
         if ((w.type == GgmlType::Q4_0 || w.type == GgmlType::Q5_0 || w.type == GgmlType::Q8_0 ||
-             w.type == GgmlType::IQ4_NL) && T == 1 && avx2_ && K % 32 == 0) {
+             w.type == GgmlType::IQ4_NL || w.type == GgmlType::MXFP4) && T == 1 && avx2_ && K % 32 == 0) {
             const auto* act = reinterpret_cast<const block_q8_0*>(act_scratch_.data());
             pool_.parallel_for(N, 4, [&](int64_t b, int64_t e) {
                 dot_q8_0_family_avx2_rows(w.type, K, wbase + b * w_row_bytes, w_row_bytes, e - b, act, &y.f32()[b]);

@@ -653,6 +653,49 @@ void quantize_row_q6_K_ref(const float* x, block_q6_K* y, int64_t n) {
     }
 }
 
+namespace {
+
+// ggml's best_index_mxfp4: the code whose level * d lies nearest x; the first one on a tie (so
+// never code 8, the negative zero, and NaN gives code 0).
+uint8_t nearest_mxfp4_code(float x, float d) {
+    uint8_t best = 0;
+    float best_err = std::fabs(mxfp4_value(0) * d - x);
+    for (int i = 1; i < 16; ++i) {
+        const float err = std::fabs(mxfp4_value(i) * d - x);
+        if (err < best_err) {
+            best = static_cast<uint8_t>(i);
+            best_err = err;
+        }
+    }
+    return best;
+}
+
+// ggml's `(uint8_t) f` as its x86 build compiles it: cvttss2si to a 32-bit int (0x80000000 when f
+// is out of range or NaN), then the low byte. C leaves the conversion undefined outside [0, 255].
+uint8_t float_to_u8_x86(float f) {
+    const int32_t i = f > -2147483648.0f && f < 2147483648.0f ? static_cast<int32_t>(f) : INT32_MIN;
+    return static_cast<uint8_t>(static_cast<uint32_t>(i) & 0xFF);
+}
+
+}  // namespace
+
+void quantize_row_mxfp4_ref(const float* x, block_mxfp4* y, int64_t n) {
+    const int64_t nb = n / kQK_MXFP4;
+    for (int64_t i = 0; i < nb; ++i, x += kQK_MXFP4) {
+        float amax = 0.0f;  // NaNs never win the comparison
+        for (int j = 0; j < kQK_MXFP4; ++j)
+            if (amax < std::fabs(x[j])) amax = std::fabs(x[j]);
+        const uint8_t e = amax > 0.0f ? float_to_u8_x86(std::floor(std::log2(amax)) - 2 + 127) : 0;
+        const float d = e8m0_to_fp32_half(e);
+        y[i].e = e;
+        for (int j = 0; j < kQK_MXFP4 / 2; ++j) {
+            const uint8_t lo = nearest_mxfp4_code(x[j], d);
+            const uint8_t hi = nearest_mxfp4_code(x[kQK_MXFP4 / 2 + j], d);
+            y[i].qs[j] = static_cast<uint8_t>(lo | (hi << 4));
+        }
+    }
+}
+
 void quantize_row_q8_K_ref(const float* x, block_q8_K* y, int64_t n) {
     const int64_t nb = n / kQK_K;
     for (int64_t i = 0; i < nb; ++i, x += kQK_K) {
@@ -719,6 +762,7 @@ RowsQuantizer rows_quantizer(GgmlType type) {
         case GgmlType::Q5_K: return quantize_packed<block_q5_K, quantize_row_q5_K_ref>;
         case GgmlType::Q6_K: return quantize_packed<block_q6_K, quantize_row_q6_K_ref>;
         case GgmlType::Q8_K: return quantize_packed<block_q8_K, quantize_row_q8_K_ref>;
+        case GgmlType::MXFP4: return quantize_packed<block_mxfp4, quantize_row_mxfp4_ref>;
         default: return nullptr;
     }
 }

@@ -29,6 +29,11 @@ void quantize_row_q3_K_ref(const float* x, block_q3_K* y, int64_t n);
 void quantize_row_q4_K_ref(const float* x, block_q4_K* y, int64_t n);
 void quantize_row_q5_K_ref(const float* x, block_q5_K* y, int64_t n);
 void quantize_row_q6_K_ref(const float* x, block_q6_K* y, int64_t n);
+// MXFP4: e puts the block's largest magnitude amax in [4, 8) times 2^(e - 127) (e = floor(log2(amax))
+// - 2 + 127, converted to a byte as ggml's x86 build does: a block with amax below 2^-125 wraps
+// around to e 232..255, and its codes are 0); each value takes the nearest of the 16 levels times
+// 2^(e - 128), the lowest code on a tie.
+void quantize_row_mxfp4_ref(const float* x, block_mxfp4* y, int64_t n);
 // Also the activation quantizer of every K-quant dot product (identical on all ggml code paths).
 // An all-zero block gets d = 0 and zero quants and sums.
 void quantize_row_q8_K_ref(const float* x, block_q8_K* y, int64_t n);

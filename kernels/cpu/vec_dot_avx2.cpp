@@ -446,7 +446,7 @@ LS_AVX2 float dot_q6_K_avx2(int64_t n, const block_q6_K* w, const block_q8_K* a)
     return hsum8(acc);
 }
 
-// ---- the 32-quant block formats (Q4_0, Q5_0, Q8_0, IQ4_NL) against Q8_0, and IQ4_XS against Q8_K
+// ---- the 32-quant block formats (Q4_0, Q5_0, Q8_0, IQ4_NL, MXFP4) against Q8_0, and IQ4_XS against Q8_K
 
 namespace {
 
@@ -475,20 +475,25 @@ LS_AVX2 inline __m256i fifth_bits32(const uint8_t* qh_bytes) {
     return _mm256_cmpeq_epi8(_mm256_or_si256(spread, others), _mm256_set1_epi64x(-1));
 }
 
-// IQ4_NL's non-linear values for 32 nibbles (a byte shuffle through the 16-entry table).
-struct alignas(16) Iq4nlTable {
+// IQ4_NL's non-linear values (MXFP4's doubled E2M1 values) for 32 nibbles: a byte shuffle through
+// the 16-entry table.
+struct alignas(16) NibbleTable {
     int8_t v[16];
 };
-const Iq4nlTable kIq4nl = [] {
-    Iq4nlTable t{};
-    for (int i = 0; i < 16; ++i) t.v[i] = static_cast<int8_t>(iq4nl_value(i));
+template <int (*kValue)(int)>
+NibbleTable nibble_table() {
+    NibbleTable t{};
+    for (int i = 0; i < 16; ++i) t.v[i] = static_cast<int8_t>(kValue(i));
     return t;
-}();
+}
+const NibbleTable kIq4nl = nibble_table<iq4nl_value>();
+const NibbleTable kMxfp4 = nibble_table<mxfp4_value>();
 
-LS_AVX2 inline __m256i iq4nl32(const uint8_t* qs) {
-    const __m256i values = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(kIq4nl.v)));
+LS_AVX2 inline __m256i lookup32(const NibbleTable& table, const uint8_t* qs) {
+    const __m256i values = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(table.v)));
     return _mm256_shuffle_epi8(values, nibbles32(qs));
 }
+LS_AVX2 inline __m256i iq4nl32(const uint8_t* qs) { return lookup32(kIq4nl, qs); }
 
 // A block's 32 quants as signed bytes, as the emulation's unpack_* gives them.
 template <GgmlType type>
@@ -508,6 +513,7 @@ LS_AVX2 inline __m256i quants(const void* blocks, int64_t b) {
             const block_q5_1& q = static_cast<const block_q5_1*>(blocks)[b];
             return _mm256_or_si256(nibbles32(q.qs), _mm256_and_si256(fifth_bits32(q.qh), _mm256_set1_epi8(0x10)));
         }
+        case GgmlType::MXFP4: return lookup32(kMxfp4, static_cast<const block_mxfp4*>(blocks)[b].qs);
         default:  // IQ4_NL
             return iq4nl32(static_cast<const block_iq4_nl*>(blocks)[b].qs);
     }
@@ -521,6 +527,7 @@ LS_AVX2 inline float block_scale(const void* blocks, int64_t b) {
         case GgmlType::Q8_0: return _cvtsh_ss(static_cast<const block_q8_0*>(blocks)[b].d);
         case GgmlType::Q4_1: return _cvtsh_ss(static_cast<const block_q4_1*>(blocks)[b].d);
         case GgmlType::Q5_1: return _cvtsh_ss(static_cast<const block_q5_1*>(blocks)[b].d);
+        case GgmlType::MXFP4: return e8m0_to_fp32_half(static_cast<const block_mxfp4*>(blocks)[b].e);
         default: return _cvtsh_ss(static_cast<const block_iq4_nl*>(blocks)[b].d);
     }
 }
@@ -537,10 +544,10 @@ LS_AVX2 float dot_q8_0_family_t(int64_t n, const void* w, const block_q8_0* a, b
     constexpr int64_t kAhead = 16;
     const char* bytes = static_cast<const char*>(w);
     const size_t block_bytes = type == GgmlType::Q8_0 ? sizeof(block_q8_0) : type == GgmlType::Q5_0 ? sizeof(block_q5_0)
-                                                                                                  : sizeof(block_q4_0);
+                             : type == GgmlType::MXFP4 ? sizeof(block_mxfp4) : sizeof(block_q4_0);
     if (paired) {
-        // ggml_vec_dot_iq4_nl_q8_0: even blocks into acc[0], odd ones into acc[1], a last odd block
-        // in the scalar tail.
+        // ggml_vec_dot_iq4_nl_q8_0 and _mxfp4_q8_0: even blocks into acc[0], odd ones into acc[1], a
+        // last odd block in the scalar tail.
         for (; b + 1 < nb; b += 2) {
             _mm_prefetch(bytes + (b + kAhead) * block_bytes, _MM_HINT_T0);
             for (int k = 0; k < 2; ++k) {
@@ -828,6 +835,7 @@ LS_AVX2 float dot_q8_0_family_avx2(GgmlType type, int64_t n, const void* w, cons
         case GgmlType::Q4_0: return dot_q8_0_family_t<GgmlType::Q4_0>(n, w, a, paired);
         case GgmlType::Q5_0: return dot_q8_0_family_t<GgmlType::Q5_0>(n, w, a, paired);
         case GgmlType::Q8_0: return dot_q8_0_family_t<GgmlType::Q8_0>(n, w, a, paired);
+        case GgmlType::MXFP4: return dot_q8_0_family_t<GgmlType::MXFP4>(n, w, a, paired);
         default: return dot_q8_0_family_t<GgmlType::IQ4_NL>(n, w, a, paired);
     }
 }
@@ -835,7 +843,7 @@ LS_AVX2 float dot_q8_0_family_avx2(GgmlType type, int64_t n, const void* w, cons
 LS_AVX2 void dot_q8_0_family_avx2_rows(GgmlType type, int64_t n, const void* w, uint64_t row_bytes, int64_t count,
                                        const block_q8_0* a, float* out) {
     const char* rows = static_cast<const char*>(w);
-    const bool paired = type == GgmlType::IQ4_NL;
+    const bool paired = type == GgmlType::IQ4_NL || type == GgmlType::MXFP4;
     thread_local std::vector<float> a_d;  // the activation's block scales, converted once for the rows
     a_d.resize(static_cast<size_t>(n / 32));
     for (int64_t b = 0; b < n / 32; ++b) a_d[b] = _cvtsh_ss(a[b].d);
@@ -849,6 +857,9 @@ LS_AVX2 void dot_q8_0_family_avx2_rows(GgmlType type, int64_t n, const void* w, 
             return;
         case GgmlType::Q8_0:
             for (int64_t r = 0; r < count; ++r) out[r] = dot_q8_0_family_t<GgmlType::Q8_0>(n, rows + r * row_bytes, a, paired, ad);
+            return;
+        case GgmlType::MXFP4:
+            for (int64_t r = 0; r < count; ++r) out[r] = dot_q8_0_family_t<GgmlType::MXFP4>(n, rows + r * row_bytes, a, paired, ad);
             return;
         default:
             for (int64_t r = 0; r < count; ++r) out[r] = dot_q8_0_family_t<GgmlType::IQ4_NL>(n, rows + r * row_bytes, a, paired, ad);

@@ -38,9 +38,10 @@ void matmul_exact_avx2(GgmlType type, const void* w, uint64_t row_bytes, int row
 float dot_tinyblas8_avx2(const float* a, const float* b, int64_t k);
 float dot_blocks8_avx2(const float* a, const float* b, int64_t np);
 float dot_q6_K_avx2(int64_t n, const block_q6_K* w, const block_q8_K* a);
-// The 32-quant formats against Q8_0 (`type` Q4_0, Q5_0, Q8_0 or IQ4_NL): acc = fma(d_w * d_a,
-// lanes, acc) block by block, then hsum8; `paired`: IQ4_NL's vec_dot form (even and odd blocks in
-// two accumulators, a last odd block in the scalar tail). The emulation's bits (vec_dot_x86.cpp).
+// The 32-quant formats against Q8_0 (`type` Q4_0, Q5_0, Q8_0, IQ4_NL or MXFP4): acc = fma(d_w * d_a,
+// lanes, acc) block by block, then hsum8; `paired`: IQ4_NL's and MXFP4's vec_dot form (even and odd
+// blocks in two accumulators, a last odd block in the scalar tail). The emulation's bits
+// (vec_dot_x86.cpp).
 float dot_q8_0_family_avx2(GgmlType type, int64_t n, const void* w, const block_q8_0* a, bool paired);
 float dot_iq4_xs_avx2(int64_t n, const block_iq4_xs* w, const block_q8_K* a);
 // One IQ4_XS row against `count` Q8_K rows: out[i * out_stride] is exactly dot_iq4_xs_avx2 of row i.
@@ -57,7 +58,8 @@ void dot_iq4_xs_panel_avx2_columns(int64_t n, const void* w, uint64_t row_bytes,
 // Q4_1 / Q5_1 against Q8_1 and Q5_K against Q8_K: the emulation's bits (vec_dot_x86.cpp).
 float dot_q8_1_family_avx2(GgmlType type, int64_t n, const void* w, const block_q8_1* a);
 float dot_q5_K_avx2(int64_t n, const block_q5_K* w, const block_q8_K* a);
-// `count` weight rows (row_bytes apart) against one activation row, vec_dot's form (IQ4_NL paired):
+// `count` weight rows (row_bytes apart) against one activation row, vec_dot's form (IQ4_NL and MXFP4
+// paired):
 // out[r] is exactly dot_q8_0_family_avx2 of row r (decoding without a dispatch per row).
 void dot_q8_0_family_avx2_rows(GgmlType type, int64_t n, const void* w, uint64_t row_bytes, int64_t count,
                                const block_q8_0* a, float* out);

@@ -89,10 +89,21 @@ void unpack_iq4_nl(const block_iq4_nl& b, int8_t out[32]) {
     }
 }
 
-// ggml_vec_dot_iq4_nl_q8_0, AVX2 path (AVX-512 builds take it too): blocks in pairs, the even
-// one into one accumulator and the odd one into another, their lane sums added before the hsum;
-// a last odd block is added in the C tail (GCC fuses its `sumf += d * sumi`).
-float dot_iq4_nl(int64_t n, const block_iq4_nl* w, const block_q8_0* a) {
+void unpack_mxfp4(const block_mxfp4& b, int8_t out[32]) {
+    for (int j = 0; j < 16; ++j) {
+        out[j] = static_cast<int8_t>(mxfp4_value(b.qs[j] & 0x0F));
+        out[j + 16] = static_cast<int8_t>(mxfp4_value(b.qs[j] >> 4));
+    }
+}
+
+float scale_iq4_nl(const block_iq4_nl& b) { return fp16_to_fp32(b.d); }
+float scale_mxfp4(const block_mxfp4& b) { return e8m0_to_fp32_half(b.e); }
+
+// ggml_vec_dot_iq4_nl_q8_0 and ggml_vec_dot_mxfp4_q8_0, AVX2 path (AVX-512 builds take it too):
+// blocks in pairs, the even one into one accumulator and the odd one into another, their lane sums
+// added before the hsum; a last odd block is added in the C tail (GCC fuses its `sumf += d * sumi`).
+template <typename Block, void (*kUnpack)(const Block&, int8_t*), float (*kScale)(const Block&)>
+float dot_paired(int64_t n, const Block* w, const block_q8_0* a) {
     float acc[2][kLanes] = {};
     int8_t q[32];
     int32_t lanes[kLanes];
@@ -100,19 +111,19 @@ float dot_iq4_nl(int64_t n, const block_iq4_nl* w, const block_q8_0* a) {
     int64_t b = 0;
     for (; b + 1 < nb; b += 2)
         for (int k = 0; k < 2; ++k) {
-            unpack_iq4_nl(w[b + k], q);
+            kUnpack(w[b + k], q);
             block_lanes(q, a[b + k].qs, lanes);
-            const float d = fp16_to_fp32(a[b + k].d) * fp16_to_fp32(w[b + k].d);
+            const float d = fp16_to_fp32(a[b + k].d) * kScale(w[b + k]);
             for (int l = 0; l < kLanes; ++l) acc[k][l] = std::fma(d, static_cast<float>(lanes[l]), acc[k][l]);
         }
     float both[kLanes];
     for (int l = 0; l < kLanes; ++l) both[l] = acc[0][l] + acc[1][l];
     float sum = hsum8(both);
     for (; b < nb; ++b) {
-        unpack_iq4_nl(w[b], q);
+        kUnpack(w[b], q);
         int32_t isum = 0;
         for (int e = 0; e < 32; ++e) isum += q[e] * a[b].qs[e];
-        sum = std::fma(fp16_to_fp32(a[b].d) * fp16_to_fp32(w[b].d), static_cast<float>(isum), sum);
+        sum = std::fma(fp16_to_fp32(a[b].d) * kScale(w[b]), static_cast<float>(isum), sum);
     }
     return sum;
 }
@@ -355,8 +366,9 @@ bool vec_dot_row_x86(GgmlType weight_type, int64_t n, const void* w, const void*
     }
     if (avx2_kernels_usable() && n > 0 && n % 32 == 0 &&
         (weight_type == GgmlType::Q4_0 || weight_type == GgmlType::Q5_0 || weight_type == GgmlType::Q8_0 ||
-         weight_type == GgmlType::IQ4_NL)) {
-        *out = dot_q8_0_family_avx2(weight_type, n, w, static_cast<const block_q8_0*>(act), weight_type == GgmlType::IQ4_NL);
+         weight_type == GgmlType::IQ4_NL || weight_type == GgmlType::MXFP4)) {
+        const bool paired = weight_type == GgmlType::IQ4_NL || weight_type == GgmlType::MXFP4;
+        *out = dot_q8_0_family_avx2(weight_type, n, w, static_cast<const block_q8_0*>(act), paired);
         return true;
     }
     if (avx2_kernels_usable() && n > 0 && n % 32 == 0 && (weight_type == GgmlType::Q4_1 || weight_type == GgmlType::Q5_1)) {
@@ -402,7 +414,12 @@ bool vec_dot_row_x86_emulated(GgmlType weight_type, int64_t n, const void* w, co
             *out = dot_q6_K(n, static_cast<const block_q6_K*>(w), static_cast<const block_q8_K*>(act));
             return true;
         case GgmlType::IQ4_NL:
-            *out = dot_iq4_nl(n, static_cast<const block_iq4_nl*>(w), static_cast<const block_q8_0*>(act));
+            *out = dot_paired<block_iq4_nl, unpack_iq4_nl, scale_iq4_nl>(n, static_cast<const block_iq4_nl*>(w),
+                                                                         static_cast<const block_q8_0*>(act));
+            return true;
+        case GgmlType::MXFP4:
+            *out = dot_paired<block_mxfp4, unpack_mxfp4, scale_mxfp4>(n, static_cast<const block_mxfp4*>(w),
+                                                                      static_cast<const block_q8_0*>(act));
             return true;
         case GgmlType::IQ4_XS:
             *out = dot_iq4_xs(n, static_cast<const block_iq4_xs*>(w), static_cast<const block_q8_K*>(act));

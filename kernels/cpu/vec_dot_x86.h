@@ -26,15 +26,17 @@ namespace ls {
 //                 (mins_k covers sub-blocks 2k, 2k+1); sum = hsum(acc) + ((m0 + m2) + (m1 + m3))
 //   q5_K . q8_K : as q3_K, plus summs = fma(-(d_a * dmin_w), float(min_sum), summs);
 //                 sum = hsum(acc) + summs
-//   iq4_nl . q8_0 : blocks in pairs, two accumulators (even and odd blocks) of
+//   iq4_nl, mxfp4 . q8_0 : blocks in pairs, two accumulators (even and odd blocks) of
 //                 fma(d_a * d_w, float(lane_l), acc[l]), added lane by lane before the hsum; a
-//                 last odd block as sum = fma(d_a * d_w, float(isum), sum)
+//                 last odd block as sum = fma(d_a * d_w, float(isum), sum) (mxfp4: d_w is
+//                 2^(e - 128), the levels the doubled E2M1 values)
 //   iq4_xs . q8_K : lane_l sums the eight sub-blocks' products times their scales (6 bits - 32);
 //                 acc[l] = fma(d_w * d_a, float(lane_l), acc[l]); sum = hsum(acc)
 //   tq1_0, tq2_0 . q8_K : lane_l sums the unsigned codes (0..2) times the activations of the
 //                 elements e with (e % 32) / 4 == l, minus bsum[2l] + bsum[2l+1];
 //                 acc[l] = fma(float(lane_l), d_a * d_w, acc[l]); sum = hsum(acc)
-// Checked against ggml's output: q4_0, q8_0, q4_K, q6_K. The others are read from the same
+// Checked against ggml's output: q4_0, q8_0, q4_K, q6_K, and mxfp4 against libggml-cpu's
+// ggml_vec_dot_mxfp4_q8_0 (AVX2 build) once, outside the tests. The others are read from the same
 // kernels but have no reference values yet.
 // Returns false for a type not emulated here or a bad n, so the caller can use vec_dot_row.
 // On processors with AVX2, FMA and F16C the Q4_K and Q6_K dots run on those instructions

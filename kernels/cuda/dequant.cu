@@ -71,6 +71,7 @@ RowsLauncher rows_launcher(GgmlType type) {
         case GgmlType::Q8_K: return launch_rows<block_q8_K, dequantize_block_q8_K, kQK_K>;
         case GgmlType::IQ4_NL: return launch_rows<block_iq4_nl, dequantize_block_iq4_nl, kQK4_NL>;
         case GgmlType::IQ4_XS: return launch_rows<block_iq4_xs, dequantize_block_iq4_xs, kQK_K>;
+        case GgmlType::MXFP4: return launch_rows<block_mxfp4, dequantize_block_mxfp4, kQK_MXFP4>;
         case GgmlType::TQ1_0: return launch_rows<block_tq1_0, dequantize_block_tq1_0, kQK_K>;
         case GgmlType::TQ2_0: return launch_rows<block_tq2_0, dequantize_block_tq2_0, kQK_K>;
         default: return nullptr;

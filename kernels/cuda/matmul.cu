@@ -159,6 +159,7 @@ MatvecIdLauncher matvec_id_launcher(GgmlType type) {
         case GgmlType::Q6_K: return launch_matvec_id<block_q6_K, dequantize_block_q6_K, kQK_K>;
         case GgmlType::IQ4_NL: return launch_matvec_id<block_iq4_nl, dequantize_block_iq4_nl, kQK4_NL>;
         case GgmlType::IQ4_XS: return launch_matvec_id<block_iq4_xs, dequantize_block_iq4_xs, kQK_K>;
+        case GgmlType::MXFP4: return launch_matvec_id<block_mxfp4, dequantize_block_mxfp4, kQK_MXFP4>;
         case GgmlType::TQ1_0: return launch_matvec_id<block_tq1_0, dequantize_block_tq1_0, kQK_K>;
         case GgmlType::TQ2_0: return launch_matvec_id<block_tq2_0, dequantize_block_tq2_0, kQK_K>;
         default: return nullptr;
@@ -184,6 +185,7 @@ MatvecLauncher matvec_launcher(GgmlType type) {
         case GgmlType::Q6_K: return launch_matvec<block_q6_K, dequantize_block_q6_K, kQK_K>;
         case GgmlType::IQ4_NL: return launch_matvec<block_iq4_nl, dequantize_block_iq4_nl, kQK4_NL>;
         case GgmlType::IQ4_XS: return launch_matvec<block_iq4_xs, dequantize_block_iq4_xs, kQK_K>;
+        case GgmlType::MXFP4: return launch_matvec<block_mxfp4, dequantize_block_mxfp4, kQK_MXFP4>;
         case GgmlType::TQ1_0: return launch_matvec<block_tq1_0, dequantize_block_tq1_0, kQK_K>;
         case GgmlType::TQ2_0: return launch_matvec<block_tq2_0, dequantize_block_tq2_0, kQK_K>;
         default: return nullptr;
