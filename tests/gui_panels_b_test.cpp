@@ -342,11 +342,59 @@ int main(int argc, char** argv) {
                       "gemma attention: the enlarged layer's window (\"" + attention.shown.window_note + "\")");
                 check(qk.shown.window_note == "local layer (window 8): position 19 sees positions 12..19",
                       "gemma qk: the layer's window (\"" + qk.shown.window_note + "\")");
+                check(attention.shown.sink_share < 0, "gemma attention: no sink share (the model has no sinks)");
             }
         }
         const std::string text = model_panel_text(gemma);
         check(text.find("2 of 3 layers local") != std::string::npos && text.find("global layers: 2") != std::string::npos,
               "model panel, gemma3-tiny: the local and global layers");
+        std::filesystem::remove_all(dir);
+    }
+
+    // gpt-oss (gpt-oss-tiny: sinks of spread 1 in both layers): the enlarged head says how much of
+    // each row its sink takes (what the keys leave of 1: zero if the sinks were left out).
+    {
+        const std::string dir = std::filesystem::temp_directory_path() / ("ls_gui_gptoss_" + std::to_string(::getpid()));
+        std::filesystem::create_directories(dir);
+        const std::string path = dir + "/gpt-oss-tiny.gguf";
+        auto spec = ls::make_model_preset("gpt-oss-tiny");
+        check(spec.ok() && ls::make_model(spec.value(), path).ok(), "gpt-oss-tiny written");
+        auto gs = ls::Session::open(path);
+        check(gs.ok(), "gpt-oss-tiny opens in a session");
+        if (gs.ok()) {
+            std::unique_ptr<ls::Session> s = std::move(gs.value());
+            std::vector<int32_t> tokens;
+            for (int i = 0; i < 12; ++i) tokens.push_back(300 + i);
+            s->set_tokens(tokens);
+            s->set_capture_policy(ls::CapturePolicy::all());
+            auto snap = s->wait_for_ticket(s->run_to_breakpoint(), std::chrono::seconds(60));
+            check(snap && !snap->error, "gpt-oss-tiny ran to the end of the plan");
+            if (snap && !snap->error) {
+                v::DebugContext ctx;
+                ctx.snap = snap;
+                ctx.session = s.get();
+                ctx.model = &s->model();
+                ctx.cursor = find_event(*snap, "l_out-1");
+                v::AttentionPanel attention;
+                attention.select_cell(1, 2);
+                for (int frame = 1; frame <= 3; ++frame) {
+                    glfwPollEvents();
+                    ImGui_ImplOpenGL3_NewFrame();
+                    ImGui_ImplGlfw_NewFrame();
+                    ImGui::NewFrame();
+                    ImGui::SetNextWindowPos(ImVec2(0, 0), ImGuiCond_Always);
+                    ImGui::SetNextWindowSize(ImVec2(800, 1000), ImGuiCond_Always);
+                    attention.draw(ctx);
+                    ImGui::Render();
+                    ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+                    glfwSwapBuffers(window);
+                }
+                check(attention.shown.enlarged && attention.shown.sink_share > 0.001f && attention.shown.sink_share < 1.0f &&
+                          attention.shown.sink_share_max >= attention.shown.sink_share,
+                      "gpt-oss attention: the sink's share shown (mean " + fmt_g(attention.shown.sink_share) + ", max " +
+                          fmt_g(attention.shown.sink_share_max) + ")");
+            }
+        }
         std::filesystem::remove_all(dir);
     }
 

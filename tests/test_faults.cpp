@@ -336,7 +336,7 @@ TEST(FaultsCatalogue, NamesRoundTripAndRefusals) {
     for (Fault f : {Fault::kQkvBiasDropped, Fault::kQ4KScaleMinSwapped, Fault::kYarnMscale, Fault::kMoeWeightsNorm,
                     Fault::kMoeTopKOrder, Fault::kMlaScaleWidth, Fault::kMoeBiasInWeights, Fault::kMoeGroupScore,
                     Fault::kMoeGateUpSwapped, Fault::kAttnSinksIgnored, Fault::kSwigluOaiUnclamped,
-                    Fault::kMoeSoftmaxBeforeTopk}) {
+                    Fault::kMoeSoftmaxBeforeTopk, Fault::kMxfp4NibbleOrder, Fault::kMxfp4ScaleExponent}) {
         ForwardOptions fo;
         fo.fault = f;
         auto forward = make_forward(*model.value(), *backend, fo);

@@ -213,6 +213,9 @@ const MoeFault kFaults[] = {
                                                                "0's sliding window of 4 and no attention sinks"},
     {Fault::kSwigluOaiUnclamped, 8, "ffn_moe_swiglu_oai-0", "swiglu-oai", "is clamped"},
     {Fault::kMoeSoftmaxBeforeTopk, 8, "ffn_moe_probs-0", "moe-gating", "is the biased logits themselves"},
+    // MXFP4 decoders: the nibbles the wrong way round, the scale's exponent off by one.
+    {Fault::kMxfp4NibbleOrder, 12, "ffn_moe_up-0", "mxfp4", "instead of with the nibbles swapped"},
+    {Fault::kMxfp4ScaleExponent, 12, "ffn_moe_up-0", "mxfp4", "instead of with the scale one power of two too large"},
 };
 
 class MoeArchsFaults : public ::testing::TestWithParam<MoeFault> {};

@@ -178,6 +178,31 @@ TEST(RouterTable, GathersTheLayersEventsAndTheAppliedWeights) {
     EXPECT_FALSE(t.gap_of_logits);  // layer 2's gaps are of probabilities
 }
 
+// gpt-oss: the weights applied are the softmax over the k chosen (ffn_moe_weights_softmax), the
+// raw gathered ones being biased logits.
+TEST(RouterTable, GptOssAppliesTheSoftmaxOfTheChosen) {
+    auto info = [](int64_t index, const char* base, Op op, int64_t ne0, int64_t ne1, int64_t ne2 = 1) {
+        EventInfo e;
+        e.index = index, e.name = e.base_name = base, e.layer = 0, e.op = op;
+        e.ne[0] = ne0, e.ne[1] = ne1, e.ne[2] = ne2;
+        return e;
+    };
+    const std::vector<EventInfo> events = {
+        info(0, "ffn_moe_logits-0", Op::kMulMat, 4, 1),     info(1, "ffn_moe_probs-0", Op::kAdd, 4, 1),
+        info(2, "ffn_moe_topk-0", Op::kView, 2, 1),         info(3, "ffn_moe_weights-0", Op::kGetRows, 1, 2, 1),
+        info(4, "ffn_moe_weights_softmax-0", Op::kSoftMax, 1, 2, 1),
+    };
+    const std::vector<std::vector<float>> v = {{0.5f, 2.0f, -1.0f, 1.0f}, {0.6f, 2.1f, -0.9f, 1.1f}, {1, 3},
+                                               {2.1f, 1.1f}, {0.7310586f, 0.2689414f}};
+    auto values = [&](int64_t index) { return std::make_shared<const std::vector<float>>(v[static_cast<size_t>(index)]); };
+    const RouterTable t = router_table(events, 0, 0, values, nullptr);
+    const RouterRow* r = t.row(0, 0);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(experts(r->ours), (std::vector<int32_t>{1, 3}));
+    EXPECT_FLOAT_EQ(r->ours[0].weight, 0.7310586f);  // the softmax's, not the logit 2.1
+    EXPECT_FLOAT_EQ(r->ours[1].weight, 0.2689414f);
+}
+
 EventInfo named(const char* base, Op op) {
     EventInfo e;
     e.base_name = base, e.op = op;

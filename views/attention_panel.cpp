@@ -249,6 +249,21 @@ void AttentionPanel::draw(DebugContext& ctx) {
         if (rows > 0)
             ImGui::TextDisabled("entropy / uniform %.2f (1 = uniform), mean row max %.2f (1 = saturated)",
                                 entropy_sum / rows, max_sum / rows);
+        // gpt-oss's sink takes its share of each row without a key: what the keys' probabilities
+        // leave of 1.
+        if (ctx.model && ctx.model->config().arch == Arch::kGptOss && probs->n_query > 0) {
+            double share_sum = 0, share_max = 0;
+            for (int64_t q = 0; q < probs->n_query; ++q) {
+                double keys = 0;
+                for (int64_t k = 0; k < probs->n_key; ++k) keys += probs->at(selected_head, q, k);
+                const double share = std::clamp(1.0 - keys, 0.0, 1.0);
+                share_sum += share, share_max = std::max(share_max, share);
+            }
+            shown.sink_share = static_cast<float>(share_sum / static_cast<double>(probs->n_query));
+            shown.sink_share_max = static_cast<float>(share_max);
+            ImGui::TextDisabled("attention sink: %.1f%% of each row on average (up to %.1f%%), the rest on the keys",
+                                100.0 * shown.sink_share, 100.0 * shown.sink_share_max);
+        }
     }
     const int64_t first_query = probs ? probs->first_query_pos : 0;
     // Key column 0 is the cell of the oldest position the layer's cache holds: 0, or on a local

@@ -33,6 +33,8 @@ struct AttentionPanel {
         std::string reference_note;  // reconstructed / missing, as shown
         int local_layers = 0;        // rows marked local (sliding window) on gemma models
         std::string window_note;     // the enlarged layer's cells, "local layer (window 8): position 72 sees ..."
+        float sink_share = -1;       // gpt-oss: the enlarged head's mean share of attention its sink takes; -1 none
+        float sink_share_max = -1;   // ... and the largest over its rows
     };
     Shown shown;
 

@@ -12,6 +12,7 @@
 
 #include "kernels/common/fp16.h"
 #include "kernels/common/ggml_type.h"
+#include "kernels/common/quant_blocks.h"
 #include "kernels/common/host_memory.h"
 #include "kernels/cpu/dequant.h"
 #include "kernels/host_ops.h"
@@ -120,6 +121,8 @@ public:
         if (starts_with(base, "ffn_moe_weighted")) try_moe_weights(L);
         if (starts_with(base, "ffn_moe_probs-")) try_moe_gating(L);
         if (starts_with(base, "ffn_moe_swiglu_oai")) try_swiglu_oai(L);
+        if (starts_with(base, "ffn_moe_up-") || starts_with(base, "ffn_moe_gate-") || starts_with(base, "ffn_moe_down-"))
+            try_mxfp4(base, L);
         try_scales();
         try_f16();
         if (report_.findings.empty()) try_span();
@@ -792,6 +795,48 @@ private:
         judge("swiglu-oai", "the experts' SwiGLU",
               {{"clamped: min(gate, 7) * sigmoid(1.702 min(gate, 7)) * (clamp(up, -7, 7) + 1), as llama.cpp", oai(7.0f)},
                {"without the clamp: gate * sigmoid(1.702 gate) * (up + 1)", oai(std::numeric_limits<float>::infinity())}});
+    }
+
+    // An expert product of MXFP4 weights recomputed (llama mode, as the comparison ran) with the
+    // blocks decoded as ggml does, with the nibbles swapped, and with the exponent one too large.
+    void try_mxfp4(const std::string& base, int L) {
+        if (!model_) return;
+        const char* which = starts_with(base, "ffn_moe_up-") ? "ffn_up_exps" : starts_with(base, "ffn_moe_gate-") ? "ffn_gate_exps"
+                                                                                                        : "ffn_down_exps";
+        const GgufTensorInfo* w = model_->find(fmt::format("blk.{}.{}.weight", L, which));
+        if (!w || w->type != GgmlType::MXFP4 || w->n_dims != 3) return;
+        const bool down = std::string(which) == "ffn_down_exps";
+        const CapturedEvent* x = nullptr;
+        static constexpr const char* kDownInputs[] = {"ffn_moe_swiglu_oai", "ffn_moe_swiglu"};
+        static constexpr const char* kUpInputs[] = {"attn_post_norm", "ffn_norm"};
+        for (const char* in : down ? kDownInputs : kUpInputs)
+            if (!x) x = previous(run_.captures, index_, fmt::format("{}-{}", in, L));
+        const CapturedEvent* topk = previous(run_.captures, index_, fmt::format("ffn_moe_topk-{}", L));
+        const int64_t K = w->ne[0], N = w->ne[1], E = w->ne[2];
+        if (!x || !topk || ours_.ne[0] != N || x->ne[0] != K) return;
+        const int64_t k = topk->ne[0], T = static_cast<int64_t>(topk->data.size()) / std::max<int64_t>(k, 1);
+        if (static_cast<int64_t>(ours_.data.size()) != N * k * T) return;
+        const int64_t x_slots = static_cast<int64_t>(x->data.size()) / (K * T);
+        if (x_slots != 1 && x_slots != k) return;
+        std::vector<int32_t> ids(topk->data.begin(), topk->data.end());
+        for (int32_t id : ids)
+            if (id < 0 || id >= E) return;
+        auto product = [&](Fault variant) {
+            std::vector<uint8_t> bytes(w->data, w->data + w->n_bytes);
+            if (variant != Fault::kNone) rewrite_mxfp4(variant, bytes.data(), static_cast<int64_t>(bytes.size() / sizeof(block_mxfp4)));
+            std::vector<float> xs(x->data.begin(), x->data.end()), y(static_cast<size_t>(N * k * T));
+            const Tensor wt = make_tensor(bytes.data(), K, N, E, 1, GgmlType::MXFP4);
+            const Tensor xt = make_tensor(xs.data(), K, x_slots, T);
+            const Tensor it = make_tensor(ids.data(), k, T, 1, 1, GgmlType::I32);
+            Tensor yt = make_tensor(y.data(), N, k, T);
+            backend()->matmul_id(wt, xt, it, yt, MathMode::kLlama);
+            return ours_aligned(y);
+        };
+        judge("mxfp4", fmt::format("the MXFP4 decoding of blk.{}.{}.weight", L, which),
+              {{"ggml's (element j in the low nibble of byte j, j + 16 in the high one; scale 2^(e - 128) for the doubled "
+                "levels)", product(Fault::kNone)},
+               {"with the nibbles swapped (element j from the high nibble)", product(Fault::kMxfp4NibbleOrder)},
+               {"with the scale one power of two too large (2^(e - 127))", product(Fault::kMxfp4ScaleExponent)}});
     }
 
     // The halves of a fused gate_up product (gate's rows, then up's): which one this view is.

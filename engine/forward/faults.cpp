@@ -103,6 +103,14 @@ const std::vector<FaultInfo>& fault_catalogue() {
          "gpt-oss's router run like Mixtral's: a softmax over every expert's logit, its top k, and those probabilities "
          "as weights, instead of the top k logits and a softmax over those k alone",
          "ffn_moe_probs-0"},
+        {Fault::kMxfp4NibbleOrder, "mxfp4-nibble-order",
+         "MXFP4 blocks decoded with the nibbles the wrong way round: element j from the high nibble of byte j and "
+         "element j + 16 from the low one (ggml: low nibble first)",
+         "the first product with an MXFP4 weight (gpt-oss: ffn_moe_up-0)"},
+        {Fault::kMxfp4ScaleExponent, "mxfp4-scale-exponent",
+         "MXFP4's E8M0 scale off by one power of two: 2^(e - 127) with ggml's doubled level table (ggml takes "
+         "2^(e - 128) for it), every value twice its size",
+         "the first product with an MXFP4 weight (gpt-oss: ffn_moe_up-0)"},
     };
     return kCatalogue;
 }
@@ -233,6 +241,10 @@ Result<FaultKnobs> fault_knobs(Fault fault, const FaultModelFacts& m) {
             if (c.expert_gating_func != 3) return refuse("needs a model whose router takes a softmax over the chosen experts (gpt-oss)");
             k.moe_softmax_before_topk = true;
             break;
+        case Fault::kMxfp4NibbleOrder:
+        case Fault::kMxfp4ScaleExponent:
+            if (!m.has_mxfp4) return refuse("needs a model with MXFP4 weights (gpt-oss's experts)");
+            break;  // the weights are rewritten as they load (fault_weight)
         case Fault::kMlaScaleWidth:
             if (c.arch != Arch::kDeepseek2) return refuse("needs a deepseek2 model (multi-head latent attention)");
             k.kq_scale_latent_width = true;
@@ -249,7 +261,10 @@ FaultModelFacts fault_model_facts(const Model& model) {
     facts.n_vocab = out ? out->ne[1] : emb ? emb->ne[1] : model.config().n_vocab;
     for (const char* b : {"blk.0.attn_q.bias", "blk.0.attn_k.bias", "blk.0.attn_v.bias"})
         facts.has_qkv_bias = facts.has_qkv_bias || model.find(b) != nullptr;
-    for (const GgufTensorInfo& t : model.file().tensors()) facts.has_q4_k = facts.has_q4_k || t.type == GgmlType::Q4_K;
+    for (const GgufTensorInfo& t : model.file().tensors()) {
+        facts.has_q4_k = facts.has_q4_k || t.type == GgmlType::Q4_K;
+        facts.has_mxfp4 = facts.has_mxfp4 || t.type == GgmlType::MXFP4;
+    }
     facts.has_rope_freqs = model.config().arch == Arch::kLlama && model.find("rope_freqs.weight") != nullptr;
     facts.has_qk_norm = model.find("blk.0.attn_q_norm.weight") != nullptr;
     for (const GgufTensorInfo& t : model.file().tensors())
@@ -272,6 +287,12 @@ FaultWeight fault_weight(Fault fault, const std::string& name, GgmlType type, co
         w.bytes.assign(data, data + n_bytes);
         swap_q4k_scales_and_mins(w.bytes.data(), static_cast<int64_t>(n_bytes / sizeof(block_q4_K)));
     }
+    if ((fault == Fault::kMxfp4NibbleOrder || fault == Fault::kMxfp4ScaleExponent) && type == GgmlType::MXFP4) {
+        w.rewrote = true;
+        w.type = type;
+        w.bytes.assign(data, data + n_bytes);
+        rewrite_mxfp4(fault, w.bytes.data(), static_cast<int64_t>(n_bytes / sizeof(block_mxfp4)));
+    }
     const std::string suffix = "attn_q.weight";
     const bool is_wq = name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
     if (fault == Fault::kTransposedWeight && is_wq && ne[0] == ne[1]) {
@@ -287,6 +308,15 @@ FaultWeight fault_weight(Fault fault, const std::string& name, GgmlType type, co
         std::memcpy(w.bytes.data(), transposed.data(), w.bytes.size());
     }
     return w;
+}
+
+void rewrite_mxfp4(Fault fault, void* blocks, int64_t n_blocks) {
+    auto* b = static_cast<block_mxfp4*>(blocks);
+    for (int64_t i = 0; i < n_blocks; ++i) {
+        if (fault == Fault::kMxfp4ScaleExponent && b[i].e < 255) ++b[i].e;
+        if (fault == Fault::kMxfp4NibbleOrder)
+            for (uint8_t& q : b[i].qs) q = static_cast<uint8_t>((q >> 4) | (q << 4));
+    }
 }
 
 void swap_q4k_scales_and_mins(void* blocks, int64_t n_blocks) {

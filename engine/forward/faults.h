@@ -47,6 +47,8 @@ enum class Fault {
     kAttnSinksIgnored,     // gpt-oss's attention sinks left out of the softmax
     kSwigluOaiUnclamped,   // gpt-oss's SwiGLU without its clamp (gate <= 7, -7 <= up <= 7)
     kMoeSoftmaxBeforeTopk, // gpt-oss's router: softmax over all experts before the top k, not over the k chosen
+    kMxfp4NibbleOrder,     // MXFP4 blocks decoded with the nibbles the wrong way round (element j from the high nibble)
+    kMxfp4ScaleExponent,   // MXFP4's E8M0 scale one power of two too large (2^(e-127) with ggml's doubled levels)
 };
 
 struct FaultInfo {
@@ -111,6 +113,7 @@ struct FaultModelFacts {
     bool has_expert_bias = false; // exp_probs_b.bias (DeepSeek-V3's selection bias)
     bool has_fused_gate_up = false;  // ffn_gate_up_exps (gate and up experts in one tensor)
     bool has_sinks = false;          // attn_sinks (gpt-oss)
+    bool has_mxfp4 = false;          // MXFP4 weights
 };
 Result<FaultKnobs> fault_knobs(Fault fault, const FaultModelFacts& facts);
 // The facts of an opened model (its config must outlive them).
@@ -129,5 +132,9 @@ FaultWeight fault_weight(Fault fault, const std::string& name, GgmlType type, co
 // Rewrites Q4_K blocks so that ggml's unpacking reads each sub-block's scale as its min and the
 // min as its scale: the bytes a decoder with the two roles swapped would effectively use.
 void swap_q4k_scales_and_mins(void* blocks, int64_t n_blocks);
+// Rewrites MXFP4 blocks so that ggml's decoding reads what a decoder with the bug reads: the two
+// nibbles of every byte swapped (kMxfp4NibbleOrder), or each exponent one larger
+// (kMxfp4ScaleExponent; 255 stays).
+void rewrite_mxfp4(Fault fault, void* blocks, int64_t n_blocks);
 
 }  // namespace ls

@@ -308,8 +308,10 @@ RouterTable router_table(const std::vector<EventInfo>& events, int decode, int u
         if (name == "ffn_moe_logits") l.logits = &e;
         else if (name == "ffn_moe_probs") l.probs = &e;
         else if (name == "ffn_moe_topk") l.topk = &e;
-        // The weights applied: the last of weights, weights_norm, weights_scaled.
-        else if (name == "ffn_moe_weights" || name == "ffn_moe_weights_norm" || name == "ffn_moe_weights_scaled") l.weights = &e;
+        // The weights applied: the last of weights, weights_softmax (gpt-oss), weights_norm, weights_scaled.
+        else if (name == "ffn_moe_weights" || name == "ffn_moe_weights_softmax" || name == "ffn_moe_weights_norm" ||
+                 name == "ffn_moe_weights_scaled")
+            l.weights = &e;
         else if (name == "ffn_moe_gate" && !l.gate) l.gate = &e;
         else if (name == "ffn_moe_group_topk") l.groups = &e;
     }

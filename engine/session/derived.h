@@ -100,7 +100,7 @@ struct RouterTensors {
     std::span<const float> logits;   // ffn_moe_logits-L {n_expert, T}
     std::span<const float> probs;    // ffn_moe_probs-L {n_expert, T}
     std::span<const float> topk;     // ffn_moe_topk-L {k, T}: the chosen experts, best first
-    std::span<const float> weights;  // the weights applied: ffn_moe_weights-L, or its _norm / _scaled
+    std::span<const float> weights;  // the weights applied: ffn_moe_weights-L, or its _softmax / _norm / _scaled
     int64_t n_groups_used = 0;
     std::span<const float> groups;   // ffn_moe_group_topk-L {n_groups_used, T}: grouped routing's groups kept
 };
