@@ -55,6 +55,34 @@ std::string fmt_g(float v) {
     return buf;
 }
 
+// Draws n frames, each a new ImGui frame with what `panels` puts up, rendered on a cleared
+// framebuffer (then `drawn` runs, before the swap) and shown.
+void draw_frames(GLFWwindow* window, int n, const std::function<void()>& panels,
+                 const std::function<void(int frame)>& drawn = {}) {
+    for (int frame = 1; frame <= n; ++frame) {
+        glfwPollEvents();
+        ImGui_ImplOpenGL3_NewFrame();
+        ImGui_ImplGlfw_NewFrame();
+        ImGui::NewFrame();
+        panels();
+        ImGui::Render();
+        int width = 0, height = 0;
+        glfwGetFramebufferSize(window, &width, &height);
+        glViewport(0, 0, width, height);
+        glClearColor(0.10f, 0.10f, 0.12f, 1.0f);
+        glClear(GL_COLOR_BUFFER_BIT);
+        ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+        if (drawn) drawn(frame);
+        glfwSwapBuffers(window);
+    }
+}
+
+// The next window at (x, y), w by h.
+void place(float x, float y, float w, float h) {
+    ImGui::SetNextWindowPos(ImVec2(x, y), ImGuiCond_Always);
+    ImGui::SetNextWindowSize(ImVec2(w, h), ImGuiCond_Always);
+}
+
 int64_t find_event(const ls::SessionSnapshot& s, const std::string& name) {
     for (const ls::EventInfo& e : *s.events)
         if (e.name == name) return e.index;
@@ -118,34 +146,21 @@ int main(int argc, char** argv) {
         attention.thumbnail_px = 36;
 
         auto frames = [&](int n, bool screenshot) {
-            for (int frame = 1; frame <= n; ++frame) {
-                glfwPollEvents();
-                ImGui_ImplOpenGL3_NewFrame();
-                ImGui_ImplGlfw_NewFrame();
-                ImGui::NewFrame();
-                // Four quadrants, like the app's own layout.
-                ImGui::SetNextWindowPos(ImVec2(0, 0), ImGuiCond_Always);
-                ImGui::SetNextWindowSize(ImVec2(800, 500), ImGuiCond_Always);
-                histograms.draw(ctx);
-                ImGui::SetNextWindowPos(ImVec2(800, 0), ImGuiCond_Always);
-                ImGui::SetNextWindowSize(ImVec2(800, 560), ImGuiCond_Always);
-                attention.draw(ctx);
-                ImGui::SetNextWindowPos(ImVec2(0, 500), ImGuiCond_Always);
-                ImGui::SetNextWindowSize(ImVec2(800, 500), ImGuiCond_Always);
-                qk.draw(ctx);
-                ImGui::SetNextWindowPos(ImVec2(800, 560), ImGuiCond_Always);
-                ImGui::SetNextWindowSize(ImVec2(800, 440), ImGuiCond_Always);
-                logits.draw(ctx);
-                ImGui::Render();
-                int width = 0, height = 0;
-                glfwGetFramebufferSize(window, &width, &height);
-                glViewport(0, 0, width, height);
-                glClearColor(0.10f, 0.10f, 0.12f, 1.0f);
-                glClear(GL_COLOR_BUFFER_BIT);
-                ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
-                if (screenshot && frame == n) check(save_screenshot(window, png), "screenshot saved to " + png);
-                glfwSwapBuffers(window);
-            }
+            draw_frames(
+                window, n,
+                [&] {  // four quadrants, like the app's own layout
+                    place(0, 0, 800, 500);
+                    histograms.draw(ctx);
+                    place(800, 0, 800, 560);
+                    attention.draw(ctx);
+                    place(0, 500, 800, 500);
+                    qk.draw(ctx);
+                    place(800, 560, 800, 440);
+                    logits.draw(ctx);
+                },
+                [&](int frame) {
+                    if (screenshot && frame == n) check(save_screenshot(window, png), "screenshot saved to " + png);
+                });
         };
 
         // Empty state first: no snapshot data must not crash and must show nothing.
@@ -226,18 +241,10 @@ int main(int argc, char** argv) {
         // The prompt panel beside another engine's ids: where they part, or that they agree.
         v::PromptPanel prompt;
         auto prompt_frames = [&](int n) {
-            for (int frame = 1; frame <= n; ++frame) {
-                glfwPollEvents();
-                ImGui_ImplOpenGL3_NewFrame();
-                ImGui_ImplGlfw_NewFrame();
-                ImGui::NewFrame();
-                ImGui::SetNextWindowPos(ImVec2(0, 0), ImGuiCond_Always);
-                ImGui::SetNextWindowSize(ImVec2(800, 600), ImGuiCond_Always);
+            draw_frames(window, n, [&] {
+                place(0, 0, 800, 600);
                 prompt.draw(ctx);
-                ImGui::Render();
-                ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
-                glfwSwapBuffers(window);
-            }
+            });
         };
         prompt_frames(2);
         check(!prompt.shown.compared, "prompt: nothing compared without their ids");
@@ -265,22 +272,14 @@ int main(int argc, char** argv) {
         if (!doc) return std::string("(cannot open ") + path + ")";
         v::ModelPanel panel;
         std::string text;
-        for (int frame = 1; frame <= 3; ++frame) {  // the tab bar shows its first tab from frame 2
-            glfwPollEvents();
-            ImGui_ImplOpenGL3_NewFrame();
-            ImGui_ImplGlfw_NewFrame();
-            ImGui::NewFrame();
-            ImGui::SetNextWindowPos(ImVec2(0, 0), ImGuiCond_Always);
-            ImGui::SetNextWindowSize(ImVec2(1600, 1000), ImGuiCond_Always);
+        draw_frames(window, 3, [&] {  // the tab bar shows its first tab from frame 2
+            place(0, 0, 1600, 1000);
             ImGui::LogToClipboard();
             panel.draw(doc->get());
             ImGui::LogFinish();
             const char* clipboard = ImGui::GetClipboardText();
             text = clipboard ? clipboard : "";
-            ImGui::Render();
-            ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
-            glfwSwapBuffers(window);
-        }
+        });
         return text;
     };
     // README section 5 item 10: llama.cpp's numbers for deepseek2-mini's YaRN and kq scale.
@@ -321,21 +320,12 @@ int main(int argc, char** argv) {
                 v::AttentionPanel attention;
                 v::QKPanel qk;
                 attention.select_cell(0, 1);
-                for (int frame = 1; frame <= 3; ++frame) {
-                    glfwPollEvents();
-                    ImGui_ImplOpenGL3_NewFrame();
-                    ImGui_ImplGlfw_NewFrame();
-                    ImGui::NewFrame();
-                    ImGui::SetNextWindowPos(ImVec2(0, 0), ImGuiCond_Always);
-                    ImGui::SetNextWindowSize(ImVec2(800, 1000), ImGuiCond_Always);
+                draw_frames(window, 3, [&] {
+                    place(0, 0, 800, 1000);
                     attention.draw(ctx);
-                    ImGui::SetNextWindowPos(ImVec2(800, 0), ImGuiCond_Always);
-                    ImGui::SetNextWindowSize(ImVec2(800, 1000), ImGuiCond_Always);
+                    place(800, 0, 800, 1000);
                     qk.draw(ctx);
-                    ImGui::Render();
-                    ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
-                    glfwSwapBuffers(window);
-                }
+                });
                 check(attention.shown.layers == 3 && attention.shown.local_layers == 2,
                       "gemma attention: 2 of " + std::to_string(attention.shown.layers) + " layers marked local");
                 check(attention.shown.window_note == "local layer (window 8): position 19 sees positions 12..19",
@@ -377,18 +367,10 @@ int main(int argc, char** argv) {
                 ctx.cursor = find_event(*snap, "l_out-1");
                 v::AttentionPanel attention;
                 attention.select_cell(1, 2);
-                for (int frame = 1; frame <= 3; ++frame) {
-                    glfwPollEvents();
-                    ImGui_ImplOpenGL3_NewFrame();
-                    ImGui_ImplGlfw_NewFrame();
-                    ImGui::NewFrame();
-                    ImGui::SetNextWindowPos(ImVec2(0, 0), ImGuiCond_Always);
-                    ImGui::SetNextWindowSize(ImVec2(800, 1000), ImGuiCond_Always);
+                draw_frames(window, 3, [&] {
+                    place(0, 0, 800, 1000);
                     attention.draw(ctx);
-                    ImGui::Render();
-                    ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
-                    glfwSwapBuffers(window);
-                }
+                });
                 check(attention.shown.enlarged && attention.shown.sink_share > 0.001f && attention.shown.sink_share < 1.0f &&
                           attention.shown.sink_share_max >= attention.shown.sink_share,
                       "gpt-oss attention: the sink's share shown (mean " + fmt_g(attention.shown.sink_share) + ", max " +

@@ -335,7 +335,7 @@ TEST(FaultsCatalogue, NamesRoundTripAndRefusals) {
     auto backend = make_cpu_backend(1);
     for (Fault f : {Fault::kQkvBiasDropped, Fault::kQ4KScaleMinSwapped, Fault::kYarnMscale, Fault::kMoeWeightsNorm,
                     Fault::kMoeTopKOrder, Fault::kMlaScaleWidth, Fault::kMoeBiasInWeights, Fault::kMoeGroupScore,
-                    Fault::kMoeGateUpSwapped, Fault::kAttnSinksIgnored, Fault::kSwigluOaiUnclamped,
+                    Fault::kMoeGateUpSwapped, Fault::kAttnSinksIgnored, Fault::kSwigluOaiUnclamped, Fault::kSwigluOaiClampBelow,
                     Fault::kMoeSoftmaxBeforeTopk, Fault::kMxfp4NibbleOrder, Fault::kMxfp4ScaleExponent}) {
         ForwardOptions fo;
         fo.fault = f;

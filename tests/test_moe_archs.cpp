@@ -208,10 +208,12 @@ const MoeFault kFaults[] = {
     {Fault::kMoeGroupScore, 6, "ffn_moe_group_topk-1@1", "moe-group-score", "the sum of its two best experts"},
     {Fault::kMoeTopKOrder, 6, "ffn_moe_argsort-1", "moe-topk", "the k most likely experts chosen"},
     {Fault::kMoeGateUpSwapped, 7, "ffn_moe_gate-1", "moe-gate-up", "is its first half of each expert's rows"},
-    // gpt-oss's: the sinks left out, the SwiGLU unclamped, a softmax over every expert first.
+    // gpt-oss's: the sinks left out, the SwiGLU unclamped or its gate clamped from below, a softmax
+    // over every expert first.
     {Fault::kAttnSinksIgnored, 8, "kq_soft_max-0", "attention", "instead of scale 0.176777 with the causal mask and layer "
                                                                "0's sliding window of 4 and no attention sinks"},
     {Fault::kSwigluOaiUnclamped, 8, "ffn_moe_swiglu_oai-0", "swiglu-oai", "is clamped"},
+    {Fault::kSwigluOaiClampBelow, 8, "ffn_moe_swiglu_oai-0", "swiglu-oai", "instead of with the gate clamped from below"},
     {Fault::kMoeSoftmaxBeforeTopk, 8, "ffn_moe_probs-0", "moe-gating", "is the biased logits themselves"},
     // MXFP4 decoders: the nibbles the wrong way round, the scale's exponent off by one.
     {Fault::kMxfp4NibbleOrder, 12, "ffn_moe_up-0", "mxfp4", "instead of with the nibbles swapped"},

@@ -780,7 +780,8 @@ private:
                {"a softmax over every expert's biased logit (Mixtral's order: softmax, then the top k)", ours_aligned(soft)}});
     }
 
-    // gpt-oss's SwiGLU of the experts' biased gate and up: clamped (gate <= 7, |up| <= 7) or not.
+    // gpt-oss's SwiGLU of the experts' biased gate and up: clamped (gate <= 7, |up| <= 7), not
+    // clamped, or with the gate clamped from below.
     void try_swiglu_oai(int L) {
         const CapturedEvent* gate = previous(run_.captures, index_, fmt::format("ffn_moe_gate_biased-{}", L));
         const CapturedEvent* up = previous(run_.captures, index_, fmt::format("ffn_moe_up_biased-{}", L));
@@ -792,9 +793,18 @@ private:
             host_swiglu_oai(gate->data.data(), up->data.data(), static_cast<int64_t>(y.size()), y.data(), 1.702f, limit, true);
             return ours_aligned(y);
         };
+        const float inf = std::numeric_limits<float>::infinity();
+        std::vector<float> below_gate(gate->data.size()), below_up(up->data.size()), below(ours_.data.size());
+        for (size_t i = 0; i < below.size(); ++i) {
+            below_gate[i] = std::max(gate->data[i], -7.0f);
+            below_up[i] = std::clamp(up->data[i], -7.0f, 7.0f);
+        }
+        host_swiglu_oai(below_gate.data(), below_up.data(), static_cast<int64_t>(below.size()), below.data(), 1.702f, inf, true);
         judge("swiglu-oai", "the experts' SwiGLU",
               {{"clamped: min(gate, 7) * sigmoid(1.702 min(gate, 7)) * (clamp(up, -7, 7) + 1), as llama.cpp", oai(7.0f)},
-               {"without the clamp: gate * sigmoid(1.702 gate) * (up + 1)", oai(std::numeric_limits<float>::infinity())}});
+               {"without the clamp: gate * sigmoid(1.702 gate) * (up + 1)", oai(inf)},
+               {"with the gate clamped from below: max(gate, -7) * sigmoid(1.702 max(gate, -7)) * (clamp(up, -7, 7) + 1)",
+                ours_aligned(below)}});
     }
 
     // An expert product of MXFP4 weights recomputed (llama mode, as the comparison ran) with the

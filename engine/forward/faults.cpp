@@ -99,6 +99,10 @@ const std::vector<FaultInfo>& fault_catalogue() {
          "gpt-oss's SwiGLU without its clamp: the gate not limited to 7 and up not to [-7, 7] before "
          "x * sigmoid(1.702 x) * (up + 1)",
          "ffn_moe_swiglu_oai-L (the first layer with a value beyond the limit)"},
+        {Fault::kSwigluOaiClampBelow, "swiglu-oai-clamp-below",
+         "gpt-oss's SwiGLU with the gate's one-sided clamp on the wrong side: the gate limited from below "
+         "(max(gate, -7)) instead of from above (min(gate, 7)); up still clamped to [-7, 7]",
+         "ffn_moe_swiglu_oai-L (the first layer with a gate above 7)"},
         {Fault::kMoeSoftmaxBeforeTopk, "moe-softmax-before-topk",
          "gpt-oss's router run like Mixtral's: a softmax over every expert's logit, its top k, and those probabilities "
          "as weights, instead of the top k logits and a softmax over those k alone",
@@ -236,6 +240,10 @@ Result<FaultKnobs> fault_knobs(Fault fault, const FaultModelFacts& m) {
         case Fault::kSwigluOaiUnclamped:
             if (c.arch != Arch::kGptOss) return refuse("needs a gpt-oss model (clamped SwiGLU experts)");
             k.swiglu_oai_unclamped = true;
+            break;
+        case Fault::kSwigluOaiClampBelow:
+            if (c.arch != Arch::kGptOss) return refuse("needs a gpt-oss model (clamped SwiGLU experts)");
+            k.swiglu_oai_clamp_below = true;
             break;
         case Fault::kMoeSoftmaxBeforeTopk:
             if (c.expert_gating_func != 3) return refuse("needs a model whose router takes a softmax over the chosen experts (gpt-oss)");

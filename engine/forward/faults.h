@@ -46,6 +46,7 @@ enum class Fault {
     kMoeGateUpSwapped,     // a fused ffn_gate_up_exps split the wrong way round: gate from the up half and back
     kAttnSinksIgnored,     // gpt-oss's attention sinks left out of the softmax
     kSwigluOaiUnclamped,   // gpt-oss's SwiGLU without its clamp (gate <= 7, -7 <= up <= 7)
+    kSwigluOaiClampBelow,  // gpt-oss's SwiGLU with the gate limited from below (gate >= -7) instead of above
     kMoeSoftmaxBeforeTopk, // gpt-oss's router: softmax over all experts before the top k, not over the k chosen
     kMxfp4NibbleOrder,     // MXFP4 blocks decoded with the nibbles the wrong way round (element j from the high nibble)
     kMxfp4ScaleExponent,   // MXFP4's E8M0 scale one power of two too large (2^(e-127) with ggml's doubled levels)
@@ -94,8 +95,8 @@ struct FaultKnobs {
     bool moe_gate_up_swapped = false;    // a fused gate_up product's halves read the wrong way round
     bool sinks_ignored = false;          // attention without the sinks
     bool swiglu_oai_unclamped = false;   // swiglu_oai with an infinite limit
+    bool swiglu_oai_clamp_below = false; // swiglu_oai's gate clamped to [-limit, inf) instead of (-inf, limit]
     bool moe_softmax_before_topk = false;  // gating 3 run as gating 1 (softmax of every expert, weights from it)
-    bool moe_expert_bias_skipped = false;  // not a catalogue fault: the experts' biases left out
 };
 
 // The knobs of `fault` for a model, or a usage error when the model cannot have that bug

@@ -851,11 +851,11 @@ Tensor GraphBuilder::build_moe(const Tensor& cur, const MoeWeights& w, int il) {
     Tensor probs = moe_.probs.reshaped(E, T);
     const bool softmax_weight = cfg_.expert_gating_func == 3 && !knobs_.moe_softmax_before_topk;
     if (softmax_weight) {
-        // gpt-oss: the experts are chosen by their biased logits, which llama.cpp's graph names
-        // ffn_moe_probs (the bias's ADD is renamed so).
-        if (w.gate_inp_b.data) be_.add(logits, w.gate_inp_b, probs);
-        else be_.copy(logits, probs);
-        cb(probs, "ffn_moe_probs", il, w.gate_inp_b.data ? Op::kAdd : Op::kMulMat);
+        // gpt-oss (the only model with gating 3; its router's bias is required): the experts are
+        // chosen by their biased logits, which llama.cpp's graph names ffn_moe_probs (the bias's
+        // ADD is renamed so).
+        be_.add(logits, w.gate_inp_b, probs);
+        cb(probs, "ffn_moe_probs", il, Op::kAdd);
     } else if (cfg_.expert_gating_func == 2) {
         be_.unary(Op::kSigmoid, logits, probs);
         cb(probs, "ffn_moe_probs", il, Op::kSigmoid);
@@ -946,7 +946,7 @@ Tensor GraphBuilder::build_moe(const Tensor& cur, const MoeWeights& w, int il) {
     } else {
         // Each product + its chosen experts' biases (gpt-oss: ADD_ID) when the model has them.
         auto biased = [&](Tensor& y, const Tensor& bias, const Tensor& buf, const char* name) {
-            if (!bias.data || knobs_.moe_expert_bias_skipped) return;
+            if (!bias.data) return;
             Tensor z = buf.reshaped(y.ne[0], k, T);
             be_.add_id(y, bias, topk, z);
             cb(z, name, il, Op::kAddId);
@@ -962,7 +962,18 @@ Tensor GraphBuilder::build_moe(const Tensor& cur, const MoeWeights& w, int il) {
     if (cfg_.arch == Arch::kGptOss) {
         // gpt-oss's clamped SwiGLU (llama.cpp's LLM_FFN_SWIGLU_OAI_MOE: alpha 1.702, limit 7; the
         // bug: no clamp).
-        const float limit = knobs_.swiglu_oai_unclamped ? std::numeric_limits<float>::infinity() : 7.0f;
+        const float inf = std::numeric_limits<float>::infinity();
+        float limit = knobs_.swiglu_oai_unclamped ? inf : 7.0f;
+        if (knobs_.swiglu_oai_clamp_below) {
+            // The bug: the gate limited from below. The clamps done first (exactly), then the op
+            // without one; gate and up are the biased values here, so their unbiased buffers are free.
+            Tensor g = moe_.gate.reshaped(n_ff, k, T), u = moe_.up.reshaped(n_ff, k, T);
+            be_.unary(Op::kClamp, gate, g, -limit, inf);
+            be_.unary(Op::kClamp, up, u, -limit, limit);
+            gate = g;
+            up = u;
+            limit = inf;
+        }
         be_.swiglu_oai(gate, up, swiglu, 1.702f, limit, mode);
         cb(swiglu, "ffn_moe_swiglu_oai", il, Op::kSwigluOai);
     } else {
@@ -972,7 +983,7 @@ Tensor GraphBuilder::build_moe(const Tensor& cur, const MoeWeights& w, int il) {
     Tensor down = moe_.down.reshaped(n_embd, k, T), weighted = moe_.weighted.reshaped(n_embd, k, T);
     be_.matmul_id(w.down_exps, swiglu, topk, down, mode);
     cb(down, "ffn_moe_down", il, Op::kMulMatId);
-    if (w.down_exps_b.data && !knobs_.moe_expert_bias_skipped) {
+    if (w.down_exps_b.data) {
         Tensor z = moe_.down_b.reshaped(n_embd, k, T);
         be_.add_id(down, w.down_exps_b, topk, z);
         cb(z, "ffn_moe_down_biased", il, Op::kAddId);

@@ -61,25 +61,18 @@ public:
 
     std::string key(std::string_view suffix) const { return fmt::format("{}.{}", arch_, suffix); }
 
-    // Integer key. An array is an error here: only the keys llama.cpp reads per layer take one
-    // (per_layer_int).
-    Result<int64_t> get_int(std::string_view suffix, const int64_t* fallback) const {
-        return read_int(suffix, fallback, 0);
-    }
+    // Integer key. An array is an error here: only the keys llama.cpp reads per layer take one.
+    Result<int64_t> required_int(std::string_view suffix) const { return read_int(suffix, nullptr, 0); }
+    Result<int64_t> optional_int(std::string_view suffix, int64_t fallback) const { return read_int(suffix, &fallback, 0); }
     // A key llama.cpp accepts as one value or one per layer (head counts, feed_forward_length,
-    // expert_used_count, expert_feed_forward_length). An
-    // array must have n_layer entries, all equal: the graphs here give every layer one shape, so a
-    // model whose layers differ is refused by name rather than run with layer 0's value.
-    Result<int64_t> per_layer_int(std::string_view suffix, const int64_t* fallback, int64_t n_layer) const {
-        return read_int(suffix, fallback, n_layer);
-    }
-    Result<int64_t> required_int(std::string_view suffix) const { return get_int(suffix, nullptr); }
-    Result<int64_t> optional_int(std::string_view suffix, int64_t fallback) const { return get_int(suffix, &fallback); }
+    // expert_used_count, expert_feed_forward_length). An array must have n_layer entries, all
+    // equal: the graphs here give every layer one shape, so a model whose layers differ is refused
+    // by name rather than run with layer 0's value.
     Result<int64_t> required_layer_int(std::string_view suffix, int64_t n_layer) const {
-        return per_layer_int(suffix, nullptr, n_layer);
+        return read_int(suffix, nullptr, n_layer);
     }
     Result<int64_t> optional_layer_int(std::string_view suffix, int64_t fallback, int64_t n_layer) const {
-        return per_layer_int(suffix, &fallback, n_layer);
+        return read_int(suffix, &fallback, n_layer);
     }
 
     Result<double> get_float(std::string_view suffix, const double* fallback) const {

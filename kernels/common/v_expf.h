@@ -1,6 +1,6 @@
 // ggml_v_expf (its 512-bit form) for host and device code: range reduction by ln 2, a polynomial,
 // then scaling by 2^n. The CUDA kernels take it where exact mode must give the CPU's bits
-// (kernels/cpu/ggml_order.h's v_expf is the same function).
+// (kernels/cpu/ggml_order.h's v_expf is this function).
 #pragma once
 
 #include <cmath>
@@ -9,7 +9,9 @@
 
 namespace ls {
 
-LS_HD inline float ggml_v_expf16(float x) {
+// static: every translation unit keeps its own copy, so the CPU backend built with FMA instructions
+// (kernels/CMakeLists.txt) never calls the copy built without them.
+LS_HD static inline float ggml_v_expf16(float x) {
     const float r = 0x1.8p23f;
     const float z = fmaf(x, 0x1.715476p+0f, r);
     const float n = z - r;  // round(x / ln 2)

@@ -20,6 +20,7 @@
 #include <cstring>
 
 #include "kernels/common/fp16.h"
+#include "kernels/common/v_expf.h"
 
 namespace ls::ggml_order {
 // The CPU backend is compiled with and without FMA instructions: each copy gets its own inline
@@ -161,17 +162,7 @@ inline void vec_mad_f16(float* y, const float* x, int64_t n, float v) {
 
 // ggml_v_expf: ggml's vectorized expf (a polynomial after range reduction by ln 2; at most
 // ~1.5 ulp from the true value), used 16 values at a time by softmax and SiLU.
-inline float v_expf(float x) {
-    const float r = 0x1.8p23f;
-    const float z = std::fma(x, 0x1.715476p+0f, r);
-    const float n = z - r;  // round(x / ln 2)
-    const float b = std::fma(-n, 0x1.7f7d1cp-20f, std::fma(-n, 0x1.62e4p-1f, x));
-    if (std::fabs(n) > 192.0f) return n <= 0.0f ? 0.0f : INFINITY;
-    const float u = b * b;
-    const float j = std::fma(std::fma(std::fma(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, std::fma(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
-                             u, std::fma(0x1.ffffecp-1f, b, 1.0f));
-    return std::ldexp(j, static_cast<int>(n));  // _mm512_scalef_ps
-}
+inline float v_expf(float x) { return ggml_v_expf16(x); }
 
 // ---- AVX2 (256-bit) orders
 
