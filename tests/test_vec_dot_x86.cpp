@@ -13,6 +13,7 @@
 
 #include "kernels/common/fp16.h"
 #include "kernels/common/quant_blocks.h"
+#include "kernels/cpu/aligned_vector.h"
 #include "kernels/cpu/dequant.h"
 #include "kernels/cpu/ggml_order.h"
 #include "kernels/cpu/quantize.h"
@@ -191,6 +192,14 @@ TEST(VecDotX86, Mxfp4SameBitsAsAPlainReference) {
             for (int r = 0; r < 2; ++r)
                 ASSERT_EQ(bits_of(rows[r]), bits_of(mxfp4_dot_reference(n, w.data() + r * nb, a.data())))
                     << "rows kernel, trial " << trial << " row " << r;
+            // The decoding kernel on an activation laid out once (pairs of blocks in one load).
+            AlignedVector<uint8_t> prepared(mxfp4_activation_bytes(n));
+            mxfp4_prepare_activation(n, a.data(), prepared.data());
+            rows[0] = rows[1] = -1.0f;
+            dot_mxfp4_avx2_rows(n, w.data(), nb * sizeof(block_mxfp4), 2, prepared.data(), a.data(), rows);
+            for (int r = 0; r < 2; ++r)
+                ASSERT_EQ(bits_of(rows[r]), bits_of(mxfp4_dot_reference(n, w.data() + r * nb, a.data())))
+                    << "prepared rows kernel, trial " << trial << " row " << r;
         }
 #endif
     }

@@ -12,6 +12,7 @@
 #include "kernels/common/fp16.h"
 #include "kernels/common/gelu.h"
 #include "kernels/common/host_memory.h"
+#include "kernels/cpu/aligned_vector.h"
 #include "kernels/cpu/dequant.h"
 #include "kernels/cpu/exact_order.h"
 #include "kernels/cpu/ggml_order.h"
@@ -231,6 +232,14 @@ public:
         if ((w.type == GgmlType::Q4_0 || w.type == GgmlType::Q5_0 || w.type == GgmlType::Q8_0 ||
              w.type == GgmlType::IQ4_NL || w.type == GgmlType::MXFP4) && T == 1 && avx2_ && K % 32 == 0) {
             const auto* act = reinterpret_cast<const block_q8_0*>(act_scratch_.data());
+            if (w.type == GgmlType::MXFP4) {  // the activation laid out once for the pairwise kernel
+                mxfp4_act_.resize(mxfp4_activation_bytes(K));
+                mxfp4_prepare_activation(K, act, mxfp4_act_.data());
+                pool_.parallel_for(N, 4, [&](int64_t b, int64_t e) {
+                    dot_mxfp4_avx2_rows(K, wbase + b * w_row_bytes, w_row_bytes, e - b, mxfp4_act_.data(), act, &y.f32()[b]);
+                });
+                return;
+            }
             pool_.parallel_for(N, 4, [&](int64_t b, int64_t e) {
                 dot_q8_0_family_avx2_rows(w.type, K, wbase + b * w_row_bytes, w_row_bytes, e - b, act, &y.f32()[b]);
             });
@@ -681,6 +690,34 @@ public:
         }
         const float* xs_f32 = mode == MathMode::kLlama && w.type == GgmlType::F16 ? act_f32_.data() : x.f32();
         const uint64_t row_bytes = w.nb[1];
+#if defined(LS_HAVE_VEC_DOT_AVX2)
+        // MXFP4 experts (gpt-oss): each activation column laid out once for the pairwise decoding
+        // kernel (vec_dot's bits), then every expert's rows in runs of 16, each run against all the
+        // expert's columns while it is in L1.
+        if (mode == MathMode::kLlama && w.type == GgmlType::MXFP4 && avx2_ && K % 32 == 0) {
+            const auto* act = reinterpret_cast<const block_q8_0*>(act_scratch_.data());
+            const int64_t act_blocks = static_cast<int64_t>(act_row_bytes / sizeof(block_q8_0));
+            const uint64_t laid_bytes = mxfp4_activation_bytes(K);
+            mxfp4_act_.resize(laid_bytes * n_x);
+            pool_.parallel_for(n_x, 1, [&](int64_t b, int64_t e) {
+                for (int64_t i = b; i < e; ++i) mxfp4_prepare_activation(K, act + i * act_blocks, mxfp4_act_.data() + i * laid_bytes);
+            });
+            constexpr int64_t kRun = 16;
+            pool_.parallel_for(static_cast<int64_t>(active.size()) * N, kRun, [&](int64_t b, int64_t e) {
+                for (int64_t i = b; i < e;) {
+                    const int64_t expert = active[i / N], r = i % N, run = std::min({e - i, N - r, kRun});
+                    const char* wr = static_cast<const char*>(w.data) + expert * w.nb[2] + r * row_bytes;
+                    for (int64_t c : by_expert[expert]) {
+                        const int64_t xc = x_col(c);
+                        dot_mxfp4_avx2_rows(K, wr, row_bytes, run, mxfp4_act_.data() + xc * laid_bytes, act + xc * act_blocks,
+                                            y.f32() + c * N + r);
+                    }
+                    i += run;
+                }
+            });
+            return;
+        }
+#endif
         pool_.parallel_for(static_cast<int64_t>(active.size()) * N, 4, [&](int64_t b, int64_t e) {
             thread_local std::vector<float> row;
             row.resize(K);
@@ -960,6 +997,7 @@ private:
 #endif
     ThreadPool pool_;
     std::vector<uint8_t> act_scratch_;  // activations converted for llama-mode matmuls
+    AlignedVector<uint8_t> mxfp4_act_;  // Q8_0 activations laid out for the MXFP4 decoding kernel
 #if defined(LS_HAVE_VEC_DOT_AVX2)
     std::vector<Q8KColumnBlock> q8_K_columns_;  // their scales and bsums, four columns a block
 #endif

@@ -867,6 +867,98 @@ LS_AVX2 void dot_q8_0_family_avx2_rows(GgmlType type, int64_t n, const void* w, 
     }
 }
 
+// ---- MXFP4 against a prepared Q8_0 activation
+// ggml_vec_dot_mxfp4_q8_0 (AVX2) sums block 2p's 8 lanes into one accumulator and block 2p + 1's
+// into another, lane i holding the products of elements 4i .. 4i + 3. Here one 256-bit load takes a
+// pair's 32 packed bytes: its low nibbles are both blocks' first 16 elements (lanes 0-3 of each),
+// its high nibbles their last 16 (lanes 4-7), so the two accumulators live as [acc1 0-3 | acc2
+// 0-3] and [acc1 4-7 | acc2 4-7], every lane taking the same FMAs in the same order. The table
+// gives value + 12 (0 .. 24, unsigned for maddubs; pairs at most 2 * 24 * 127, no saturation), and
+// the prepared activation subtracts 12 times each group of four's sum: the same integer lanes.
+
+namespace {
+
+struct alignas(32) Mxfp4PairActivation {
+    int8_t lo[32], hi[32];  // blocks 2p and 2p + 1: elements 0 .. 15 of each, then 16 .. 31 of each
+    int32_t c_lo[8], c_hi[8];  // 12 * the sum of each group of four of lo and hi
+    float d[8];  // block 2p's scale four times, then block 2p + 1's
+};
+static_assert(sizeof(Mxfp4PairActivation) == 160);
+
+int mxfp4_offset_value(int i) { return mxfp4_value(i) + 12; }
+const NibbleTable kMxfp4Offset = nibble_table<mxfp4_offset_value>();
+
+struct E8m0Table {
+    float v[256];
+};
+const E8m0Table kE8m0Half = [] {
+    E8m0Table t{};
+    for (int e = 0; e < 256; ++e) t.v[e] = e8m0_to_fp32_half(static_cast<uint8_t>(e));
+    return t;
+}();
+
+}  // namespace
+
+size_t mxfp4_activation_bytes(int64_t n) { return static_cast<size_t>(n / 64) * sizeof(Mxfp4PairActivation); }
+
+void mxfp4_prepare_activation(int64_t n, const block_q8_0* a, void* out) {
+    auto* pairs = static_cast<Mxfp4PairActivation*>(out);
+    for (int64_t p = 0; p < n / 64; ++p) {
+        Mxfp4PairActivation& A = pairs[p];
+        for (int k = 0; k < 2; ++k) {
+            const block_q8_0& y = a[2 * p + k];
+            std::memcpy(A.lo + 16 * k, y.qs, 16);
+            std::memcpy(A.hi + 16 * k, y.qs + 16, 16);
+            for (int g = 0; g < 4; ++g) {
+                A.c_lo[4 * k + g] = 12 * (y.qs[4 * g] + y.qs[4 * g + 1] + y.qs[4 * g + 2] + y.qs[4 * g + 3]);
+                A.c_hi[4 * k + g] = 12 * (y.qs[16 + 4 * g] + y.qs[17 + 4 * g] + y.qs[18 + 4 * g] + y.qs[19 + 4 * g]);
+                A.d[4 * k + g] = fp16_to_fp32(y.d);
+            }
+        }
+    }
+}
+
+LS_AVX2 void dot_mxfp4_avx2_rows(int64_t n, const void* w, uint64_t row_bytes, int64_t count, const void* prepared,
+                                 const block_q8_0* a, float* out) {
+    const int64_t nb = n / 32, np = nb / 2;
+    const auto* act = static_cast<const Mxfp4PairActivation*>(prepared);
+    const __m256i table = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(kMxfp4Offset.v)));
+    const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    for (int64_t r = 0; r < count; ++r) {
+        const auto* x = reinterpret_cast<const block_mxfp4*>(static_cast<const char*>(w) + r * row_bytes);
+        __m256 acc_lo = _mm256_setzero_ps(), acc_hi = _mm256_setzero_ps();
+        for (int64_t p = 0; p < np; ++p) {
+            const block_mxfp4* q = x + 2 * p;
+            const Mxfp4PairActivation& A = act[p];
+            const __m256i packed = _mm256_inserti128_si256(
+                _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q[0].qs))),
+                _mm_loadu_si128(reinterpret_cast<const __m128i*>(q[1].qs)), 1);
+            const __m256i lo = _mm256_shuffle_epi8(table, _mm256_and_si256(packed, m4));
+            const __m256i hi = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(packed, 4), m4));
+            const __m256i s_lo = _mm256_sub_epi32(
+                _mm256_madd_epi16(_mm256_maddubs_epi16(lo, _mm256_load_si256(reinterpret_cast<const __m256i*>(A.lo))), ones),
+                _mm256_load_si256(reinterpret_cast<const __m256i*>(A.c_lo)));
+            const __m256i s_hi = _mm256_sub_epi32(
+                _mm256_madd_epi16(_mm256_maddubs_epi16(hi, _mm256_load_si256(reinterpret_cast<const __m256i*>(A.hi))), ones),
+                _mm256_load_si256(reinterpret_cast<const __m256i*>(A.c_hi)));
+            const __m256 dw = _mm256_set_m128(_mm_broadcast_ss(&kE8m0Half.v[q[1].e]), _mm_broadcast_ss(&kE8m0Half.v[q[0].e]));
+            const __m256 d = _mm256_mul_ps(_mm256_load_ps(A.d), dw);
+            acc_lo = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(s_lo), acc_lo);
+            acc_hi = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(s_hi), acc_hi);
+        }
+        const __m256 acc1 = _mm256_permute2f128_ps(acc_lo, acc_hi, 0x20), acc2 = _mm256_permute2f128_ps(acc_lo, acc_hi, 0x31);
+        float sum = hsum8(_mm256_add_ps(acc1, acc2));
+        for (int64_t b = 2 * np; b < nb; ++b) {  // a last odd block: ggml's scalar tail
+            alignas(32) int32_t l[8];
+            _mm256_store_si256(reinterpret_cast<__m256i*>(l),
+                               lanes_i8(quants<GgmlType::MXFP4>(x, b), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].qs))));
+            const int32_t isum = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+            sum = std::fma(_cvtsh_ss(a[b].d) * e8m0_to_fp32_half(x[b].e), static_cast<float>(isum), sum);
+        }
+        out[r] = sum;
+    }
+}
+
 void q8_0_scales_in_fours(const block_q8_0* a, int64_t a_stride_blocks, int64_t nb, int count, float* out) {
     for (int c = 0; c < (count + 3) / 4 * 4; ++c) {
         const block_q8_0* col = a + std::min(c, count - 1) * a_stride_blocks;

@@ -2,6 +2,7 @@
 // emulation of ggml's kernels (vec_dot_x86.h). Callers check the processor first.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/common/ggml_type.h"
@@ -63,6 +64,14 @@ float dot_q5_K_avx2(int64_t n, const block_q5_K* w, const block_q8_K* a);
 // out[r] is exactly dot_q8_0_family_avx2 of row r (decoding without a dispatch per row).
 void dot_q8_0_family_avx2_rows(GgmlType type, int64_t n, const void* w, uint64_t row_bytes, int64_t count,
                                const block_q8_0* a, float* out);
+// MXFP4 rows in vec_dot's form at memory speed: `count` rows (row_bytes apart) against one Q8_0
+// activation row `a`, laid out once by mxfp4_prepare_activation (mxfp4_activation_bytes(n) bytes,
+// 32-byte aligned) for all the rows that meet it. out[r] is exactly dot_q8_0_family_avx2(MXFP4, n,
+// row r, a, true). n a multiple of 32.
+size_t mxfp4_activation_bytes(int64_t n);
+void mxfp4_prepare_activation(int64_t n, const block_q8_0* a, void* out);
+void dot_mxfp4_avx2_rows(int64_t n, const void* w, uint64_t row_bytes, int64_t count, const void* prepared,
+                         const block_q8_0* a, float* out);
 // The f32 block scales of `count` Q8_0 rows (a_stride_blocks blocks apart, nb blocks each) in
 // groups of four rows: row 4g + j's block b at out[(g * nb + b) * 4 + j], a last group padded with
 // its last row; out holds (count + 3) / 4 * 4 * nb floats.
