@@ -10,6 +10,7 @@
 #include "engine/model/lint.h"
 #include "engine/model/model_config.h"
 #include "engine/model/model_summary.h"
+#include "engine/model/quant_block.h"
 #include "engine/util/quote.h"
 
 namespace ls::app {
@@ -129,6 +130,16 @@ void print_lints(const GgufFile& file) {
                    l.message);
 }
 
+void print_quant_block(const QuantBlock& b) {
+    fmt::print("\nblock {} of {} ({}, {} elements from element {}; {} bytes at file offset {}):\n", b.block, b.n_blocks, b.type,
+               b.block_elements, b.block * b.block_elements, b.block_bytes, b.file_offset);
+    for (const QuantBlockField& f : b.fields) fmt::print("  {:<7} {}\n", f.name, f.value);
+    fmt::print("  {}\n", b.formula);
+    fmt::print("  {:>10} {:>5} {:>5} {:>5}  {}\n", "element", "code", "level", "group", "value");
+    for (const QuantBlockElement& e : b.elements)
+        fmt::print("  {:>10} {:>5} {:>5} {:>5}  {:.9g}\n", e.index, e.code, e.level, e.group, e.value);
+}
+
 int print_tensor_values(const GgufFile& file, const InspectOptions& options) {
     const GgufTensorInfo* t = find_tensor_or_complain(file, options.tensor_name);
     if (!t) return kExitUsage;
@@ -145,6 +156,7 @@ int print_tensor_values(const GgufFile& file, const InspectOptions& options) {
     fmt::print("  first {} values:", n);
     for (size_t i = 0; i < n; ++i) fmt::print("{}{:.9g}", i % 8 == 0 ? "\n   " : " ", (*values)[i]);
     fmt::print("\n");
+    if (options.block >= 0) print_quant_block(describe_quant_block(*t, file.data_offset(), options.block).value());  // checked
     return kExitOk;
 }
 
@@ -183,6 +195,17 @@ int run_inspect(const InspectOptions& options) {
     }
     // A wrong --tensor is a usage error, reported before anything is printed.
     if (!options.tensor_name.empty() && !find_tensor_or_complain(**file, options.tensor_name)) return kExitUsage;
+    if (options.block >= 0) {
+        if (options.tensor_name.empty()) {
+            fmt::print(stderr, "layerscope inspect: --block needs --tensor (the tensor whose block to show)\n");
+            return kExitUsage;
+        }
+        auto block = describe_quant_block(*(*file)->find_tensor(options.tensor_name), (*file)->data_offset(), options.block);
+        if (!block) {
+            fmt::print(stderr, "layerscope inspect: {}: {}\n", options.model_path, block.error().message);
+            return exit_code_for(block.error());
+        }
+    }
     const int printed = options.json ? print_inspect_json(**file, options) : print_inspect_text(**file, options);
     if (printed != kExitOk) return printed;
     // Lint errors are what llama.cpp refuses to load or what makes a forward pass wrong: the check fails.

@@ -39,6 +39,7 @@ struct InspectOptions {
     bool list_tensors = false;   // the full tensor table in text mode (JSON always has it)
     std::string tensor_name;     // print this tensor's values and stats
     int values = 16;             // how many values of tensor_name to print
+    int64_t block = -1;          // the quant block inspector: this block of tensor_name (-1: none)
 };
 
 int run_inspect(const InspectOptions& options);

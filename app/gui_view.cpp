@@ -386,7 +386,7 @@ void MainView::draw() {
          [&] {
              if (p_->model.open && p_->model.draw(model_doc)) p_->weights.select(model_doc, p_->model.selected_tensor);
          }},
-        {"weights", 0.55f, 0.0f, 0.45f, 0.55f, [&] { if (p_->weights.open) p_->weights.draw(); }},
+        {"weights", 0.55f, 0.0f, 0.45f, 0.55f, [&] { if (p_->weights.open) p_->weights.draw(model_doc); }},
         {"lints", 0.55f, 0.55f, 0.45f, 0.45f, [&] { if (p_->lints.open) p_->lints.draw(model_doc); }},
     };
     const ImGuiViewport* vp = ImGui::GetMainViewport();

@@ -15,6 +15,7 @@
 #include "engine/model/lint.h"
 #include "engine/model/model_config.h"
 #include "engine/model/model_summary.h"
+#include "engine/model/quant_block.h"
 
 namespace ls::app {
 
@@ -224,6 +225,16 @@ int print_inspect_json(const GgufFile& file, const InspectOptions& options) {
                          {"values", std::vector<float>(values->begin(), values->begin() + n)},
                          {"stats", {{"n", s.n}, {"min", s.min}, {"max", s.max}, {"mean", s.mean},
                                     {"rms", s.rms}, {"nan", s.n_nan}, {"inf", s.n_inf}}}};
+        if (options.block >= 0) {
+            const QuantBlock b = describe_quant_block(*t, file.data_offset(), options.block).value();  // checked by run_inspect
+            json fields = json::object(), elements = json::array();
+            for (const QuantBlockField& f : b.fields) fields[f.name] = f.value;
+            for (const QuantBlockElement& e : b.elements)
+                elements.push_back({{"index", e.index}, {"code", e.code}, {"level", e.level}, {"group", e.group}, {"value", e.value}});
+            out["tensor"]["block"] = {{"index", b.block},         {"blocks", b.n_blocks},       {"elements_per_block", b.block_elements},
+                                      {"bytes", b.block_bytes},   {"file_offset", b.file_offset}, {"formula", b.formula},
+                                      {"fields", fields},         {"elements", elements}};
+        }
     }
     // Token pieces can be partial UTF-8 sequences; replace them rather than throw.
     std::cout << out.dump(2, ' ', false, json::error_handler_t::replace) << '\n';

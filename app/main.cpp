@@ -55,6 +55,9 @@ void add_inspect_command(CLI::App& app, ls::app::InspectOptions& options) {
     inspect->add_option("--tensor", options.tensor_name, "Dequantize this tensor: print values and statistics");
     inspect->add_option("--values", options.values, "How many values --tensor prints (default 16)")
         ->check(CLI::Range(0, 1 << 30));
+    inspect->add_option("--block", options.block,
+                        "With --tensor: show this quantization block as stored (scales, each element's code, level and value)")
+        ->check(CLI::NonNegativeNumber);
 }
 
 // --llama-isa, the same flag wherever a model runs in llama mode. `automatic` says what auto picks.

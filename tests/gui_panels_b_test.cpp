@@ -26,6 +26,7 @@
 #include "views/model_panel.h"
 #include "views/prompt_panel.h"
 #include "views/qk_panel.h"
+#include "views/tensor_panel.h"
 #include "engine/model/make_model.h"
 #include "engine/session/session.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -376,6 +377,48 @@ int main(int argc, char** argv) {
                       "gpt-oss attention: the sink's share shown (mean " + fmt_g(attention.shown.sink_share) + ", max " +
                           fmt_g(attention.shown.sink_share_max) + ")");
             }
+        }
+        std::filesystem::remove_all(dir);
+    }
+
+    // The quant block inspector in the weight panel: an MXFP4 expert block's exponent and its 32
+    // elements; an f32 tensor has none; another model's document drops the selection.
+    {
+        const std::string dir = std::filesystem::temp_directory_path() / ("ls_gui_blocks_" + std::to_string(::getpid()));
+        std::filesystem::create_directories(dir);
+        const std::string path = dir + "/gpt-oss-tiny-mxfp4.gguf";
+        auto spec = ls::make_model_preset("gpt-oss-tiny");
+        check(spec.ok(), "gpt-oss-tiny preset");
+        if (spec.ok()) {
+            spec.value().type = ls::GgmlType::MXFP4;
+            check(ls::make_model(spec.value(), path).ok(), "gpt-oss-tiny MXFP4 written");
+        }
+        auto doc = v::ModelDocument::load(path);
+        auto other = v::ModelDocument::load(path);
+        check(doc.ok() && other.ok(), "its model document loads");
+        if (doc.ok() && other.ok()) {
+            v::TensorPanel weights;
+            weights.select(doc.value().get(), "blk.0.ffn_up_exps.weight");
+            check(weights.select_block(3), "block 3 selected");
+            draw_frames(window, 2, [&] {
+                place(0, 0, 800, 1000);
+                weights.draw(doc.value().get());
+            });
+            check(weights.shown.block == 3 && weights.shown.elements == 32 &&
+                      weights.shown.fields.find("e ") == 0 && weights.shown.fields.find("(E8M0)") != std::string::npos,
+                  "weights: MXFP4 block 3, its exponent and 32 elements (" + weights.shown.fields + ")");
+            weights.select(doc.value().get(), "blk.0.attn_sinks.weight");
+            draw_frames(window, 1, [&] {
+                place(0, 0, 800, 1000);
+                weights.draw(doc.value().get());
+            });
+            check(weights.shown.block < 0 && weights.shown.elements == 0, "weights: an f32 tensor shows no block");
+            weights.select(doc.value().get(), "blk.0.ffn_up_exps.weight");
+            draw_frames(window, 1, [&] {
+                place(0, 0, 800, 1000);
+                weights.draw(other.value().get());
+            });
+            check(weights.shown.block < 0, "weights: another model's document drops the selection");
         }
         std::filesystem::remove_all(dir);
     }

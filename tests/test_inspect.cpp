@@ -312,6 +312,72 @@ TEST(Inspect, ExitCodes) {
     std::filesystem::remove_all(dir);
 }
 
+// The quant block inspector: an MXFP4 expert block's exponent, codes, levels and values as the
+// file's bytes say (decoded here from the raw bytes at the offset printed: E8M0 2^(e - 128) times
+// the doubled E2M1 level), a Q4_K block's codes from its nibbles and its values those the tensor
+// dequantizes to; what has no block is refused with the reason.
+TEST(Inspect, QuantBlockAsStored) {
+    std::string dir = ls::test::make_temp_dir();
+    const std::string mx = dir + "/gpt-oss-mxfp4.gguf", q4k = dir + "/q4k.gguf";
+    ASSERT_EQ(run("make-model '" + mx + "' --preset gpt-oss-tiny --type mxfp4").exit_code, 0);
+    ASSERT_EQ(run("make-model '" + q4k + "' --type q4_K --embd 256 --layers 1 --ff 512 --vocab 400").exit_code, 0);
+    auto read_bytes = [](const std::string& path, uint64_t offset, size_t n) {
+        std::ifstream in(path, std::ios::binary);
+        in.seekg(static_cast<std::streamoff>(offset));
+        std::vector<uint8_t> b(n);
+        in.read(reinterpret_cast<char*>(b.data()), static_cast<std::streamsize>(n));
+        return b;
+    };
+    {
+        RunResult r = run("inspect --json '" + mx + "' --tensor blk.1.ffn_down_exps.weight --values 0 --block 37");
+        ASSERT_EQ(r.exit_code, 0) << r.out;
+        const json b = json::parse(r.out)["tensor"]["block"];
+        ASSERT_EQ(b["index"], 37);
+        ASSERT_EQ(b["bytes"], 17);
+        ASSERT_EQ(b["elements"].size(), 32u);
+        const std::vector<uint8_t> raw = read_bytes(mx, b["file_offset"].get<uint64_t>(), 17);
+        const int doubled[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+        EXPECT_NE(b["fields"]["e"].get<std::string>().find(std::to_string(raw[0]) + " (E8M0)"), std::string::npos) << b["fields"];
+        for (int j = 0; j < 32; ++j) {
+            const json& e = b["elements"][j];
+            const int code = j < 16 ? raw[1 + j] & 0xF : raw[1 + j - 16] >> 4;
+            EXPECT_EQ(e["index"], 37 * 32 + j);
+            EXPECT_EQ(e["code"], code) << j;
+            EXPECT_EQ(e["level"], doubled[code]) << j;
+            EXPECT_EQ(e["value"].get<float>(), std::ldexp(static_cast<float>(doubled[code]), raw[0] - 128)) << j;
+        }
+    }
+    {
+        RunResult r = run("inspect --json '" + q4k + "' --tensor blk.0.ffn_up.weight --values 1000000 --block 5");
+        ASSERT_EQ(r.exit_code, 0) << r.out;
+        const json t = json::parse(r.out)["tensor"];
+        const json b = t["block"];
+        ASSERT_EQ(b["elements"].size(), 256u);
+        const std::vector<uint8_t> raw = read_bytes(q4k, b["file_offset"].get<uint64_t>(), 144);
+        for (int j = 0; j < 256; ++j) {  // qs follow d, dmin and 12 bytes of scales
+            const int g = j / 32, byte = raw[16 + 32 * (g / 2) + j % 32];
+            const json& e = b["elements"][j];
+            EXPECT_EQ(e["code"], g % 2 ? byte >> 4 : byte & 0xF) << j;
+            EXPECT_EQ(e["group"], g) << j;
+            EXPECT_EQ(e["value"].get<float>(), t["values"][5 * 256 + j].get<float>()) << j;
+        }
+        EXPECT_NE(b["fields"]["scales"].get<std::string>().find("one per 32 elements"), std::string::npos);
+        RunResult text = run("inspect '" + q4k + "' --tensor blk.0.ffn_up.weight --values 0 --block 5");
+        EXPECT_NE(text.out.find("block 5 of 512 (q4_K, 256 elements from element 1280"), std::string::npos) << text.out;
+    }
+    auto run_err = [](const std::string& args) { return ls::test::run_layerscope(args, true); };
+    RunResult r = run_err("inspect '" + mx + "' --block 1");
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.out.find("--block needs --tensor"), std::string::npos) << r.out;
+    r = run_err("inspect '" + mx + "' --tensor blk.0.ffn_up_exps.weight --block 4096");
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.out.find("has 2048 blocks of 32 elements; block 4096 is outside them"), std::string::npos) << r.out;
+    r = run_err("inspect '" + mx + "' --tensor blk.0.attn_sinks.weight --block 0");
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.out.find("is f32, which has no blocks"), std::string::npos) << r.out;
+    std::filesystem::remove_all(dir);
+}
+
 using ls::test::rewrite_gguf;
 
 TEST(Inspect, LintErrorsExitOneWarningsAlone0) {

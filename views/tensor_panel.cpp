@@ -10,11 +10,15 @@
 namespace ls::views {
 
 void TensorPanel::clear() {
+    doc_ = nullptr;
     name_.clear();
     description_.clear();
     error_.clear();
     values_.clear();
     stats_ = {};
+    n_blocks_ = block_elements_ = 0;
+    block_ = {};
+    block_error_.clear();
 }
 
 void TensorPanel::select(const ModelDocument* doc, const std::string& name) {
@@ -22,7 +26,10 @@ void TensorPanel::select(const ModelDocument* doc, const std::string& name) {
     if (!doc) return;
     const GgufTensorInfo* t = doc->file->find_tensor(name);
     if (!t) return;
+    doc_ = doc;
     name_ = name;
+    n_blocks_ = quant_block_count(*t);
+    block_elements_ = n_blocks_ > 0 ? t->n_elements() / n_blocks_ : 0;
     std::string ne;
     for (uint32_t d = 0; d < std::max<uint32_t>(t->n_dims, 1); ++d) ne += (d ? ", " : "") + std::to_string(t->ne[d]);
     description_ = fmt::format("{}, ne [{}], {} elements", ggml_type_name(t->type), ne, t->n_elements());
@@ -33,9 +40,77 @@ void TensorPanel::select(const ModelDocument* doc, const std::string& name) {
     }
     values_ = std::move(values.value());
     stats_ = compute_stats(values_.data(), static_cast<int64_t>(values_.size()));
+    if (n_blocks_ > 0) select_block(0);
 }
 
-void TensorPanel::draw() {
+bool TensorPanel::select_block(int64_t block) {
+    if (!doc_ || n_blocks_ <= 0) return false;
+    const GgufTensorInfo* t = doc_->file->find_tensor(name_);
+    if (!t) return false;
+    auto b = describe_quant_block(*t, doc_->file->data_offset(), std::clamp<int64_t>(block, 0, n_blocks_ - 1));
+    block_error_ = b ? "" : b.error().message;
+    block_ = b ? std::move(b.value()) : QuantBlock{};
+    return b.ok();
+}
+
+// One block as stored: its fields, how a value is made, and every element's code, level, group and
+// value; the block or the block of an element chosen above it.
+void TensorPanel::draw_block() {
+    ImGui::Separator();
+    ImGui::TextUnformatted("Quant block");
+    if (n_blocks_ <= 0) {
+        ImGui::TextDisabled("%s stores each element as itself: no blocks", description_.c_str());
+        return;
+    }
+    int64_t block = block_.elements.empty() ? 0 : block_.block;
+    int64_t element = block * block_elements_;
+    const int64_t step = 1;
+    ImGui::SetNextItemWidth(160.0f);
+    if (ImGui::InputScalar("block", ImGuiDataType_S64, &block, &step)) select_block(block);
+    ImGui::SameLine();
+    ImGui::TextDisabled("of %lld, %lld elements each", static_cast<long long>(n_blocks_), static_cast<long long>(block_elements_));
+    ImGui::SetNextItemWidth(160.0f);
+    if (ImGui::InputScalar("block of element", ImGuiDataType_S64, &element, &step, nullptr, "%lld",
+                           ImGuiInputTextFlags_EnterReturnsTrue))
+        select_block(element / block_elements_);
+    if (!block_error_.empty()) {
+        ImGui::TextColored({1.0f, 0.4f, 0.4f, 1.0f}, "%s", block_error_.c_str());
+        return;
+    }
+    ImGui::TextDisabled("%llu bytes at file offset %llu", static_cast<unsigned long long>(block_.block_bytes),
+                        static_cast<unsigned long long>(block_.file_offset));
+    for (const QuantBlockField& f : block_.fields) {
+        ImGui::Text("%-6s %s", f.name.c_str(), f.value.c_str());
+        shown.fields += f.name + " " + f.value + "\n";
+    }
+    ImGui::TextDisabled("%s", block_.formula.c_str());
+    shown.block = block_.block;
+    if (ImGui::BeginTable("block", 5, ImGuiTableFlags_RowBg | ImGuiTableFlags_Borders | ImGuiTableFlags_ScrollY,
+                          ImVec2(0.0f, 220.0f))) {
+        ImGui::TableSetupScrollFreeze(0, 1);
+        for (const char* h : {"element", "code", "level", "group", "value"}) ImGui::TableSetupColumn(h);
+        ImGui::TableHeadersRow();
+        for (const QuantBlockElement& e : block_.elements) {
+            ImGui::TableNextRow();
+            ImGui::TableNextColumn();
+            ImGui::Text("%lld", static_cast<long long>(e.index));
+            ImGui::TableNextColumn();
+            ImGui::Text("%d", e.code);
+            ImGui::TableNextColumn();
+            ImGui::Text("%d", e.level);
+            ImGui::TableNextColumn();
+            ImGui::Text("%d", e.group);
+            ImGui::TableNextColumn();
+            ImGui::Text("%.9g", e.value);
+            ++shown.elements;
+        }
+        ImGui::EndTable();
+    }
+}
+
+void TensorPanel::draw(const ModelDocument* doc) {
+    shown = {};
+    if (doc_ && doc != doc_) clear();  // another model is open now
     if (!open) return;
     if (!ImGui::Begin("Tensor", &open)) {
         ImGui::End();
@@ -67,6 +142,8 @@ void TensorPanel::draw() {
     }
     ImGui::PlotHistogram("##histogram", bins, kBins, 0, "value histogram", 0.0f, FLT_MAX,
                          ImVec2(ImGui::GetContentRegionAvail().x, 90.0f));
+    draw_block();
+    ImGui::Separator();
 
     if (ImGui::BeginTable("values", 2, ImGuiTableFlags_RowBg | ImGuiTableFlags_Borders | ImGuiTableFlags_ScrollY)) {
         ImGui::TableSetupScrollFreeze(0, 1);
