@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -659,18 +660,22 @@ public:
     // against the f32 column), while each expert row is read once for all the columns routed to it.
     void matmul_id(const Tensor& w, const Tensor& x, const Tensor& ids, Tensor& y, MathMode mode) override {
         const int64_t K = w.ne[0], N = w.ne[1], E = w.ne[2], n_used = ids.ne[0], T = ids.ne[1], xs = x.ne[1];
-        std::vector<std::vector<int64_t>> by_expert(static_cast<size_t>(E));  // output columns t * n_used + s
-        for (int64_t c = 0; c < n_used * T; ++c) {
-            const int32_t e = ids.i32()[c];
-            if (e < 0 || e >= E)
-                throw std::out_of_range("MUL_MAT_ID: expert id " + std::to_string(e) + " is outside [0, " + std::to_string(E) + ")");
-            by_expert[e].push_back(c);
-        }
+        // The columns routed to each expert: output column t * n_used + s, which reads activation
+        // column t * xs + s % xs.
+        struct Routed {
+            int64_t out, in;
+        };
+        std::vector<std::vector<Routed>> by_expert(static_cast<size_t>(E));
+        for (int64_t t = 0; t < T; ++t)
+            for (int64_t s = 0; s < n_used; ++s) {
+                const int32_t e = ids.i32()[t * n_used + s];
+                if (e < 0 || e >= E)
+                    throw std::out_of_range("MUL_MAT_ID: expert id " + std::to_string(e) + " is outside [0, " + std::to_string(E) + ")");
+                by_expert[e].push_back({t * n_used + s, t * xs + s % xs});
+            }
         std::vector<int64_t> active;
         for (int64_t e = 0; e < E; ++e)
             if (!by_expert[e].empty()) active.push_back(e);
-        // Output column c reads activation column (c / n_used) * xs + (c % n_used) % xs.
-        auto x_col = [&](int64_t c) { return (c / n_used) * xs + (c % n_used) % xs; };
         const int64_t n_x = xs * T;
         const bool f32_dots = mode == MathMode::kExact || w.type == GgmlType::F32 || w.type == GgmlType::F16;
         GgmlType act_type = GgmlType::F32;
@@ -690,10 +695,21 @@ public:
         }
         const float* xs_f32 = mode == MathMode::kLlama && w.type == GgmlType::F16 ? act_f32_.data() : x.f32();
         const uint64_t row_bytes = w.nb[1];
+        // Every expert's rows in runs of kRun (one expert each), each run against all the expert's
+        // columns while it is in L1.
+        constexpr int64_t kRun = 16;
+        auto for_each_run = [&](const std::function<void(const char* rows, int64_t r, int64_t run, const std::vector<Routed>&)>& fn) {
+            pool_.parallel_for(static_cast<int64_t>(active.size()) * N, kRun, [&](int64_t b, int64_t e) {
+                for (int64_t i = b; i < e;) {
+                    const int64_t expert = active[i / N], r = i % N, run = std::min({e - i, N - r, kRun});
+                    fn(static_cast<const char*>(w.data) + expert * w.nb[2] + r * row_bytes, r, run, by_expert[expert]);
+                    i += run;
+                }
+            });
+        };
 #if defined(LS_HAVE_VEC_DOT_AVX2)
         // MXFP4 experts (gpt-oss): each activation column laid out once for the pairwise decoding
-        // kernel (vec_dot's bits), then every expert's rows in runs of 16, each run against all the
-        // expert's columns while it is in L1.
+        // kernel (vec_dot's bits).
         if (mode == MathMode::kLlama && w.type == GgmlType::MXFP4 && avx2_ && K % 32 == 0) {
             const auto* act = reinterpret_cast<const block_q8_0*>(act_scratch_.data());
             const int64_t act_blocks = static_cast<int64_t>(act_row_bytes / sizeof(block_q8_0));
@@ -702,45 +718,36 @@ public:
             pool_.parallel_for(n_x, 1, [&](int64_t b, int64_t e) {
                 for (int64_t i = b; i < e; ++i) mxfp4_prepare_activation(K, act + i * act_blocks, mxfp4_act_.data() + i * laid_bytes);
             });
-            constexpr int64_t kRun = 16;
-            pool_.parallel_for(static_cast<int64_t>(active.size()) * N, kRun, [&](int64_t b, int64_t e) {
-                for (int64_t i = b; i < e;) {
-                    const int64_t expert = active[i / N], r = i % N, run = std::min({e - i, N - r, kRun});
-                    const char* wr = static_cast<const char*>(w.data) + expert * w.nb[2] + r * row_bytes;
-                    for (int64_t c : by_expert[expert]) {
-                        const int64_t xc = x_col(c);
-                        dot_mxfp4_avx2_rows(K, wr, row_bytes, run, mxfp4_act_.data() + xc * laid_bytes, act + xc * act_blocks,
-                                            y.f32() + c * N + r);
-                    }
-                    i += run;
-                }
+            for_each_run([&](const char* rows, int64_t r, int64_t run, const std::vector<Routed>& cols) {
+                for (const Routed& c : cols)
+                    dot_mxfp4_avx2_rows(K, rows, row_bytes, run, mxfp4_act_.data() + c.in * laid_bytes, act + c.in * act_blocks,
+                                        y.f32() + c.out * N + r);
             });
             return;
         }
 #endif
-        pool_.parallel_for(static_cast<int64_t>(active.size()) * N, 4, [&](int64_t b, int64_t e) {
+        // ggml's CPU backend: every (row, column) a single-column dot product (vec_dot, or the IQ
+        // panel form for an IQ4_XS expert's 8 or more columns; exact mode: the dequantized row
+        // against the f32 column).
+        for_each_run([&](const char* rows, int64_t r0, int64_t run, const std::vector<Routed>& cols) {
             thread_local std::vector<float> row;
             row.resize(K);
-            for (int64_t i = b; i < e; ++i) {
-                const int64_t expert = active[i / N], r = i % N;
-                const char* wr = static_cast<const char*>(w.data) + expert * w.nb[2] + r * row_bytes;
+            const bool panel = mode == MathMode::kLlama && iq_panel_takes(w.type, K, N, static_cast<int64_t>(cols.size()));
+            for (int64_t i = 0; i < run; ++i) {
+                const char* wr = rows + i * row_bytes;
                 const float* wf = reinterpret_cast<const float*>(wr);
                 if (f32_dots && w.type != GgmlType::F32) {
                     dequantize_row(w.type, wr, row.data(), K);
                     wf = row.data();
                 }
-                // ggml's IQ panel gemm takes an expert's columns when there are 8 or more of them.
-                const bool panel = mode == MathMode::kLlama && iq_panel_takes(w.type, K, N, static_cast<int64_t>(by_expert[expert].size()));
-                for (int64_t c : by_expert[expert]) {
-                    float* out = y.f32() + c * N + r;
-                    const int64_t xc = x_col(c);
-                    if (panel && dot_iq_panel(w.type, K, wr, act_scratch_.data() + xc * act_row_bytes, out)) continue;
-                    if (mode == MathMode::kExact) *out = dot_f32(wf, x.f32() + xc * K, K);
-                    else if (w.type == GgmlType::F16) *out = dot_f16(wf, xs_f32 + xc * K, K);
-                    else if (w.type == GgmlType::F32)
-                        *out = vec_dot_f32(wf, x.f32() + xc * K, K);
-                    else if (!vec_dot_row_x86(w.type, K, wr, act_scratch_.data() + xc * act_row_bytes, out))
-                        vec_dot_row(w.type, K, wr, act_scratch_.data() + xc * act_row_bytes, out);
+                for (const Routed& c : cols) {
+                    float* out = y.f32() + c.out * N + r0 + i;
+                    const uint8_t* act = act_scratch_.data() + c.in * act_row_bytes;
+                    if (panel && dot_iq_panel(w.type, K, wr, act, out)) continue;
+                    if (mode == MathMode::kExact) *out = dot_f32(wf, x.f32() + c.in * K, K);
+                    else if (w.type == GgmlType::F16) *out = dot_f16(wf, xs_f32 + c.in * K, K);
+                    else if (w.type == GgmlType::F32) *out = vec_dot_f32(wf, x.f32() + c.in * K, K);
+                    else if (!vec_dot_row_x86(w.type, K, wr, act, out)) vec_dot_row(w.type, K, wr, act, out);
                 }
             }
         });
