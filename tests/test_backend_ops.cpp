@@ -633,6 +633,59 @@ TEST(BackendOps, MulMatIdCpuSameBitsAsOneColumnAtATime) {
         }
 }
 
+// Every backend's MUL_MAT_ID over a prompt (CUDA: the columns grouped by expert on the device,
+// each weight row decoded once for up to 8 of an expert's columns) gives the bits of the same
+// columns one token at a time (CUDA: one column per block row), for every weight format, with
+// experts taking 1 to 11 columns (more than one work item) and some none; and an id out of range
+// among many columns is reported.
+TEST(BackendOps, MulMatIdPromptSameBitsAsOneTokenAtATime) {
+    const int64_t K = 256, N = 7, n_expert = 6, n_used = 3, T = 9;
+    std::vector<int32_t> ids(static_cast<size_t>(n_used * T));
+    for (int64_t c = 0; c < n_used * T; ++c) ids[c] = c % 3 == 0 ? 4 : static_cast<int32_t>((c * 7) % 4);  // 5 never
+    for (const Target& t : backends().targets) {
+        Backend& be = *t.backend;
+        for (GgmlType type : kWeightTypes) {
+            if (!fits(type, K) || !be.supports(Op::kMulMatId, t.mode, type)) continue;
+            const std::vector<uint8_t> w = make_weight(type, K, N * n_expert, 201);
+            for (int64_t x_cols : {int64_t{1}, n_used}) {
+                const std::vector<float> x = randn(K * x_cols * T, 202);
+                Guarded wt(be, make_tensor(nullptr, K, N, n_expert, 1, type), w.data(), w.size());
+                Guarded in(be, make_tensor(nullptr, K, x_cols, T), x.data(), x.size() * 4);
+                Guarded id(be, make_tensor(nullptr, n_used, T, 1, 1, GgmlType::I32), ids.data(), ids.size() * 4);
+                Guarded y(be, make_tensor(nullptr, N, n_used, T));
+                be.matmul_id(wt.t(), in.t(), id.t(), y.t(), t.mode);
+                const std::vector<float> together = y.floats();
+                for (int64_t tok = 0; tok < T; ++tok) {
+                    Guarded in1(be, make_tensor(nullptr, K, x_cols, 1), x.data() + tok * K * x_cols, K * x_cols * 4);
+                    Guarded id1(be, make_tensor(nullptr, n_used, 1, 1, 1, GgmlType::I32), ids.data() + tok * n_used, n_used * 4);
+                    Guarded y1(be, make_tensor(nullptr, N, n_used, 1));
+                    be.matmul_id(wt.t(), in1.t(), id1.t(), y1.t(), t.mode);
+                    const std::vector<float> alone = y1.floats();
+                    ASSERT_EQ(0, std::memcmp(alone.data(), together.data() + tok * N * n_used, alone.size() * 4))
+                        << t.label << " " << ggml_type_name(type) << " x columns " << x_cols << " token " << tok;
+                }
+                EXPECT_EQ(y.guard_damage(), "") << t.label << " " << ggml_type_name(type);
+            }
+        }
+        const std::vector<uint8_t> w = make_weight(GgmlType::F32, K, N * n_expert, 203);
+        const std::vector<float> x = randn(K * T, 204);
+        std::vector<int32_t> bad = ids;
+        bad[13] = n_expert;
+        Guarded wt(be, make_tensor(nullptr, K, N, n_expert, 1, GgmlType::F32), w.data(), w.size());
+        Guarded in(be, make_tensor(nullptr, K, 1, T), x.data(), x.size() * 4);
+        Guarded id(be, make_tensor(nullptr, n_used, T, 1, 1, GgmlType::I32), bad.data(), bad.size() * 4);
+        Guarded y(be, make_tensor(nullptr, N, n_used, T));
+        try {
+            be.matmul_id(wt.t(), in.t(), id.t(), y.t(), t.mode);
+            (void)y.floats();
+            ADD_FAILURE() << t.label << ": expert id " << n_expert << " among " << T << " tokens was accepted";
+        } catch (const std::out_of_range& e) {
+            EXPECT_NE(std::string(e.what()).find("expert id " + std::to_string(n_expert) + " "), std::string::npos)
+                << t.label << ": " << e.what();
+        }
+    }
+}
+
 // An expert id outside the weight's experts is an error on every backend, named with the id (on
 // CUDA at the next download: the ids never leave the device), and the backend works on afterwards.
 TEST(BackendOps, MulMatIdRejectsAnExpertOutOfRange) {

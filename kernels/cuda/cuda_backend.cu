@@ -57,6 +57,7 @@ public:
         cudaFree(dev_hist_);
         cudaFree(dev_id_error_);
         cudaFree(matmul_scratch_.data);
+        cudaFree(matmul_id_scratch_.data);
         for (const auto& [p, size] : live_) cudaFree(p);
         for (const auto& [size, p] : cached_) cudaFree(p);
         if (cublas_) cublasDestroy(cublas_);
@@ -234,7 +235,8 @@ public:
     // synchronize (check_expert_ids).
     void matmul_id(const Tensor& w, const Tensor& x, const Tensor& ids, Tensor& y, MathMode) override {
         LS_CUDA_CHECK(cuda::cuda_matmul_id(w.type, w.data, w.nb[1], w.nb[2], w.ne[2], x.f32(), x.ne[1], ids.i32(),
-                                           ids.ne[0], y.f32(), w.ne[0], w.ne[1], ids.ne[1], dev_id_error_, stream_));
+                                           ids.ne[0], y.f32(), w.ne[0], w.ne[1], ids.ne[1], dev_id_error_, matmul_id_scratch_,
+                                           stream_));
         expert_ids_unchecked_ = true;
         n_expert_checked_ = w.ne[2];
     }
@@ -332,6 +334,7 @@ private:
     cudaStream_t stream_ = nullptr;    // where every op is queued
     cublasHandle_t cublas_ = nullptr;  // created by the first matmul that needs cuBLAS
     cuda::MatmulScratch matmul_scratch_;
+    cuda::MatmulIdScratch matmul_id_scratch_;
 };
 
 }  // namespace

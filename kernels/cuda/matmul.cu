@@ -1,8 +1,9 @@
 // CUDA backend: y = W x. Decode (a few columns): one warp per weight row decodes the row's quant
 // blocks with the decoders shared with the CPU backend and dots them with every column, then sums
 // its lanes with shuffles. Prompt batches: the weight is decoded to f32 tiles on the device and
-// multiplied with cuBLAS in f32. MUL_MAT_ID runs the mat-vec arithmetic once per (slot, token)
-// column, with the expert it names.
+// multiplied with cuBLAS in f32. MUL_MAT_ID runs the mat-vec arithmetic for every (slot, token)
+// column with the expert it names: one column per block row in decode, and for prompts the columns
+// grouped by expert on the device, each weight row decoded once for up to 8 of its expert's columns.
 //
 // Both math modes compute in f32 from the exactly decoded weights. The CPU's llama mode quantizes
 // the activations to the weight's dot type first (Q8_0, Q8_1, Q8_K); that rounding is not
@@ -113,6 +114,105 @@ __global__ void __launch_bounds__(kBlockThreads)
     }
 }
 
+// Prompt batches: the columns grouped by expert. group_columns_kernel (one thread: a stable
+// counting sort of a few thousand ids) lists the columns expert by expert in `order` and cuts each
+// expert's run into work items of at most kGroupColumns; columns whose id is out of range form the
+// last items (expert -1), and the first of them is recorded in `error`.
+constexpr int kGroupColumns = 8;
+
+struct GroupWork {
+    int32_t expert, first, count;  // first: index into order
+};
+
+// The grouping's scratch, in ints: the number of work items, then per expert (and one for the
+// out-of-range ids) where its columns go, the columns in expert order, and the work items.
+int64_t group_max_work(int64_t n_columns, int64_t n_expert) {
+    return (n_columns + kGroupColumns - 1) / kGroupColumns + n_expert + 1;
+}
+int64_t group_scratch_ints(int64_t n_columns, int64_t n_expert) {
+    return 1 + (n_expert + 1) + n_columns + 3 * group_max_work(n_columns, n_expert);
+}
+
+__global__ void group_columns_kernel(const int32_t* ids, int64_t n_columns, int64_t n_expert, int32_t* scratch, int* error) {
+    if (threadIdx.x != 0 || blockIdx.x != 0) return;
+    int32_t* next = scratch + 1;
+    int32_t* order = next + n_expert + 1;
+    auto* work = reinterpret_cast<GroupWork*>(order + n_columns);
+    for (int64_t e = 0; e <= n_expert; ++e) next[e] = 0;
+    for (int64_t c = 0; c < n_columns; ++c) {
+        const int32_t e = ids[c];
+        const bool bad = e < 0 || e >= n_expert;
+        ++next[bad ? n_expert : e];
+        if (bad && atomicCAS(&error[0], 0, 1) == 0) {
+            error[1] = e;
+            error[2] = static_cast<int>(c);
+        }
+    }
+    int32_t first = 0, n_work = 0;
+    for (int64_t e = 0; e <= n_expert; ++e) {
+        const int32_t count = next[e];
+        for (int32_t i = 0; i < count; i += kGroupColumns)
+            work[n_work++] = {e < n_expert ? static_cast<int32_t>(e) : -1, first + i, count - i < kGroupColumns ? count - i : kGroupColumns};
+        next[e] = first;
+        first += count;
+    }
+    for (int64_t c = 0; c < n_columns; ++c) {
+        const int32_t e = ids[c];
+        order[next[e < 0 || e >= n_expert ? n_expert : e]++] = static_cast<int32_t>(c);
+    }
+    scratch[0] = n_work;
+}
+
+// The mat-vec kernel's arithmetic for each column of a work item (so the bits of one column at a
+// time), each weight row's blocks decoded once for all of them; out-of-range columns get NaN.
+template <class Block, void (*Decode)(const Block*, float*), int kElems>
+__global__ void __launch_bounds__(kBlockThreads)
+    matvec_id_grouped_kernel(const uint8_t* w, size_t row_bytes, size_t expert_bytes, int64_t n_expert, const float* x,
+                             int64_t x_cols, int64_t n_used, float* y, int64_t K, int64_t N, int64_t n_columns,
+                             const int32_t* scratch) {
+    const int lane = static_cast<int>(threadIdx.x) % kLanesPerRow;
+    const int64_t r = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kLanesPerRow;
+    const int32_t n_work = scratch[0];
+    const int32_t* order = scratch + 1 + n_expert + 1;
+    const auto* work = reinterpret_cast<const GroupWork*>(order + n_columns);
+    float v[kElems];
+    for (int32_t wi = static_cast<int32_t>(blockIdx.y); wi < n_work; wi += static_cast<int32_t>(gridDim.y)) {
+        const GroupWork g = work[wi];
+        int64_t column[kGroupColumns];
+        const float* xc[kGroupColumns];
+        for (int i = 0; i < g.count; ++i) {
+            const int64_t c = order[g.first + i], s = c % n_used, t = c / n_used;
+            column[i] = c;
+            xc[i] = x + (t * x_cols + s % x_cols) * K;
+        }
+        if (g.expert < 0) {  // the same for the whole block: no lane is left in a shuffle
+            if (lane == 0 && r < N)
+                for (int i = 0; i < g.count; ++i) y[column[i] * N + r] = NAN;
+            continue;
+        }
+        const int64_t n_blocks = r < N ? K / kElems : 0;
+        const Block* row = reinterpret_cast<const Block*>(w + g.expert * expert_bytes + (r < N ? r : 0) * row_bytes);
+        float acc[kGroupColumns];
+        for (int i = 0; i < kGroupColumns; ++i) acc[i] = 0.0f;
+        for (int64_t b = lane; b < n_blocks; b += kLanesPerRow) {
+            Decode(row + b, v);
+            for (int i = 0; i < g.count; ++i) {
+                const float* xb = xc[i] + b * kElems;
+                float sum = 0.0f;
+                for (int k = 0; k < kElems; ++k) sum += v[k] * xb[k];
+                acc[i] += sum;
+            }
+        }
+        for (int i = 0; i < g.count; ++i) {
+            float s = acc[i];
+#pragma unroll
+            for (int offset = kLanesPerRow / 2; offset > 0; offset /= 2)
+                s += __shfl_xor_sync(0xffffffffu, s, offset, kLanesPerRow);
+            if (lane == 0 && r < N) y[column[i] * N + r] = s;
+        }
+    }
+}
+
 struct MatvecIdArgs {
     const void* w;
     size_t row_bytes, expert_bytes;
@@ -124,6 +224,7 @@ struct MatvecIdArgs {
     float* y;
     int64_t K, N, T;
     int* error;
+    int32_t* group_scratch;  // group_scratch_ints(n_used * T, n_expert) ints, for T >= 2
 };
 
 template <class Block, void (*Decode)(const Block*, float*), int kElems>
@@ -133,6 +234,15 @@ cudaError_t launch_matvec_id(const MatvecIdArgs& a, cudaStream_t stream) {
     if (a.N == 0 || n_columns == 0) return cudaSuccess;
     const int64_t grid = (a.N + kRowsPerBlock - 1) / kRowsPerBlock;
     if (grid > 0x7fffffff) return cudaErrorInvalidValue;
+    if (a.T >= 2 && a.group_scratch != nullptr) {
+        LAUNCH_STREAM(group_columns_kernel, 1, 1, 0, stream, a.ids, n_columns, a.n_expert, a.group_scratch, a.error);
+        if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+        const unsigned work_height = static_cast<unsigned>(std::min<int64_t>(group_max_work(n_columns, a.n_expert), 65535));
+        LAUNCH_STREAM((matvec_id_grouped_kernel<Block, Decode, kElems>), dim3(static_cast<unsigned>(grid), work_height),
+                      kBlockThreads, 0, stream, static_cast<const uint8_t*>(a.w), a.row_bytes, a.expert_bytes, a.n_expert,
+                      a.x, a.x_cols, a.n_used, a.y, a.K, a.N, n_columns, a.group_scratch);
+        return cudaGetLastError();
+    }
     const unsigned height = static_cast<unsigned>(std::min<int64_t>(n_columns, 65535));
     LAUNCH_STREAM((matvec_id_kernel<Block, Decode, kElems>), dim3(static_cast<unsigned>(grid), height), kBlockThreads,
                   0, stream, static_cast<const uint8_t*>(a.w), a.row_bytes, a.expert_bytes, a.n_expert, a.x, a.x_cols,
@@ -276,10 +386,21 @@ void cuda_matmul(cublasHandle_t handle, MatmulScratch& scratch, GgmlType type, c
 
 cudaError_t cuda_matmul_id(GgmlType type, const void* w, size_t w_row_bytes, size_t w_expert_bytes, int64_t n_expert,
                            const float* x, int64_t x_cols, const int32_t* ids, int64_t n_used, float* y, int64_t K,
-                           int64_t N, int64_t T, int* dev_error, cudaStream_t stream) {
+                           int64_t N, int64_t T, int* dev_error, MatmulIdScratch& scratch, cudaStream_t stream) {
     const MatvecIdLauncher launcher = matvec_id_launcher(type);
     if (launcher == nullptr || dev_error == nullptr) return cudaErrorInvalidValue;
-    return launcher({w, w_row_bytes, w_expert_bytes, n_expert, x, x_cols, ids, n_used, y, K, N, T, dev_error}, stream);
+    int32_t* group = nullptr;
+    if (T >= 2) {
+        const size_t bytes = static_cast<size_t>(group_scratch_ints(n_used * T, n_expert)) * sizeof(int32_t);
+        if (scratch.bytes < bytes) {
+            if (cudaError_t e = cudaFree(scratch.data); e != cudaSuccess) return e;
+            scratch = {};
+            if (cudaError_t e = cudaMalloc(reinterpret_cast<void**>(&scratch.data), bytes); e != cudaSuccess) return e;
+            scratch.bytes = bytes;
+        }
+        group = scratch.data;
+    }
+    return launcher({w, w_row_bytes, w_expert_bytes, n_expert, x, x_cols, ids, n_used, y, K, N, T, dev_error, group}, stream);
 }
 
 }  // namespace ls::cuda

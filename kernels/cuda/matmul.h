@@ -52,14 +52,22 @@ struct MatmulScratch {
 void cuda_matmul(cublasHandle_t handle, MatmulScratch& scratch, GgmlType type, const void* w, size_t w_row_bytes,
                  const float* x, float* y, int64_t K, int64_t N, int64_t T, cudaStream_t stream);
 
+// MUL_MAT_ID's device scratch (the columns grouped by expert), grown as needed.
+struct MatmulIdScratch {
+    int32_t* data = nullptr;
+    size_t bytes = 0;
+};
+
 // MUL_MAT_ID: y[:, s, t] = W[ids[s, t]] x[:, s % x_cols, t] for n_used slots and T tokens, W
 // n_expert matrices {K, N} (rows w_row_bytes apart, matrices w_expert_bytes apart), x {K, x_cols,
 // T} and y {N, n_used, T} packed f32, ids I32 {n_used, T} on the device. Each column is the mat-vec
 // kernel's product (the same bits as cuda_matmul of that expert and column); the ids are read on
-// the device. An id outside [0, n_expert) makes its column NaN and is recorded in dev_error
-// (three ints, zeroed by the caller: 1, then the id and its column) for the caller to report.
+// the device, never copied to the host. With T >= 2 the columns are grouped by expert on the
+// device first (in `scratch`), and each expert's weight rows are decoded once for up to 8 of its
+// columns. An id outside [0, n_expert) makes its column NaN and is recorded in dev_error (three
+// ints, zeroed by the caller: 1, then the id and its column) for the caller to report.
 cudaError_t cuda_matmul_id(GgmlType type, const void* w, size_t w_row_bytes, size_t w_expert_bytes, int64_t n_expert,
                            const float* x, int64_t x_cols, const int32_t* ids, int64_t n_used, float* y, int64_t K,
-                           int64_t N, int64_t T, int* dev_error, cudaStream_t stream);
+                           int64_t N, int64_t T, int* dev_error, MatmulIdScratch& scratch, cudaStream_t stream);
 
 }  // namespace ls::cuda
