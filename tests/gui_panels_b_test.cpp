@@ -56,33 +56,8 @@ std::string fmt_g(float v) {
     return buf;
 }
 
-// Draws n frames, each a new ImGui frame with what `panels` puts up, rendered on a cleared
-// framebuffer (then `drawn` runs, before the swap) and shown.
-void draw_frames(GLFWwindow* window, int n, const std::function<void()>& panels,
-                 const std::function<void(int frame)>& drawn = {}) {
-    for (int frame = 1; frame <= n; ++frame) {
-        glfwPollEvents();
-        ImGui_ImplOpenGL3_NewFrame();
-        ImGui_ImplGlfw_NewFrame();
-        ImGui::NewFrame();
-        panels();
-        ImGui::Render();
-        int width = 0, height = 0;
-        glfwGetFramebufferSize(window, &width, &height);
-        glViewport(0, 0, width, height);
-        glClearColor(0.10f, 0.10f, 0.12f, 1.0f);
-        glClear(GL_COLOR_BUFFER_BIT);
-        ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
-        if (drawn) drawn(frame);
-        glfwSwapBuffers(window);
-    }
-}
-
-// The next window at (x, y), w by h.
-void place(float x, float y, float w, float h) {
-    ImGui::SetNextWindowPos(ImVec2(x, y), ImGuiCond_Always);
-    ImGui::SetNextWindowSize(ImVec2(w, h), ImGuiCond_Always);
-}
+using ls::test::draw_gui_frames;
+void place(float x, float y, float w, float h) { ls::test::place_next_window(x, y, w, h); }
 
 int64_t find_event(const ls::SessionSnapshot& s, const std::string& name) {
     for (const ls::EventInfo& e : *s.events)
@@ -147,7 +122,7 @@ int main(int argc, char** argv) {
         attention.thumbnail_px = 36;
 
         auto frames = [&](int n, bool screenshot) {
-            draw_frames(
+            draw_gui_frames(
                 window, n,
                 [&] {  // four quadrants, like the app's own layout
                     place(0, 0, 800, 500);
@@ -242,7 +217,7 @@ int main(int argc, char** argv) {
         // The prompt panel beside another engine's ids: where they part, or that they agree.
         v::PromptPanel prompt;
         auto prompt_frames = [&](int n) {
-            draw_frames(window, n, [&] {
+            draw_gui_frames(window, n, [&] {
                 place(0, 0, 800, 600);
                 prompt.draw(ctx);
             });
@@ -273,7 +248,7 @@ int main(int argc, char** argv) {
         if (!doc) return std::string("(cannot open ") + path + ")";
         v::ModelPanel panel;
         std::string text;
-        draw_frames(window, 3, [&] {  // the tab bar shows its first tab from frame 2
+        draw_gui_frames(window, 3, [&] {  // the tab bar shows its first tab from frame 2
             place(0, 0, 1600, 1000);
             ImGui::LogToClipboard();
             panel.draw(doc->get());
@@ -321,7 +296,7 @@ int main(int argc, char** argv) {
                 v::AttentionPanel attention;
                 v::QKPanel qk;
                 attention.select_cell(0, 1);
-                draw_frames(window, 3, [&] {
+                draw_gui_frames(window, 3, [&] {
                     place(0, 0, 800, 1000);
                     attention.draw(ctx);
                     place(800, 0, 800, 1000);
@@ -368,7 +343,7 @@ int main(int argc, char** argv) {
                 ctx.cursor = find_event(*snap, "l_out-1");
                 v::AttentionPanel attention;
                 attention.select_cell(1, 2);
-                draw_frames(window, 3, [&] {
+                draw_gui_frames(window, 3, [&] {
                     place(0, 0, 800, 1000);
                     attention.draw(ctx);
                 });
@@ -400,7 +375,7 @@ int main(int argc, char** argv) {
             v::TensorPanel weights;
             weights.select(doc.value().get(), "blk.0.ffn_up_exps.weight");
             check(weights.select_block(3), "block 3 selected");
-            draw_frames(window, 2, [&] {
+            draw_gui_frames(window, 2, [&] {
                 place(0, 0, 800, 1000);
                 weights.draw(doc.value().get());
             });
@@ -408,13 +383,13 @@ int main(int argc, char** argv) {
                       weights.shown.fields.find("e ") == 0 && weights.shown.fields.find("(E8M0)") != std::string::npos,
                   "weights: MXFP4 block 3, its exponent and 32 elements (" + weights.shown.fields + ")");
             weights.select(doc.value().get(), "blk.0.attn_sinks.weight");
-            draw_frames(window, 1, [&] {
+            draw_gui_frames(window, 1, [&] {
                 place(0, 0, 800, 1000);
                 weights.draw(doc.value().get());
             });
             check(weights.shown.block < 0 && weights.shown.elements == 0, "weights: an f32 tensor shows no block");
             weights.select(doc.value().get(), "blk.0.ffn_up_exps.weight");
-            draw_frames(window, 1, [&] {
+            draw_gui_frames(window, 1, [&] {
                 place(0, 0, 800, 1000);
                 weights.draw(other.value().get());
             });

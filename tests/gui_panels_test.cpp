@@ -94,18 +94,12 @@ void frame(GLFWwindow* window, Panels& p, v::DebugContext& ctx, const std::funct
     balanced("TensorInspector");
     p.divergence.draw(ctx);
     balanced("DivergencePanel");
-    ImGui::Render();
-    int width = 0, height = 0;
-    glfwGetFramebufferSize(window, &width, &height);
-    glViewport(0, 0, width, height);
-    glClearColor(0.10f, 0.10f, 0.12f, 1.0f);
-    glClear(GL_COLOR_BUFFER_BIT);
-    ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
-    if (!screenshot_path.empty()) {
-        screenshot_saved = save_screenshot(window, screenshot_path);
-        screenshot_path.clear();
-    }
-    glfwSwapBuffers(window);
+    ls::test::present_gui_frame(window, [&] {
+        if (!screenshot_path.empty()) {
+            screenshot_saved = save_screenshot(window, screenshot_path);
+            screenshot_path.clear();
+        }
+    });
     if (ctx.requested_cursor != -2) {
         ctx.cursor = ctx.requested_cursor;
         ctx.requested_cursor = -2;

@@ -9,6 +9,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 
 namespace ls::test {
 
@@ -34,6 +35,41 @@ inline GLFWwindow* open_gui_test_window(int width, int height, const char* title
     ImGui_ImplGlfw_InitForOpenGL(window, true);
     ImGui_ImplOpenGL3_Init("#version 330 core");
     return window;
+}
+
+// Ends the ImGui frame: renders it on a cleared framebuffer, runs `drawn` (a screenshot, a read
+// back) and shows it.
+inline void present_gui_frame(GLFWwindow* window, const std::function<void()>& drawn = {}) {
+    ImGui::Render();
+    int width = 0, height = 0;
+    glfwGetFramebufferSize(window, &width, &height);
+    glViewport(0, 0, width, height);
+    glClearColor(0.10f, 0.10f, 0.12f, 1.0f);
+    glClear(GL_COLOR_BUFFER_BIT);
+    ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+    if (drawn) drawn();
+    glfwSwapBuffers(window);
+}
+
+// Draws n frames, each what `panels` puts up, presented (`drawn` gets the frame's number, from 1).
+inline void draw_gui_frames(GLFWwindow* window, int n, const std::function<void()>& panels,
+                            const std::function<void(int frame)>& drawn = {}) {
+    for (int frame = 1; frame <= n; ++frame) {
+        glfwPollEvents();
+        ImGui_ImplOpenGL3_NewFrame();
+        ImGui_ImplGlfw_NewFrame();
+        ImGui::NewFrame();
+        panels();
+        present_gui_frame(window, [&] {
+            if (drawn) drawn(frame);
+        });
+    }
+}
+
+// The next window at (x, y), w by h.
+inline void place_next_window(float x, float y, float w, float h) {
+    ImGui::SetNextWindowPos(ImVec2(x, y), ImGuiCond_Always);
+    ImGui::SetNextWindowSize(ImVec2(w, h), ImGuiCond_Always);
 }
 
 inline void close_gui_test_window(GLFWwindow* window) {

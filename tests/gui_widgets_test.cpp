@@ -250,26 +250,13 @@ int main(int argc, char** argv) {
         // The pointer over the heatmap's middle, so the screenshot also shows its tooltip.
         glfwSetCursorPos(window, 240, 180);
         constexpr int kFrames = 4;  // layouts settle after the first frame or two
-        for (int frame = 1; frame <= kFrames; ++frame) {
-            glfwPollEvents();
-            ImGui_ImplOpenGL3_NewFrame();
-            ImGui_ImplGlfw_NewFrame();
-            ImGui::NewFrame();
-            scene.draw();
-            ImGui::Render();
-            int width = 0, height = 0;
-            glfwGetFramebufferSize(window, &width, &height);
-            glViewport(0, 0, width, height);
-            glClearColor(0.10f, 0.10f, 0.12f, 1.0f);
-            glClear(GL_COLOR_BUFFER_BIT);
-            ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+        ls::test::draw_gui_frames(window, kFrames, [&] { scene.draw(); }, [&](int frame) {
             if (frame == kFrames) {
                 Pixels px = read_back(window);
                 check_pixels(scene, px);
                 check(ls::views::save_png(px, png, true).ok(), "screenshot saved to " + png);  // replaces the last run's
             }
-            glfwSwapBuffers(window);
-        }
+        });
         check(glGetError() == GL_NO_ERROR, "no OpenGL error");
     }  // the heatmaps free their textures while the context is alive
 
