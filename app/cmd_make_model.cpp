@@ -27,7 +27,7 @@ int run_make_model(const MakeModelOptions& o) {
         GgmlType t{};
         if (!ggml_type_from_name(o.type.c_str(), &t)) {
             std::fprintf(stderr, "layerscope make-model: unknown --type '%s'; use f32, f16, bf16, q4_0, q4_1, q5_0, "
-                                 "q5_1, q8_0, q2_K, q3_K, q4_K, q5_K, q6_K or mxfp4\n", o.type.c_str());
+                                 "q5_1, q8_0, q2_K, q3_K, q4_K, q5_K, q6_K, mxfp4 or nvfp4\n", o.type.c_str());
             return kExitUsage;
         }
         spec.type = t;

@@ -164,7 +164,8 @@ void add_make_model_command(CLI::App& app, ls::app::MakeModelOptions& o) {
     mk->add_option("--arch", o.arch, "llama (default), qwen2, qwen3, qwen3moe, phi3, gemma2, gemma3, deepseek2 or gpt-oss")
         ->check(CLI::IsMember({"llama", "qwen2", "qwen3", "qwen3moe", "phi3", "gemma2", "gemma3", "deepseek2", "gpt-oss"}));
     mk->add_option("--type", o.type, "Weight type: f32, f16 (default), bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_K..q6_K, "
-                                     "mxfp4 (experts MXFP4, other matrices Q8_0, as llama-quantize's MXFP4_MOE)");
+                                     "mxfp4 (experts MXFP4, other matrices Q8_0, as llama-quantize's MXFP4_MOE), nvfp4 (every "
+                                     "matrix but token_embd and the router NVFP4, as ModelOpt conversions)");
     mk->add_option("--embd", o.n_embd, "Embedding width (default 256)")->check(CLI::Range(1, 65536));
     mk->add_option("--layers", o.n_layer, "Blocks (default 2)")->check(CLI::Range(1, 1024));
     mk->add_option("--heads", o.n_head, "Attention heads (default 4)")->check(CLI::Range(1, 1024));
@@ -222,8 +223,9 @@ void add_make_model_command(CLI::App& app, ls::app::MakeModelOptions& o) {
     mk->add_flag("--tied-output", o.tied_output, "llama, qwen3: no output.weight, the LM head is token_embd (Llama 3.2 "
                                                  "1B/3B, Qwen3-0.6B)");
     mk->add_flag("--biases", o.out_biases, "llama: attn_output and ffn_gate/up/down biases; qwen2: output.bias");
-    mk->add_flag("--scales", o.weight_scales, "llama, qwen2, qwen3: a per-tensor .scale and .input_scale for every "
-                                              "projection (as NVFP4 conversions have them)");
+    mk->add_flag("--scales", o.weight_scales, "llama, qwen2, qwen3, qwen3moe: a .scale and .input_scale for every "
+                                              "projection (one per expert on the experts; the LM head's too when it is "
+                                              "NVFP4), as NVFP4 conversions have them");
     mk->add_flag("--legacy-kvb", o.legacy_kvb, "deepseek2: one attn_kv_b per block (older converters' layout) "
                                                 "instead of attn_k_b/attn_v_b");
 }

@@ -76,7 +76,7 @@ std::string describe_support(const Backend& backend, MathMode mode) {
                                             GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0,
                                             GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K,
                                             GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS, GgmlType::TQ1_0,
-                                            GgmlType::TQ2_0, GgmlType::MXFP4};
+                                            GgmlType::TQ2_0, GgmlType::MXFP4, GgmlType::NVFP4};
     std::string out;
     for (size_t i = 1; i < static_cast<size_t>(Op::kCount); ++i) {
         const Op op = static_cast<Op>(i);

@@ -24,7 +24,7 @@ using ls::simt::Schedule;
 const GgmlType kAllTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q4_0,   GgmlType::Q4_1,
                               GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q2_K,   GgmlType::Q3_K,
                               GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_K,   GgmlType::IQ4_NL,
-                              GgmlType::IQ4_XS, GgmlType::TQ1_0, GgmlType::TQ2_0, GgmlType::MXFP4};
+                              GgmlType::IQ4_XS, GgmlType::TQ1_0, GgmlType::TQ2_0, GgmlType::MXFP4, GgmlType::NVFP4};
 
 template <class T>
 struct DeviceBuffer {
@@ -130,6 +130,13 @@ TEST_P(CudaDequant, PaddedSourceRowsAndOddRowCounts) {
 // e 254 and 255) and every code decode to the CPU's bits.
 TEST_P(CudaDequant, Mxfp4EveryExponentMatchesTheCpu) {
     expect_same_as_cpu(GgmlType::MXFP4, 2048, 64, 0, true);
+}
+
+// NVFP4 from random bytes: every UE4M3 scale byte (subnormals, 0x7F, bit 7 set) and every code,
+// 128 CUDA threads to a block (64-element blocks stage 8192 floats).
+TEST_P(CudaDequant, Nvfp4EveryScaleMatchesTheCpu) {
+    expect_same_as_cpu(GgmlType::NVFP4, 2048, 64, 0, true);
+    expect_same_as_cpu(GgmlType::NVFP4, 192, 301, 3 * 36 + 5);  // padded rows at odd addresses
 }
 
 INSTANTIATE_TEST_SUITE_P(Schedules, CudaDequant, ::testing::Values(Schedule::Forward, Schedule::Random),

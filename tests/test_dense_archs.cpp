@@ -365,7 +365,7 @@ TEST(DenseArchsRefusals, TensorsLlamaCppUsesAreRunOrRefusedByName) {
         const char* why;
     };
     const Refusal cases[] = {
-        {"llama3-tiny", "output.scale", {1}, "NVFP4 LM head"},
+        {"llama3-tiny", "output.scale", {1}, "only for an untied NVFP4 output.weight"},
         {"llama3-tiny", "blk.0.attn_qkv.weight", {256, 512}, "fused QKV projections"},
         {"llama3-tiny", "blk.1.attn_qkv.scale", {1}, "per-tensor weight scales on attn_qkv"},
         {"qwen3-tiny", "blk.0.attn_output.bias", {128}, "loader has no tensor of that name"},

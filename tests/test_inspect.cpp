@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fmt/format.h>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -364,6 +365,28 @@ TEST(Inspect, QuantBlockAsStored) {
         EXPECT_NE(b["fields"]["scales"].get<std::string>().find("one per 32 elements"), std::string::npos);
         RunResult text = run("inspect '" + q4k + "' --tensor blk.0.ffn_up.weight --values 0 --block 5");
         EXPECT_NE(text.out.find("block 5 of 512 (q4_K, 256 elements from element 1280"), std::string::npos) << text.out;
+    }
+    {
+        // NVFP4: four UE4M3 scale bytes, then sub-block s's codes in bytes 8s..8s+7 (low nibbles
+        // its elements 0-7, high nibbles 8-15); values as the tensor dequantizes them.
+        const std::string nv = dir + "/nvfp4.gguf";
+        ASSERT_EQ(run("make-model '" + nv + "' --preset qwen3moe-tiny --type nvfp4").exit_code, 0);
+        RunResult r = run("inspect --json '" + nv + "' --tensor blk.0.ffn_up_exps.weight --values 1000 --block 3");
+        ASSERT_EQ(r.exit_code, 0) << r.out;
+        const json t = json::parse(r.out)["tensor"];
+        const json b = t["block"];
+        ASSERT_EQ(b["bytes"], 36);
+        ASSERT_EQ(b["elements"].size(), 64u);
+        const std::vector<uint8_t> raw = read_bytes(nv, b["file_offset"].get<uint64_t>(), 36);
+        for (int j = 0; j < 64; ++j) {
+            const int s = j / 16, k = j % 16, byte = raw[4 + 8 * s + k % 8];
+            const json& e = b["elements"][j];
+            EXPECT_EQ(e["code"], k < 8 ? byte & 0xF : byte >> 4) << j;
+            EXPECT_EQ(e["group"], s) << j;
+            EXPECT_EQ(e["value"].get<float>(), t["values"][3 * 64 + j].get<float>()) << j;
+        }
+        const std::string d = b["fields"]["d"].get<std::string>();
+        for (int s = 0; s < 4; ++s) EXPECT_NE(d.find(fmt::format("(0x{:02x})", raw[s])), std::string::npos) << d;
     }
     auto run_err = [](const std::string& args) { return ls::test::run_layerscope(args, true); };
     RunResult r = run_err("inspect '" + mx + "' --block 1");

@@ -274,6 +274,39 @@ TEST(MakeModel, Mxfp4IsLlamaQuantizesMoeRecipe) {
     EXPECT_EQ(make_model_tensor_type(GgmlType::MXFP4, 16), GgmlType::F16);
 }
 
+// --type nvfp4 is a ModelOpt conversion's layout: every matrix NVFP4 but token_embd (F16) and the
+// router (F32), file type 39; with weight_scales each projection has its .scale and .input_scale,
+// the experts one per expert, the (untied, NVFP4) LM head its own. Such a model opens, runs and has
+// no error lints.
+TEST(MakeModel, Nvfp4IsAModelOptConversionsLayout) {
+    MakeModelSpec s = preset("qwen3moe-tiny");
+    s.type = GgmlType::NVFP4;
+    s.weight_scales = true;
+    MakeModelInfo info;
+    const std::string path = made(s, "qwen3moe_nvfp4.gguf", &info);
+    EXPECT_TRUE(info.fallbacks.empty());
+    auto model = Model::open(path);
+    ASSERT_TRUE(model.ok()) << model.error().message;
+    const Model& m = *model.value();
+    for (const char* name : {"blk.0.ffn_gate_exps.weight", "blk.1.ffn_down_exps.weight", "blk.0.attn_q.weight",
+                             "blk.1.attn_output.weight", "output.weight"})
+        EXPECT_EQ(m.find(name)->type, GgmlType::NVFP4) << name;
+    EXPECT_EQ(m.find("token_embd.weight")->type, GgmlType::F16);
+    EXPECT_EQ(m.find("blk.0.ffn_gate_inp.weight")->type, GgmlType::F32);
+    for (const char* name : {"blk.0.attn_q.scale", "blk.1.attn_output.input_scale", "output.scale", "output.input_scale"}) {
+        ASSERT_NE(m.find(name), nullptr) << name;
+        EXPECT_EQ(m.find(name)->n_elements(), 1) << name;
+    }
+    for (const char* name : {"blk.0.ffn_up_exps.scale", "blk.1.ffn_down_exps.input_scale"}) {
+        ASSERT_NE(m.find(name), nullptr) << name;
+        EXPECT_EQ(m.find(name)->n_elements(), s.n_expert) << name;
+    }
+    EXPECT_EQ(m.file().get_int("general.file_type", -1), 39);
+    EXPECT_EQ(count_lints(lint_model(m.file()), LintSeverity::kError), 0);
+    EXPECT_FALSE(greedy(m, {1, 300, 301}, 2).empty());
+    EXPECT_EQ(make_model_tensor_type(GgmlType::NVFP4, 32), GgmlType::F16);
+}
+
 TEST(MakeModel, Deepseek2FilesHaveEveryTensorOfTheLayoutAndNoErrorLints) {
     struct Variant { const char* label; MakeModelSpec spec; };
     std::vector<Variant> variants;

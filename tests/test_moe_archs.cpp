@@ -75,6 +75,17 @@ const MoeCase kCases[] = {
     // so CUDA) picks token 72 where llama.cpp picks 415.
     {"gpt_oss_mxfp4", "gpt-oss-tiny", [](MakeModelSpec& s) { s.type = GgmlType::MXFP4; },
      "gptoss-tiny-MXFP4_story_n3_fa-off.gguf", 0, nullptr, true},
+    // NVFP4 as ModelOpt conversions write it (every matrix but token_embd and the router), with
+    // the per-tensor, per-expert and LM head scales, over the 73-token prompt: the nvfp4 . q8_0
+    // dots of MUL_MAT and MUL_MAT_ID, each expert slot times its expert's scale
+    // (ffn_moe_*_scaled), the logits times output.scale; bit-exact. Exact mode (and so CUDA)
+    // picks another third token than llama.cpp's Q8_0 activations give.
+    {"qwen3moe_nvfp4", "qwen3moe-tiny",
+     [](MakeModelSpec& s) {
+         s.type = GgmlType::NVFP4;
+         s.weight_scales = true;
+     },
+     "qwen3moe-tiny-NVFP4_story_n3_fa-off.gguf", 0, nullptr, true},
 };
 
 std::string data_path(const char* file) { return std::string(LAYERSCOPE_TEST_DATA) + "/moe/" + file; }
@@ -272,8 +283,10 @@ TEST(MoeArchsRefusals, TensorsAndKeysLlamaCppUsesAreRunOrRefusedByName) {
     };
     const Refusal cases[] = {
         {"qwen3moe-tiny", "blk.0.ffn_gate_up_exps.weight", {128, 128, 8}, nullptr, "loader has no tensor of that name"},
-        {"qwen3moe-tiny", "blk.1.ffn_up_exps.scale", {8}, nullptr, "per-expert weight scales on ffn_up_exps"},
-        {"llama-moe-tiny", "blk.0.ffn_down_exps.scale", {4}, nullptr, "per-expert weight scales on ffn_down_exps"},
+        // The LM head's scales exist only for an NVFP4 head (llama.cpp's loader never creates them
+        // for another).
+        {"qwen3moe-tiny", "output.scale", {1}, nullptr, "only for an untied NVFP4 output.weight"},
+        {"llama-moe-tiny", "output.input_scale", {1}, nullptr, "only for an untied NVFP4 output.weight"},
         {"llama-moe-tiny", "blk.0.ffn_gate.weight", {128, 128}, nullptr, "loader has no tensor of that name"},
         {"qwen3moe-tiny", nullptr, {}, "qwen3moe.expert_group_count", "expert_group_used_count is 0"},
         {"gpt-oss-tiny", "blk.0.attn_qkv.scale", {1}, nullptr, "per-tensor weight scales on attn_qkv"},

@@ -260,6 +260,96 @@ TEST(Quantize, Mxfp4BlocksFromTheDefinition) {
     for (uint8_t q : b.qs) EXPECT_EQ(q, 0);
 }
 
+// UE4M3 by its definition: exponent bits 6-3 with bias 7, mantissa bits 2-0, exponent 0 subnormal
+// (man * 2^-9); 0x00 and 0x7F (E4M3's NaN) read as 0 and bit 7 is ignored, as ggml's decoder does;
+// ue4m3_to_fp32_half gives half the value (for the doubled E2M1 levels).
+double ue4m3_value(int x) {
+    if (x == 0 || x == 0x7F) return 0.0;
+    const int exp = (x >> 3) & 15, man = x & 7;
+    return exp == 0 ? man * std::ldexp(1.0, -9) : (1.0 + man / 8.0) * std::ldexp(1.0, exp - 7);
+}
+
+// NVFP4 blocks: four 16-element sub-blocks, each with its UE4M3 scale; element j of sub-block s is
+// the low nibble of qs[8s + j] for j < 8, the high nibble of qs[8s + j - 8] after.
+TEST(QuantBlocks, DecodesNvfp4ByTheFormatsDefinition) {
+    for (int x = 0; x < 256; ++x)
+        ASSERT_EQ(bits_of(ue4m3_to_fp32_half(static_cast<uint8_t>(x))), bits_of(static_cast<float>(ue4m3_value(x) / 2)))
+            << x;
+    EXPECT_EQ(ue4m3_to_fp32_half(0x38), 0.5f);     // 1.0, halved
+    EXPECT_EQ(ue4m3_to_fp32_half(0x7E), 224.0f);   // 448, the largest
+    EXPECT_EQ(ue4m3_to_fp32_half(0xFF), 240.0f);   // bit 7 ignored: exponent 15, mantissa 7
+    EXPECT_EQ(ue4m3_to_fp32_half(0x01), std::ldexp(1.0f, -10));  // the smallest subnormal, halved
+    block_nvfp4 b{};
+    const uint8_t scales[4] = {0x38, 0x01, 0x7F, 0x5A};
+    for (int s = 0; s < 4; ++s) b.d[s] = scales[s];
+    for (int j = 0; j < 32; ++j) b.qs[j] = static_cast<uint8_t>((j % 16) | ((15 - j % 16) << 4));
+    float out[64];
+    dequantize_block_nvfp4(&b, out);
+    for (int s = 0; s < 4; ++s)
+        for (int j = 0; j < 16; ++j) {
+            const uint8_t byte = b.qs[8 * s + j % 8];
+            const int code = j < 8 ? byte & 0xF : byte >> 4;
+            const float want = code == 8 ? 0.0f : static_cast<float>(e2m1_value(code) * ue4m3_value(scales[s]));
+            EXPECT_EQ(bits_of(out[16 * s + j]), bits_of(want)) << "sub-block " << s << " element " << j;
+        }
+    // The row decoder walks 36-byte blocks.
+    block_nvfp4 row[2] = {};
+    row[1].d[3] = 0x40;   // 2.0
+    row[1].qs[31] = 0x7F;  // sub-block 3: element 7 code 15 (-6), element 15 code 7 (+6)
+    float two[128];
+    ASSERT_TRUE(dequantize_row(GgmlType::NVFP4, row, two, 128));
+    EXPECT_EQ(two[64 + 48 + 7], -12.0f);
+    EXPECT_EQ(two[64 + 48 + 15], 12.0f);
+    EXPECT_EQ(two[64 + 48 + 6], 0.0f);
+}
+
+// quantize_row_nvfp4_ref: each sub-block's scale is fp32_to_ue4m3(amax / 6), which gives back
+// every UE4M3 code below exponent 15 from its own value, rounds half up between codes, sends
+// everything from 256 up to 448 (0x7E: ggml saturates the whole top exponent) and zero, negatives
+// and NaN to 0; the values take the nearest level times that scale.
+TEST(Quantize, Nvfp4BlocksFromTheDefinition) {
+    for (int x = 1; x < 0x78; ++x) ASSERT_EQ(fp32_to_ue4m3(static_cast<float>(ue4m3_value(x))), x) << x;
+    for (int x = 0x78; x < 0x7F; ++x) ASSERT_EQ(fp32_to_ue4m3(static_cast<float>(ue4m3_value(x))), 0x7E) << x;
+    EXPECT_EQ(fp32_to_ue4m3(0.0f), 0);
+    EXPECT_EQ(fp32_to_ue4m3(-1.0f), 0);
+    EXPECT_EQ(fp32_to_ue4m3(std::nanf("")), 0);
+    EXPECT_EQ(fp32_to_ue4m3(448.0f), 0x7E);
+    EXPECT_EQ(fp32_to_ue4m3(1e9f), 0x7E);
+    EXPECT_EQ(fp32_to_ue4m3(1.0625f), 0x39);  // halfway between 1 (0x38) and 1.125: up
+    EXPECT_EQ(fp32_to_ue4m3(1.0624f), 0x38);
+    EXPECT_EQ(fp32_to_ue4m3(1.9375f), 0x40);  // halfway between 1.875 and 2: up, into the next exponent
+    EXPECT_EQ(fp32_to_ue4m3(2.5f * std::ldexp(1.0f, -9)), 3);  // subnormal: man 2.5 rounds up
+    EXPECT_EQ(fp32_to_ue4m3(0.4f * std::ldexp(1.0f, -9)), 0);  // below the smallest subnormal's half
+
+    float x[64] = {};
+    // Sub-block 0: amax 6 -> scale 1 (0x38), the values are the levels themselves.
+    const float exact[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+    for (int j = 0; j < 16; ++j) x[j] = (j & 8) ? -exact[j & 7] : exact[j & 7];
+    x[8] = 6.0f;  // code 8 would be -0: keep amax 6 on both signs
+    // Sub-block 1: amax 12 -> scale 2 (0x40), the levels times 1: 5 lies halfway between 4 and 6.
+    x[16] = 12.0f, x[17] = 5.0f, x[18] = -1.0f;
+    // Sub-block 2: all zero -> scale byte 0 and zero codes. Sub-block 3: amax 3000 -> 448 (0x7E).
+    x[48] = 3000.0f, x[49] = 448.0f;
+    block_nvfp4 b{};
+    ASSERT_TRUE(quantize_rows(GgmlType::NVFP4, x, &b, 1, 64));
+    EXPECT_EQ(b.d[0], 0x38);
+    EXPECT_EQ(b.d[1], 0x40);
+    EXPECT_EQ(b.d[2], 0);
+    EXPECT_EQ(b.d[3], 0x7E);
+    auto code = [&](int e) {
+        const int s = e / 16, j = e % 16;
+        const uint8_t byte = b.qs[8 * s + j % 8];
+        return j < 8 ? byte & 0xF : byte >> 4;
+    };
+    for (int j = 0; j < 16; ++j) EXPECT_EQ(code(j), j == 8 ? 7 : j) << j;
+    EXPECT_EQ(code(16), 7);
+    EXPECT_EQ(code(17), 4);   // the tie goes to the lower code (4, not 5)
+    EXPECT_EQ(code(18), 9);   // -1
+    for (int e = 32; e < 48; ++e) EXPECT_EQ(code(e), 0) << e;
+    EXPECT_EQ(code(48), 7);   // clamped to 6 * 448
+    EXPECT_EQ(code(49), 2);   // 448 / 448 = 1
+}
+
 // The word-at-a-time unpack of the SIMD kernels gives get_scale_min_k4's values for every
 // sub-block, over random packed bytes (every bit of each byte is used by some field).
 TEST(QuantBlocks, WordwiseScaleUnpackMatchesGetScaleMinK4) {
@@ -283,11 +373,14 @@ TEST(Quantize, RoundTripErrorIsSmall) {
     for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * i) * (1.0f + (i % 7));
     const GgmlType types[] = {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0,
                               GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_K, GgmlType::F16,
-                              GgmlType::BF16, GgmlType::MXFP4};
+                              GgmlType::BF16, GgmlType::MXFP4, GgmlType::NVFP4};
     // Values span [-7, 7]; bounds follow from each format's step (one step where the top code is
     // clamped, half a step otherwise) with some room for the f16 rounding of the scales.
     // MXFP4: a block with amax in [4, 8) has levels 4 and 6 around its largest values and clamps at 6.
-    const double tolerance[] = {0.9, 0.5, 0.45, 0.25, 0.04, 0.6, 0.3, 0.15, 0.04, 0.005, 0.04, 1.0001};
+    // NVFP4: a sub-block's scale is amax / 6 (rounded to UE4M3's 3 mantissa bits, up to 1/16 off),
+    // so its largest step, 4 to 6 times the scale, is about amax / 3 (7 / 3 here), half of it the
+    // rounding error.
+    const double tolerance[] = {0.9, 0.5, 0.45, 0.25, 0.04, 0.6, 0.3, 0.15, 0.04, 0.005, 0.04, 1.0001, 1.3};
     for (size_t t = 0; t < std::size(types); ++t) {
         uint64_t row_bytes = 0;
         ASSERT_TRUE(ggml_row_bytes(types[t], 1024, &row_bytes));

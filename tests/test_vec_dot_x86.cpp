@@ -118,6 +118,23 @@ TEST(VecDotX86, TinyBlasIq4NlNearDecodedDot) {
     EXPECT_NEAR(got, static_cast<double>(exact), 1e-5 * (std::fabs(static_cast<double>(exact)) + 1.0));
 }
 
+// A Q8_0 activation row of n values for a random test: quantized as llama mode does it (even
+// trials), or any quants ggml's Q8_0 can hold (-127..127) with scales over a wide range (odd ones).
+template <class Next>
+std::vector<block_q8_0> q8_0_test_activation(int64_t n, int trial, Next& next) {
+    std::vector<block_q8_0> a(static_cast<size_t>(n / 32));
+    if (trial % 2 == 0) {
+        std::vector<float> x = wavy_row(n, 0.1f * trial, 1.0f + trial % 5);
+        EXPECT_TRUE(quantize_activation_row(GgmlType::Q8_0, x.data(), a.data(), n));
+        return a;
+    }
+    for (block_q8_0& b : a) {
+        for (int8_t& q : b.qs) q = static_cast<int8_t>(static_cast<int>(next() % 255) - 127);
+        b.d = fp32_to_fp16(std::ldexp(static_cast<float>(1 + next() % 1000), -static_cast<int>(next() % 20)));
+    }
+    return a;
+}
+
 // ggml_vec_dot_mxfp4_q8_0 as its AVX2 build runs it, written out plainly from ggml's source with
 // the format's own definitions (its level table, the scale 2^(e - 128) by ldexp): 8 int32 lanes per
 // block (lane l: elements 4l..4l+3), even blocks fma'ed into one 8-lane accumulator and odd blocks
@@ -167,16 +184,7 @@ TEST(VecDotX86, Mxfp4SameBitsAsAPlainReference) {
             const uint32_t pick = next() >> 24;
             b.e = static_cast<uint8_t>(pick < 8 ? pick % 2 : 112 + pick % 24);
         }
-        std::vector<block_q8_0> a(static_cast<size_t>(nb));
-        if (trial % 2 == 0) {  // quantized as llama mode does it
-            std::vector<float> x = wavy_row(n, 0.1f * trial, 1.0f + trial % 5);
-            ASSERT_TRUE(quantize_activation_row(GgmlType::Q8_0, x.data(), a.data(), n));
-        } else {  // any quants ggml's Q8_0 can hold (-127..127) and scales over a wide range
-            for (block_q8_0& b : a) {
-                for (int8_t& q : b.qs) q = static_cast<int8_t>(static_cast<int>(next() % 255) - 127);
-                b.d = fp32_to_fp16(std::ldexp(static_cast<float>(1 + next() % 1000), -static_cast<int>(next() % 20)));
-            }
-        }
+        const std::vector<block_q8_0> a = q8_0_test_activation(n, trial, next);
         float fast = 0, emulated = 0, rows[2] = {0, 0};
         for (int r = 0; r < 2; ++r) {
             const float want = mxfp4_dot_reference(n, w.data() + r * nb, a.data());
@@ -207,6 +215,70 @@ TEST(VecDotX86, Mxfp4SameBitsAsAPlainReference) {
     // ggml has no tinyBLAS form for MXFP4: its prompts run vec_dot per column.
     float out = 0;
     EXPECT_FALSE(dot_q0_tinyblas(GgmlType::MXFP4, 32, nullptr, nullptr, &out));
+}
+
+// ggml_vec_dot_nvfp4_q8_0 as its AVX2 build runs it, written out plainly with the format's own
+// definitions (UE4M3 decoded by ldexp, E2M1 levels doubled): per 64-element block and each of its
+// halves h (one Q8_0 block), 8 int32 lanes (lane l: the half's elements 4l..4l+3), lanes 0-3 taking
+// sub-block 2h's scale times the activation's, lanes 4-7 sub-block 2h + 1's, fma'ed into one
+// 8-lane accumulator, then hsum_float_8.
+float nvfp4_dot_reference(int64_t n, const block_nvfp4* w, const block_q8_0* a) {
+    static const int kLevels[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+    auto ue4m3 = [](uint8_t x) {  // the full scale
+        if (x == 0 || x == 0x7F) return 0.0f;
+        const int exp = (x >> 3) & 15, man = x & 7;
+        return exp == 0 ? std::ldexp(static_cast<float>(man), -9) : std::ldexp(1.0f + man / 8.0f, exp - 7);
+    };
+    auto level = [&](const block_nvfp4& b, int e) {  // element e of the block
+        const int s = e / 16, j = e % 16;
+        const uint8_t byte = b.qs[8 * s + j % 8];
+        return kLevels[j < 8 ? byte & 0xF : byte >> 4];
+    };
+    float acc[8] = {};
+    for (int64_t b = 0; b < n / 64; ++b)
+        for (int h = 0; h < 2; ++h) {
+            const block_q8_0& y = a[2 * b + h];
+            for (int l = 0; l < 8; ++l) {
+                int lane = 0;
+                for (int e = 4 * l; e < 4 * l + 4; ++e) lane += level(w[b], 32 * h + e) * y.qs[e];
+                const float d = 0.5f * ue4m3(w[b].d[2 * h + l / 4]) * fp16_to_fp32(y.d);
+                acc[l] = std::fma(d, static_cast<float>(lane), acc[l]);
+            }
+        }
+    const float h4[4] = {acc[4] + acc[0], acc[5] + acc[1], acc[6] + acc[2], acc[7] + acc[3]};
+    return (h4[0] + h4[2]) + (h4[1] + h4[3]);
+}
+
+// NVFP4 weights against Q8_0 activations: the llama-mode dot (AVX2 kernel where the processor has
+// one, and the scalar emulation) gives the reference's bits, on random blocks whose scale bytes
+// cover every UE4M3 code (subnormals, 0 and the NaN code 0x7F, bit 7 set).
+TEST(VecDotX86, Nvfp4SameBitsAsAPlainReference) {
+    uint32_t state = 31;
+    auto next = [&] { return state = state * 1664525u + 1013904223u; };
+    int checked = 0;
+    for (int trial = 0; trial < 400; ++trial) {
+        const int64_t nb = 1 + trial % 5;
+        const int64_t n = 64 * nb;
+        std::vector<block_nvfp4> w(static_cast<size_t>(nb));
+        for (block_nvfp4& b : w) {
+            for (uint8_t& q : b.qs) q = static_cast<uint8_t>(next() >> 24);
+            for (uint8_t& d : b.d) d = static_cast<uint8_t>(trial % 3 == 0 ? next() >> 24 : 40 + (next() >> 24) % 24);
+        }
+        const std::vector<block_q8_0> a = q8_0_test_activation(n, trial, next);
+        const float want = nvfp4_dot_reference(n, w.data(), a.data());
+        float fast = 0, emulated = 0;
+        ASSERT_TRUE(vec_dot_row_x86(GgmlType::NVFP4, n, w.data(), a.data(), &fast));
+        ASSERT_TRUE(vec_dot_row_x86_emulated(GgmlType::NVFP4, n, w.data(), a.data(), &emulated));
+        ASSERT_EQ(bits_of(fast), bits_of(want)) << "trial " << trial << ": " << fast << " vs " << want;
+        ASSERT_EQ(bits_of(emulated), bits_of(want)) << "trial " << trial;
+        ++checked;
+    }
+    EXPECT_EQ(checked, 400);
+    GgmlType act{};
+    ASSERT_TRUE(vec_dot_activation_type(GgmlType::NVFP4, &act));
+    EXPECT_EQ(act, GgmlType::Q8_0);
+    float out = 0;  // rows of 64-element blocks only
+    EXPECT_FALSE(vec_dot_row_x86(GgmlType::NVFP4, 32, nullptr, nullptr, &out));
 }
 
 TEST(VecDotX86, RejectsWhatItDoesNotEmulate) {

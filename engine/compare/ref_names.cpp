@@ -33,6 +33,9 @@ std::string product_event(const std::string& weight) {
         {"attn_q.weight", "Qcur"},       {"attn_k.weight", "Kcur"},   {"attn_v.weight", "Vcur"},
         {"attn_output.weight", "attn_out"}, {"ffn_gate.weight", "ffn_gate"}, {"ffn_up.weight", "ffn_up"},
         {"ffn_down.weight", "ffn_out"},
+        // The experts' products, unnamed when a per-expert scale follows (it takes their name).
+        {"ffn_up_exps.weight", "ffn_moe_up"}, {"ffn_gate_exps.weight", "ffn_moe_gate"},
+        {"ffn_down_exps.weight", "ffn_moe_down"}, {"ffn_gate_up_exps.weight", "ffn_moe_gate_up"},
     };
     for (const auto& [w, event] : kProducts)
         if (std::string(tail) == w) return std::string(event) + "-" + std::to_string(layer);
@@ -64,7 +67,7 @@ std::vector<OurName> our_names(const ReferenceDump& reference) {
             n.kind = OurName::Kind::kOwn;
             n.base = t.base_name;
             n.occurrence = t.occurrence + slots[{decode, ubatch, n.base}];
-        } else if (t.op == "MUL_MAT" && !product_event(t.src0).empty()) {
+        } else if ((t.op == "MUL_MAT" || t.op == "MUL_MAT_ID") && !product_event(t.src0).empty()) {
             n.kind = OurName::Kind::kOwn;  // a projection's product, before the step llama.cpp names
             n.base = product_event(t.src0);
         } else if ((t.op == "MUL" || t.op == "ADD") && src0 != ours_of.end() &&

@@ -22,9 +22,10 @@ struct OurName {
     int occurrence = 1;  // among our events of that base name in the same graph evaluation
 };
 
-// The event of ours an unnamed MUL_MAT with weight `weight` (its src0) computes: "blk.3.attn_q.weight"
-// -> "Qcur-3", attn_k / attn_v / attn_output -> Kcur / Vcur / attn_out, ffn_gate / ffn_up / ffn_down
-// -> ffn_gate / ffn_up / ffn_out, output.weight and token_embd.weight -> result_output; "" else.
+// The event of ours an unnamed MUL_MAT (or MUL_MAT_ID) with weight `weight` (its src0) computes:
+// "blk.3.attn_q.weight" -> "Qcur-3", attn_k / attn_v / attn_output -> Kcur / Vcur / attn_out,
+// ffn_gate / ffn_up / ffn_down -> ffn_gate / ffn_up / ffn_out, ffn_{up,gate,down,gate_up}_exps ->
+// ffn_moe_{up,gate,down,gate_up}, output.weight and token_embd.weight -> result_output; "" else.
 std::string product_event(const std::string& weight);
 
 // One entry per reference tensor, in its order. Occurrences follow execution order within each

@@ -115,6 +115,15 @@ Status GraphBuilder::load_ffn(int64_t il, FfnWeights* w) {
                              {&w->gate_s, "ffn_gate.scale"}, {&w->up_s, "ffn_up.scale"}, {&w->down_s, "ffn_down.scale"}})
         if (in_layout(fmt::format("blk.{}.{}", il, name)))
             if (Status s = load_blk(il, name, dst); !s) return s;
+    // llama.cpp's build_ffn asserts against an NVFP4 projection with both a bias and a scale (its
+    // scale would follow the bias).
+    for (auto [weight, bias, scale, name] : {std::tuple{&w->gate, &w->gate_b, &w->gate_s, "ffn_gate"},
+                                             {&w->up, &w->up_b, &w->up_s, "ffn_up"},
+                                             {&w->down, &w->down_b, &w->down_s, "ffn_down"}})
+        if (weight->type == GgmlType::NVFP4 && bias->data && scale->data)
+            return make_error(ErrorCode::kBadInput, fmt::format("{}: blk.{}: an NVFP4 {}.weight with both a .bias and a .scale; "
+                                                                "llama.cpp's build_ffn refuses that (an assertion)",
+                                                                model_.path(), il, name));
     return {};
 }
 
@@ -138,12 +147,19 @@ Status GraphBuilder::load_moe(int64_t il, MoeWeights* w) {
                              {&w->down_exps, "ffn_down_exps.weight"}})
         if (Status s = load_blk(il, name, dst, true); !s) return s;
     for (auto [dst, name] : {std::pair{&w->gate_inp_b, "ffn_gate_inp.bias"}, {&w->gate_exps_b, "ffn_gate_exps.bias"},
-                             {&w->up_exps_b, "ffn_up_exps.bias"}, {&w->down_exps_b, "ffn_down_exps.bias"}})
+                             {&w->up_exps_b, "ffn_up_exps.bias"}, {&w->down_exps_b, "ffn_down_exps.bias"},
+                             {&w->gate_exps_s, "ffn_gate_exps.scale"}, {&w->up_exps_s, "ffn_up_exps.scale"},
+                             {&w->down_exps_s, "ffn_down_exps.scale"}})
         if (in_layout(fmt::format("blk.{}.{}", il, name)))
             if (Status s = load_blk(il, name, dst); !s) return s;
     // llama.cpp creates gate and up only when there is no fused gate_up (a file with both has
-    // tensors its loader never creates, and is refused there).
+    // tensors its loader never creates, and is refused there); so too their scales.
     const std::string where = fmt::format("{}: blk.{}", model_.path(), il);
+    for (const char* scale : {"ffn_gate_exps.scale", "ffn_up_exps.scale", "ffn_gate_exps.input_scale", "ffn_up_exps.input_scale"})
+        if (w->gate_up_exps.data && model_.find(fmt::format("blk.{}.{}", il, scale)))
+            return make_error(ErrorCode::kBadInput, fmt::format("{}: {} with a fused ffn_gate_up_exps.weight; llama.cpp's loader "
+                                                                "creates expert scales only for separate gate and up experts",
+                                                                where, scale));
     if (w->gate_up_exps.data && (w->gate_exps.data || w->up_exps.data))
         return make_error(ErrorCode::kBadInput, fmt::format("{}: ffn_gate_up_exps.weight and separate ffn_gate/ffn_up_exps; "
                                                             "llama.cpp's loader takes one or the other", where));
@@ -180,6 +196,15 @@ Status GraphBuilder::init() {
     for (const GgufTensorInfo& t : model_.file().tensors())
         if (std::string why = tensor_refusal(layout_, t.name, cfg_.arch_name); !why.empty())
             return make_error(ErrorCode::kBadInput, fmt::format("{}: tensor {}: {}", model_.path(), t.name, why));
+    // llama.cpp creates the LM head's scales only for an NVFP4 output.weight, and refuses them on
+    // a tied head (an assertion in its loader).
+    for (const char* scale : {"output.scale", "output.input_scale"})
+        if (model_.find(scale) && (!out || out->type != GgmlType::NVFP4))
+            return make_error(ErrorCode::kBadInput,
+                              fmt::format("{}: tensor {}: {}; llama.cpp reads the LM head's scales only for an untied NVFP4 "
+                                          "output.weight", model_.path(), scale,
+                                          out ? fmt::format("output.weight is {}", ggml_type_name(out->type))
+                                              : "the LM head is token_embd (tied)"));
     for (const GgufTensorInfo& t : model_.file().tensors()) {
         auto ends_with = [&](const char* tail) {
             const size_t n = std::char_traits<char>::length(tail);
@@ -195,6 +220,8 @@ Status GraphBuilder::init() {
         optional_buffers_.fused_up = optional_buffers_.fused_up || (ends_with(".ffn_up.weight") && t.ne[1] == 2 * cfg_.n_ff);
         optional_buffers_.fused_gate_up = optional_buffers_.fused_gate_up || ends_with(".ffn_gate_up_exps.weight");
         optional_buffers_.expert_biases = optional_buffers_.expert_biases || ends_with("_exps.bias");
+        optional_buffers_.expert_scales = optional_buffers_.expert_scales || ends_with("_exps.scale");
+        optional_buffers_.output_scale = optional_buffers_.output_scale || t.name == "output.scale";
     }
 
     auto knobs = fault_knobs(opt_.fault, fault_model_facts(model_));
@@ -238,6 +265,7 @@ Status GraphBuilder::init() {
     if (out) LS_TRY_LOAD(output_, "output.weight");
     else output_ = token_embd_;
     if (in_layout("output.bias")) LS_TRY_LOAD(output_b_, "output.bias", false);
+    if (in_layout("output.scale")) LS_TRY_LOAD(output_s_, "output.scale", false);
     if (Status s = load_layer_weights(); !s) return s;
     if (in_layout("rope_freqs.weight")) {
         LS_TRY_LOAD(rope_freqs_, "rope_freqs.weight", false);
@@ -336,6 +364,7 @@ void GraphBuilder::allocate_buffers() {
     buf_.ffn_out = buffer(n_embd, T);
     buf_.logits = buffer(n_logits_, T);
     if (optional_buffers_.output) buf_.logits_b = buffer(n_logits_, T);
+    if (optional_buffers_.output_scale) buf_.logits_s = buffer(n_logits_, T);
     if (n_logits_ > n_vocab_) {
         // The padded-vocabulary fault: the rows the LM head never writes hold what was there
         // before (deterministic "garbage" here).
@@ -368,6 +397,10 @@ void GraphBuilder::allocate_buffers() {
         if (optional_buffers_.fused_gate_up) moe_.gate_up = buffer(2 * n_ff, k, T);
         if (optional_buffers_.expert_biases)
             moe_.gate_b = buffer(n_ff, k, T), moe_.up_b = buffer(n_ff, k, T), moe_.down_b = buffer(n_embd, k, T);
+        if (optional_buffers_.expert_scales) {
+            moe_.scale_rows = buffer(1, k, T);
+            moe_.gate_s = buffer(n_ff, k, T), moe_.up_s = buffer(n_ff, k, T), moe_.down_s = buffer(n_embd, k, T);
+        }
         moe_.gate = buffer(n_ff, k, T), moe_.up = buffer(n_ff, k, T), moe_.swiglu = buffer(n_ff, k, T);
         moe_.down = buffer(n_embd, k, T), moe_.weighted = buffer(n_embd, k, T);
         moe_.slot = buffer(n_embd, T), moe_.out = buffer(n_embd, T);
@@ -410,7 +443,7 @@ MemoryEstimate GraphBuilder::memory_estimate(bool weights_copied) const {
                                                   ffn_bufs, optional_buffers_.ffn ? ", with their biases" : "",
                                                   optional_buffers_.scales ? ", times their scales" : ""),
           mul_sat(ffn_bufs, f32({T, n_ff})));
-    const uint64_t logits_bufs = optional_buffers_.output ? 2 : 1;
+    const uint64_t logits_bufs = 1 + (optional_buffers_.output ? 1 : 0) + (optional_buffers_.output_scale ? 1 : 0);
     e.add("logits", fmt::format("ubatch {} x {} rows x {} x 4 bytes", T, n_logits_, logits_bufs),
           mul_sat(logits_bufs, f32({T, dim(n_logits_)})));
     // Per token: x, norm, cur, attn_out, out_attn, out_x, ffn_inp, ffn_out (n_embd each); q, q_b,
@@ -928,6 +961,22 @@ Tensor GraphBuilder::build_moe(const Tensor& cur, const MoeWeights& w, int il) {
         cb(scaled, "ffn_moe_weights_scaled", il, Op::kScale);
         weights = scaled;
     }
+    // NVFP4 conversions' per-expert scales: each slot's product times its expert's scale (llama.cpp
+    // gathers the scales by the chosen ids and renames the product ffn_moe_*_scaled).
+    auto scaled = [&](Tensor& y, const Tensor& scale, const Tensor& buf, const char* name) {
+        if (!scale.data) return;
+        Tensor rows = moe_.scale_rows.reshaped(1, k, T);
+        const Tensor table = make_tensor(scale.data, 1, E);
+        for (int64_t t = 0; t < T; ++t) {
+            const Tensor ids = make_tensor(topk.i32() + t * k, k, 1, 1, 1, GgmlType::I32);
+            Tensor row = make_tensor(rows.f32() + t * k, 1, k);
+            be_.get_rows(table, ids, row);
+        }
+        Tensor z = buf.reshaped(y.ne[0], k, T);
+        be_.binary(Op::kMul, y, rows, z);
+        cb(z, name, il, Op::kMul);
+        y = z;
+    };
     // The chosen experts: up and gate (one fused product, or two), swiglu, down.
     const Tensor x = cur.reshaped(n_embd, 1, T);
     Tensor gate = moe_.gate.reshaped(n_ff, k, T), up = moe_.up.reshaped(n_ff, k, T), swiglu = moe_.swiglu.reshaped(n_ff, k, T);
@@ -954,9 +1003,11 @@ Tensor GraphBuilder::build_moe(const Tensor& cur, const MoeWeights& w, int il) {
         };
         be_.matmul_id(w.up_exps, x, topk, up, mode);
         cb(up, "ffn_moe_up", il, Op::kMulMatId);
+        scaled(up, w.up_exps_s, moe_.up_s, "ffn_moe_up_scaled");
         biased(up, w.up_exps_b, moe_.up_b, "ffn_moe_up_biased");
         be_.matmul_id(w.gate_exps, x, topk, gate, mode);
         cb(gate, "ffn_moe_gate", il, Op::kMulMatId);
+        scaled(gate, w.gate_exps_s, moe_.gate_s, "ffn_moe_gate_scaled");
         biased(gate, w.gate_exps_b, moe_.gate_b, "ffn_moe_gate_biased");
     }
     if (cfg_.arch == Arch::kGptOss) {
@@ -983,6 +1034,7 @@ Tensor GraphBuilder::build_moe(const Tensor& cur, const MoeWeights& w, int il) {
     Tensor down = moe_.down.reshaped(n_embd, k, T), weighted = moe_.weighted.reshaped(n_embd, k, T);
     be_.matmul_id(w.down_exps, swiglu, topk, down, mode);
     cb(down, "ffn_moe_down", il, Op::kMulMatId);
+    scaled(down, w.down_exps_s, moe_.down_s, "ffn_moe_down_scaled");
     if (w.down_exps_b.data) {
         Tensor z = moe_.down_b.reshaped(n_embd, k, T);
         be_.add_id(down, w.down_exps_b, topk, z);
@@ -1039,6 +1091,17 @@ void GraphBuilder::build_output(const Tensor& x) {
         }
     }
     cb(logits, "result_output", -1, Op::kMulMat);
+    if (output_s_.data) {
+        // An NVFP4 head's tensor-wide scale; llama.cpp names the product result_output (then its
+        // sum with qwen2's bias, when there is one).
+        Tensor scaled = buf_.logits_s.reshaped(n_logits_, n_out);
+        for (int64_t t = 0; t < n_out; ++t) {
+            Tensor y = scaled.columns(t, 1).reshaped(n_vocab_, 1);
+            be_.binary(Op::kMul, logits.columns(t, 1).reshaped(n_vocab_, 1), output_s_, y);
+        }
+        cb(scaled, "result_output", -1, Op::kMul);
+        logits = scaled;
+    }
     if (output_b_.data) {
         // qwen2's output.bias: llama.cpp names the sum result_output, its product is unnamed.
         Tensor biased = buf_.logits_b.reshaped(n_logits_, n_out);

@@ -40,6 +40,7 @@ struct MoeWeights {
     Tensor gate_up_exps;                   // {n_embd, 2 n_ff, E}: gate rows then up rows, instead of gate and up
     Tensor gate_inp_b;                     // {n_expert}: the router's bias (gpt-oss)
     Tensor gate_exps_b, up_exps_b, down_exps_b;  // {n_ff, E} x2, {n_embd, E}: per-expert biases (gpt-oss)
+    Tensor gate_exps_s, up_exps_s, down_exps_s;  // {E}: per-expert scales (NVFP4 conversions)
 };
 
 // Q, K and V of one ubatch, split into heads: q {head_dim, n_head, T}, k {head_dim, n_head_kv, T},
@@ -207,6 +208,7 @@ protected:
         Tensor gate_b, up_b;      // (n_ff, T) the FFN's products + biases, when the model has them
         Tensor ffn_out_b;         // (n_embd, T) the down product + bias
         Tensor logits_b;          // (n_logits, T) the LM head + output.bias, when the model has one
+        Tensor logits_s;          // (n_logits, T) the LM head times output.scale, when the model has one
         // The products times their per-tensor scales, when the model has them.
         Tensor q_s, k_s, v_s;     // (n_head * head_dim, T), (n_head_kv * head_dim, T) x2
         Tensor attn_out_s;        // (n_embd, T)
@@ -232,6 +234,8 @@ protected:
         Tensor slot, out;                        // (n_embd, T)
         Tensor group_topk, probs_masked;         // grouped routing: (n_group_used, T) as f32, (E, T)
         Tensor gate_b, up_b, down_b;             // the experts' biased products (gpt-oss): (n_ff, k, T) x2, (n_embd, k, T)
+        Tensor scale_rows;                       // (1, k, T): each slot's expert's scale
+        Tensor gate_s, up_s, down_s;             // the products times those scales: (n_ff, k, T) x2, (n_embd, k, T)
     } moe_;
     // DeepSeek-V3's group-limited routing as build_moe_ffn runs it: the experts in
     // expert_group_count groups, each scored by the sum of its two best selection values, the
@@ -270,9 +274,11 @@ private:
         bool fused_qkv = false, fused_up = false;  // phi3's attn_qkv, ffn_up of 2 n_ff rows
         bool fused_gate_up = false;                // the experts' ffn_gate_up_exps
         bool expert_biases = false;                // the experts' ffn_*_exps.bias (gpt-oss)
+        bool expert_scales = false;                // the experts' ffn_*_exps.scale (NVFP4 conversions)
+        bool output_scale = false;                 // output.scale (an NVFP4 LM head)
     } optional_buffers_;
 
-    Tensor token_embd_, output_norm_, output_, output_b_;
+    Tensor token_embd_, output_norm_, output_, output_b_, output_s_;
     int64_t n_vocab_ = 0;
     int64_t n_logits_ = 0;  // rows of the logits buffer: n_vocab_, more with the padded-vocab fault
     std::vector<std::pair<Op, GgmlType>> ops_used_;  // what check_backend_support asks for

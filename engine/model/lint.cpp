@@ -152,6 +152,18 @@ std::vector<Lint> lint_model(const GgufFile& file) {
                                                                    ": layerscope refuses to run this file"});
             continue;
         }
+        if ((want.name == "output.scale" || want.name == "output.input_scale")) {
+            // llama.cpp creates the LM head's scales only for an untied NVFP4 head.
+            const GgufTensorInfo* head = file.find_tensor("output.weight");
+            if (!head || head->type != GgmlType::NVFP4) {
+                lints.push_back({LintSeverity::kError, want.name,
+                                 fmt::format("{}; llama.cpp reads the LM head's scales only for an untied NVFP4 "
+                                             "output.weight; layerscope refuses to run this file",
+                                             head ? fmt::format("output.weight is {}", ggml_type_name(head->type))
+                                                  : "the LM head is token_embd (tied)")});
+                continue;
+            }
+        }
         if (!want.unused.empty())
             lints.push_back({LintSeverity::kInfo, want.name,
                              fmt::format("loaded by llama.cpp's {} loader and unused: {}; layerscope leaves it unused too",

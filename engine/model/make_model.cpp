@@ -101,7 +101,7 @@ bool weight_type_supported(GgmlType t) {
         case GgmlType::F32: case GgmlType::F16: case GgmlType::BF16:
         case GgmlType::Q4_0: case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q5_1: case GgmlType::Q8_0:
         case GgmlType::Q2_K: case GgmlType::Q3_K: case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K:
-        case GgmlType::MXFP4:
+        case GgmlType::MXFP4: case GgmlType::NVFP4:
             return true;
         default:
             return false;
@@ -126,6 +126,7 @@ uint32_t file_type_of(GgmlType t) {
         case GgmlType::Q6_K: return 18;
         case GgmlType::BF16: return 32;
         case GgmlType::MXFP4: return 38;
+        case GgmlType::NVFP4: return 39;
         default: return 0;
     }
 }
@@ -732,6 +733,9 @@ bool generated(const MakeModelSpec& s, const TensorSpec& t) {
     if (t.name == "output.bias" || ends("attn_output.bias") || ends("ffn_gate.bias") || ends("ffn_up.bias") ||
         ends("ffn_down.bias"))
         return s.out_biases;
+    // The LM head's scales exist only for an untied NVFP4 head.
+    if (t.name == "output.scale" || t.name == "output.input_scale")
+        return s.weight_scales && s.type == GgmlType::NVFP4 && !is_qwen2(s) && !s.tied_output;
     if (ends(".scale") || ends(".input_scale")) return s.weight_scales;
     // gpt-oss files have q, k and v separate, each with its bias.
     if (is_gpt_oss(s) && (ends("attn_qkv.weight") || ends("attn_qkv.bias"))) return false;
@@ -925,7 +929,7 @@ Status validate_make_model_spec(const MakeModelSpec& s) {
         return bad("rms_eps must be a finite positive number (or 0 for the default)");
     if (!weight_type_supported(s.type))
         return bad(fmt::format("type '{}' cannot be generated; use f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, "
-                               "q2_K, q3_K, q4_K, q5_K, q6_K or mxfp4", ggml_type_name(s.type) ? ggml_type_name(s.type) : "?"));
+                               "q2_K, q3_K, q4_K, q5_K, q6_K, mxfp4 or nvfp4", ggml_type_name(s.type) ? ggml_type_name(s.type) : "?"));
     // Tensors are made one at a time: memory holds the largest (as floats), the disk all of them.
     int64_t params = 0, largest = 0;
     for (const PlannedTensor& t : plan_tensors(s)) {
@@ -1062,7 +1066,7 @@ std::vector<float> generate_values(const MakeModelSpec& s, const PlannedTensor& 
 // The type a tensor is meant to have before any fallback: 1-D ones and the MoE router F32 (as
 // convert_hf_to_gguf and llama-quantize keep them), the rest the requested type; MXFP4 as
 // llama-quantize's MXFP4_MOE: tensors with more than one matrix (the experts') MXFP4, the other
-// matrices Q8_0.
+// matrices Q8_0; NVFP4 as ModelOpt conversions: token_embd F16, every other matrix NVFP4.
 GgmlType recipe_type(const MakeModelSpec& s, const PlannedTensor& t) {
     const std::string router = "ffn_gate_inp.weight";
     if (t.ne.size() < 2) return GgmlType::F32;
@@ -1070,6 +1074,7 @@ GgmlType recipe_type(const MakeModelSpec& s, const PlannedTensor& t) {
     if (t.name.size() >= router.size() && t.name.compare(t.name.size() - router.size(), router.size(), router) == 0)
         return GgmlType::F32;
     if (s.type == GgmlType::MXFP4) return t.ne.size() >= 3 && t.ne[2] > 1 ? GgmlType::MXFP4 : GgmlType::Q8_0;
+    if (s.type == GgmlType::NVFP4 && t.name == "token_embd.weight") return GgmlType::F16;
     return s.type;
 }
 

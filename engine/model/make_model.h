@@ -42,7 +42,8 @@ struct MakeModelSpec {
     // Storage type of the 2-D weights; 1-D tensors (norms, biases) are always F32. Rows whose length
     // is not a multiple of the type's block fall back as llama-quantize does (see
     // make_model_tensor_type). MXFP4 follows llama-quantize's MXFP4_MOE: the experts' weights MXFP4,
-    // every other matrix Q8_0.
+    // every other matrix Q8_0. NVFP4 follows ModelOpt conversions: every matrix NVFP4 but token_embd
+    // (F16) and the router (F32); with weight_scales, each gets its `.scale` (an untied LM head too).
     GgmlType type = GgmlType::F16;
     uint64_t seed = 1;
     int vocab = 512;  // real tokens (specials + 256 byte tokens + generated pieces); >= kMakeModelMinVocab

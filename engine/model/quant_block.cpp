@@ -115,6 +115,22 @@ bool decode(GgmlType type, const uint8_t* p, int n, Decoded* d) {
             for (int j = 0; j < n; ++j) set(j, nibble(b->qs, j), mxfp4_value(nibble(b->qs, j)));
             return true;
         }
+        case GgmlType::NVFP4: {
+            const auto* b = reinterpret_cast<const block_nvfp4*>(p);
+            std::string scales;
+            for (int s = 0; s < kQK_NVFP4 / kQK_NVFP4_SUB; ++s)
+                scales += fmt::format("{}{:.9g} (0x{:02x})", s ? ", " : "", ue4m3_to_fp32_half(b->d[s]), b->d[s]);
+            d->fields = {{"d", scales + ": UE4M3 scales, one per 16 elements, halved for the doubled E2M1 levels"}};
+            d->formula = "value = d[sub-block] * level, level = 2 * E2M1(code) (0 1 2 3 4 6 8 12, bit 3 the sign)";
+            // Element 16 s + j: byte 8 s + j % 8, its low nibble for j < 8, else its high nibble.
+            for (int j = 0; j < n; ++j) {
+                const int s = j / kQK_NVFP4_SUB, k = j % kQK_NVFP4_SUB;
+                const uint8_t byte = b->qs[s * (kQK_NVFP4_SUB / 2) + k % 8];
+                const int c = k < 8 ? byte & 0xF : byte >> 4;
+                set(j, c, mxfp4_value(c), s);
+            }
+            return true;
+        }
         case GgmlType::Q2_K: {
             const auto* b = reinterpret_cast<const block_q2_K*>(p);
             std::vector<int> sc(16), mn(16);

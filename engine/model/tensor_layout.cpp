@@ -71,10 +71,12 @@ void moe_ffn(Layout& l, const ModelConfig& c, int64_t il) {
     if (ds2) l.maybe(blk(il, "ffn_up_exps.weight"), {c.n_embd, c.n_ff_expert, c.n_expert});
     else l.need(blk(il, "ffn_up_exps.weight"), {c.n_embd, c.n_ff_expert, c.n_expert});
     // Per-expert scales ({n_expert}, NVFP4 conversions): llama.cpp's generic pass creates them
-    // and build_moe_ffn multiplies each slot's product by its expert's.
+    // and build_moe_ffn multiplies each slot's product by its expert's (deepseek2's graph passes
+    // none).
     for (const char* p : {"ffn_gate_exps", "ffn_down_exps", "ffn_up_exps"}) {
-        l.refused(blk(il, fmt::format("{}.scale", p).c_str()), {c.n_expert},
-                  fmt::format("per-expert weight scales on {} are not supported yet", p));
+        const std::string scale = blk(il, fmt::format("{}.scale", p).c_str());
+        if (ds2) l.unused(scale, {c.n_expert}, "llama.cpp's deepseek2 graph passes its experts no scales");
+        else l.maybe(scale, {c.n_expert});
         l.unused(blk(il, fmt::format("{}.input_scale", p).c_str()), {c.n_expert}, "no graph of llama.cpp reads input scales");
     }
 }
@@ -260,9 +262,12 @@ std::vector<TensorSpec> tensor_layout(const ModelConfig& c, int64_t n_vocab) {
     if (c.arch != Arch::kGemma2)
         l.vocab("output.weight", {c.n_embd, n_vocab}, c.arch == Arch::kDeepseek2 || c.arch == Arch::kGptOss);
     if (c.arch == Arch::kQwen2) l.maybe("output.bias", {n_vocab});
-    // llama.cpp reads the LM head's scales only for an NVFP4 head (a type we do not run).
-    l.refused("output.scale", {1}, "the scales of an NVFP4 LM head are not supported yet");
-    l.refused("output.input_scale", {1}, "the scales of an NVFP4 LM head are not supported yet");
+    // The LM head's scales: llama.cpp creates them only for an untied NVFP4 head (the graph
+    // builder refuses them on any other), and every graph but deepseek2's multiplies the logits by
+    // output.scale.
+    if (c.arch == Arch::kDeepseek2) l.unused("output.scale", {1}, "llama.cpp's deepseek2 graph gives its LM head no scale");
+    else l.maybe("output.scale", {1});
+    l.unused("output.input_scale", {1}, "no graph of llama.cpp reads input scales");
     if (c.arch == Arch::kGemma3) {
         // Sentence-transformers projections: only gemma-embedding's loader reads their sizes.
         auto why = [](const char* key) {

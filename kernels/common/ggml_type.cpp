@@ -45,6 +45,7 @@ struct TypeTable {
         set(GgmlType::TQ1_0, "tq1_0", 256, 54, true);
         set(GgmlType::TQ2_0, "tq2_0", 256, 66, true);
         set(GgmlType::MXFP4, "mxfp4", 32, 17, true);
+        set(GgmlType::NVFP4, "nvfp4", 64, 36, true);
     }
     constexpr void set(GgmlType type, const char* name, uint32_t elems, uint32_t bytes, bool deq) {
         by_id[static_cast<uint32_t>(type)] = {name, elems, bytes, deq};

@@ -40,9 +40,10 @@ enum class GgmlType : uint32_t {
     TQ1_0 = 34,
     TQ2_0 = 35,
     MXFP4 = 39,
+    NVFP4 = 40,
 };
 
-inline constexpr uint32_t kGgmlTypeIdLimit = 40;  // ids are < this
+inline constexpr uint32_t kGgmlTypeIdLimit = 41;  // ids are < this
 
 struct GgmlTypeTraits {
     const char* name;       // ggml's name, e.g. "q4_K"; nullptr for ids that are not types

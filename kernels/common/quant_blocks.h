@@ -18,6 +18,8 @@ inline constexpr int kQK8_0 = 32;
 inline constexpr int kQK8_1 = 32;
 inline constexpr int kQK4_NL = 32;
 inline constexpr int kQK_MXFP4 = 32;
+inline constexpr int kQK_NVFP4 = 64;
+inline constexpr int kQK_NVFP4_SUB = 16;  // elements per UE4M3 scale
 inline constexpr int kQK_K = 256;       // super-block of the K and IQ formats
 inline constexpr int kKScaleBytes = 12;  // packed 6-bit scales and mins of Q4_K / Q5_K
 
@@ -106,6 +108,14 @@ struct block_mxfp4 {
     uint8_t e;
     uint8_t qs[kQK_MXFP4 / 2];
 };
+// NVFP4 (NVIDIA's FP4, from ModelOpt conversions): four 16-element sub-blocks, each with a UE4M3
+// scale byte, then their E2M1 codes as nibbles sub-block by sub-block (element j of sub-block s:
+// low nibble of qs[8s + j]; element j + 8: high nibble). A tensor-wide scale, if any, is a
+// separate `.scale` tensor the graph multiplies in after the matmul.
+struct block_nvfp4 {
+    uint8_t d[kQK_NVFP4 / kQK_NVFP4_SUB];
+    uint8_t qs[kQK_NVFP4 / 2];
+};
 // Ternary weights (-1, 0, 1 times d). TQ1_0: five base-3 digits per byte of qs (elements
 // 0..239), four per byte of qh (240..255); TQ2_0: four 2-bit codes per byte.
 struct block_tq1_0 {
@@ -133,6 +143,7 @@ static_assert(sizeof(block_q8_K) == 292, "block_q8_K size");
 static_assert(sizeof(block_iq4_nl) == 18, "block_iq4_nl size");
 static_assert(sizeof(block_iq4_xs) == 136, "block_iq4_xs size");
 static_assert(sizeof(block_mxfp4) == 17, "block_mxfp4 size");
+static_assert(sizeof(block_nvfp4) == 36, "block_nvfp4 size");
 static_assert(sizeof(block_tq1_0) == 54, "block_tq1_0 size");
 static_assert(sizeof(block_tq2_0) == 66, "block_tq2_0 size");
 
@@ -192,6 +203,16 @@ LS_HD inline int mxfp4_value(int index) {
 // (NaN in the OCP format) gives 2^127, as ggml does not treat it apart.
 LS_HD inline float e8m0_to_fp32_half(uint8_t e) {
     return f32_from_bits(e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23);
+}
+
+// Half the UE4M3 scale (unsigned E4M3: 4 exponent bits with bias 7, 3 mantissa bits; exponent 0
+// subnormal, man * 2^-9), to go with the doubled E2M1 levels: ggml's ggml_ue4m3_to_fp32, bit for
+// bit. As there, 0x00 and 0x7F (E4M3's NaN) read as 0 and bit 7 is ignored otherwise.
+LS_HD inline float ue4m3_to_fp32_half(uint8_t x) {
+    if (x == 0 || x == 0x7F) return 0.0f;
+    const uint32_t exp = (x >> 3) & 0xFu, man = x & 7u;
+    if (exp == 0) return static_cast<float>(man) * 0.0009765625f;  // man * 2^-9, halved: exact
+    return f32_from_bits(((exp + 119u) << 23) | (man << 20));       // (1 + man/8) * 2^(exp - 7), halved
 }
 
 // ---- per-block decoding (out receives the block's elements in order) ------------------------
@@ -375,6 +396,17 @@ LS_HD inline void dequantize_block_mxfp4(const block_mxfp4* b, float* out) {
     for (int j = 0; j < kQK_MXFP4 / 2; ++j) {
         out[j] = mxfp4_value(b->qs[j] & 0xF) * d;
         out[j + kQK_MXFP4 / 2] = mxfp4_value(b->qs[j] >> 4) * d;
+    }
+}
+
+LS_HD inline void dequantize_block_nvfp4(const block_nvfp4* b, float* out) {
+    for (int s = 0; s < kQK_NVFP4 / kQK_NVFP4_SUB; ++s) {
+        const float d = ue4m3_to_fp32_half(b->d[s]);
+        for (int j = 0; j < kQK_NVFP4_SUB / 2; ++j) {
+            const uint8_t q = b->qs[s * (kQK_NVFP4_SUB / 2) + j];
+            out[s * kQK_NVFP4_SUB + j] = mxfp4_value(q & 0xF) * d;
+            out[s * kQK_NVFP4_SUB + j + kQK_NVFP4_SUB / 2] = mxfp4_value(q >> 4) * d;
+        }
     }
 }
 

@@ -35,6 +35,7 @@ RowDecoder row_decoder(GgmlType type) {
         case GgmlType::IQ4_NL: return decode_blocks<block_iq4_nl, dequantize_block_iq4_nl, kQK4_NL>;
         case GgmlType::IQ4_XS: return decode_blocks<block_iq4_xs, dequantize_block_iq4_xs, kQK_K>;
         case GgmlType::MXFP4: return decode_blocks<block_mxfp4, dequantize_block_mxfp4, kQK_MXFP4>;
+        case GgmlType::NVFP4: return decode_blocks<block_nvfp4, dequantize_block_nvfp4, kQK_NVFP4>;
         case GgmlType::TQ1_0: return decode_blocks<block_tq1_0, dequantize_block_tq1_0, kQK_K>;
         case GgmlType::TQ2_0: return decode_blocks<block_tq2_0, dequantize_block_tq2_0, kQK_K>;
         default: return nullptr;

@@ -696,6 +696,43 @@ void quantize_row_mxfp4_ref(const float* x, block_mxfp4* y, int64_t n) {
     }
 }
 
+uint8_t fp32_to_ue4m3(float x) {
+    if (!(x > 0.0f)) return 0;  // zero, negative or NaN
+    if (x > 448.0f) x = 448.0f;
+    uint32_t bits;
+    std::memcpy(&bits, &x, 4);
+    const int exp = static_cast<int>((bits >> 23) & 0xFF) - 127 + 7;
+    if (exp <= 0) {  // subnormal: man * 2^-9, the mantissa rounded half up and kept in 1..7
+        const int man = std::min(static_cast<int>(x * 512.0f + 0.5f), 7);
+        return static_cast<uint8_t>(man < 1 ? 0 : man);
+    }
+    if (exp >= 15) return 0x7E;
+    int man = static_cast<int>((bits >> 20) & 7) + static_cast<int>((bits >> 19) & 1);  // rounded half up
+    int e = exp;
+    if (man > 7) {
+        man = 0;
+        if (++e >= 15) return 0x7E;
+    }
+    return static_cast<uint8_t>((e << 3) | man);
+}
+
+void quantize_row_nvfp4_ref(const float* x, block_nvfp4* y, int64_t n) {
+    for (int64_t i = 0; i < n / kQK_NVFP4; ++i)
+        for (int s = 0; s < kQK_NVFP4 / kQK_NVFP4_SUB; ++s) {
+            const float* xs = x + i * kQK_NVFP4 + s * kQK_NVFP4_SUB;
+            float amax = 0.0f;  // NaNs never win the comparison
+            for (int j = 0; j < kQK_NVFP4_SUB; ++j)
+                if (amax < std::fabs(xs[j])) amax = std::fabs(xs[j]);
+            y[i].d[s] = fp32_to_ue4m3(amax / 6.0f);
+            const float d = ue4m3_to_fp32_half(y[i].d[s]);
+            for (int j = 0; j < kQK_NVFP4_SUB / 2; ++j) {
+                const uint8_t lo = nearest_mxfp4_code(xs[j], d);
+                const uint8_t hi = nearest_mxfp4_code(xs[kQK_NVFP4_SUB / 2 + j], d);
+                y[i].qs[s * (kQK_NVFP4_SUB / 2) + j] = static_cast<uint8_t>(lo | (hi << 4));
+            }
+        }
+}
+
 void quantize_row_q8_K_ref(const float* x, block_q8_K* y, int64_t n) {
     const int64_t nb = n / kQK_K;
     for (int64_t i = 0; i < nb; ++i, x += kQK_K) {
@@ -763,6 +800,7 @@ RowsQuantizer rows_quantizer(GgmlType type) {
         case GgmlType::Q6_K: return quantize_packed<block_q6_K, quantize_row_q6_K_ref>;
         case GgmlType::Q8_K: return quantize_packed<block_q8_K, quantize_row_q8_K_ref>;
         case GgmlType::MXFP4: return quantize_packed<block_mxfp4, quantize_row_mxfp4_ref>;
+        case GgmlType::NVFP4: return quantize_packed<block_nvfp4, quantize_row_nvfp4_ref>;
         default: return nullptr;
     }
 }

@@ -34,6 +34,14 @@ void quantize_row_q6_K_ref(const float* x, block_q6_K* y, int64_t n);
 // around to e 232..255, and its codes are 0); each value takes the nearest of the 16 levels times
 // 2^(e - 128), the lowest code on a tie.
 void quantize_row_mxfp4_ref(const float* x, block_mxfp4* y, int64_t n);
+// NVFP4: each 16-element sub-block's scale is its largest magnitude / 6 (E2M1's largest level) as
+// UE4M3 (fp32_to_ue4m3), its values the nearest of the 16 levels times that scale, as MXFP4's.
+void quantize_row_nvfp4_ref(const float* x, block_nvfp4* y, int64_t n);
+// ggml_fp32_to_ue4m3: 0 for x <= 0 or NaN; 0x7E (448) for anything from 256 up (ggml saturates
+// the whole top exponent, so codes 0x78-0x7D are never written); the mantissa rounded half up (at
+// the 4th bit) with a carry into the exponent; below 2^-6 a subnormal man * 2^-9 with man =
+// (int)(x * 512 + 0.5) capped at 7 (0 below 1).
+uint8_t fp32_to_ue4m3(float x);
 // Also the activation quantizer of every K-quant dot product (identical on all ggml code paths).
 // An all-zero block gets d = 0 and zero quants and sums.
 void quantize_row_q8_K_ref(const float* x, block_q8_K* y, int64_t n);

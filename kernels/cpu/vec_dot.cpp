@@ -297,7 +297,8 @@ bool vec_dot_activation_type(GgmlType weight_type, GgmlType* activation_type) {
         case GgmlType::Q5_0:
         case GgmlType::Q8_0:
         case GgmlType::IQ4_NL:
-        case GgmlType::MXFP4: *activation_type = GgmlType::Q8_0; return true;
+        case GgmlType::MXFP4:
+        case GgmlType::NVFP4: *activation_type = GgmlType::Q8_0; return true;
         case GgmlType::Q4_1:
         case GgmlType::Q5_1: *activation_type = GgmlType::Q8_1; return true;
         case GgmlType::Q2_K:

@@ -40,8 +40,8 @@ float vec_dot_bf16(int64_t n, const uint16_t* w, const uint16_t* a);
 float vec_dot_f32(int64_t n, const float* w, const float* a);
 
 // The activation format ggml pairs with a weight type (its vec_dot_type): Q8_0 for Q4_0, Q5_0, Q8_0,
-// IQ4_NL and MXFP4; Q8_1 for Q4_1 and Q5_1; Q8_K for the K-quants, IQ4_XS, TQ1_0 and TQ2_0; the type
-// itself for F32, F16 and BF16. (IQ4_NL, MXFP4, IQ4_XS and the ternary formats have ggml's x86 forms
+// IQ4_NL, MXFP4 and NVFP4; Q8_1 for Q4_1 and Q5_1; Q8_K for the K-quants, IQ4_XS, TQ1_0 and TQ2_0; the type
+// itself for F32, F16 and BF16. (IQ4_NL, MXFP4, NVFP4, IQ4_XS and the ternary formats have ggml's x86 forms
 // only: vec_dot_row_x86.)
 // Returns false when no dot product exists for `weight_type`.
 bool vec_dot_activation_type(GgmlType weight_type, GgmlType* activation_type);

@@ -489,6 +489,17 @@ NibbleTable nibble_table() {
 const NibbleTable kIq4nl = nibble_table<iq4nl_value>();
 const NibbleTable kMxfp4 = nibble_table<mxfp4_value>();
 
+// A one-byte scale format's 256 values (MXFP4's E8M0, NVFP4's UE4M3), looked up per block.
+struct ByteScaleTable {
+    float v[256];
+};
+template <float (*kDecode)(uint8_t)>
+ByteScaleTable byte_scale_table() {
+    ByteScaleTable t{};
+    for (int x = 0; x < 256; ++x) t.v[x] = kDecode(static_cast<uint8_t>(x));
+    return t;
+}
+
 LS_AVX2 inline __m256i lookup32(const NibbleTable& table, const uint8_t* qs) {
     const __m256i values = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(table.v)));
     return _mm256_shuffle_epi8(values, nibbles32(qs));
@@ -888,14 +899,7 @@ static_assert(sizeof(Mxfp4PairActivation) == 160);
 int mxfp4_offset_value(int i) { return mxfp4_value(i) + 12; }
 const NibbleTable kMxfp4Offset = nibble_table<mxfp4_offset_value>();
 
-struct E8m0Table {
-    float v[256];
-};
-const E8m0Table kE8m0Half = [] {
-    E8m0Table t{};
-    for (int e = 0; e < 256; ++e) t.v[e] = e8m0_to_fp32_half(static_cast<uint8_t>(e));
-    return t;
-}();
+const ByteScaleTable kE8m0Half = byte_scale_table<e8m0_to_fp32_half>();
 
 }  // namespace
 
@@ -998,6 +1002,33 @@ LS_AVX2 inline __m256i iq4_xs_lanes(const block_iq4_xs& w, const block_q8_K& a) 
 }
 
 }  // namespace
+
+namespace {
+const ByteScaleTable kUe4m3Half = byte_scale_table<ue4m3_to_fp32_half>();
+}  // namespace
+
+// Each 16 packed bytes hold two sub-blocks: low nibbles of bytes 0-7 are the first's elements 0-7,
+// their high nibbles its 8-15, bytes 8-15 the second's. Interleaving the low and high halves 64 bits
+// at a time puts the 32 codes in element order, the table lookup gives the levels.
+LS_AVX2 float dot_nvfp4_avx2(int64_t n, const block_nvfp4* w, const block_q8_0* a) {
+    const __m256i values = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(kMxfp4.v)));
+    const __m128i low4 = _mm_set1_epi8(0x0F);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / kQK_NVFP4; ++b)
+        for (int half = 0; half < 2; ++half) {
+            const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w[b].qs + 16 * half));
+            const __m128i lo = _mm_and_si128(packed, low4), hi = _mm_and_si128(_mm_srli_epi16(packed, 4), low4);
+            const __m256i codes = _mm256_set_m128i(_mm_unpackhi_epi64(lo, hi), _mm_unpacklo_epi64(lo, hi));
+            const block_q8_0& y = a[2 * b + half];
+            const __m256i q8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.qs));
+            const __m256i lanes = lanes_i8(_mm256_shuffle_epi8(values, codes), q8);
+            const float dy = _cvtsh_ss(y.d);
+            const __m256 s = _mm256_set_m128(_mm_set1_ps(kUe4m3Half.v[w[b].d[2 * half + 1]] * dy),
+                                             _mm_set1_ps(kUe4m3Half.v[w[b].d[2 * half]] * dy));
+            acc = _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(lanes), acc);
+        }
+    return hsum8(acc);
+}
 
 LS_AVX2 float dot_iq4_xs_avx2(int64_t n, const block_iq4_xs* w, const block_q8_K* a) {
     __m256 acc = _mm256_setzero_ps();

@@ -128,6 +128,31 @@ float dot_paired(int64_t n, const Block* w, const block_q8_0* a) {
     return sum;
 }
 
+// ggml_vec_dot_nvfp4_q8_0, AVX2 path (AVX-512 builds take it too): one accumulator; a 64-element
+// block meets two Q8_0 blocks, and each 32 elements' lanes 0-3 (its first sub-block) take that
+// sub-block's scale times the activation's, lanes 4-7 the second's: acc = fma(s, lane, acc), the
+// first 32 elements' FMA before the second's.
+float dot_nvfp4(int64_t n, const block_nvfp4* w, const block_q8_0* a) {
+    float acc[kLanes] = {};
+    int8_t q[32];
+    int32_t lanes[kLanes];
+    for (int64_t b = 0; b < n / kQK_NVFP4; ++b)
+        for (int half = 0; half < 2; ++half) {
+            for (int k = 0; k < 2; ++k)
+                for (int j = 0; j < 8; ++j) {
+                    const uint8_t byte = w[b].qs[8 * (2 * half + k) + j];
+                    q[16 * k + j] = static_cast<int8_t>(mxfp4_value(byte & 0x0F));
+                    q[16 * k + j + 8] = static_cast<int8_t>(mxfp4_value(byte >> 4));
+                }
+            const block_q8_0& y = a[2 * b + half];
+            block_lanes(q, y.qs, lanes);
+            const float dy = fp16_to_fp32(y.d);
+            const float s[2] = {ue4m3_to_fp32_half(w[b].d[2 * half]) * dy, ue4m3_to_fp32_half(w[b].d[2 * half + 1]) * dy};
+            for (int l = 0; l < kLanes; ++l) acc[l] = std::fma(s[l / 4], static_cast<float>(lanes[l]), acc[l]);
+        }
+    return hsum8(acc);
+}
+
 // ggml_vec_dot_iq4_xs_q8_K, AVX2 path: per super-block the eight lanes of the eight 32-element
 // sub-blocks times their 6-bit scales (minus 32), as exact integers; acc = fma(d_w * d_a, lane, acc).
 float dot_iq4_xs(int64_t n, const block_iq4_xs* w, const block_q8_K* a) {
@@ -371,6 +396,10 @@ bool vec_dot_row_x86(GgmlType weight_type, int64_t n, const void* w, const void*
         *out = dot_q8_0_family_avx2(weight_type, n, w, static_cast<const block_q8_0*>(act), paired);
         return true;
     }
+    if (avx2_kernels_usable() && n > 0 && n % kQK_NVFP4 == 0 && weight_type == GgmlType::NVFP4) {
+        *out = dot_nvfp4_avx2(n, static_cast<const block_nvfp4*>(w), static_cast<const block_q8_0*>(act));
+        return true;
+    }
     if (avx2_kernels_usable() && n > 0 && n % 32 == 0 && (weight_type == GgmlType::Q4_1 || weight_type == GgmlType::Q5_1)) {
         *out = dot_q8_1_family_avx2(weight_type, n, w, static_cast<const block_q8_1*>(act));
         return true;
@@ -420,6 +449,9 @@ bool vec_dot_row_x86_emulated(GgmlType weight_type, int64_t n, const void* w, co
         case GgmlType::MXFP4:
             *out = dot_paired<block_mxfp4, unpack_mxfp4, scale_mxfp4>(n, static_cast<const block_mxfp4*>(w),
                                                                       static_cast<const block_q8_0*>(act));
+            return true;
+        case GgmlType::NVFP4:
+            *out = dot_nvfp4(n, static_cast<const block_nvfp4*>(w), static_cast<const block_q8_0*>(act));
             return true;
         case GgmlType::IQ4_XS:
             *out = dot_iq4_xs(n, static_cast<const block_iq4_xs*>(w), static_cast<const block_q8_K*>(act));

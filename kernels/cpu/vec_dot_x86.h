@@ -30,6 +30,10 @@ namespace ls {
 //                 fma(d_a * d_w, float(lane_l), acc[l]), added lane by lane before the hsum; a
 //                 last odd block as sum = fma(d_a * d_w, float(isum), sum) (mxfp4: d_w is
 //                 2^(e - 128), the levels the doubled E2M1 values)
+//   nvfp4 . q8_0 : per 64-element block, its two 32-element halves in order, each against its
+//                 Q8_0 block: acc[l] = fma(ue4m3(d[2h + l / 4]) * d_a, float(lane_l), acc[l])
+//                 (ue4m3: the sub-block's UE4M3 scale halved, the levels the doubled E2M1
+//                 values); sum = hsum(acc)
 //   iq4_xs . q8_K : lane_l sums the eight sub-blocks' products times their scales (6 bits - 32);
 //                 acc[l] = fma(d_w * d_a, float(lane_l), acc[l]); sum = hsum(acc)
 //   tq1_0, tq2_0 . q8_K : lane_l sums the unsigned codes (0..2) times the activations of the

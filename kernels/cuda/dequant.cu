@@ -9,9 +9,10 @@ namespace ls::cuda {
 namespace {
 
 // Enough threads to hide latency while the staging buffer stays at 32 KiB (under the 48 KiB that
-// needs no opt-in): 32 threads for 256-element super-blocks, 256 for small blocks.
+// needs no opt-in): 8192 elements, at most 256 threads (32 for 256-element super-blocks, 128 for
+// NVFP4's 64).
 constexpr int threads_for(int block_elems) {
-    return block_elems >= 256 ? 32 : 256;
+    return 8192 / block_elems < 256 ? 8192 / block_elems : 256;
 }
 
 template <class Block, void (*Decode)(const Block*, float*), int kElems, int kThreads>
@@ -72,6 +73,7 @@ RowsLauncher rows_launcher(GgmlType type) {
         case GgmlType::IQ4_NL: return launch_rows<block_iq4_nl, dequantize_block_iq4_nl, kQK4_NL>;
         case GgmlType::IQ4_XS: return launch_rows<block_iq4_xs, dequantize_block_iq4_xs, kQK_K>;
         case GgmlType::MXFP4: return launch_rows<block_mxfp4, dequantize_block_mxfp4, kQK_MXFP4>;
+        case GgmlType::NVFP4: return launch_rows<block_nvfp4, dequantize_block_nvfp4, kQK_NVFP4>;
         case GgmlType::TQ1_0: return launch_rows<block_tq1_0, dequantize_block_tq1_0, kQK_K>;
         case GgmlType::TQ2_0: return launch_rows<block_tq2_0, dequantize_block_tq2_0, kQK_K>;
         default: return nullptr;

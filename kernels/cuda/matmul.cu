@@ -270,6 +270,7 @@ MatvecIdLauncher matvec_id_launcher(GgmlType type) {
         case GgmlType::IQ4_NL: return launch_matvec_id<block_iq4_nl, dequantize_block_iq4_nl, kQK4_NL>;
         case GgmlType::IQ4_XS: return launch_matvec_id<block_iq4_xs, dequantize_block_iq4_xs, kQK_K>;
         case GgmlType::MXFP4: return launch_matvec_id<block_mxfp4, dequantize_block_mxfp4, kQK_MXFP4>;
+        case GgmlType::NVFP4: return launch_matvec_id<block_nvfp4, dequantize_block_nvfp4, kQK_NVFP4>;
         case GgmlType::TQ1_0: return launch_matvec_id<block_tq1_0, dequantize_block_tq1_0, kQK_K>;
         case GgmlType::TQ2_0: return launch_matvec_id<block_tq2_0, dequantize_block_tq2_0, kQK_K>;
         default: return nullptr;
@@ -296,6 +297,7 @@ MatvecLauncher matvec_launcher(GgmlType type) {
         case GgmlType::IQ4_NL: return launch_matvec<block_iq4_nl, dequantize_block_iq4_nl, kQK4_NL>;
         case GgmlType::IQ4_XS: return launch_matvec<block_iq4_xs, dequantize_block_iq4_xs, kQK_K>;
         case GgmlType::MXFP4: return launch_matvec<block_mxfp4, dequantize_block_mxfp4, kQK_MXFP4>;
+        case GgmlType::NVFP4: return launch_matvec<block_nvfp4, dequantize_block_nvfp4, kQK_NVFP4>;
         case GgmlType::TQ1_0: return launch_matvec<block_tq1_0, dequantize_block_tq1_0, kQK_K>;
         case GgmlType::TQ2_0: return launch_matvec<block_tq2_0, dequantize_block_tq2_0, kQK_K>;
         default: return nullptr;
