@@ -543,6 +543,16 @@ LS_AVX2 inline float block_scale(const void* blocks, int64_t b) {
     }
 }
 
+// The paired forms' last odd block, ggml's scalar tail: the block's integer dot, then
+// sum = fma(d_a * d_w, float(isum), sum) (GCC fuses its `sumf += d * sumi`).
+template <GgmlType type>
+LS_AVX2 inline float paired_tail(const void* w, const block_q8_0* a, int64_t b, float sum) {
+    alignas(32) int32_t l[8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(l),
+                       lanes_i8(quants<type>(w, b), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].qs))));
+    const int32_t isum = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+    return std::fma(_cvtsh_ss(a[b].d) * block_scale<type>(w, b), static_cast<float>(isum), sum);
+}
 
 // a_d: the activation blocks' scales as f32 when the caller converted them (else read from a).
 template <GgmlType type>
@@ -568,13 +578,7 @@ LS_AVX2 float dot_q8_0_family_t(int64_t n, const void* w, const block_q8_0* a, b
             }
         }
         float sum = hsum8(_mm256_add_ps(acc[0], acc[1]));
-        for (; b < nb; ++b) {
-            alignas(32) int32_t l[8];
-            _mm256_store_si256(reinterpret_cast<__m256i*>(l),
-                               lanes_i8(quants<type>(w, b), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].qs))));
-            const int32_t isum = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
-            sum = std::fma(_cvtsh_ss(a[b].d) * block_scale<type>(w, b), static_cast<float>(isum), sum);
-        }
+        for (; b < nb; ++b) sum = paired_tail<type>(w, a, b, sum);
         return sum;
     }
     for (; b < nb; ++b) {
@@ -952,13 +956,7 @@ LS_AVX2 void dot_mxfp4_avx2_rows(int64_t n, const void* w, uint64_t row_bytes, i
         }
         const __m256 acc1 = _mm256_permute2f128_ps(acc_lo, acc_hi, 0x20), acc2 = _mm256_permute2f128_ps(acc_lo, acc_hi, 0x31);
         float sum = hsum8(_mm256_add_ps(acc1, acc2));
-        for (int64_t b = 2 * np; b < nb; ++b) {  // a last odd block: ggml's scalar tail
-            alignas(32) int32_t l[8];
-            _mm256_store_si256(reinterpret_cast<__m256i*>(l),
-                               lanes_i8(quants<GgmlType::MXFP4>(x, b), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].qs))));
-            const int32_t isum = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
-            sum = std::fma(_cvtsh_ss(a[b].d) * e8m0_to_fp32_half(x[b].e), static_cast<float>(isum), sum);
-        }
+        for (int64_t b = 2 * np; b < nb; ++b) sum = paired_tail<GgmlType::MXFP4>(x, a, b, sum);
         out[r] = sum;
     }
 }
