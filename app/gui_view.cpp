@@ -362,7 +362,8 @@ void MainView::draw() {
     // Layout of 1280x800 at first use: left column stepping over the event browser; middle the
     // inspector over attention; right divergence over logits; secondary panels on top where there
     // is room. A zoomed panel (Ctrl+1..0) fills the whole area alone until Escape.
-    const views::ModelDocument* model_doc = doc_->model_document().get();
+    const std::shared_ptr<const views::ModelDocument>& shared_doc = doc_->model_document();
+    const views::ModelDocument* model_doc = shared_doc.get();
     struct Slot {
         const char* name;
         float x, y, w, h;
@@ -384,9 +385,9 @@ void MainView::draw() {
         {"export", 0.67f, 0.50f, 0.33f, 0.50f, [&] { p_->export_panel.draw(ctx); }},
         {"model", 0.0f, 0.0f, 0.55f, 1.0f,
          [&] {
-             if (p_->model.open && p_->model.draw(model_doc)) p_->weights.select(model_doc, p_->model.selected_tensor);
+             if (p_->model.open && p_->model.draw(model_doc)) p_->weights.select(shared_doc, p_->model.selected_tensor);
          }},
-        {"weights", 0.55f, 0.0f, 0.45f, 0.55f, [&] { if (p_->weights.open) p_->weights.draw(model_doc); }},
+        {"weights", 0.55f, 0.0f, 0.45f, 0.55f, [&] { if (p_->weights.open) p_->weights.draw(shared_doc); }},
         {"lints", 0.55f, 0.55f, 0.45f, 0.45f, [&] { if (p_->lints.open) p_->lints.draw(model_doc); }},
     };
     const ImGuiViewport* vp = ImGui::GetMainViewport();

@@ -373,27 +373,43 @@ int main(int argc, char** argv) {
         check(doc.ok() && other.ok(), "its model document loads");
         if (doc.ok() && other.ok()) {
             v::TensorPanel weights;
-            weights.select(doc.value().get(), "blk.0.ffn_up_exps.weight");
+            weights.select(doc.value(), "blk.0.ffn_up_exps.weight");
             check(weights.select_block(3), "block 3 selected");
             draw_gui_frames(window, 2, [&] {
                 place(0, 0, 800, 1000);
-                weights.draw(doc.value().get());
+                weights.draw(doc.value());
             });
             check(weights.shown.block == 3 && weights.shown.elements == 32 &&
                       weights.shown.fields.find("e ") == 0 && weights.shown.fields.find("(E8M0)") != std::string::npos,
                   "weights: MXFP4 block 3, its exponent and 32 elements (" + weights.shown.fields + ")");
-            weights.select(doc.value().get(), "blk.0.attn_sinks.weight");
+            weights.select(doc.value(), "blk.0.attn_sinks.weight");
             draw_gui_frames(window, 1, [&] {
                 place(0, 0, 800, 1000);
-                weights.draw(doc.value().get());
+                weights.draw(doc.value());
             });
             check(weights.shown.block < 0 && weights.shown.elements == 0, "weights: an f32 tensor shows no block");
-            weights.select(doc.value().get(), "blk.0.ffn_up_exps.weight");
+            weights.select(doc.value(), "blk.0.ffn_up_exps.weight");
             draw_gui_frames(window, 1, [&] {
                 place(0, 0, 800, 1000);
-                weights.draw(other.value().get());
+                weights.draw(other.value());
             });
             check(weights.shown.block < 0, "weights: another model's document drops the selection");
+            // A document closed, then another loaded (often where the first one lay): the selection
+            // was the closed one's, so it goes.
+            auto load_shared = [&] {
+                auto r = v::ModelDocument::load(path);
+                return r.ok() ? r.value() : std::shared_ptr<const v::ModelDocument>();
+            };
+            std::shared_ptr<const v::ModelDocument> closed = load_shared();
+            check(closed != nullptr, "a third document loads");
+            weights.select(closed, "blk.0.ffn_up_exps.weight");
+            closed.reset();
+            const std::shared_ptr<const v::ModelDocument> next = load_shared();
+            draw_gui_frames(window, 1, [&] {
+                place(0, 0, 800, 1000);
+                weights.draw(next);
+            });
+            check(weights.shown.block < 0, "weights: a closed document's selection goes, wherever the next one lies");
         }
         std::filesystem::remove_all(dir);
     }

@@ -10,7 +10,7 @@
 namespace ls::views {
 
 void TensorPanel::clear() {
-    doc_ = nullptr;
+    doc_.reset();
     name_.clear();
     description_.clear();
     error_.clear();
@@ -21,7 +21,7 @@ void TensorPanel::clear() {
     block_error_.clear();
 }
 
-void TensorPanel::select(const ModelDocument* doc, const std::string& name) {
+void TensorPanel::select(const std::shared_ptr<const ModelDocument>& doc, const std::string& name) {
     clear();
     if (!doc) return;
     const GgufTensorInfo* t = doc->file->find_tensor(name);
@@ -44,10 +44,11 @@ void TensorPanel::select(const ModelDocument* doc, const std::string& name) {
 }
 
 bool TensorPanel::select_block(int64_t block) {
-    if (!doc_ || n_blocks_ <= 0) return false;
-    const GgufTensorInfo* t = doc_->file->find_tensor(name_);
+    const std::shared_ptr<const ModelDocument> doc = doc_.lock();
+    if (!doc || n_blocks_ <= 0) return false;
+    const GgufTensorInfo* t = doc->file->find_tensor(name_);
     if (!t) return false;
-    auto b = describe_quant_block(*t, doc_->file->data_offset(), std::clamp<int64_t>(block, 0, n_blocks_ - 1));
+    auto b = describe_quant_block(*t, doc->file->data_offset(), std::clamp<int64_t>(block, 0, n_blocks_ - 1));
     block_error_ = b ? "" : b.error().message;
     block_ = b ? std::move(b.value()) : QuantBlock{};
     return b.ok();
@@ -108,9 +109,9 @@ void TensorPanel::draw_block() {
     }
 }
 
-void TensorPanel::draw(const ModelDocument* doc) {
+void TensorPanel::draw(const std::shared_ptr<const ModelDocument>& doc) {
     shown = {};
-    if (doc_ && doc != doc_) clear();  // another model is open now
+    if (!name_.empty() && doc_.lock() != doc) clear();  // another model is open now
     if (!open) return;
     if (!ImGui::Begin("Tensor", &open)) {
         ImGui::End();

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -16,10 +17,11 @@ struct TensorPanel {
     bool open = true;
 
     // Decodes `name` from `doc` (small models only are instant; large tensors take a moment).
-    void select(const ModelDocument* doc, const std::string& name);
+    void select(const std::shared_ptr<const ModelDocument>& doc, const std::string& name);
     void clear();
-    // `doc`: the model document shown now; a selection made in another one is dropped.
-    void draw(const ModelDocument* doc);
+    // `doc`: the model document shown now; a selection made in another one (or in one since
+    // closed, wherever a new one lies) is dropped.
+    void draw(const std::shared_ptr<const ModelDocument>& doc);
     // Shows block `block` of the selected tensor (clamped to its blocks); false without one.
     bool select_block(int64_t block);
 
@@ -33,7 +35,7 @@ struct TensorPanel {
 private:
     void draw_block();
 
-    const ModelDocument* doc_ = nullptr;
+    std::weak_ptr<const ModelDocument> doc_;  // the selection's document; never kept alive by the panel
     std::string name_;
     std::string description_;  // type and ne
     std::string error_;
