@@ -22,6 +22,7 @@
 #include "app/gui_script.h"
 #include "app/gui_view.h"
 #include "engine/util/safe_write.h"
+#include "views/frame.h"
 #include "views/screenshot.h"
 
 namespace ls::app {
@@ -203,10 +204,7 @@ int run_gui(const GuiOptions& options) {
         frame_ms.push_back(thread_cpu_ms() - cpu_start);
         int width = 0, height = 0;
         glfwGetFramebufferSize(window, &width, &height);
-        glViewport(0, 0, width, height);
-        glClearColor(0.10f, 0.10f, 0.12f, 1.0f);
-        glClear(GL_COLOR_BUFFER_BIT);
-        ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+        views::render_frame(width, height);
         for (const std::string& shot : {script_shot, view->pending_screenshot})
             if (!shot.empty())
                 if (int code = save_framebuffer_png(window, shot); code != kExitOk) exit_code = code;

@@ -11,6 +11,8 @@
 #include <filesystem>
 #include <functional>
 
+#include "views/frame.h"
+
 namespace ls::test {
 
 // nullptr (after printing why) when the window cannot be created.
@@ -43,10 +45,7 @@ inline void present_gui_frame(GLFWwindow* window, const std::function<void()>& d
     ImGui::Render();
     int width = 0, height = 0;
     glfwGetFramebufferSize(window, &width, &height);
-    glViewport(0, 0, width, height);
-    glClearColor(0.10f, 0.10f, 0.12f, 1.0f);
-    glClear(GL_COLOR_BUFFER_BIT);
-    ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+    ls::views::render_frame(width, height);
     if (drawn) drawn();
     glfwSwapBuffers(window);
 }

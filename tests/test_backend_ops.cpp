@@ -633,6 +633,20 @@ TEST(BackendOps, MulMatIdCpuSameBitsAsOneColumnAtATime) {
         }
 }
 
+// MUL_MAT_ID with the expert id `bad` among `ids` fails with an out_of_range naming it (on CUDA at
+// the download of y, the ids staying on the device); `where` says what the id was among.
+void expect_expert_id_refused(const Target& t, Guarded& w, Guarded& x, Guarded& ids, Guarded& y, int32_t bad,
+                              const std::string& where) {
+    try {
+        t.backend->matmul_id(w.t(), x.t(), ids.t(), y.t(), t.mode);
+        (void)y.floats();
+        ADD_FAILURE() << t.label << ": expert id " << bad << " " << where << " was accepted";
+    } catch (const std::out_of_range& e) {
+        EXPECT_NE(std::string(e.what()).find("expert id " + std::to_string(bad) + " "), std::string::npos)
+            << t.label << ": " << e.what();
+    }
+}
+
 // Every backend's MUL_MAT_ID over a prompt (CUDA: the columns grouped by expert on the device,
 // each weight row decoded once for up to 8 of an expert's columns) gives the bits of the same
 // columns one token at a time (CUDA: one column per block row), for every weight format, with
@@ -675,14 +689,7 @@ TEST(BackendOps, MulMatIdPromptSameBitsAsOneTokenAtATime) {
         Guarded in(be, make_tensor(nullptr, K, 1, T), x.data(), x.size() * 4);
         Guarded id(be, make_tensor(nullptr, n_used, T, 1, 1, GgmlType::I32), bad.data(), bad.size() * 4);
         Guarded y(be, make_tensor(nullptr, N, n_used, T));
-        try {
-            be.matmul_id(wt.t(), in.t(), id.t(), y.t(), t.mode);
-            (void)y.floats();
-            ADD_FAILURE() << t.label << ": expert id " << n_expert << " among " << T << " tokens was accepted";
-        } catch (const std::out_of_range& e) {
-            EXPECT_NE(std::string(e.what()).find("expert id " + std::to_string(n_expert) + " "), std::string::npos)
-                << t.label << ": " << e.what();
-        }
+        expect_expert_id_refused(t, wt, in, id, y, n_expert, "among " + std::to_string(T) + " tokens");
     }
 }
 
@@ -700,14 +707,7 @@ TEST(BackendOps, MulMatIdRejectsAnExpertOutOfRange) {
             const std::vector<int32_t> id_values = {1, bad};
             Guarded ids(be, make_tensor(nullptr, 2, 1, 1, 1, GgmlType::I32), id_values.data(), 8);
             Guarded y(be, make_tensor(nullptr, N, 2, 1));
-            try {
-                be.matmul_id(wt.t(), in.t(), ids.t(), y.t(), t.mode);
-                (void)y.floats();
-                ADD_FAILURE() << t.label << ": expert id " << bad << " of " << n_expert << " was accepted";
-            } catch (const std::out_of_range& e) {
-                EXPECT_NE(std::string(e.what()).find("expert id " + std::to_string(bad) + " "), std::string::npos)
-                    << t.label << ": " << e.what();
-            }
+            expect_expert_id_refused(t, wt, in, ids, y, bad, "of " + std::to_string(n_expert));
         }
         const std::vector<int32_t> good = {n_expert - 1, 0};
         Guarded ids(be, make_tensor(nullptr, 2, 1, 1, 1, GgmlType::I32), good.data(), 8);
