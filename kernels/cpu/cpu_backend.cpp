@@ -698,7 +698,8 @@ public:
         // Every expert's rows in runs of kRun (one expert each), each run against all the expert's
         // columns while it is in L1.
         constexpr int64_t kRun = 16;
-        auto for_each_run = [&](const std::function<void(const char* rows, int64_t r, int64_t run, const std::vector<Routed>&)>& fn) {
+        // fn(rows, r, run, columns): a run of `run` rows from row r of one expert, and its columns.
+        auto for_each_run = [&](const auto& fn) {
             pool_.parallel_for(static_cast<int64_t>(active.size()) * N, kRun, [&](int64_t b, int64_t e) {
                 for (int64_t i = b; i < e;) {
                     const int64_t expert = active[i / N], r = i % N, run = std::min({e - i, N - r, kRun});
