@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -348,6 +349,41 @@ TEST(Quantize, Nvfp4BlocksFromTheDefinition) {
     for (int e = 32; e < 48; ++e) EXPECT_EQ(code(e), 0) << e;
     EXPECT_EQ(code(48), 7);   // clamped to 6 * 448
     EXPECT_EQ(code(49), 2);   // 448 / 448 = 1
+}
+
+// Q4_K and Q5_K as quantize_rows writes them (the scale search eight sub-blocks at a time where
+// the processor has AVX2) are the reference code's bytes: random rows over many magnitudes, and
+// sub-blocks that are flat (constant, all zero, -0.0), one-signed, or hold one outlier.
+TEST(Quantize, KQuantFastSearchSameBytesAsTheReference) {
+    std::mt19937 rng(11);
+    std::vector<float> x(kQK_K * 64);
+    for (int trial = 0; trial < 40; ++trial) {
+        std::normal_distribution<float> normal(0.0f, std::ldexp(1.0f, trial % 30 - 15));
+        for (float& v : x) v = normal(rng);
+        for (int b = 0; b < 64; ++b) {
+            float* sub = x.data() + kQK_K * b + 32 * ((b + trial) % 8);
+            switch ((b + trial) % 9) {
+                case 0: for (int i = 0; i < 32; ++i) sub[i] = 0.25f; break;            // flat
+                case 1: for (int i = 0; i < 32; ++i) sub[i] = 0.0f; break;             // zero
+                case 2: for (int i = 0; i < 32; ++i) sub[i] = -0.0f; break;            // negative zero
+                case 3: for (int i = 0; i < 32; ++i) sub[i] = std::fabs(sub[i]); break;  // positive only
+                case 4: for (int i = 0; i < 32; ++i) sub[i] = -std::fabs(sub[i]); break;
+                case 5: sub[7] *= 1000.0f; break;                                      // an outlier
+                case 6: for (int i = 0; i < kQK_K; ++i) x[kQK_K * b + i] = 0.0f; break;  // a zero super-block
+                default: break;
+            }
+        }
+        std::vector<block_q4_K> q4_ref(64), q4_fast(64);
+        std::vector<block_q5_K> q5_ref(64), q5_fast(64);
+        quantize_row_q4_K_ref(x.data(), q4_ref.data(), static_cast<int64_t>(x.size()));
+        quantize_row_q5_K_ref(x.data(), q5_ref.data(), static_cast<int64_t>(x.size()));
+        ASSERT_TRUE(quantize_rows(GgmlType::Q4_K, x.data(), q4_fast.data(), 64, kQK_K));
+        ASSERT_TRUE(quantize_rows(GgmlType::Q5_K, x.data(), q5_fast.data(), 64, kQK_K));
+        for (int b = 0; b < 64; ++b) {
+            ASSERT_EQ(0, std::memcmp(&q4_ref[b], &q4_fast[b], sizeof(block_q4_K))) << "q4_K trial " << trial << " block " << b;
+            ASSERT_EQ(0, std::memcmp(&q5_ref[b], &q5_fast[b], sizeof(block_q5_K))) << "q5_K trial " << trial << " block " << b;
+        }
+    }
 }
 
 // The word-at-a-time unpack of the SIMD kernels gives get_scale_min_k4's values for every

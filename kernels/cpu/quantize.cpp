@@ -7,6 +7,9 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/cpu/quantize_avx2.h"
+#include "kernels/cpu/vec_dot_avx2.h"
+
 namespace ls {
 
 namespace {
@@ -249,23 +252,34 @@ void pack_scale_min_k4(uint8_t* scales, int j, uint8_t ls, uint8_t lm) {
     }
 }
 
-// Shared by Q4_K and Q5_K: per-32 scales/mins by make_qkx2_quants, their 6-bit codes, then the
-// final quants against the rounded scales. L receives quants in [0, nmax].
-template <typename Block>
-void quantize_superblock_scale_min(const float* x, Block* y, uint8_t* L, int nmax, float rmin, int nstep) {
-    float mins[kQK_K / 32];
-    float scales[kQK_K / 32];
+// Q4_K / Q5_K's per-32 scales and mins (mins negated) by make_qkx2_quants with ggml's weights; L
+// receives the quants in [0, nmax]. quantize_avx2.h has the same search eight sub-blocks at a time.
+void scale_min_search(const float* x, int nmax, float rmin, float rdelta, int nstep, float* scales, float* mins,
+                      uint8_t* L) {
     float weights[32];
     uint8_t Laux[32];
-    float max_scale = 0;  // scales are positive once the min is taken out
-    float max_min = 0;
     for (int j = 0; j < kQK_K / 32; ++j) {
         float sum_x2 = 0;
         for (int l = 0; l < 32; ++l) sum_x2 += x[32 * j + l] * x[32 * j + l];
         const float av_x = std::sqrt(sum_x2 / 32);
         for (int l = 0; l < 32; ++l) weights[l] = av_x + std::fabs(x[32 * j + l]);
-        scales[j] = make_qkx2_quants(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, rmin, 0.1f,
-                                     nstep, false);
+        scales[j] = make_qkx2_quants(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, rmin, rdelta, nstep, false);
+    }
+}
+
+using ScaleMinSearch = void (*)(const float*, int, float, float, int, float*, float*, uint8_t*);
+
+// Shared by Q4_K and Q5_K: per-32 scales/mins by `search`, their 6-bit codes, then the final quants
+// against the rounded scales. L receives quants in [0, nmax].
+template <typename Block>
+void quantize_superblock_scale_min(const float* x, Block* y, uint8_t* L, int nmax, float rmin, int nstep,
+                                   ScaleMinSearch search) {
+    float mins[kQK_K / 32];
+    float scales[kQK_K / 32];
+    search(x, nmax, rmin, 0.1f, nstep, scales, mins, L);
+    float max_scale = 0;  // scales are positive once the min is taken out
+    float max_min = 0;
+    for (int j = 0; j < kQK_K / 32; ++j) {
         if (scales[j] > max_scale) max_scale = scales[j];
         if (mins[j] > max_min) max_min = mins[j];
     }
@@ -557,11 +571,13 @@ void quantize_row_q3_K_ref(const float* x, block_q3_K* y, int64_t n) {
     }
 }
 
-void quantize_row_q4_K_ref(const float* x, block_q4_K* y, int64_t n) {
+namespace {
+
+void q4_K_rows(const float* x, block_q4_K* y, int64_t n, ScaleMinSearch search) {
     const int64_t nb = n / kQK_K;
     uint8_t L[kQK_K];
     for (int64_t i = 0; i < nb; ++i, x += kQK_K) {
-        quantize_superblock_scale_min(x, &y[i], L, 15, -1.f, 20);
+        quantize_superblock_scale_min(x, &y[i], L, 15, -1.f, 20, search);
         uint8_t* q = y[i].qs;
         for (int j = 0; j < kQK_K; j += 64) {
             for (int l = 0; l < 32; ++l) q[l] = static_cast<uint8_t>(L[j + l] | (L[j + l + 32] << 4));
@@ -570,11 +586,11 @@ void quantize_row_q4_K_ref(const float* x, block_q4_K* y, int64_t n) {
     }
 }
 
-void quantize_row_q5_K_ref(const float* x, block_q5_K* y, int64_t n) {
+void q5_K_rows(const float* x, block_q5_K* y, int64_t n, ScaleMinSearch search) {
     const int64_t nb = n / kQK_K;
     uint8_t L[kQK_K];
     for (int64_t i = 0; i < nb; ++i, x += kQK_K) {
-        quantize_superblock_scale_min(x, &y[i], L, 31, -0.5f, 15);
+        quantize_superblock_scale_min(x, &y[i], L, 31, -0.5f, 15, search);
         uint8_t* qh = y[i].qh;
         uint8_t* ql = y[i].qs;
         std::memset(qh, 0, kQK_K / 8);
@@ -599,6 +615,21 @@ void quantize_row_q5_K_ref(const float* x, block_q5_K* y, int64_t n) {
         }
     }
 }
+
+// The search eight sub-blocks at a time where the processor has AVX2 (the same bits).
+ScaleMinSearch fastest_scale_min_search() {
+#if LS_HAVE_VEC_DOT_AVX2
+    if (avx2_kernels_usable()) return scale_min_search_avx2;
+#endif
+    return scale_min_search;
+}
+
+}  // namespace
+
+void quantize_row_q4_K_ref(const float* x, block_q4_K* y, int64_t n) { q4_K_rows(x, y, n, scale_min_search); }
+void quantize_row_q5_K_ref(const float* x, block_q5_K* y, int64_t n) { q5_K_rows(x, y, n, scale_min_search); }
+void quantize_row_q4_K(const float* x, block_q4_K* y, int64_t n) { q4_K_rows(x, y, n, fastest_scale_min_search()); }
+void quantize_row_q5_K(const float* x, block_q5_K* y, int64_t n) { q5_K_rows(x, y, n, fastest_scale_min_search()); }
 
 void quantize_row_q6_K_ref(const float* x, block_q6_K* y, int64_t n) {
     const int64_t nb = n / kQK_K;
@@ -795,8 +826,8 @@ RowsQuantizer rows_quantizer(GgmlType type) {
         case GgmlType::Q8_0: return quantize_packed<block_q8_0, quantize_row_q8_0_ref>;
         case GgmlType::Q2_K: return quantize_packed<block_q2_K, quantize_row_q2_K_ref>;
         case GgmlType::Q3_K: return quantize_packed<block_q3_K, quantize_row_q3_K_ref>;
-        case GgmlType::Q4_K: return quantize_packed<block_q4_K, quantize_row_q4_K_ref>;
-        case GgmlType::Q5_K: return quantize_packed<block_q5_K, quantize_row_q5_K_ref>;
+        case GgmlType::Q4_K: return quantize_packed<block_q4_K, quantize_row_q4_K>;
+        case GgmlType::Q5_K: return quantize_packed<block_q5_K, quantize_row_q5_K>;
         case GgmlType::Q6_K: return quantize_packed<block_q6_K, quantize_row_q6_K_ref>;
         case GgmlType::Q8_K: return quantize_packed<block_q8_K, quantize_row_q8_K_ref>;
         case GgmlType::MXFP4: return quantize_packed<block_mxfp4, quantize_row_mxfp4_ref>;

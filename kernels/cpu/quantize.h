@@ -28,6 +28,10 @@ void quantize_row_q2_K_ref(const float* x, block_q2_K* y, int64_t n);
 void quantize_row_q3_K_ref(const float* x, block_q3_K* y, int64_t n);
 void quantize_row_q4_K_ref(const float* x, block_q4_K* y, int64_t n);
 void quantize_row_q5_K_ref(const float* x, block_q5_K* y, int64_t n);
+// The same bytes, the scale search eight sub-blocks at a time where the processor has AVX2
+// (quantize_rows uses these).
+void quantize_row_q4_K(const float* x, block_q4_K* y, int64_t n);
+void quantize_row_q5_K(const float* x, block_q5_K* y, int64_t n);
 void quantize_row_q6_K_ref(const float* x, block_q6_K* y, int64_t n);
 // MXFP4: e puts the block's largest magnitude amax in [4, 8) times 2^(e - 127) (e = floor(log2(amax))
 // - 2 + 127, converted to a byte as ggml's x86 build does: a block with amax below 2^-125 wraps
