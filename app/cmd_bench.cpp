@@ -1,5 +1,5 @@
-// `layerscope bench`: how fast a model runs here: prompt and generation tokens/s, the time spent in
-// each op class, what capturing costs (runs without capture alternate with the captured ones), and
+// `layerscope bench`: how fast a model runs here: prompt and generation tokens/s (after --depth
+// cached tokens), the time spent in each op class and in attention, what capturing costs (runs without capture alternate with the captured ones), and
 // the peak resident memory. One untimed run first maps the weights in; then the medians of
 // --repetitions timed runs are reported, so one slow run on a busy machine does not decide.
 #include <fmt/format.h>
@@ -37,7 +37,11 @@ public:
     void on_event(const Event& e) override {
         if (sync_) e.backend->synchronize();  // step mode: the op's own time, on a GPU too
         const Clock::time_point now = Clock::now();
-        op_seconds_[e.op] += std::chrono::duration<double>(now - last_).count();
+        const double op_s = std::chrono::duration<double>(now - last_).count();
+        op_seconds_[e.op] += op_s;
+        // Attention over the cache: the scores and their softmax, the weighted values, their
+        // output (kq-L, kq_soft_max-L, kqv-L, kqv_out-L, ...), whichever ops compute them.
+        if (e.name.compare(0, 2, "kq") == 0) attention_seconds_ += op_s;
         if (capture_ != Capture::kNone) {
             TensorStats s;
             e.backend->stats(e.tensor, &s);
@@ -52,6 +56,7 @@ public:
         copy_seconds_ += std::chrono::duration<double>(last_ - stats_done).count();
     }
     const std::map<Op, double>& op_seconds() const { return op_seconds_; }
+    double attention_seconds() const { return attention_seconds_; }
     double stats_seconds() const { return stats_seconds_; }
     double copy_seconds() const { return copy_seconds_; }
 
@@ -61,6 +66,7 @@ private:
     std::shared_ptr<HostBufferPool> buffers_;
     Clock::time_point last_;
     std::map<Op, double> op_seconds_;
+    double attention_seconds_ = 0;
     double stats_seconds_ = 0, copy_seconds_ = 0;  // time in on_event spent capturing
     std::vector<std::shared_ptr<std::vector<float>>> kept_;  // full captures, held as a session holds them
 };
@@ -68,12 +74,16 @@ private:
 struct Timing {
     double prompt_s = 0, gen_s = 0;
     std::map<Op, double> op_seconds;
+    double attention_s = 0;          // of the op time, attention's (its products over the cache included)
     double stats_s = 0, copy_s = 0;  // of the total, the time spent computing statistics and copying
 };
 
-Result<Timing> time_run(ForwardPass& forward, const std::vector<int32_t>& prompt, int n_gen, Capture capture,
-                        bool sync_each_event, const std::shared_ptr<HostBufferPool>& buffers) {
+// `depth` tokens first, untimed and uncaptured; then the prompt and n_gen decode calls, timed.
+Result<Timing> time_run(ForwardPass& forward, const std::vector<int32_t>& depth, const std::vector<int32_t>& prompt, int n_gen,
+                        Capture capture, bool sync_each_event, const std::shared_ptr<HostBufferPool>& buffers) {
     forward.reset();
+    if (!depth.empty())
+        if (Status s = forward.eval(depth, nullptr); !s) return s.error();
     BenchSink sink(capture, sync_each_event, buffers);
     Timing t;
     sink.start();
@@ -88,6 +98,7 @@ Result<Timing> time_run(ForwardPass& forward, const std::vector<int32_t>& prompt
     }
     t.gen_s = std::chrono::duration<double>(Clock::now() - t0).count();
     t.op_seconds = sink.op_seconds();
+    t.attention_s = sink.attention_seconds();
     t.stats_s = sink.stats_seconds();
     t.copy_s = sink.copy_seconds();
     return t;
@@ -108,7 +119,7 @@ int run_bench(const BenchOptions& o) {
 
     ForwardOptions fo;
     fo.mode = mode;
-    fo.n_ctx = (static_cast<int64_t>(o.prompt_tokens) + o.gen + 255) / 256 * 256;
+    fo.n_ctx = (static_cast<int64_t>(o.depth) + o.prompt_tokens + o.gen + 255) / 256 * 256;
     auto chosen = open_backend_for(*model.value(), o.backend, o.threads, fo);
     if (!chosen) return fail(chosen.error());
     auto forward = make_forward(*model.value(), *chosen.value().backend, fo);
@@ -118,6 +129,8 @@ int run_bench(const BenchOptions& o) {
     const int64_t n_vocab = static_cast<int64_t>(forward.value()->last_logits().size());
     std::vector<int32_t> prompt(static_cast<size_t>(o.prompt_tokens));
     for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>(1 + (i * 7919) % (n_vocab - 1));
+    std::vector<int32_t> depth(static_cast<size_t>(o.depth));
+    for (size_t i = 0; i < depth.size(); ++i) depth[i] = static_cast<int32_t>(1 + (i * 104729) % (n_vocab - 1));
 
     // Warm-up: where the backend reads the weights in place (the CPU), every weight page mapped in
     // (read a byte a page: a mixture of experts' warm-up run reaches only the experts its tokens
@@ -131,15 +144,15 @@ int run_bench(const BenchOptions& o) {
         sink = touched;
     }
     const std::shared_ptr<HostBufferPool> buffers = HostBufferPool::create();
-    if (auto warm = time_run(*forward.value(), prompt, std::min(o.gen, 1), Capture::kNone, false, buffers); !warm)
+    if (auto warm = time_run(*forward.value(), depth, prompt, std::min(o.gen, 1), Capture::kNone, false, buffers); !warm)
         return fail(warm.error());
     std::vector<Timing> runs, bare_runs;
     for (int r = 0; r < o.repetitions; ++r) {
-        auto timed = time_run(*forward.value(), prompt, o.gen, capture, step_mode, buffers);
+        auto timed = time_run(*forward.value(), depth, prompt, o.gen, capture, step_mode, buffers);
         if (!timed) return fail(timed.error());
         runs.push_back(timed.value());
         if (capture != Capture::kNone) {
-            auto bare = time_run(*forward.value(), prompt, o.gen, Capture::kNone, step_mode, buffers);
+            auto bare = time_run(*forward.value(), depth, prompt, o.gen, Capture::kNone, step_mode, buffers);
             if (!bare) return fail(bare.error());
             bare_runs.push_back(bare.value());
         }
@@ -171,6 +184,7 @@ int run_bench(const BenchOptions& o) {
         if (mode == MathMode::kLlama) j["llama_isa"] = llama_isa_name(fo.llama_isa);
         j["prompt_tokens"] = o.prompt_tokens;
         j["gen_tokens"] = o.gen;
+        j["depth"] = o.depth;
         j["repetitions"] = o.repetitions;
         j["capture"] = o.capture;
         j["sync"] = o.sync;
@@ -181,6 +195,7 @@ int run_bench(const BenchOptions& o) {
         j["capture_copy_seconds"] = t.copy_s;
         j["peak_rss_bytes"] = peak_rss;
         j["open_seconds"] = open_s;
+        j["attention_seconds"] = t.attention_s;
         j["op_seconds"] = nlohmann::json::object();
         for (const auto& [op, s] : t.op_seconds) j["op_seconds"][op_name(op)] = s;
         std::printf("%s\n", j.dump(2).c_str());
@@ -195,6 +210,7 @@ int run_bench(const BenchOptions& o) {
     std::printf("runs:     %d timed after a warm-up, medians; %s\n", o.repetitions,
                 step_mode ? "step mode (the backend synced after every event)"
                           : "run mode (the backend synced only where data is read)");
+    if (o.depth > 0) std::printf("depth:    %d tokens in the cache before the timed prompt (untimed)\n", o.depth);
     std::printf("prompt:   %d tokens  %.2f tok/s\n", o.prompt_tokens, prompt_tps);
     if (o.gen > 0) std::printf("generate: %d tokens  %.2f tok/s  (%.2f ms/token)\n", o.gen, gen_tps, 1000 * t.gen_s / o.gen);
     std::printf("capture:  %s", o.capture.c_str());
@@ -204,6 +220,9 @@ int run_bench(const BenchOptions& o) {
     std::printf("\npeak RSS: %.1f MiB\nops (share of the time between events):\n", peak_rss / 1048576.0);
     for (const auto& [op, s] : t.op_seconds)
         std::printf("  %-16s %9.3f s  %5.1f%%\n", op_name(op), s, op_total > 0 ? 100 * s / op_total : 0.0);
+    std::printf("attention (kq..kqv_out events, of the ops above): %.3f s  %.1f%%; the rest (weights' matmuls and "
+                "the other ops) %.3f s\n", t.attention_s, op_total > 0 ? 100 * t.attention_s / op_total : 0.0,
+                op_total - t.attention_s);
     return kExitOk;
 }
 

@@ -171,6 +171,7 @@ struct BenchOptions {
     std::string model_path;
     int prompt_tokens = 64;
     int gen = 32;
+    int depth = 0;  // tokens in the cache before the timed prompt (llama-bench's -d)
     int threads = 0;
     std::string mode = "llama";
     std::string backend = "auto";

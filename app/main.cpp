@@ -260,6 +260,9 @@ void add_bench_command(CLI::App& app, ls::app::BenchOptions& o) {
     b->add_option("--prompt-tokens", o.prompt_tokens, "Prompt length in tokens (default 64)")->check(CLI::Range(1, 1 << 16));
     b->add_option("--gen", o.gen, "Tokens generated after the prompt, one decode call each (default 32)")
         ->check(CLI::Range(0, 1 << 16));
+    b->add_option("--depth,-d", o.depth, "Tokens already in the cache when the timed prompt starts, processed untimed "
+                                         "first (llama-bench's -d; default 0)")
+        ->check(CLI::Range(0, 1 << 20));
     b->add_option("--threads,-t", o.threads, "CPU threads (default: all cores)")->check(CLI::Range(0, 1024));
     b->add_option("--mode", o.mode, "exact or llama (default)")->check(CLI::IsMember({"exact", "llama"}));
     b->add_option("--backend", o.backend, "cpu, cuda, cuda-emulated or auto (default)")

@@ -265,6 +265,16 @@ TEST(BenchCli, JsonHasTheFigures) {
         ASSERT_NE(at, std::string::npos) << key;
         EXPECT_GT(std::stod(r.out.substr(at + std::strlen(key))), 0.0) << key;
     }
+    // --depth: the cache holds that many tokens before the timed runs; attention's time apart.
+    const test::CommandResult deep = test::run_layerscope("bench " + model + " --prompt-tokens 4 --gen 2 --depth 40 -r 1 --json");
+    ASSERT_EQ(deep.exit_code, 0) << deep.out;
+    const auto j = nlohmann::json::parse(deep.out);
+    EXPECT_EQ(j["depth"], 40);
+    EXPECT_GT(j["attention_seconds"].get<double>(), 0.0);
+    double op_total = 0;
+    for (const auto& [op, seconds] : j["op_seconds"].items()) op_total += seconds.get<double>();
+    EXPECT_LT(j["attention_seconds"].get<double>(), op_total);
+    EXPECT_EQ(test::run_layerscope("bench " + model + " --depth -1").exit_code, 2);
     EXPECT_EQ(test::run_layerscope("bench " + model + " --capture everything").exit_code, 2);
     EXPECT_EQ(test::run_layerscope("bench " + model + " --repetitions 0").exit_code, 2);
     EXPECT_EQ(test::run_layerscope("bench -m /nonexistent.gguf").exit_code, 3);
