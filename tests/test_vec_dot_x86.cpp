@@ -281,6 +281,38 @@ TEST(VecDotX86, Nvfp4SameBitsAsAPlainReference) {
     EXPECT_FALSE(vec_dot_row_x86(GgmlType::NVFP4, 32, nullptr, nullptr, &out));
 }
 
+// F16C's rounding to f16 and back is the software conversion's, value for value: every f32
+// exponent with random mantissas and signs (f16 subnormals, ties, overflow to infinity), zeros.
+TEST(VecDotX86, RoundF16RowSameAsTheSoftwareConversion) {
+#if defined(__x86_64__)
+    if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")))
+        GTEST_SKIP() << "no AVX2/FMA/F16C here";
+    uint32_t state = 5;
+    std::vector<float> x;
+    for (uint32_t e = 0; e < 255; ++e)
+        for (int k = 0; k < 64; ++k) {
+            state = state * 1664525u + 1013904223u;
+            // Ties: mantissas whose bits below the f16 mantissa are exactly a half, every 4th value.
+            uint32_t mant = state >> 9;
+            if (k % 4 == 0) mant = (mant & ~0x1FFFu) | 0x1000u;
+            const uint32_t bits = ((state & 1u) << 31) | (e << 23) | mant;
+            float f;
+            std::memcpy(&f, &bits, 4);
+            x.push_back(f);
+        }
+    x.push_back(0.0f);
+    x.push_back(-0.0f);
+    x.push_back(65520.0f);  // rounds to infinity
+    std::vector<float> y(x.size());
+    const int64_t done = round_f16_row_avx2(x.data(), y.data(), static_cast<int64_t>(x.size()));
+    ASSERT_EQ(done, static_cast<int64_t>(x.size()) / 8 * 8);
+    for (int64_t i = 0; i < done; ++i)
+        ASSERT_EQ(bits_of(y[i]), bits_of(fp16_to_fp32(fp32_to_fp16(x[i])))) << "value " << x[i] << " at " << i;
+#else
+    GTEST_SKIP() << "x86-64 only";
+#endif
+}
+
 TEST(VecDotX86, RejectsWhatItDoesNotEmulate) {
     float out = 0;
     EXPECT_FALSE(vec_dot_row_x86(GgmlType::F16, 64, nullptr, nullptr, &out));

@@ -30,6 +30,15 @@ namespace {
 
 float round_f16(float x) { return fp16_to_fp32(fp32_to_fp16(x)); }
 
+// round_f16 of n values (F16C's conversions where the processor has them: the same rounding).
+void round_f16_row(const float* x, float* y, int64_t n) {
+    int64_t i = 0;
+#if defined(LS_HAVE_VEC_DOT_AVX2)
+    if (avx2_kernels_usable()) i = round_f16_row_avx2(x, y, n);
+#endif
+    for (; i < n; ++i) y[i] = round_f16(x[i]);
+}
+
 // Exact mode's f32 dot product, in the order of exact_order.h.
 float dot_f32(const float* a, const float* b, int64_t n) {
 #if defined(LS_HAVE_VEC_DOT_AVX2)
@@ -170,7 +179,7 @@ public:
             const float* xs = x.f32();
             if (w.type == GgmlType::F16) {
                 act_f32_.resize(static_cast<size_t>(K * T));
-                for (int64_t i = 0; i < K * T; ++i) act_f32_[i] = round_f16(x.f32()[i]);
+                round_f16_row(x.f32(), act_f32_.data(), K * T);
                 xs = act_f32_.data();
             }
             // tinyBLAS takes matmuls of >= 2 columns whose k fits its vector width and whose rows
@@ -431,7 +440,13 @@ public:
                     continue;
                 }
                 // The f16 cache makes ggml convert Q to f16 before the dot product.
-                for (int64_t d = 0; d < hd; ++d) qv[d] = round_f16(qs[d]);
+                round_f16_row(qs, qv.data(), hd);
+#if defined(LS_HAVE_VEC_DOT_AVX2)
+                if (!tinyblas && isa_ == LlamaIsa::kAvx2 && avx2_ && hd % 32 == 0) {  // dot_f16's order, no leftovers
+                    dot_blocks8_rows_avx2(cache_k.f32() + g * hd, n_head_kv * hd, n_kv, qv.data(), hd, out);
+                    continue;
+                }
+#endif
                 for (int64_t j = 0; j < n_kv; ++j) {
                     const float* kr = cache_k.f32() + (j * n_head_kv + g) * hd;
                     out[j] = tinyblas ? dot_tinyblas(kr, qv.data(), hd) : dot_f16(kr, qv.data(), hd);
@@ -526,18 +541,29 @@ public:
         // (multiples of 16 for tinyBLAS, 128 for vec_dot), the extra cells being zero.
         const bool tinyblas = T >= 2;
         const int64_t n_pad = tinyblas ? (n_kv + 15) / 16 * 16 : (n_kv + 127) / 128 * 128;
-        v_t_.assign(static_cast<size_t>(n_head_kv * hd * n_pad), 0.0f);
-        for (int64_t g = 0; g < n_head_kv; ++g)
-            for (int64_t j = 0; j < n_kv; ++j)
-                for (int64_t d = 0; d < hd; ++d)
-                    v_t_[(g * hd + d) * n_pad + j] = cache_v.f32()[(j * n_head_kv + g) * hd + d];
+        // The transpose in tiles of 16 cells on every thread: a tile's 16 cache rows stay in L1
+        // while each of its head_dim output rows gets 16 contiguous values; the padding is zero.
+        v_t_.resize(static_cast<size_t>(n_head_kv * hd * n_pad));
+        constexpr int64_t kCells = 16;
+        const int64_t n_tiles = n_pad / 16;
+        pool_.parallel_for(n_head_kv * n_tiles, 1, [&](int64_t b, int64_t e) {
+            for (int64_t gt = b; gt < e; ++gt) {
+                const int64_t g = gt / n_tiles, j0 = gt % n_tiles * kCells, j1 = std::min(j0 + kCells, n_kv);
+                for (int64_t d = 0; d < hd; ++d) {
+                    float* row = v_t_.data() + (g * hd + d) * n_pad;
+                    for (int64_t j = j0; j < j1; ++j) row[j] = cache_v.f32()[(j * n_head_kv + g) * hd + d];
+                    for (int64_t j = std::max(j0, n_kv); j < j0 + kCells; ++j) row[j] = 0.0f;
+                }
+            }
+        });
         pool_.parallel_for(n_head * T, 1, [&](int64_t b, int64_t e) {
             std::vector<float> pv(n_pad, 0.0f);
             for (int64_t ht = b; ht < e; ++ht) {
                 const int64_t h = ht / T, t = ht % T, g = h / group;
                 const float* ps = p.f32() + (h * T + t) * n_kv;
                 // ggml multiplies the f16 V cache with the probabilities converted to f16.
-                for (int64_t j = 0; j < n_kv; ++j) pv[j] = mode == MathMode::kLlama ? round_f16(ps[j]) : ps[j];
+                if (mode == MathMode::kLlama) round_f16_row(ps, pv.data(), n_kv);
+                else std::copy(ps, ps + n_kv, pv.begin());
                 float* out = kqv.f32() + (h * T + t) * hd;
                 if (mode == MathMode::kExact) {
                     dot_f32_rows(v_t_.data() + g * hd * n_pad, n_pad, hd, pv.data(), n_kv, out);

@@ -1126,6 +1126,13 @@ LS_AVX2 float dot_tinyblas8_avx2(const float* a, const float* b, int64_t k) {
     return hsum8(acc);
 }
 
+LS_AVX2 int64_t round_f16_row_avx2(const float* x, float* y, int64_t n) {
+    const int64_t n8 = n & ~int64_t(7);
+    for (int64_t i = 0; i < n8; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT)));
+    return n8;
+}
+
 // ggml_order::dot_blocks<8>: four accumulators over blocks of 32, x0 += x2, x1 += x3, x0 += x1, hadd8.
 LS_AVX2 float dot_blocks8_avx2(const float* a, const float* b, int64_t np) {
     __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
@@ -1141,6 +1148,11 @@ LS_AVX2 float dot_blocks8_avx2(const float* a, const float* b, int64_t np) {
     alignas(32) float v[8];
     _mm256_store_ps(v, s0);
     return ggml_order::hadd8(v);
+}
+
+LS_AVX2 void dot_blocks8_rows_avx2(const float* a, int64_t a_stride, int64_t count, const float* b, int64_t np,
+                                   float* out) {
+    for (int64_t r = 0; r < count; ++r) out[r] = dot_blocks8_avx2(a + r * a_stride, b, np);
 }
 
 }  // namespace ls

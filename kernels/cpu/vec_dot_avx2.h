@@ -37,7 +37,13 @@ void matmul_exact_avx2(GgmlType type, const void* w, uint64_t row_bytes, int row
 // llama mode's f32 attention dots on AVX2, bit for bit: ggml_order::dot_tinyblas8 (k a multiple of 8)
 // and ggml_order::dot_blocks<8> (np a multiple of 32).
 float dot_tinyblas8_avx2(const float* a, const float* b, int64_t k);
+// y[i] = x[i] rounded to f16 (nearest even) and widened back, eight at a time by F16C's
+// conversions; returns how many it did (n rounded down to a multiple of 8), the rest is the caller's.
+int64_t round_f16_row_avx2(const float* x, float* y, int64_t n);
 float dot_blocks8_avx2(const float* a, const float* b, int64_t np);
+// out[r] = dot_blocks8_avx2(a + r * a_stride, b, np) for r < count (attention's scores of one
+// query against many cached keys, without a call per key).
+void dot_blocks8_rows_avx2(const float* a, int64_t a_stride, int64_t count, const float* b, int64_t np, float* out);
 float dot_q6_K_avx2(int64_t n, const block_q6_K* w, const block_q8_K* a);
 // The 32-quant formats against Q8_0 (`type` Q4_0, Q5_0, Q8_0, IQ4_NL or MXFP4): acc = fma(d_w * d_a,
 // lanes, acc) block by block, then hsum8; `paired`: IQ4_NL's and MXFP4's vec_dot form (even and odd
