@@ -1,0 +1,191 @@
+#!/bin/bash
+# Every performance figure the README quotes, measured here and now, with the machine and the date:
+# Layerscope's `bench` in rounds interleaved with llama.cpp's `llama-bench` on make-model files of
+# the TinyLlama-1.1B and Llama-3.1-8B shapes (Q4_K), long prompts and decoding after a deep cache,
+# `compare` of two dumps, what capturing costs, and make-model's own time.
+#
+#   tests/perf_figures.sh [--layerscope BIN] [--llama-bench BIN] [--work DIR] [--rounds N] [--parts LIST]
+#
+#   --layerscope   the binary to measure (default: build/app/layerscope)
+#   --llama-bench  llama.cpp's llama-bench at the fixtures' commit, built for this processor; without
+#                  it only our figures are printed
+#   --work         where the models and dumps go (default /tmp/layerscope-figures; the models are
+#                  kept between runs, the dumps removed)
+#   --rounds       interleaved rounds per figure (default 3); medians are reported
+#   --parts        a comma list of: tl, tl-long, 8b, compare, capture, make-model (default: all;
+#                  about an hour on 2 cores)
+#
+# Each ratio is ours / llama.cpp's within a round; the summary gives the median over the rounds.
+# Nothing else should run meanwhile: the figures are memory-bound and the machine's bandwidth is
+# what they measure.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")/.." && pwd)
+ls_bin="$here/build/app/layerscope"
+llama_bench=""
+work=/tmp/layerscope-figures
+rounds=3
+parts="tl,tl-long,8b,compare,capture,make-model"
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --layerscope) ls_bin="$2"; shift 2 ;;
+        --llama-bench) llama_bench="$2"; shift 2 ;;
+        --work) work="$2"; shift 2 ;;
+        --rounds) rounds="$2"; shift 2 ;;
+        --parts) parts="$2"; shift 2 ;;
+        -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+        *) echo "perf_figures.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+    esac
+done
+[ -x "$ls_bin" ] || { echo "perf_figures.sh: $ls_bin is not an executable (build first, or --layerscope)" >&2; exit 2; }
+if [ -n "$llama_bench" ] && [ ! -x "$llama_bench" ]; then
+    echo "perf_figures.sh: --llama-bench $llama_bench is not an executable" >&2; exit 2
+fi
+case "$rounds" in ''|*[!0-9]*|0) echo "perf_figures.sh: --rounds must be a positive number" >&2; exit 2 ;; esac
+command -v python3 > /dev/null || { echo "perf_figures.sh: python3 is needed to read the JSON figures" >&2; exit 2; }
+mkdir -p "$work"
+results="$work/results.tsv"
+: > "$results"
+want() { case ",$parts," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
+
+echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) cores," \
+     "$(grep -m1 -o -w 'avx512f' /proc/cpuinfo || echo 'no AVX-512'), $(free -g | awk '/Mem:/ {print $2}') GB"
+echo "date:    $(date -u '+%Y-%m-%d %H:%M UTC')"
+echo "commit:  $(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+echo "llama:   ${llama_bench:-none (ours only)}"
+
+# record MEASURE ROUND WHO VALUE: one figure of one round.
+record() { printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >> "$results"; printf '  %-34s round %s  %-6s %s\n' "$1" "$2" "$3" "$4"; }
+json() { python3 -c "import json,sys; print(json.load(sys.stdin)$1)"; }
+# ours MEASURE ROUND KEY ARGS...: one `layerscope bench --json` run, its KEY recorded.
+ours() {
+    local measure=$1 round=$2 key=$3; shift 3
+    record "$measure" "$round" ours "$("$ls_bin" bench --threads 2 --json "$@" | json "['$key']")"
+}
+# theirs MEASURE ROUND ARGS...: one llama-bench run (its mean tokens/s) recorded.
+theirs() {
+    local measure=$1 round=$2; shift 2
+    [ -n "$llama_bench" ] || return 0
+    record "$measure" "$round" llama \
+        "$(LD_LIBRARY_PATH="$(dirname "$llama_bench")" "$llama_bench" -t 2 -o json "$@" | json "[0]['avg_ts']")"
+}
+
+tl="$work/tl.gguf"
+l8b="$work/l8b.gguf"
+make_tl() {
+    [ -f "$tl" ] || "$ls_bin" make-model "$tl" --type q4_K --embd 2048 --layers 22 --heads 32 --kv-heads 4 \
+        --ff 5632 --vocab 32000 > /dev/null
+}
+make_8b() {
+    [ -f "$l8b" ] || "$ls_bin" make-model "$l8b" --type q4_K --embd 4096 --layers 32 --heads 32 --kv-heads 8 \
+        --ff 14336 --vocab 128256 --seed 1 > /dev/null
+}
+
+if want make-model; then
+    echo "make-model of the 8B shape (Q4_K):"
+    rm -f "$work/l8b-timed.gguf"
+    start=$(date +%s.%N)
+    "$ls_bin" make-model "$work/l8b-timed.gguf" --type q4_K --embd 4096 --layers 32 --heads 32 --kv-heads 8 \
+        --ff 14336 --vocab 128256 --seed 1 > /dev/null
+    record "make-model 8B Q4_K (s)" 1 ours "$(python3 -c "print(round($(date +%s.%N) - $start, 1))")"
+    [ -f "$l8b" ] || mv "$work/l8b-timed.gguf" "$l8b"
+    rm -f "$work/l8b-timed.gguf"
+fi
+
+if want tl; then
+    make_tl
+    echo "1.1B shape: prompt 64 (-r 3), decode 32 from an empty context (-r 1):"
+    for r in $(seq "$rounds"); do
+        ours "1.1B prompt 64, llama mode" "$r" prompt_tps -m "$tl" --mode llama --prompt-tokens 64 --gen 0 -r 3
+        ours "1.1B prompt 64, exact mode" "$r" prompt_tps -m "$tl" --mode exact --prompt-tokens 64 --gen 0 -r 3
+        theirs "1.1B prompt 64" "$r" -m "$tl" -p 64 -n 0 -r 3
+        ours "1.1B decode, llama mode" "$r" gen_tps -m "$tl" --mode llama --prompt-tokens 1 --gen 32 -r 1
+        ours "1.1B decode, exact mode" "$r" gen_tps -m "$tl" --mode exact --prompt-tokens 1 --gen 32 -r 1
+        theirs "1.1B decode" "$r" -m "$tl" -p 0 -n 32 -r 1
+    done
+fi
+
+if want tl-long; then
+    make_tl
+    echo "1.1B shape: a 2048-token prompt, and decode 32 after 2048 cached tokens (flash attention off):"
+    for r in $(seq "$rounds"); do
+        ours "1.1B prompt 2048, llama mode" "$r" prompt_tps -m "$tl" --mode llama --prompt-tokens 2048 --gen 0 -r 1
+        ours "1.1B prompt 2048, exact mode" "$r" prompt_tps -m "$tl" --mode exact --prompt-tokens 2048 --gen 0 -r 1
+        theirs "1.1B prompt 2048" "$r" -m "$tl" -p 2048 -n 0 -r 1 -fa 0
+        ours "1.1B decode at depth 2048, llama mode" "$r" gen_tps -m "$tl" --mode llama --depth 2048 --prompt-tokens 1 --gen 32 -r 1
+        ours "1.1B decode at depth 2048, exact mode" "$r" gen_tps -m "$tl" --mode exact --depth 2048 --prompt-tokens 1 --gen 32 -r 1
+        theirs "1.1B decode at depth 2048" "$r" -m "$tl" -d 2048 -p 0 -n 32 -r 1 -fa 0
+    done
+fi
+
+if want 8b; then
+    make_8b
+    echo "8B shape: decode 16 from an empty context and prompt 64 (-r 3):"
+    for r in $(seq "$rounds"); do
+        ours "8B decode, llama mode" "$r" gen_tps -m "$l8b" --mode llama --prompt-tokens 1 --gen 16 -r 3
+        ours "8B decode, exact mode" "$r" gen_tps -m "$l8b" --mode exact --prompt-tokens 1 --gen 16 -r 3
+        theirs "8B decode" "$r" -m "$l8b" -p 0 -n 16 -r 3
+        ours "8B prompt 64, llama mode" "$r" prompt_tps -m "$l8b" --mode llama --prompt-tokens 64 --gen 0 -r 3
+        ours "8B prompt 64, exact mode" "$r" prompt_tps -m "$l8b" --mode exact --prompt-tokens 64 --gen 0 -r 3
+        theirs "8B prompt 64" "$r" -m "$l8b" -p 64 -n 0 -r 3
+    done
+    ours "8B peak RSS, decode (MiB)" 1 peak_rss_bytes -m "$l8b" --prompt-tokens 1 --gen 4 -r 1
+fi
+
+if want capture; then
+    make_tl
+    echo "1.1B shape: what capturing every event costs (64-token prompt, 32 decoded, -r 3):"
+    for r in $(seq "$rounds"); do
+        ours "capture stats (x the time without)" "$r" capture_overhead -m "$tl" --capture stats -r 3
+        ours "capture all (x the time without)" "$r" capture_overhead -m "$tl" --capture all -r 3
+    done
+fi
+
+if want compare; then
+    make_tl
+    echo "compare of two dumps (1.1B shape, 64 tokens + 4 decoded, llama against exact mode, in the page cache):"
+    tokens=$(python3 -c "print(','.join(str(1 + (i * 7919) % 31999) for i in range(64)))")
+    for mode in llama exact; do
+        "$ls_bin" run -m "$tl" --tokens "$tokens" -n 4 --mode "$mode" --threads 2 --dump "$work/dump-$mode.gguf" --force > /dev/null
+    done
+    cat "$work/dump-llama.gguf" "$work/dump-exact.gguf" > /dev/null
+    for r in $(seq "$rounds"); do
+        # Exit 1: the two modes differ (they do, slightly); the figures are what counts here.
+        out=$( (/usr/bin/time -f 'peak_rss_kb %M' "$ls_bin" compare "$work/dump-llama.gguf" "$work/dump-exact.gguf" \
+                --threads 2 --json > "$work/compare.json") 2>&1 | tail -1) || true
+        record "compare (GB/s)" "$r" ours "$(json "['volume']['gb_per_s']" < "$work/compare.json")"
+        record "compare peak RSS (MiB)" "$r" ours "$(( ${out#peak_rss_kb } / 1024 ))"
+    done
+    rm -f "$work/dump-llama.gguf" "$work/dump-exact.gguf" "$work/compare.json"
+fi
+
+echo
+echo "summary (medians over the rounds; ratio: ours / llama.cpp within each round):"
+python3 - "$results" <<'EOF'
+import sys, statistics
+from collections import defaultdict
+rows = [line.rstrip('\n').split('\t') for line in open(sys.argv[1]) if line.strip()]
+values = defaultdict(lambda: defaultdict(dict))  # measure -> who -> round -> value
+order = []
+for measure, rnd, who, value in rows:
+    if measure not in order:
+        order.append(measure)
+    values[measure][who][rnd] = float(value)
+def base(measure):  # "1.1B prompt 64, llama mode" -> "1.1B prompt 64"
+    return measure.split(', ')[0]
+for measure in order:
+    ours = values[measure].get('ours')
+    if not ours:
+        continue
+    v = list(ours.values())
+    scale = 1 / 1048576 if 'RSS' in measure and max(v) > 1e6 else 1
+    line = f"  {measure:40s} {statistics.median(v) * scale:10.2f}"
+    if len(v) > 1:
+        line += f"  ({min(v) * scale:.2f}-{max(v) * scale:.2f})"
+    theirs = values.get(base(measure), {}).get('llama', {})
+    ratios = [ours[r] / theirs[r] for r in ours if r in theirs and theirs[r] > 0]
+    if ratios:
+        line += f"   llama.cpp {statistics.median(theirs.values()):.2f}, ratio {statistics.median(ratios):.2f}x"
+        line += f" ({min(ratios):.2f}-{max(ratios):.2f})"
+    print(line)
+EOF
