@@ -355,6 +355,38 @@ TEST(DenseArchsRope, ScalingKeysAreReadAsLlamaCppReadsThem) {
     std::filesystem::remove_all(dir);
 }
 
+// Element-wise operands (norms, biases, scales) stored in another type than f32: llama.cpp aborts
+// on them; `run` refuses the file naming the tensor and its type (exit 3), never reads them as f32.
+TEST(DenseArchsRefusals, ElementWiseOperandsMustBeF32) {
+    auto spec = make_model_preset("llama3-tiny");
+    ASSERT_TRUE(spec.ok());
+    spec.value().out_biases = true;
+    const std::string dir = test::make_temp_dir(), path = dir + "/model.gguf";
+    ASSERT_TRUE(make_model(spec.value(), path).ok());
+    for (const char* name : {"blk.0.attn_norm.weight", "output_norm.weight", "blk.1.ffn_down.bias"}) {
+        std::vector<uint16_t> halves;
+        const std::string out = test::rewrite_gguf(path, dir + "/f16.gguf", [&](auto&, std::vector<GgufWriteTensor>& t) {
+            for (GgufWriteTensor& w : t)
+                if (w.name == name) {
+                    halves.assign(static_cast<size_t>(w.ne[0]), 0x3C00);  // 1.0 in f16
+                    w.type = GgmlType::F16;
+                    w.data = halves.data();
+                    w.n_bytes = halves.size() * sizeof(uint16_t);
+                }
+        });
+        const test::CommandResult r = test::run_layerscope("run -m '" + out + "' -p hello -n 1", true);
+        EXPECT_EQ(r.exit_code, 3) << name << ": " << r.out;
+        EXPECT_NE(r.out.find(std::string("tensor ") + name + " is f16; it is an element-wise operand, which must be f32"),
+                  std::string::npos)
+            << r.out;
+        const test::CommandResult lint = test::run_layerscope("inspect '" + out + "'", true);
+        EXPECT_EQ(lint.exit_code, 1) << lint.out;
+        EXPECT_NE(lint.out.find("an element-wise operand (norm, bias, scale) must be f32"), std::string::npos) << lint.out;
+        std::filesystem::remove(dir + "/f16.gguf");
+    }
+    std::filesystem::remove_all(dir);
+}
+
 // Tensors llama.cpp's graph would use and Layerscope does not run yet make `run` refuse the file,
 // naming the tensor (exit 3), never skip them; so do tensors llama.cpp's loader does not know.
 TEST(DenseArchsRefusals, TensorsLlamaCppUsesAreRunOrRefusedByName) {

@@ -58,6 +58,14 @@ Result<Tensor> GraphBuilder::load(const std::string& name, bool matmul) {
                               fmt::format("{}: tensor {}: expected ne {} got {}", model_.path(), name,
                                           format_ne(want, static_cast<int>(std::max<size_t>(ne.size(), 1))),
                                           format_ne(info->ne, static_cast<int>(info->n_dims))));
+    // Norms, biases, scales, sinks and factors (the 1-D tensors, and the experts' 2-D biases) are
+    // element-wise operands: f32, as every converter writes them (ggml's binary ops take no f16 or
+    // quantized operand beside f32 activations, so llama.cpp aborts on one).
+    const bool bias = name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
+    if ((spec->ne.size() == 1 || bias) && info->type != GgmlType::F32)
+        return make_error(ErrorCode::kBadInput,
+                          fmt::format("{}: tensor {} is {}; it is an element-wise operand, which must be f32 (llama.cpp "
+                                      "aborts on another type)", model_.path(), name, ggml_type_name(info->type)));
     const FaultWeight rewritten = fault_weight(opt_.fault, name, info->type, info->ne, info->data, info->n_bytes);
     const GgmlType type = rewritten.rewrote ? rewritten.type : info->type;
     if (matmul) {

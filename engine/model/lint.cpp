@@ -176,6 +176,13 @@ std::vector<Lint> lint_model(const GgufFile& file) {
                                    got[1], n_vocab);
             lints.push_back({LintSeverity::kError, want.name, msg});
         }
+        const bool elementwise = want.ne.size() == 1 || (want.name.size() > 5 && want.name.compare(want.name.size() - 5, 5, ".bias") == 0);
+        if (elementwise && t->type != GgmlType::F32) {
+            lints.push_back({LintSeverity::kError, want.name,
+                             fmt::format("type {}: an element-wise operand (norm, bias, scale) must be f32; llama.cpp aborts on "
+                                         "another type, layerscope refuses to run this file", ggml_type_name(t->type))});
+            continue;
+        }
         const GgmlTypeTraits* traits = ggml_type_traits(t->type);
         if (!traits || !traits->can_dequantize)
             lints.push_back({LintSeverity::kWarning, want.name,
