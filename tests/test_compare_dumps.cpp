@@ -58,15 +58,15 @@ ExportTensor out_ids(std::vector<int32_t> ids) {
 // Ours and a reference that pair in every way a comparison knows, with one event that diverges.
 void make_pair(ExportSet* ours, ExportSet* ref) {
     ours->info.prompt_tokens = ref->info.prompt_tokens = {1, 5, 9};
-    const size_t big = 1024 * 300;  // spans many pages, so pages are given back mid-pass
+    const size_t big = 1024 * 1100;  // 4.4 MB: the pages of the pairs before l_out-0 go back mid-pass
     ours->tensors = {
         node("attn_norm-0", {8, 3}, values(24, 0.3f)),
         node("Qcur-0", {4, 2, 3}, values(24, 0.7f)),
         node("kq_soft_max-0", {5, 3, 2}, values(30, 0.2f)),
         node("kqv_out-0", {8, 3}, values(24, 0.9f)),
-        node("ffn_out-0", {1024, 300}, values(big, 0.01f)),
+        node("ffn_out-0", {1024, 1100}, values(big, 0.01f)),
         node("ffn_extra-0", {16}, values(16, 0.4f)),  // nothing in the reference
-        node("l_out-0", {1024, 300}, values(big, 0.02f)),
+        node("l_out-0", {1024, 1100}, values(big, 0.02f)),
         node("l_out-1", {8, 3}, values(24, 1.1f)),
         node("result_output", {16, 2}, values(32, 0.6f)),
     };
@@ -85,9 +85,9 @@ void make_pair(ExportSet* ours, ExportSet* ref) {
         node("Qcur-0", {4, 2, 3}, values(24, 0.7f, 1e-3f, 5)),
         node("kq_soft_max-0", {8, 3, 2}, cells),                                     // padded KV cells
         node("node_7", {4, 2, 3}, values(24, 0.9f, 1e-6f), "FLASH_ATTN_EXT", "Qcur-0"),  // a reshape
-        node("ffn_out-0", {1024, 300}, values(big, 0.01f, 1e-4f, 7)),
+        node("ffn_out-0", {1024, 1100}, values(big, 0.01f, 1e-4f, 7)),
         node("cache_k_l0", {4}, values(4, 0.1f)),                                    // unmatched
-        node("l_out-0", {1024, 300}, values(big, 0.5f)),                              // diverges
+        node("l_out-0", {1024, 1100}, values(big, 0.5f)),                              // diverges
         node("l_out-1", {8, 2}, kept),                                                // output rows
         node("result_output", {16, 2}, values(32, 0.6f, 0.3f, 4)),
     };
@@ -133,6 +133,82 @@ void expect_same(const CompareRunResult& got, const CompareRunResult& want) {
     EXPECT_EQ(got.unmatched, want.unmatched);
     EXPECT_EQ(got.volume.tensors, want.volume.tensors);
     EXPECT_EQ(got.volume.bytes, want.volume.bytes);
+}
+
+// compute_metrics as one loop over the elements, each sum a chain in element order: what the
+// vectorized form must give bit for bit.
+Metrics metrics_in_element_order(const float* ours, const float* ref, int64_t n) {
+    Metrics m;
+    double sum_abs = 0, sum_d2 = 0, sum_r2 = 0, sum_o2 = 0, sum_or = 0, sum_o = 0, sum_r = 0;
+    int64_t finite = 0;
+    for (int64_t i = 0; i < n; ++i) {
+        const double o = ours[i], r = ref[i];
+        if (!std::isfinite(o) || !std::isfinite(r)) {
+            m.nan_ours += std::isnan(o), m.inf_ours += std::isinf(o);
+            m.nan_ref += std::isnan(r), m.inf_ref += std::isinf(r);
+            if (!(o == r) && !(std::isnan(o) && std::isnan(r))) ++m.n_nonfinite;
+            continue;
+        }
+        const double d = o - r;
+        sum_abs += std::fabs(d);
+        m.max_abs = std::max(m.max_abs, std::fabs(d));
+        sum_d2 += d * d, sum_r2 += r * r, sum_o2 += o * o, sum_or += o * r, sum_o += o, sum_r += r;
+        ++finite;
+    }
+    m.n = n;
+    m.n_finite = finite;
+    if (finite == 0) {
+        if (n > 0) m.max_abs = m.mean_abs = m.rel_l2 = m.nmse = m.cosine = m.pearson = NAN;
+        return m;
+    }
+    m.mean_abs = sum_abs / finite;
+    m.rel_l2 = sum_r2 > 0 ? std::sqrt(sum_d2 / sum_r2) : (sum_d2 > 0 ? INFINITY : 0.0);
+    m.nmse = sum_r2 > 0 ? sum_d2 / sum_r2 : (sum_d2 > 0 ? INFINITY : 0.0);
+    m.cosine = (sum_o2 > 0 && sum_r2 > 0) ? sum_or / std::sqrt(sum_o2 * sum_r2) : (sum_d2 == 0 ? 1.0 : 0.0);
+    const double cov = sum_or - sum_o * sum_r / finite;
+    const double var_o = sum_o2 - sum_o * sum_o / finite, var_r = sum_r2 - sum_r * sum_r / finite;
+    m.pearson = (var_o > 0 && var_r > 0) ? cov / std::sqrt(var_o * var_r) : (sum_d2 == 0 ? 1.0 : 0.0);
+    if (m.n_nonfinite > 0) m.nmse = m.rel_l2 = INFINITY;
+    return m;
+}
+
+TEST(CompareDumps, MetricsAreThoseOfTheElementOrderLoopBitForBit) {
+    // Values over many magnitudes (so that the order of the additions shows in the last bits),
+    // lengths around the vector widths, NaN and Inf on either side or both, at the edges too.
+    uint64_t state = 12345;
+    auto next = [&] {
+        state = state * 6364136223846793005ull + 1442695040888963407ull;
+        return static_cast<uint32_t>(state >> 33);
+    };
+    auto draw = [&] { return std::ldexp(static_cast<float>(next() % 2000001) / 1e6f - 1.0f, static_cast<int>(next() % 40) - 20); };
+    for (int64_t n : {0, 1, 3, 4, 5, 7, 8, 9, 31, 64, 1000, 4099}) {
+        for (int special : {0, 1, 2, 3}) {
+            std::vector<float> ours(n), ref(n);
+            for (int64_t i = 0; i < n; ++i) {
+                ours[i] = draw();
+                ref[i] = next() % 3 == 0 ? ours[i] : ours[i] + draw() * 1e-3f;
+            }
+            if (special > 0 && n > 0) {
+                const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+                for (int64_t i : {int64_t{0}, n / 2, n - 1}) {
+                    if (special == 1) ours[i] = nan;                 // ours only
+                    if (special == 2) ref[i] = -inf;                 // the reference only
+                    if (special == 3) ours[i] = ref[i] = nan;        // both: agreement
+                }
+            }
+            SCOPED_TRACE(testing::Message() << "n " << n << ", special " << special);
+            const Metrics got = compute_metrics(ours.data(), ref.data(), n);
+            const Metrics want = metrics_in_element_order(ours.data(), ref.data(), n);
+            expect_same_metrics(got, want);
+            EXPECT_EQ(got.n_finite, want.n_finite);
+            EXPECT_EQ(got.nan_ours, want.nan_ours);
+            EXPECT_EQ(got.inf_ref, want.inf_ref);
+            EXPECT_EQ(got.nan_ref, want.nan_ref);
+        }
+    }
+    // All NaN: nothing measured.
+    const std::vector<float> nans(9, std::numeric_limits<float>::quiet_NaN()), ones(9, 1.0f);
+    EXPECT_TRUE(std::isnan(compute_metrics(ones.data(), nans.data(), 9).nmse));
 }
 
 TEST(CompareDumps, StreamingMetricsAreThoseOfCopiedAndAlignedValues) {
@@ -195,6 +271,25 @@ TEST(CompareDumps, StreamingMetricsAreThoseOfCopiedAndAlignedValues) {
     for (int threads : {1, 3, 16}) {
         SCOPED_TRACE(threads);
         expect_same(compare_dumps(*ours.value(), *ref.value(), {}, threads), r);
+    }
+}
+
+TEST(CompareDumps, AReferenceInAnotherOrderComparesTheSame) {
+    // Its tensors lie in the file in the reverse of our order: the pages of the pairs compared are
+    // not one span of it, and are given back without those still to be read.
+    const std::string dir = test::make_temp_dir();
+    ExportSet ours_set, ref_set;
+    make_pair(&ours_set, &ref_set);
+    auto ours = ReferenceDump::open_gguf(write(ours_set, dir + "/ours.gguf"));
+    auto ref = ReferenceDump::open_gguf(write(ref_set, dir + "/ref.gguf"));
+    std::reverse(ref_set.tensors.begin(), ref_set.tensors.end());
+    auto reversed = ReferenceDump::open_gguf(write(ref_set, dir + "/reversed.gguf"));
+    ASSERT_TRUE(ours && ref && reversed);
+    const CompareRunResult in_order = compare_dumps(*ours.value(), *ref.value(), {}, 2);
+    for (int threads : {1, 2}) expect_same(compare_dumps(*ours.value(), *reversed.value(), {}, threads), in_order);
+    for (size_t i = 0; i < ref_set.tensors.size(); ++i) {
+        const RefTensor& t = reversed.value()->tensors()[i];
+        EXPECT_EQ(std::memcmp(t.data, ref_set.tensors[i].data, ref_set.tensors[i].n_bytes()), 0) << t.name;
     }
 }
 

@@ -226,6 +226,95 @@ Result<CompareRunResult> compare_with_reference(const Model& model, Backend& bac
     return r;
 }
 
+namespace {
+
+// Gives back the pages of compared tensors (MappedFile::release_behind) in batches of about
+// kBatchBytes: once every pair up to one is compared, the spans of ours and of the reference's
+// behind the last batch go back in one call each. One call per tensor cost more than the
+// comparison itself (each is a TLB shootdown on every core); the batch keeps the pass's memory
+// within a few of them. In a reference whose tensors lie in another order than ours, the span also
+// covers tensors not compared yet: those not read yet have no pages to give back, and one being
+// read meanwhile only maps its pages again.
+class PageReturn {
+public:
+    static constexpr uint64_t kBatchBytes = uint64_t{8} << 20;
+
+    PageReturn(const ReferenceDump& ours, const ReferenceDump& reference, size_t n_pairs)
+        : ours_(ours.file()), reference_(reference.file()), pairs_(n_pairs) {}
+
+    // Pair `index` is compared: its tensors' data (the reference's null when it has none in its file).
+    void compared(size_t index, const RefTensor& ours, const RefTensor* reference) {
+        std::vector<Span> due;
+        {
+            std::lock_guard<std::mutex> lock(mu_);
+            pairs_[index] = {ours.data, ours.n_bytes(), reference ? reference->data : nullptr,
+                             reference ? reference->n_bytes() : 0, true};
+            while (done_ < pairs_.size() && pairs_[done_].compared) pending_ += pairs_[done_++].bytes();
+            if (pending_ < kBatchBytes) return;
+            due = take_due();
+        }
+        release(due);
+    }
+
+    // Everything compared: the rest goes back.
+    void finish() {
+        std::vector<Span> due;
+        {
+            std::lock_guard<std::mutex> lock(mu_);
+            due = take_due();
+        }
+        release(due);
+    }
+
+private:
+    struct Entry {
+        const uint8_t* ours = nullptr;
+        uint64_t ours_bytes = 0;
+        const uint8_t* reference = nullptr;
+        uint64_t reference_bytes = 0;
+        bool compared = false;
+        uint64_t bytes() const { return ours_bytes + reference_bytes; }
+    };
+    struct Span {
+        const GgufFile* file;
+        const uint8_t* begin;
+        uint64_t n;
+    };
+
+    // The spans of pairs [returned_, done_), and the mark moved past them (under mu_).
+    std::vector<Span> take_due() {
+        std::vector<Span> due;
+        const uint8_t *o_lo = nullptr, *o_hi = nullptr, *r_lo = nullptr, *r_hi = nullptr;
+        for (size_t k = returned_; k < done_; ++k) {
+            const Entry& e = pairs_[k];
+            if (e.ours) o_lo = o_lo ? std::min(o_lo, e.ours) : e.ours, o_hi = std::max(o_hi, e.ours + e.ours_bytes);
+            if (e.reference) {
+                r_lo = r_lo ? std::min(r_lo, e.reference) : e.reference;
+                r_hi = std::max(r_hi, e.reference + e.reference_bytes);
+            }
+        }
+        if (ours_ && o_lo) due.push_back({ours_, o_lo, static_cast<uint64_t>(o_hi - o_lo)});
+        if (reference_ && r_lo) due.push_back({reference_, r_lo, static_cast<uint64_t>(r_hi - r_lo)});
+        returned_ = done_;
+        pending_ = 0;
+        return due;
+    }
+
+    static void release(const std::vector<Span>& due) {
+        for (const Span& s : due) s.file->release_behind(s.begin, s.n);
+    }
+
+    const GgufFile* ours_;
+    const GgufFile* reference_;
+    std::mutex mu_;
+    std::vector<Entry> pairs_;
+    size_t done_ = 0;      // pairs [0, done_) are all compared
+    size_t returned_ = 0;  // pairs [0, returned_) have their pages given back
+    uint64_t pending_ = 0;  // bytes of pairs [returned_, done_)
+};
+
+}  // namespace
+
 CompareRunResult compare_dumps(const ReferenceDump& ours, const ReferenceDump& reference, const CompareThresholds& thresholds,
                                int n_threads) {
     const auto start = std::chrono::steady_clock::now();
@@ -253,8 +342,9 @@ CompareRunResult compare_dumps(const ReferenceDump& ours, const ReferenceDump& r
     }
 
     // The metrics: threads take the pairs in file order, one at a time, so both files are read
-    // front to back; each pair's pages are given back once compared (GGUF dumps).
+    // front to back; the pages are given back in batches once compared (GGUF dumps).
     result.comparisons.resize(pairs.size());
+    PageReturn page_return(ours, reference, pairs.size());
     std::atomic<size_t> next{0};
     std::atomic<int64_t> tensors{0};
     std::atomic<uint64_t> bytes{0};
@@ -276,11 +366,10 @@ CompareRunResult compare_dumps(const ReferenceDump& ours, const ReferenceDump& r
                 HostTensor h{e.name, {e.ne[0], e.ne[1], e.ne[2], e.ne[3]}, values};
                 result.comparisons[i] = comparator.measure(static_cast<int64_t>(i), h, p.ref);
                 result.comparisons[i].source_name = p.ours->source_name;
+                page_return.compared(i, *p.ours, p.ref && p.ref->data ? p.ref : nullptr);
                 if (!p.ref) continue;
                 ++my_tensors;
                 my_bytes += p.ours->n_bytes() + (p.ref->complete() ? p.ref->n_bytes() : 0);
-                if (ours.file()) ours.file()->release_behind(p.ours->data, p.ours->n_bytes());
-                if (reference.file() && p.ref->data) reference.file()->release_behind(p.ref->data, p.ref->n_bytes());
             }
         } catch (...) {
             std::lock_guard<std::mutex> lock(failure_mu);
@@ -296,6 +385,7 @@ CompareRunResult compare_dumps(const ReferenceDump& ours, const ReferenceDump& r
     for (int k = 1; k < n_threads; ++k) helpers.emplace_back(work);
     work();
     for (std::thread& t : helpers) t.join();
+    page_return.finish();
     if (failure) std::rethrow_exception(failure);
 
     result.summary = summarize(result.comparisons);

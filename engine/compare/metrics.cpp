@@ -6,37 +6,129 @@
 #include <algorithm>
 #include <cmath>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 namespace ls {
+
+namespace {
+
+// compute_metrics' sums, one chain each, every value added in element order.
+struct MetricSums {
+    double abs = 0, d2 = 0, r2 = 0, o2 = 0, or_ = 0, o = 0, r = 0, max_abs = 0;
+    int64_t finite = 0;
+};
+
+// One pair of values: the step every element takes, whichever loop runs it.
+inline void add_pair(double o, double r, MetricSums& s, Metrics& m) {
+    if (!std::isfinite(o) || !std::isfinite(r)) {
+        m.nan_ours += std::isnan(o), m.inf_ours += std::isinf(o);
+        m.nan_ref += std::isnan(r), m.inf_ref += std::isinf(r);
+        if (!(o == r) && !(std::isnan(o) && std::isnan(r))) ++m.n_nonfinite;
+        return;
+    }
+    const double d = o - r;
+    s.abs += std::fabs(d);
+    s.max_abs = std::max(s.max_abs, std::fabs(d));
+    s.d2 += d * d;
+    s.r2 += r * r;
+    s.o2 += o * o;
+    s.or_ += o * r;
+    s.o += o;
+    s.r += r;
+    ++s.finite;
+}
+
+#if defined(__x86_64__)
+#define LS_AVX2 __attribute__((target("avx2")))
+
+bool metrics_avx2_usable() {
+    static const bool yes = __builtin_cpu_supports("avx2");
+    return yes;
+}
+
+// [a0 b0 c0 d0], [a1 b1 c1 d1], [a2 ..], [a3 ..] from rows a, b, c, d of four elements each.
+LS_AVX2 inline void transpose4(__m256d a, __m256d b, __m256d c, __m256d d, __m256d t[4]) {
+    const __m256d ab_lo = _mm256_unpacklo_pd(a, b), ab_hi = _mm256_unpackhi_pd(a, b);
+    const __m256d cd_lo = _mm256_unpacklo_pd(c, d), cd_hi = _mm256_unpackhi_pd(c, d);
+    t[0] = _mm256_permute2f128_pd(ab_lo, cd_lo, 0x20);
+    t[1] = _mm256_permute2f128_pd(ab_hi, cd_hi, 0x20);
+    t[2] = _mm256_permute2f128_pd(ab_lo, cd_lo, 0x31);
+    t[3] = _mm256_permute2f128_pd(ab_hi, cd_hi, 0x31);
+}
+
+// add_pair over the first n values (rounded down to a multiple of 4), bit for bit: the sums are
+// the lanes of two vectors ([o2 or r2 d2] and [o r abs -]), each lane one chain taking its four
+// values of a block in element order; float-to-double conversions are exact and no FMA is used,
+// so each lane rounds as the scalar chain does. The maximum is exact in any order. A block holding
+// a NaN or Inf goes through add_pair. Returns how many values it took.
+LS_AVX2 int64_t add_pairs_avx2(const float* ours, const float* ref, int64_t n, MetricSums& s, Metrics& m) {
+    __m256d products = _mm256_setr_pd(s.o2, s.or_, s.r2, s.d2);
+    __m256d values = _mm256_setr_pd(s.o, s.r, s.abs, 0.0);
+    __m256d max_abs = _mm256_set1_pd(s.max_abs);
+    const __m256d abs_mask = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7fffffffffffffff));
+    const __m128i exponent = _mm_set1_epi32(0x7f800000);
+    int64_t i = 0, finite = 0;
+    for (; i + 4 <= n; i += 4) {
+        const __m128 of = _mm_loadu_ps(ours + i), rf = _mm_loadu_ps(ref + i);
+        const __m128i special =
+            _mm_or_si128(_mm_cmpeq_epi32(_mm_and_si128(_mm_castps_si128(of), exponent), exponent),
+                         _mm_cmpeq_epi32(_mm_and_si128(_mm_castps_si128(rf), exponent), exponent));
+        if (_mm_movemask_epi8(special) != 0) {
+            alignas(32) double p[4], v[4];
+            _mm256_store_pd(p, products);
+            _mm256_store_pd(v, values);
+            MetricSums b{.abs = v[2], .d2 = p[3], .r2 = p[2], .o2 = p[0], .or_ = p[1], .o = v[0], .r = v[1], .max_abs = s.max_abs};
+            for (int k = 0; k < 4; ++k) add_pair(ours[i + k], ref[i + k], b, m);
+            products = _mm256_setr_pd(b.o2, b.or_, b.r2, b.d2);
+            values = _mm256_setr_pd(b.o, b.r, b.abs, 0.0);
+            s.max_abs = b.max_abs;
+            finite += b.finite;
+            continue;
+        }
+        const __m256d o = _mm256_cvtps_pd(of), r = _mm256_cvtps_pd(rf);
+        const __m256d d = _mm256_sub_pd(o, r);
+        const __m256d ad = _mm256_and_pd(d, abs_mask);
+        max_abs = _mm256_max_pd(max_abs, ad);
+        __m256d t[4];
+        transpose4(_mm256_mul_pd(o, o), _mm256_mul_pd(o, r), _mm256_mul_pd(r, r), _mm256_mul_pd(d, d), t);
+        products = _mm256_add_pd(_mm256_add_pd(_mm256_add_pd(_mm256_add_pd(products, t[0]), t[1]), t[2]), t[3]);
+        transpose4(o, r, ad, _mm256_setzero_pd(), t);
+        values = _mm256_add_pd(_mm256_add_pd(_mm256_add_pd(_mm256_add_pd(values, t[0]), t[1]), t[2]), t[3]);
+        finite += 4;
+    }
+    alignas(32) double p[4], v[4], mx[4];
+    _mm256_store_pd(p, products);
+    _mm256_store_pd(v, values);
+    _mm256_store_pd(mx, max_abs);
+    s.o2 = p[0], s.or_ = p[1], s.r2 = p[2], s.d2 = p[3];
+    s.o = v[0], s.r = v[1], s.abs = v[2];
+    for (double x : mx) s.max_abs = std::max(s.max_abs, x);
+    s.finite += finite;
+    return i;
+}
+#endif
+
+}  // namespace
 
 Metrics compute_metrics(const float* ours, const float* ref, int64_t n) {
     Metrics m;
-    double sum_abs = 0, sum_d2 = 0, sum_r2 = 0, sum_o2 = 0, sum_or = 0, sum_o = 0, sum_r = 0;
-    int64_t finite = 0;
-    for (int64_t i = 0; i < n; ++i) {
-        const double o = ours[i], r = ref[i];
-        if (!std::isfinite(o) || !std::isfinite(r)) {
-            m.nan_ours += std::isnan(o), m.inf_ours += std::isinf(o);
-            m.nan_ref += std::isnan(r), m.inf_ref += std::isinf(r);
-            if (!(o == r) && !(std::isnan(o) && std::isnan(r))) ++m.n_nonfinite;
-            continue;
-        }
-        const double d = o - r;
-        sum_abs += std::fabs(d);
-        m.max_abs = std::max(m.max_abs, std::fabs(d));
-        sum_d2 += d * d;
-        sum_r2 += r * r;
-        sum_o2 += o * o;
-        sum_or += o * r;
-        sum_o += o;
-        sum_r += r;
-        ++finite;
-    }
+    MetricSums s;
+    int64_t i = 0;
+#if defined(__x86_64__)
+    if (metrics_avx2_usable()) i = add_pairs_avx2(ours, ref, n, s, m);
+#endif
+    for (; i < n; ++i) add_pair(ours[i], ref[i], s, m);
+    const int64_t finite = s.finite;
     m.n = n;
     m.n_finite = finite;
+    m.max_abs = s.max_abs;
     if (finite == 0) {
         if (n > 0) m.max_abs = m.mean_abs = m.rel_l2 = m.nmse = m.cosine = m.pearson = NAN;  // nothing measured
         return m;
     }
+    const double sum_abs = s.abs, sum_d2 = s.d2, sum_r2 = s.r2, sum_o2 = s.o2, sum_or = s.or_, sum_o = s.o, sum_r = s.r;
     m.mean_abs = sum_abs / finite;
     m.rel_l2 = sum_r2 > 0 ? std::sqrt(sum_d2 / sum_r2) : (sum_d2 > 0 ? INFINITY : 0.0);
     m.nmse = sum_r2 > 0 ? sum_d2 / sum_r2 : (sum_d2 > 0 ? INFINITY : 0.0);
