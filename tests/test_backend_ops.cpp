@@ -422,6 +422,30 @@ TEST(BackendOps, MulMat) {
     }
 }
 
+// A long prompt's matmul (its columns taken in blocks that stay in cache) gives, column for
+// column, the bits of the same columns ten at a time (enough for ggml's IQ panel form, which
+// takes matmuls of 8 columns or more), in every format and both modes.
+TEST(BackendOps, MulMatLongPromptSameBitsAsShortOnes) {
+    const int64_t K = 4096, N = 8, T = 150;  // about 40 columns of Q8_K activations to a block
+    auto cpu = make_cpu_backend(2);
+    for (GgmlType type : kWeightTypes)
+        for (MathMode mode : {MathMode::kExact, MathMode::kLlama}) {
+            if (!fits(type, K) || !cpu->supports(Op::kMulMat, mode, type)) continue;
+            const std::vector<uint8_t> w = make_weight(type, K, N, 211);
+            const std::vector<float> x = randn(K * T, 212);
+            Tensor wt = cpu->weight(type, std::array<int64_t, 4>{K, N, 1, 1}.data(), w.data());
+            std::vector<float> whole(N * T), pieces(N * T);
+            Tensor y = make_tensor(whole.data(), N, T);
+            cpu->matmul(wt, make_tensor(const_cast<float*>(x.data()), K, T), y, mode);
+            for (int64_t t0 = 0; t0 < T; t0 += 10) {
+                Tensor y10 = make_tensor(pieces.data() + t0 * N, N, 10);
+                cpu->matmul(wt, make_tensor(const_cast<float*>(x.data()) + t0 * K, K, 10), y10, mode);
+            }
+            EXPECT_EQ(0, std::memcmp(whole.data(), pieces.data(), whole.size() * 4)) << ggml_type_name(type) << " "
+                                                                                    << math_mode_name(mode);
+        }
+}
+
 // ---- the mixture-of-experts ops (deepseek2's router and experts)
 
 // a's value i (row-major over a_ne) op b's value at the same index modulo b_ne, written out per axis.

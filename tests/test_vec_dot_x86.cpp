@@ -959,6 +959,114 @@ TEST(AttentionDotsAvx2, SameBitsAsTheEmulation) {
         }
     }
     EXPECT_EQ(checked, 7 * 6 * 2);
+
+    // The tiled form: every output of a block, whatever its tile (4 x 3 and the edges), and the
+    // rows' L1 blocks for short and long k.
+    for (int64_t k : {8, 64, 2064}) {
+        for (auto [m, n] : {std::pair<int64_t, int64_t>{1, 1}, {4, 3}, {7, 5}, {70, 26}, {129, 4}}) {
+            const int64_t lda = k + 8, ldb = k + 16, ldc = m + 3;
+            std::vector<float> a(m * lda), b(n * ldb);
+            for (int64_t i = 0; i < m; ++i) {
+                const std::vector<float> r = wavy_row(k, 0.3f + 0.01f * i, 2.0f);
+                std::copy(r.begin(), r.end(), a.begin() + i * lda);
+            }
+            for (int64_t j = 0; j < n; ++j) {
+                const std::vector<float> r = wavy_row(k, 1.1f + 0.07f * j, 0.05f * (j + 1));
+                std::copy(r.begin(), r.end(), b.begin() + j * ldb);
+            }
+            std::vector<float> c(n * ldc, -7.0f);
+            tinyblas8_avx2(a.data(), lda, m, b.data(), ldb, n, k, c.data(), ldc);
+            int wrong = 0;
+            for (int64_t j = 0; j < n; ++j) {
+                for (int64_t i = 0; i < m; ++i)
+                    wrong += bits_of(c[j * ldc + i]) != bits_of(ggml_order::dot_tinyblas8(a.data() + i * lda, b.data() + j * ldb, k));
+                for (int64_t i = m; i < ldc; ++i) wrong += c[j * ldc + i] != -7.0f;  // nothing written beyond the block
+            }
+            EXPECT_EQ(wrong, 0) << "tiled tinyBLAS m " << m << " n " << n << " k " << k;
+        }
+    }
+}
+
+// Exact mode's attention dots in tiles give every output the bits of exact_dot_f32 (leftovers past
+// the last 16 included).
+TEST(ExactAvx2, TiledDotsSameBitsAsTheExactOrder) {
+    if (!avx2_kernels_usable()) GTEST_SKIP() << "this processor has no AVX2/FMA/F16C";
+    for (int64_t k : {5, 16, 64, 77, 2069}) {
+        for (auto [m, n] : {std::pair<int64_t, int64_t>{1, 1}, {4, 3}, {7, 5}, {70, 26}}) {
+            const int64_t lda = k + 3, ldb = k + 1, ldc = m + 2;
+            std::vector<float> a(m * lda), b(n * ldb);
+            for (int64_t i = 0; i < m; ++i) {
+                const std::vector<float> r = wavy_row(k, 0.2f + 0.013f * i, 1.5f);
+                std::copy(r.begin(), r.end(), a.begin() + i * lda);
+            }
+            for (int64_t j = 0; j < n; ++j) {
+                const std::vector<float> r = wavy_row(k, 2.1f + 0.05f * j, 0.02f * (j + 1));
+                std::copy(r.begin(), r.end(), b.begin() + j * ldb);
+            }
+            std::vector<float> c(n * ldc, -7.0f);
+            exact_dots_avx2(a.data(), lda, m, b.data(), ldb, n, k, c.data(), ldc);
+            int wrong = 0;
+            for (int64_t j = 0; j < n; ++j) {
+                for (int64_t i = 0; i < m; ++i)
+                    wrong += bits_of(c[j * ldc + i]) != bits_of(exact_dot_f32(a.data() + i * lda, b.data() + j * ldb, k));
+                for (int64_t i = m; i < ldc; ++i) wrong += c[j * ldc + i] != -7.0f;
+            }
+            EXPECT_EQ(wrong, 0) << "m " << m << " n " << n << " k " << k;
+        }
+    }
+}
+
+// Softmax's exponentials and sums, and SwiGLU, on AVX2: the bits of the scalar emulation of
+// ggml's AVX2 expf (llama mode) and of ggml_v_expf16 (exact mode), over every range of the
+// exponent (the scaled, the two-factor and the saturated ones), -inf (masked cells) and NaN.
+TEST(AttentionDotsAvx2, ExponentialsAndSwigluSameBitsAsTheEmulation) {
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") || !__builtin_cpu_supports("f16c"))
+        GTEST_SKIP() << "this processor has no AVX2/FMA/F16C: the emulation runs everywhere";
+    uint32_t state = 5;
+    auto next = [&] { return state = state * 1664525u + 1013904223u; };
+    auto same = [](float a, float b) { return bits_of(a) == bits_of(b) || (std::isnan(a) && std::isnan(b)); };
+    const int64_t n = 4096;
+    std::vector<float> x(n);
+    for (int64_t i = 0; i < n; ++i) {
+        const float spread[] = {1.0f, 10.0f, 80.0f, 95.0f, 130.0f, 150.0f};  // |x| / ln 2 up to past 192
+        x[i] = (static_cast<float>(next() % 2000001) / 1e6f - 1.0f) * spread[i % 6];
+    }
+    x[5] = -INFINITY, x[77] = -INFINITY, x[300] = NAN, x[301] = INFINITY, x[900] = -88.8f, x[901] = -103.1f;
+    for (int lanes : {8, 16}) {
+        for (float max : {0.0f, 3.5f, -2.0f}) {
+            std::vector<float> want = x, got = x;
+            double want_sum = 0.25;
+            for (int64_t j0 = 0; j0 < n; j0 += lanes) {
+                float block[16] = {};
+                for (int l = 0; l < lanes; ++l) {
+                    float& v = want[j0 + l];
+                    v = lanes == 8 ? ggml_order::v_expf_avx2(v - max) : ggml_order::v_expf(v - max);
+                    block[l] = v;
+                }
+                want_sum += lanes == 8 ? ggml_order::hsum8(block) : ggml_order::reduce_add16(block);
+            }
+            const double got_sum = exp_blocks_avx2(got.data(), n, max, lanes, 0.25);
+            int wrong = 0;
+            for (int64_t i = 0; i < n; ++i) wrong += !same(got[i], want[i]);
+            EXPECT_EQ(wrong, 0) << "lanes " << lanes << " max " << max;
+            EXPECT_TRUE(std::isnan(want_sum) ? std::isnan(got_sum) : got_sum == want_sum) << lanes;
+        }
+    }
+    std::vector<float> x2(x), g(n), y_want(n), y_got(n);
+    for (float& v : x2) v = std::isfinite(v) ? v * 0.1f : v;
+    for (int64_t i = 0; i < n; ++i) g[i] = 0.5f + static_cast<float>(i % 13) * 0.25f;
+    for (int64_t len : {n, n - 3}) {
+        ggml_order::swiglu_row_avx2(x2.data(), g.data(), y_want.data(), len);
+        swiglu_row_avx2_vec(x2.data(), g.data(), y_got.data(), len);
+        int wrong = 0;
+        for (int64_t i = 0; i < len; ++i) wrong += !same(y_got[i], y_want[i]);
+        EXPECT_EQ(wrong, 0) << "SwiGLU, llama mode, n " << len;
+        for (int64_t i = 0; i < len; ++i) y_want[i] = x2[i] / (1.0f + ggml_order::v_expf(0.0f - x2[i])) * g[i];
+        swiglu_exact_avx2(x2.data(), g.data(), y_got.data(), len);
+        wrong = 0;
+        for (int64_t i = 0; i < len; ++i) wrong += !same(y_got[i], y_want[i]);
+        EXPECT_EQ(wrong, 0) << "SwiGLU, exact mode, n " << len;
+    }
 }
 
 // llama mode's AVX-512 kernels give the bits of the scalar emulation of ggml's orders: the q4_K

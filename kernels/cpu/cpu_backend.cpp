@@ -228,12 +228,15 @@ public:
             const auto act_stride = static_cast<int64_t>(act_row_bytes / sizeof(block_q8_0));
             act_d_.resize(static_cast<size_t>((T + 3) / 4 * 4 * act_stride));
             q8_0_scales_in_fours(act, act_stride, K / 32, static_cast<int>(T), act_d_.data());
+            const int64_t columns = l2_columns(act_row_bytes, 4);
             pool_.parallel_for(N, 4, [&](int64_t b, int64_t e) {
-                for (int64_t r = b; r < e; r += 2) {
-                    const int rows = static_cast<int>(std::min<int64_t>(2, e - r));
-                    dot_q8_0_family_avx2_columns(w.type, K, wbase + r * w_row_bytes, w_row_bytes, rows, act, act_stride,
-                                                 act_d_.data(), static_cast<int>(T), &y.f32()[r], N);
-                }
+                for (int64_t t0 = 0; t0 < T; t0 += columns)
+                    for (int64_t r = b; r < e; r += 2) {
+                        const int rows = static_cast<int>(std::min<int64_t>(2, e - r));
+                        dot_q8_0_family_avx2_columns(w.type, K, wbase + r * w_row_bytes, w_row_bytes, rows, act + t0 * act_stride,
+                                                     act_stride, act_d_.data() + t0 * act_stride,
+                                                     static_cast<int>(std::min(columns, T - t0)), &y.f32()[t0 * N + r], N);
+                    }
             });
             return;
         }
@@ -258,17 +261,22 @@ public:
         if (w.type == GgmlType::IQ4_XS && T >= 2 && avx2_) {
             const auto* act = reinterpret_cast<const block_q8_K*>(act_scratch_.data());
             const auto act_stride = static_cast<int64_t>(act_row_bytes / sizeof(block_q8_K));
+            const int64_t columns = l2_columns(act_row_bytes, 4);
             if (iq_panel_takes(w.type, K, N, T)) {  // ggml's IQ panel gemm, its own float steps
                 pool_.parallel_for(N, 8, [&](int64_t b, int64_t e) {
-                    dot_iq4_xs_panel_avx2_columns(K, wbase + b * w_row_bytes, w_row_bytes, static_cast<int>(e - b), act,
-                                                  act_stride, static_cast<int>(T), &y.f32()[b], N);
+                    for (int64_t t0 = 0; t0 < T; t0 += columns)
+                        dot_iq4_xs_panel_avx2_columns(K, wbase + b * w_row_bytes, w_row_bytes, static_cast<int>(e - b),
+                                                      act + t0 * act_stride, act_stride,
+                                                      static_cast<int>(std::min(columns, T - t0)), &y.f32()[t0 * N + b], N);
                 });
                 return;
             }
             pool_.parallel_for(N, 4, [&](int64_t b, int64_t e) {
-                for (int64_t r = b; r < e; ++r)
-                    dot_iq4_xs_avx2_columns(K, reinterpret_cast<const block_iq4_xs*>(wbase + r * w_row_bytes), act, act_stride,
-                                            static_cast<int>(T), &y.f32()[r], N);
+                for (int64_t t0 = 0; t0 < T; t0 += columns)
+                    for (int64_t r = b; r < e; ++r)
+                        dot_iq4_xs_avx2_columns(K, reinterpret_cast<const block_iq4_xs*>(wbase + r * w_row_bytes),
+                                                act + t0 * act_stride, act_stride, static_cast<int>(std::min(columns, T - t0)),
+                                                &y.f32()[t0 * N + r], N);
             });
             return;
         }
@@ -281,31 +289,43 @@ public:
                 q8_K_column_blocks(act, act_stride, T, act_stride, q8_K_columns_.data());
             }
             constexpr int64_t kRows = 8;  // AVX-512: weight rows per pass over the columns
-            pool_.parallel_for(N, 4, [&](int64_t b, int64_t e) {
-                for (int64_t r = b; r < e; r += avx512_ ? kRows : 1) {
-                    const auto* wr = reinterpret_cast<const block_q4_K*>(wbase + r * w_row_bytes);
-                    if (avx512_)
+            if (avx512_) {
+                pool_.parallel_for(N, 4, [&](int64_t b, int64_t e) {
+                    for (int64_t r = b; r < e; r += kRows) {
+                        const auto* wr = reinterpret_cast<const block_q4_K*>(wbase + r * w_row_bytes);
                         dot_q4_K_avx512_rows(K, wr, w_row_bytes, static_cast<int>(std::min(kRows, e - r)), act, act_stride,
                                              q8_K_columns_.data(), static_cast<int>(T), &y.f32()[r], N);
-                    else
-                        dot_q4_K_avx2_rows(K, wr, act, act_stride, static_cast<int>(T), &y.f32()[r], N);
-                }
+                    }
+                });
+                return;
+            }
+            // AVX2: each row unpacked once per block of columns (l2_columns).
+            const int64_t columns = l2_columns(act_row_bytes, 4);
+            pool_.parallel_for(N, 4, [&](int64_t b, int64_t e) {
+                for (int64_t t0 = 0; t0 < T; t0 += columns)
+                    for (int64_t r = b; r < e; ++r)
+                        dot_q4_K_avx2_rows(K, reinterpret_cast<const block_q4_K*>(wbase + r * w_row_bytes), act + t0 * act_stride,
+                                           act_stride, static_cast<int>(std::min(columns, T - t0)), &y.f32()[t0 * N + r], N);
             });
             return;
         }
 #endif
         const bool panel = iq_panel_takes(w.type, K, N, T);
+        const int64_t columns = l2_columns(act_row_bytes, 1);
         pool_.parallel_for(N, 4, [&](int64_t b, int64_t e) {
-            for (int64_t r = b; r < e; ++r)
-                for (int64_t t = 0; t < T; ++t) {
-                    const void* wr = wbase + r * w_row_bytes;
-                    const void* at = act_scratch_.data() + t * act_row_bytes;
-                    float* out = &y.f32()[t * N + r];
-                    if ((panel && dot_iq_panel(w.type, K, wr, at, out)) || (T >= 2 && dot_q0_tinyblas(w.type, K, wr, at, out)) ||
-                        vec_dot_row_x86(w.type, K, wr, at, out))
-                        continue;
-                    vec_dot_row(w.type, K, wr, at, out);
+            for (int64_t t0 = 0; t0 < T; t0 += columns) {
+                for (int64_t r = b; r < e; ++r) {
+                    for (int64_t t = t0; t < std::min(T, t0 + columns); ++t) {
+                        const void* wr = wbase + r * w_row_bytes;
+                        const void* at = act_scratch_.data() + t * act_row_bytes;
+                        float* out = &y.f32()[t * N + r];
+                        if ((panel && dot_iq_panel(w.type, K, wr, at, out)) ||
+                            (T >= 2 && dot_q0_tinyblas(w.type, K, wr, at, out)) || vec_dot_row_x86(w.type, K, wr, at, out))
+                            continue;
+                        vec_dot_row(w.type, K, wr, at, out);
+                    }
                 }
+            }
         });
     }
 
@@ -372,15 +392,22 @@ public:
                 const float* u = up.f32() + r * n;
                 float* out = y.f32() + r * n;
                 if (mode == MathMode::kLlama) {
-                    if (isa_ == LlamaIsa::kAvx2) ggml_order::swiglu_row_avx2(g, u, out, n);
 #if defined(LS_HAVE_VEC_DOT_AVX2)
+                    if (isa_ == LlamaIsa::kAvx2 && avx2_) swiglu_row_avx2_vec(g, u, out, n);
+                    else if (isa_ == LlamaIsa::kAvx2) ggml_order::swiglu_row_avx2(g, u, out, n);
                     else if (avx512_) swiglu_row_avx512(g, u, out, n);
+#else
+                    if (isa_ == LlamaIsa::kAvx2) ggml_order::swiglu_row_avx2(g, u, out, n);
 #endif
                     else ggml_order::swiglu_row(g, u, out, n);
                 } else {
 #if defined(LS_HAVE_VEC_DOT_AVX2)
                     if (avx512_) {
                         swiglu_exact_avx512(g, u, out, n);
+                        continue;
+                    }
+                    if (avx2_) {
+                        swiglu_exact_avx2(g, u, out, n);
                         continue;
                     }
 #endif
@@ -429,6 +456,34 @@ public:
         const int64_t n_head_kv = cache_k.ne[1];
         const int64_t group = n_head / n_head_kv;
         const bool tinyblas = T >= 2 && hd % tinyblas_k() == 0;
+#if defined(LS_HAVE_VEC_DOT_AVX2)
+        constexpr int64_t kQueries = 24;
+        const int64_t n_blocks = (T + kQueries - 1) / kQueries;
+        if (mode == MathMode::kExact && avx2_ && !avx512_) {  // blocks of queries against every cached key
+            pool_.parallel_for(n_head * n_blocks, 1, [&](int64_t b, int64_t e) {
+                for (int64_t x = b; x < e; ++x) {
+                    const int64_t h = x / n_blocks, t0 = x % n_blocks * kQueries, nt = std::min(kQueries, T - t0);
+                    exact_dots_avx2(cache_k.f32() + h / group * hd, n_head_kv * hd, n_kv, q.f32() + (t0 * n_head + h) * hd,
+                                    n_head * hd, nt, hd, kq.f32() + (h * T + t0) * n_kv, n_kv);
+                }
+            });
+            return;
+        }
+        if (mode == MathMode::kLlama && tinyblas && isa_ == LlamaIsa::kAvx2 && avx2_) {
+            // A prompt's scores as tinyBLAS's tiles: blocks of queries (rounded to f16, as ggml
+            // converts them for the f16 cache) against every cached key.
+            pool_.parallel_for(n_head * n_blocks, 1, [&](int64_t b, int64_t e) {
+                std::vector<float> qv(kQueries * hd);
+                for (int64_t x = b; x < e; ++x) {
+                    const int64_t h = x / n_blocks, t0 = x % n_blocks * kQueries, nt = std::min(kQueries, T - t0);
+                    for (int64_t t = 0; t < nt; ++t) round_f16_row(q.f32() + ((t0 + t) * n_head + h) * hd, qv.data() + t * hd, hd);
+                    tinyblas8_avx2(cache_k.f32() + h / group * hd, n_head_kv * hd, n_kv, qv.data(), hd, nt, hd,
+                                   kq.f32() + (h * T + t0) * n_kv, n_kv);
+                }
+            });
+            return;
+        }
+#endif
         pool_.parallel_for(n_head * T, 1, [&](int64_t b, int64_t e) {
             std::vector<float> qv(hd);
             for (int64_t ht = b; ht < e; ++ht) {
@@ -465,11 +520,20 @@ public:
                 const float* in = kq.f32() + r * n_kv;
                 float* out = p.f32() + r * n_kv;
                 float max = -INFINITY;
-                for (int64_t j = 0; j < n_kv; ++j) {
-                    const bool visible = mask.visible(j, pos[t]);
-                    out[j] = visible ? in[j] * scale : -INFINITY;
-                    max = std::max(max, out[j]);
-                }
+#if defined(LS_HAVE_VEC_DOT_AVX2)
+                if (avx2_) {  // the visible cells are one range [lo, hi)
+                    const int64_t hi = mask.causal ? std::clamp<int64_t>(pos[t] + 1, 0, n_kv) : n_kv;
+                    const int64_t lo = mask.n_swa > 0 ? std::clamp<int64_t>(pos[t] - mask.n_swa + 1, 0, hi) : 0;
+                    std::fill(out, out + lo, -INFINITY);
+                    max = scale_and_max_avx2(in + lo, scale, out + lo, hi - lo, max);
+                    std::fill(out + hi, out + n_kv, -INFINITY);
+                } else
+#endif
+                    for (int64_t j = 0; j < n_kv; ++j) {
+                        const bool visible = mask.visible(j, pos[t]);
+                        out[j] = visible ? in[j] * scale : -INFINITY;
+                        max = std::max(max, out[j]);
+                    }
                 const bool llama = mode == MathMode::kLlama;
                 // A sink joins the maximum before the exponentials and the sum after them (libm's
                 // expf, added in double, as ggml's soft_max; exact mode: ggml_order::v_expf).
@@ -494,8 +558,12 @@ public:
         const int64_t n_blocks = ggml_tail ? n - n % lanes : n;
         double sum = 0.0;
 #if defined(LS_HAVE_VEC_DOT_AVX2)
-        if (lanes == 16 && avx512_) sum = exp_row_avx512(x, n_blocks, max);
-        else
+        if (lanes == 16 && avx512_) {
+            sum = exp_row_avx512(x, n_blocks, max);
+        } else if (avx2_) {
+            const int64_t whole = n_blocks / lanes * lanes;  // a partial block (no ggml tail) is the scalar loop's
+            sum = exp_blocks(x + whole, n_blocks - whole, max, lanes, exp_blocks_avx2(x, whole, max, lanes, 0.0));
+        } else
 #endif
             sum = exp_blocks(x, n_blocks, max, lanes);
         for (int64_t j = n_blocks; j < n; ++j) {
@@ -505,8 +573,7 @@ public:
         return sum;
     }
 
-    static double exp_blocks(float* x, int64_t n, float max, int lanes) {
-        double sum = 0.0;
+    static double exp_blocks(float* x, int64_t n, float max, int lanes, double sum = 0.0) {
         for (int64_t j0 = 0; j0 < n; j0 += lanes) {
             float block[16] = {};
             for (int l = 0; l < lanes && j0 + l < n; ++l) {
@@ -556,6 +623,34 @@ public:
                 }
             }
         });
+#if defined(LS_HAVE_VEC_DOT_AVX2)
+        constexpr int64_t kRows = 12;
+        const int64_t n_blocks = (T + kRows - 1) / kRows;
+        if (mode == MathMode::kExact && avx2_) {  // V's transposed rows against blocks of probability rows
+            pool_.parallel_for(n_head * n_blocks, 1, [&](int64_t b, int64_t e) {
+                for (int64_t x = b; x < e; ++x) {
+                    const int64_t h = x / n_blocks, t0 = x % n_blocks * kRows, nt = std::min(kRows, T - t0);
+                    exact_dots_avx2(v_t_.data() + h / group * hd * n_pad, n_pad, hd, p.f32() + (h * T + t0) * n_kv, n_kv, nt,
+                                    n_kv, kqv.f32() + (h * T + t0) * hd, hd);
+                }
+            });
+            return;
+        }
+        if (mode == MathMode::kLlama && tinyblas && isa_ == LlamaIsa::kAvx2 && avx2_) {
+            // tinyBLAS's tiles: V's transposed rows against blocks of probability rows (rounded to
+            // f16, zero over the padding).
+            pool_.parallel_for(n_head * n_blocks, 1, [&](int64_t b, int64_t e) {
+                std::vector<float> pv(kRows * n_pad, 0.0f);
+                for (int64_t x = b; x < e; ++x) {
+                    const int64_t h = x / n_blocks, t0 = x % n_blocks * kRows, nt = std::min(kRows, T - t0);
+                    for (int64_t t = 0; t < nt; ++t) round_f16_row(p.f32() + (h * T + t0 + t) * n_kv, pv.data() + t * n_pad, n_kv);
+                    tinyblas8_avx2(v_t_.data() + h / group * hd * n_pad, n_pad, hd, pv.data(), n_pad, nt, n_pad,
+                                   kqv.f32() + (h * T + t0) * hd, hd);
+                }
+            });
+            return;
+        }
+#endif
         pool_.parallel_for(n_head * T, 1, [&](int64_t b, int64_t e) {
             std::vector<float> pv(n_pad, 0.0f);
             for (int64_t ht = b; ht < e; ++ht) {
@@ -925,6 +1020,8 @@ private:
     // decode keeps six (AVX2: four) Q4_K rows' chains in flight; prompts, and AVX-512 decodes of
     // other formats, take sixteen rows at a time, each chunk of them decoded once for all the
     // columns; the results are the same bits as the portable loop below.
+    static constexpr int64_t kExactColumns = 96;
+
     void matmul_exact(const Tensor& w, const Tensor& x, Tensor& y) {
         const int64_t K = w.ne[0], N = w.ne[1], T = x.ne[1];
         const uint64_t row_bytes = w.row_bytes();
@@ -944,10 +1041,16 @@ private:
                         dot_q4_K_f32_avx512_rows(K, static_cast<const block_q4_K*>(wr), stride_blocks, rows, x.f32(), yr);
                     else if (q4_K_decode)
                         dot_q4_K_f32_avx2_rows(K, static_cast<const block_q4_K*>(wr), stride_blocks, rows, x.f32(), yr);
-                    else if (avx512_)
-                        matmul_exact_avx512(w.type, wr, row_bytes, rows, K, x.f32(), T, yr, N);
                     else
-                        matmul_exact_avx2(w.type, wr, row_bytes, rows, K, x.f32(), T, yr, N);
+                        // A long prompt in blocks of columns: a block's inputs and running lanes
+                        // stay in L2 while the rows' chunks are decoded for it.
+                        for (int64_t t0 = 0; t0 < T; t0 += kExactColumns) {
+                            const int64_t cols = std::min(kExactColumns, T - t0);
+                            if (avx512_)
+                                matmul_exact_avx512(w.type, wr, row_bytes, rows, K, x.f32() + t0 * K, cols, yr + t0 * N, N);
+                            else
+                                matmul_exact_avx2(w.type, wr, row_bytes, rows, K, x.f32() + t0 * K, cols, yr + t0 * N, N);
+                        }
                 }
             });
             return;
@@ -965,6 +1068,14 @@ private:
                 for (int64_t t = 0; t < T; ++t) y.f32()[t * N + r] = dot_f32(wr, x.f32() + t * K, K);
             }
         });
+    }
+
+    // How many activation columns of a prompt's matmul form one block (a multiple of `multiple`):
+    // a block stays in L2 while every weight row of a thread's range meets it, where a long
+    // prompt's columns (megabytes) would stream from memory once per weight row.
+    static int64_t l2_columns(uint64_t column_bytes, int64_t multiple) {
+        constexpr int64_t kBlockBytes = int64_t{192} << 10;
+        return std::max<int64_t>(multiple, kBlockBytes / static_cast<int64_t>(column_bytes) / multiple * multiple);
     }
 
     // Exact dots of `count` rows (a_stride apart) with one b, several rows at a time where the

@@ -10,6 +10,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <type_traits>
 #include <vector>
@@ -1124,6 +1125,268 @@ LS_AVX2 float dot_tinyblas8_avx2(const float* a, const float* b, int64_t k) {
     __m256 acc = _mm256_setzero_ps();
     for (int64_t l = 0; l < k; l += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + l), _mm256_loadu_ps(b + l), acc);
     return hsum8(acc);
+}
+
+namespace {
+
+// hsum8 of four accumulators at once, lane by lane the same additions: a_i = v[4 + i] + v[i],
+// then (a0 + a2) + (a1 + a3); the four sums in the order of the accumulators.
+LS_AVX2 inline __m128 fold_halves(__m256 s) { return _mm_add_ps(_mm256_extractf128_ps(s, 1), _mm256_castps256_ps128(s)); }
+
+LS_AVX2 inline __m128 hsum8_x4(__m256 s0, __m256 s1, __m256 s2, __m256 s3) {
+    __m128 a0 = fold_halves(s0), a1 = fold_halves(s1), a2 = fold_halves(s2), a3 = fold_halves(s3);
+    _MM_TRANSPOSE4_PS(a0, a1, a2, a3);  // now a_i holds lane i of the four folds
+    return _mm_add_ps(_mm_add_ps(a0, a2), _mm_add_ps(a1, a3));
+}
+
+// Outputs (i, j) for rows i < RM (lda apart) and columns j < RN (ldb apart) into c[j * ldc + i].
+template <int RM, int RN>
+LS_AVX2 void tinyblas8_tile(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t k, float* c, int64_t ldc) {
+    __m256 acc[RN][RM];
+    for (int j = 0; j < RN; ++j)
+        for (int i = 0; i < RM; ++i) acc[j][i] = _mm256_setzero_ps();
+    for (int64_t l = 0; l < k; l += 8) {
+        __m256 bv[RN];
+        for (int j = 0; j < RN; ++j) bv[j] = _mm256_loadu_ps(b + j * ldb + l);
+        for (int i = 0; i < RM; ++i) {
+            const __m256 av = _mm256_loadu_ps(a + i * lda + l);
+            for (int j = 0; j < RN; ++j) acc[j][i] = _mm256_fmadd_ps(av, bv[j], acc[j][i]);
+        }
+    }
+    for (int j = 0; j < RN; ++j) {
+        if constexpr (RM == 4) {
+            _mm_storeu_ps(c + j * ldc, hsum8_x4(acc[j][0], acc[j][1], acc[j][2], acc[j][3]));
+        } else {
+            for (int i = 0; i < RM; ++i) c[j * ldc + i] = hsum8(acc[j][i]);
+        }
+    }
+}
+
+template <int RN>
+LS_AVX2 void tinyblas8_columns(const float* a, int64_t lda, int64_t m, const float* b, int64_t ldb, int64_t k, float* c,
+                               int64_t ldc) {
+    int64_t i = 0;
+    for (; i + 4 <= m; i += 4) tinyblas8_tile<4, RN>(a + i * lda, lda, b, ldb, k, c + i, ldc);
+    switch (m - i) {
+        case 3: tinyblas8_tile<3, RN>(a + i * lda, lda, b, ldb, k, c + i, ldc); break;
+        case 2: tinyblas8_tile<2, RN>(a + i * lda, lda, b, ldb, k, c + i, ldc); break;
+        case 1: tinyblas8_tile<1, RN>(a + i * lda, lda, b, ldb, k, c + i, ldc); break;
+        default: break;
+    }
+}
+
+}  // namespace
+
+namespace {
+
+// Exact mode's dots for rows i < RM and columns j < RN, elements [l0, l1) (multiples of 16), lanes
+// 8h .. 8h + 7 of each output: acc[j][i] runs on over elements 16m + 8h .. 16m + 8h + 7.
+template <int RM, int RN>
+LS_AVX2 inline void exact_half_pass(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t l0, int64_t l1, int h,
+                                    __m256 (&running)[RN][RM]) {
+    __m256 acc[RN][RM];
+    for (int j = 0; j < RN; ++j)
+        for (int i = 0; i < RM; ++i) acc[j][i] = running[j][i];
+    for (int64_t l = l0 + 8 * h; l < l1; l += 16) {
+        __m256 bv[RN];
+        for (int j = 0; j < RN; ++j) bv[j] = _mm256_loadu_ps(b + j * ldb + l);
+        for (int i = 0; i < RM; ++i) {
+            const __m256 av = _mm256_loadu_ps(a + i * lda + l);
+            for (int j = 0; j < RN; ++j) acc[j][i] = _mm256_fmadd_ps(av, bv[j], acc[j][i]);
+        }
+    }
+    for (int j = 0; j < RN; ++j)
+        for (int i = 0; i < RM; ++i) running[j][i] = acc[j][i];
+}
+
+// lane_sum of four outputs at once (t = lo + hi, then ((t0 + t1) + (t2 + t3)) + ((t4 + t5) + (t6 +
+// t7)), hadd's pairs in that order), the four sums in the order of the outputs.
+LS_AVX2 inline __m128 lane_sum_x4(const __m256* lo, const __m256* hi) {
+    const __m256 t0 = _mm256_add_ps(lo[0], hi[0]), t1 = _mm256_add_ps(lo[1], hi[1]);
+    const __m256 t2 = _mm256_add_ps(lo[2], hi[2]), t3 = _mm256_add_ps(lo[3], hi[3]);
+    const __m256 q = _mm256_hadd_ps(_mm256_hadd_ps(t0, t1), _mm256_hadd_ps(t2, t3));
+    return _mm_add_ps(_mm256_castps256_ps128(q), _mm256_extractf128_ps(q, 1));
+}
+
+template <int RM, int RN>
+LS_AVX2 void exact_dot_tile(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t k, float* c, int64_t ldc) {
+    const int64_t k16 = k - k % 16;
+    __m256 lo[RN][RM], hi[RN][RM];
+    for (int j = 0; j < RN; ++j)
+        for (int i = 0; i < RM; ++i) lo[j][i] = hi[j][i] = _mm256_setzero_ps();
+    // The two halves of each chunk of k in turn: the chunk's rows (at most 14 KiB) stay in L1
+    // for the second.
+    constexpr int64_t kChunk = 512;
+    for (int64_t l0 = 0; l0 < k16; l0 += kChunk) {
+        exact_half_pass<RM, RN>(a, lda, b, ldb, l0, std::min(k16, l0 + kChunk), 0, lo);
+        exact_half_pass<RM, RN>(a, lda, b, ldb, l0, std::min(k16, l0 + kChunk), 1, hi);
+    }
+    for (int j = 0; j < RN; ++j) {
+        float* out = c + j * ldc;
+        if constexpr (RM == 4) {
+            _mm_storeu_ps(out, lane_sum_x4(lo[j], hi[j]));
+        } else {
+            for (int i = 0; i < RM; ++i) out[i] = lane_sum(lo[j][i], hi[j][i]);
+        }
+        for (int i = 0; i < RM; ++i)
+            for (int64_t l = k16; l < k; ++l) out[i] = __builtin_fmaf(a[i * lda + l], b[j * ldb + l], out[i]);
+    }
+}
+
+template <int RN>
+LS_AVX2 void exact_dot_columns(const float* a, int64_t lda, int64_t m, const float* b, int64_t ldb, int64_t k, float* c,
+                               int64_t ldc) {
+    int64_t i = 0;
+    for (; i + 4 <= m; i += 4) exact_dot_tile<4, RN>(a + i * lda, lda, b, ldb, k, c + i, ldc);
+    switch (m - i) {
+        case 3: exact_dot_tile<3, RN>(a + i * lda, lda, b, ldb, k, c + i, ldc); break;
+        case 2: exact_dot_tile<2, RN>(a + i * lda, lda, b, ldb, k, c + i, ldc); break;
+        case 1: exact_dot_tile<1, RN>(a + i * lda, lda, b, ldb, k, c + i, ldc); break;
+        default: break;
+    }
+}
+
+}  // namespace
+
+LS_AVX2 void exact_dots_avx2(const float* a, int64_t lda, int64_t m, const float* b, int64_t ldb, int64_t n, int64_t k,
+                             float* c, int64_t ldc) {
+    const int64_t rows_per_block = std::max<int64_t>(4, (int64_t{16} << 10) / (4 * std::max<int64_t>(k, 1)) / 4 * 4);
+    for (int64_t i0 = 0; i0 < m; i0 += rows_per_block) {
+        const int64_t mb = std::min(rows_per_block, m - i0);
+        int64_t j = 0;
+        for (; j + 3 <= n; j += 3) exact_dot_columns<3>(a + i0 * lda, lda, mb, b + j * ldb, ldb, k, c + j * ldc + i0, ldc);
+        if (n - j == 2) exact_dot_columns<2>(a + i0 * lda, lda, mb, b + j * ldb, ldb, k, c + j * ldc + i0, ldc);
+        if (n - j == 1) exact_dot_columns<1>(a + i0 * lda, lda, mb, b + j * ldb, ldb, k, c + j * ldc + i0, ldc);
+    }
+}
+
+LS_AVX2 void tinyblas8_avx2(const float* a, int64_t lda, int64_t m, const float* b, int64_t ldb, int64_t n, int64_t k,
+                            float* c, int64_t ldc) {
+    // Rows in blocks that stay in L1 (64 rows of 64 floats: 16 KiB) while every column block runs
+    // over them.
+    const int64_t rows_per_block = std::max<int64_t>(4, (int64_t{16} << 10) / (4 * std::max<int64_t>(k, 1)) / 4 * 4);
+    for (int64_t i0 = 0; i0 < m; i0 += rows_per_block) {
+        const int64_t mb = std::min(rows_per_block, m - i0);
+        int64_t j = 0;
+        for (; j + 3 <= n; j += 3) tinyblas8_columns<3>(a + i0 * lda, lda, mb, b + j * ldb, ldb, k, c + j * ldc + i0, ldc);
+        if (n - j == 2) tinyblas8_columns<2>(a + i0 * lda, lda, mb, b + j * ldb, ldb, k, c + j * ldc + i0, ldc);
+        if (n - j == 1) tinyblas8_columns<1>(a + i0 * lda, lda, mb, b + j * ldb, ldb, k, c + j * ldc + i0, ldc);
+    }
+}
+
+namespace {
+
+// ggml_order::v_expf_avx2 (ggml's 256-bit ggml_v_expf) on eight lanes, step for step.
+LS_AVX2 inline __m256 v_expf8(__m256 x) {
+    const __m256 r = _mm256_set1_ps(0x1.8p23f);
+    const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), r);
+    const __m256 n = _mm256_sub_ps(z, r);
+    const __m256 b = _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f), _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x));
+    const __m256i e = _mm256_slli_epi32(_mm256_castps_si256(z), 23);
+    const __m256 k = _mm256_castsi256_ps(_mm256_add_epi32(e, _mm256_set1_epi32(0x3f800000)));
+    const __m256 u = _mm256_mul_ps(b, b);
+    const __m256 j = _mm256_fmadd_ps(
+        _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f)), u,
+                        _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f))),
+        u, _mm256_mul_ps(_mm256_set1_ps(0x1.ffffecp-1f), b));
+    const __m256 small = _mm256_fmadd_ps(j, k, k);
+    const __m256 an = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), n);
+    const __m256 c = _mm256_cmp_ps(an, _mm256_set1_ps(126.0f), _CMP_GT_OQ);
+    if (_mm256_movemask_ps(c) == 0) return small;
+    const __m256i g = _mm256_and_si256(_mm256_castps_si256(_mm256_cmp_ps(n, _mm256_setzero_ps(), _CMP_LE_OQ)),
+                                       _mm256_set1_epi32(static_cast<int>(0x82000000u)));
+    const __m256 s1 = _mm256_castsi256_ps(_mm256_add_epi32(g, _mm256_set1_epi32(0x7f000000)));
+    const __m256 s2 = _mm256_castsi256_ps(_mm256_sub_epi32(e, g));
+    const __m256 d = _mm256_cmp_ps(an, _mm256_set1_ps(192.0f), _CMP_GT_OQ);
+    const __m256 mid = _mm256_mul_ps(_mm256_fmadd_ps(s2, j, s2), s1);
+    return _mm256_blendv_ps(_mm256_blendv_ps(small, mid, c), _mm256_mul_ps(s1, s1), d);
+}
+
+// ggml_v_expf16 (kernels/common/v_expf.h: exact mode's and ggml's 512-bit form) on eight lanes:
+// j * 2^n is one multiply by 2^n where that is a normal float; lanes beyond (|n| in (125, 192])
+// take the scalar function.
+LS_AVX2 inline __m256 v_expf16_8(__m256 x) {
+    const __m256 r = _mm256_set1_ps(0x1.8p23f);
+    const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), r);
+    const __m256 n = _mm256_sub_ps(z, r);
+    const __m256 b = _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f), _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x));
+    const __m256 u = _mm256_mul_ps(b, b);
+    const __m256 j = _mm256_fmadd_ps(
+        _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f)), u,
+                        _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f))),
+        u, _mm256_fmadd_ps(_mm256_set1_ps(0x1.ffffecp-1f), b, _mm256_set1_ps(1.0f)));
+    const __m256 an = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), n);
+    const __m256 big = _mm256_cmp_ps(an, _mm256_set1_ps(192.0f), _CMP_GT_OQ);
+    const __m256 edge = _mm256_andnot_ps(big, _mm256_cmp_ps(an, _mm256_set1_ps(125.0f), _CMP_GT_OQ));
+    if (_mm256_movemask_ps(edge) != 0) {
+        alignas(32) float v[8];
+        _mm256_store_ps(v, x);
+        for (float& f : v) f = ggml_v_expf16(f);
+        return _mm256_load_ps(v);
+    }
+    // n is an integer here (or NaN, or beyond 192): 2^n from its exponent bits.
+    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(n), _mm256_set1_epi32(127)), 23);
+    const __m256 scaled = _mm256_mul_ps(j, _mm256_castsi256_ps(e));
+    const __m256 alt = _mm256_and_ps(_mm256_cmp_ps(n, _mm256_setzero_ps(), _CMP_NLE_UQ), _mm256_set1_ps(INFINITY));
+    return _mm256_blendv_ps(scaled, alt, big);
+}
+
+}  // namespace
+
+LS_AVX2 double exp_blocks_avx2(float* x, int64_t n, float max, int lanes, double sum) {
+    const __m256 m = _mm256_set1_ps(max);
+    if (lanes == 8) {
+        for (int64_t j = 0; j + 8 <= n; j += 8) {
+            const __m256 v = v_expf8(_mm256_sub_ps(_mm256_loadu_ps(x + j), m));
+            _mm256_storeu_ps(x + j, v);
+            sum += hsum8(v);
+        }
+        return sum;
+    }
+    for (int64_t j = 0; j + 16 <= n; j += 16) {
+        const __m256 lo = v_expf16_8(_mm256_sub_ps(_mm256_loadu_ps(x + j), m));
+        const __m256 hi = v_expf16_8(_mm256_sub_ps(_mm256_loadu_ps(x + j + 8), m));
+        _mm256_storeu_ps(x + j, lo);
+        _mm256_storeu_ps(x + j + 8, hi);
+        sum += hsum8(_mm256_add_ps(hi, lo));  // reduce_add16: the halves added, then hsum8's steps
+    }
+    return sum;
+}
+
+LS_AVX2 float scale_and_max_avx2(const float* in, float scale, float* out, int64_t n, float max) {
+    const __m256 s = _mm256_set1_ps(scale);
+    __m256 m = _mm256_set1_ps(max);
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(in + j), s);
+        _mm256_storeu_ps(out + j, v);
+        m = _mm256_max_ps(v, m);  // v > m ? v : m, as std::max(m, v): a NaN value is passed over
+    }
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, m);
+    for (float l : lanes) max = std::max(max, l);
+    for (; j < n; ++j) max = std::max(max, out[j] = in[j] * scale);
+    return max;
+}
+
+LS_AVX2 void swiglu_row_avx2_vec(const float* x, const float* g, float* y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 xv = _mm256_loadu_ps(x + i);
+        const __m256 e = v_expf8(_mm256_sub_ps(_mm256_setzero_ps(), xv));
+        _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_div_ps(xv, _mm256_add_ps(_mm256_set1_ps(1.0f), e)), _mm256_loadu_ps(g + i)));
+    }
+    for (; i < n; ++i) y[i] = x[i] / (1.0f + std::exp(-x[i])) * g[i];
+}
+
+LS_AVX2 void swiglu_exact_avx2(const float* x, const float* g, float* y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 xv = _mm256_loadu_ps(x + i);
+        const __m256 e = v_expf16_8(_mm256_sub_ps(_mm256_setzero_ps(), xv));
+        _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_div_ps(xv, _mm256_add_ps(_mm256_set1_ps(1.0f), e)), _mm256_loadu_ps(g + i)));
+    }
+    for (; i < n; ++i) y[i] = x[i] / (1.0f + ggml_v_expf16(0.0f - x[i])) * g[i];
 }
 
 LS_AVX2 int64_t round_f16_row_avx2(const float* x, float* y, int64_t n) {

@@ -40,6 +40,28 @@ float dot_tinyblas8_avx2(const float* a, const float* b, int64_t k);
 // y[i] = x[i] rounded to f16 (nearest even) and widened back, eight at a time by F16C's
 // conversions; returns how many it did (n rounded down to a multiple of 8), the rest is the caller's.
 int64_t round_f16_row_avx2(const float* x, float* y, int64_t n);
+// dot_tinyblas8_avx2 for a block of outputs at once, the same bits for each:
+// c[j * ldc + i] = dot_tinyblas8_avx2(a + i * lda, b + j * ldb, k) for i < m, j < n (k a multiple
+// of 8). Tiles of 4 rows x 3 columns share their loads.
+void tinyblas8_avx2(const float* a, int64_t lda, int64_t m, const float* b, int64_t ldb, int64_t n, int64_t k, float* c,
+                    int64_t ldc);
+// Exact mode's dots (exact_order.h) for a block of outputs, the same bits for each:
+// c[j * ldc + i] = exact_dot_f32(a + i * lda, b + j * ldb, k) for i < m, j < n, any k.
+void exact_dots_avx2(const float* a, int64_t lda, int64_t m, const float* b, int64_t ldb, int64_t n, int64_t k, float* c,
+                     int64_t ldc);
+// ggml_vec_soft_max_f32's exponentials and sums on AVX2 (CpuBackend::exp_blocks, bit for bit):
+// x[j] = exp(x[j] - max) for j < n rounded down to a multiple of `lanes`, each block's sum added
+// to `sum` in double, in order. lanes 8: ggml's AVX2 expf (ggml_order::v_expf_avx2) and hsum8;
+// lanes 16: ggml_v_expf16 (exact mode, ggml's AVX-512 build) and reduce_add16.
+double exp_blocks_avx2(float* x, int64_t n, float max, int lanes, double sum);
+// out[j] = in[j] * scale for j < n, returning the largest of them and `max` (NaN values passed
+// over, as a loop of std::max(max, out[j]) does; which zero wins a tie of +0 and -0 may differ,
+// which no exp(x - max) can tell).
+float scale_and_max_avx2(const float* in, float scale, float* out, int64_t n, float max);
+// ggml_order::swiglu_row_avx2 on AVX2 instructions, bit for bit.
+void swiglu_row_avx2_vec(const float* x, const float* g, float* y, int64_t n);
+// Exact mode's SwiGLU (x / (1 + ggml_v_expf16(-x)) * g) on AVX2 instructions, bit for bit.
+void swiglu_exact_avx2(const float* x, const float* g, float* y, int64_t n);
 float dot_blocks8_avx2(const float* a, const float* b, int64_t np);
 // out[r] = dot_blocks8_avx2(a + r * a_stride, b, np) for r < count (attention's scores of one
 // query against many cached keys, without a call per key).
