@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <sstream>
 
 #include "engine/capture/dump_writer.h"
@@ -31,26 +32,23 @@ std::string printable(const std::string& s) {
     return out;
 }
 
-// A dump holds a host copy of every event of every decode call until it is written: refuse up
-// front, with the numbers, a run whose dump cannot fit (it grows with -n squared: attention over
-// the cells so far).
-Status check_dump_memory(const Model& model, const ForwardOptions& fo, const std::vector<int32_t>& tokens, int n_predict,
-                         uint64_t n_vocab) {
+// A dump streams every event of every decode call to the disk as it comes, keeping a record of
+// each in memory: refuse up front, with the numbers, a run whose dump cannot fit either (it grows
+// with -n squared: attention over the cells so far).
+Status check_dump_fits(const Model& model, const ForwardOptions& fo, const std::vector<int32_t>& tokens, int n_predict,
+                       uint64_t n_vocab, const std::string& dump_path) {
     auto volume = planned_event_volume(model, fo, tokens, n_predict);
     if (!volume) return volume.error();
-    // Per event: its record while collected and its metadata while written (names, op, indices).
-    constexpr uint64_t kBytesPerEvent = 2048;  // measured: about 1.8 KiB (peak RSS of long dumps)
     const EventVolume& v = volume.value();
     const uint64_t logit_rows = (fo.all_logits ? tokens.size() : 1) + static_cast<uint64_t>(n_predict);
-    MemoryEstimate need;
-    need.add("tensor copies", fmt::format("{} events over {} decode calls", v.n_events, 1 + n_predict), v.f32_bytes);
-    need.add("event records", fmt::format("{} x about {} bytes", v.n_events, kBytesPerEvent),
-             mul_sat(v.n_events, kBytesPerEvent));
-    need.add("logits", fmt::format("{} rows x {} x 4 bytes", logit_rows, n_vocab), mul_sat(mul_sat(logit_rows, n_vocab), 4));
+    const uint64_t n_tensors = v.n_events + 1 + static_cast<uint64_t>(n_predict);  // and the logits of each decode call
+    const uint64_t bytes = add_sat(v.f32_bytes, mul_sat(mul_sat(logit_rows, n_vocab), 4));
     const HostMemory host = available_host_memory();
-    return check_memory(fmt::format("--dump with -n {}", n_predict), need,
-                        BackendMemory{host.known, host.available_bytes, "RAM (" + host.source + ")", false},
-                        "Lower -n, or dump a shorter run.");
+    const std::filesystem::path target(dump_path);
+    return check_dump_room(fmt::format("--dump with -n {}", n_predict), n_tensors, bytes,
+                           BackendMemory{host.known, host.available_bytes, "RAM (" + host.source + ")", false},
+                           disk_room(target.has_parent_path() ? target.parent_path().string() : "."),
+                           "Lower -n, or dump a shorter run.");
 }
 
 int fail(const Error& e) {
@@ -108,7 +106,8 @@ int run_run(const RunOptions& o) {
     if (!forward) return fail(forward.error());
     if (!o.dump_path.empty()) {
         const uint64_t n_vocab = forward.value()->last_logits().size();
-        if (Status s = check_dump_memory(*model.value(), fo, tokens, o.n_predict, n_vocab); !s) return fail(s.error());
+        if (Status s = check_dump_fits(*model.value(), fo, tokens, o.n_predict, n_vocab, o.dump_path); !s)
+            return fail(s.error());
     }
 
     const ModelConfig& c = model.value()->config();
@@ -127,6 +126,8 @@ int run_run(const RunOptions& o) {
         for (size_t i = 0; i < tokens.size(); ++i) std::printf("  %4zu %8d  '%s'\n", i, tokens[i], printable(piece(tokens[i], true)).c_str());
 
     DumpWriter dump;
+    if (!o.dump_path.empty())
+        if (Status s = dump.stream_to(o.dump_path); !s) return fail(s.error());
     const int64_t n_vocab = static_cast<int64_t>(forward.value()->last_logits().size());
     auto after = [&](int d) {
         if (!o.dump_path.empty()) dump.add_logits(d, forward.value()->last_logits(), n_vocab);

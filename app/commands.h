@@ -198,6 +198,7 @@ struct GuiOptions {
     bool all_panels = false;      // open every panel at start
     bool keep_open = false;       // stay open after the script ends
     std::string backend = "auto"; // where the session runs models
+    std::string capture_budget;   // --capture-budget: "" (half the memory available), "4G", "25%"
 };
 
 // Opens the window; only built with the GUI (LAYERSCOPE_HAVE_GUI).

@@ -9,6 +9,7 @@
 #include "engine/compare/backend_ab.h"
 #include "engine/compare/local_error.h"
 #include "engine/compare/tensor_names.h"
+#include "kernels/common/host_memory.h"
 #include "app/demo.h"
 
 namespace ls::app {
@@ -79,6 +80,9 @@ Status DebugDocument::open(const std::string& path, const std::string& prompt) {
 Status DebugDocument::start_session(std::vector<int32_t> tokens, int n_generate) {
     SessionOptions options;
     options.backend = backend_;
+    auto budget = capture_budget_bytes(capture_budget_, available_host_memory().available_bytes);
+    if (!budget) return budget.error();
+    options.capture = CapturePolicy::memory_budget(budget.value());
     options.forward.fault = fault_;
     if (reference_) {
         options.forward.n_ubatch = reference_->n_ubatch();

@@ -40,6 +40,8 @@ public:
     // The model of this document's session, or the one its capture is diagnosed with.
     std::shared_ptr<const Model> diagnosing_model() const { return model_ ? model_ : doctor_model_; }
     void use_backend(std::string backend) { backend_ = std::move(backend); }
+    // The capture budget's text (capture_budget_bytes), applied when a session starts.
+    void use_capture_budget(std::string budget) { capture_budget_ = std::move(budget); }
     const std::string& path() const { return path_; }
     std::shared_ptr<const ReferenceDump> reference_ptr() const { return reference_; }
 
@@ -70,6 +72,7 @@ private:
     std::string against_;  // see against_backend()  // the model opened before a capture, for the doctor
     std::unique_ptr<Session> session_;
     std::string backend_ = "auto";
+    std::string capture_budget_;
     std::shared_ptr<const views::ModelDocument> model_doc_;
     std::shared_ptr<const ReferenceDump> reference_;
     std::string reference_path_;

@@ -154,6 +154,7 @@ int run_gui(const GuiOptions& options) {
     if (!options.state_log_path.empty()) view->set_state_log(options.state_log_path);
     view->screenshot_dir = options.screenshot_dir;
     view->backend = options.backend;
+    view->capture_budget = options.capture_budget;
     // Screenshots and measurements need the loaded state in their first frames.
     view->load_in_background = options.screenshot_path.empty() && options.measure_frames == 0;
     std::optional<GuiScript> script;

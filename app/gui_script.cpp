@@ -73,6 +73,8 @@ Result<std::string> GuiScript::step(MainView& view) {
             view.zoom_panel(arg == "off" ? "" : arg);
         } else if (cmd == "panels" && arg == "all") {
             view.open_all_panels();
+        } else if (cmd == "prompt") {
+            if (!view.set_prompt(arg)) return bad("no session to prompt");
         } else if (cmd == "select") {
             if (!view.select_event(arg)) return bad("no such event");
         } else if (cmd == "wait") {

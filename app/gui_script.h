@@ -6,6 +6,7 @@
 //   panel NAME on|off | panels all                  show a panel (and bring it to the front)
 //   zoom NAME | zoom off                            one panel alone over the whole window
 //   select DUMP_NAME                                move the cursor
+//   prompt TEXT                                     the session's prompt (the rest of the line)
 //   wait                                            until the session stops running
 //   frames N                                        render N frames
 //   screenshot PATH                                 save the window as PNG

@@ -114,10 +114,11 @@ bool MainView::start_loading(const std::string& what, DocumentJob job) {
     }
     loading_what_ = what;
     log("loading " + what);
-    auto run = [job = std::move(job), backend = backend]() {
+    auto run = [job = std::move(job), backend = backend, budget = capture_budget]() {
         Loaded l;
         l.doc = std::make_unique<DebugDocument>();
         l.doc->use_backend(backend);
+        l.doc->use_capture_budget(budget);
         l.status = job(*l.doc);
         return l;
     };
@@ -234,6 +235,17 @@ bool MainView::continue_run() {
     views::DebugContext ctx = make_context();
     log("key F5 continue");
     return p_->stepping.continue_run(ctx);
+}
+
+bool MainView::set_prompt(const std::string& text) {
+    Session* session = doc_->session();
+    if (!session) {
+        report(make_error(ErrorCode::kUsage, "no model is open: nothing to prompt"), "");
+        return false;
+    }
+    session->set_prompt(text, true, false);
+    log(fmt::format("prompt {} bytes", text.size()));
+    return true;
 }
 
 bool MainView::select_event(const std::string& dump_name) {
@@ -444,6 +456,9 @@ void MainView::draw() {
     if (cursor_ != last_logged_cursor_ || state != last_logged_state_) {
         const EventInfo* e = ctx.event(cursor_);
         log(fmt::format("state {} cursor {} {} first_divergent {}", state, cursor_, e ? e->name : "-", ctx.snap->first_divergent));
+        if (state != last_logged_state_)
+            log(fmt::format("captures {} tensors {} bytes budget {} evicted {}", ctx.snap->captures ? ctx.snap->captures->size() : 0,
+                            ctx.snap->capture_bytes, ctx.snap->capture_budget, ctx.snap->captures_evicted));
         last_logged_cursor_ = cursor_;
         last_logged_state_ = state;
     }

@@ -45,6 +45,8 @@ public:
     bool step_token();
     bool continue_run();
     bool select_event(const std::string& dump_name);
+    // The session's prompt (tokenized with the special tokens, as the prompt panel's default).
+    bool set_prompt(const std::string& text);
     bool set_panel(const std::string& name, bool open);  // also brings it to the front
     void open_all_panels();
     // Shows one panel alone over the whole area (Ctrl+1..0); the same name or "" restores.
@@ -56,6 +58,7 @@ public:
     // measurement runs load in place so their first frames show the loaded state.
     bool load_in_background = true;
     std::string backend = "auto";  // where sessions run models (--backend)
+    std::string capture_budget;    // --capture-budget ("": the default share of the memory)
 
     void draw();  // one frame of UI
     std::vector<KeyPress> keys;  // presses since the last frame (the loop fills it)

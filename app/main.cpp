@@ -10,6 +10,7 @@
 #include <system_error>
 
 #include "app/commands.h"
+#include "engine/session/capture_store.h"
 #include "kernels/common/host_memory.h"
 
 namespace {
@@ -328,6 +329,14 @@ int main(int argc, char** argv) {
     app.add_flag("--keep-open", gui.keep_open, "Stay open after --script ends");
     // The CUDA module is loaded at run time, so this binary never links the CUDA libraries.
     app.add_option("--backend", gui.backend, "Where the session runs models: cpu, cuda, cuda-emulated or auto (default)")->check(CLI::IsMember({"cpu", "cuda", "cuda-emulated", "auto"}));
+    app.add_option("--capture-budget", gui.capture_budget,
+                   "Memory for the full values of captured events: bytes (512M, 4G) or a share of the memory available "
+                   "when a session starts (25%); default: half of it. The oldest values are dropped beyond it (their "
+                   "statistics stay)")
+        ->check([](const std::string& text) {
+            auto b = ls::capture_budget_bytes(text, uint64_t{1} << 30);
+            return b ? std::string() : b.error().message;
+        });
 
     ls::app::InspectOptions inspect;
     add_inspect_command(app, inspect);

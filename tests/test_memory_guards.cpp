@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/compare/reference.h"
 #include "engine/compare/reference_formats.h"
 #include "engine/forward/forward.h"
 #include "engine/forward/generate.h"
@@ -277,17 +278,30 @@ TEST(RunGuards, HugePredictionCountIsRefusedUpFront) {
     EXPECT_NE(r.out.find("with n_ctx 1048832 and ubatch 512 needs about 33.3 GiB"), std::string::npos) << r.out;
 }
 
-// A dump keeps every event of every decode call: one that cannot fit is refused before the run.
+// A dump streams every event of every decode call to the disk, keeping a record of each in memory:
+// a run whose records cannot fit is refused before it starts; one whose values alone are larger
+// than the memory limit is written.
 TEST(RunGuards, DumpThatCannotFitIsRefusedBeforeRunning) {
     LS_REQUIRE_FIXTURES();
     LS_REQUIRE_ADDRESS_SPACE_LIMIT();
     const std::string dir = test::make_temp_dir();
-    auto r = run_limited("run -m " + stories() + " -p hi -t 2 -n 2000 --dump '" + dir + "/long.gguf'", 700 << 10, 120);
+    auto r = run_limited("run -m " + stories() + " -p hi -t 2 -n 2000 --dump '" + dir + "/long.gguf'", 440 << 10, 120);
     EXPECT_EQ(r.exit_code, 3) << r.out;
-    for (const char* part : {"--dump with -n 2000 needs about", "tensor copies 675 MiB (238119 events over 2001 decode calls)",
-                             "Lower -n"})
+    for (const char* part : {"--dump with -n 2000 needs about 469 MiB", "event records 469 MiB (240120 x about 2048 bytes)",
+                             "available in RAM (ulimit -v)", "Lower -n"})
         EXPECT_NE(r.out.find(part), std::string::npos) << part << "\n" << r.out;
     EXPECT_TRUE(fs::is_empty(dir));
+
+    // 679 MiB of values under a 700 MiB address-space limit.
+    r = run_limited("run -m " + stories() + " -p hi -t 2 -n 2000 --dump '" + dir + "/long.gguf'", 700 << 10, 120);
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.out.find("dump:    240120 tensors, 679.38 MiB"), std::string::npos) << r.out;
+    EXPECT_GT(fs::file_size(dir + "/long.gguf"), uint64_t{700} << 20);
+    auto dump = ReferenceDump::open(dir + "/long.gguf");
+    ASSERT_TRUE(dump) << dump.error().message;
+    EXPECT_EQ(dump.value()->tensors().size(), 240120u);
+    EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 1) << "only the dump is left";
+    dump.value().reset();
     fs::remove_all(dir);
 }
 

@@ -13,7 +13,10 @@
 #include <iterator>
 #include <sstream>
 
+#include "engine/capture/dump_writer.h"
 #include "engine/compare/metrics.h"
+#include "engine/forward/forward.h"
+#include "engine/forward/generate.h"
 #include "engine/compare/reference.h"
 #include "kernels/backend.h"
 #include "tests/test_support.h"
@@ -117,6 +120,10 @@ TEST(RunCli, ExitCodes) {
     EXPECT_NE(isa.out.find("llama.cpp build avx512-fp16"), std::string::npos) << isa.out;
     EXPECT_EQ(test::run_layerscope("run " + m + " -p hi --llama-isa sse3").exit_code, 2);
     EXPECT_EQ(test::run_layerscope("export " + m + " -p hi --gguf /dev/null --llama-isa neon").exit_code, 2);
+    // The GUI's capture budget is checked before any window opens.
+    auto budget = test::run_layerscope("--capture-budget lots", true);
+    EXPECT_EQ(budget.exit_code, 2) << budget.out;
+    EXPECT_NE(budget.out.find("--capture-budget lots: not a number"), std::string::npos) << budget.out;
 }
 
 // ---- --dump never loses a file -----------------------------------------------------------------
@@ -166,6 +173,68 @@ TEST(RunCli, EmptyDumpPathIsAUsageError) {
     EXPECT_EQ(r.exit_code, 2) << r.out;
     EXPECT_NE(r.out.find("--dump"), std::string::npos) << r.out;
     std::filesystem::remove_all(dir);
+}
+
+// A dump's values stream to an unnamed file beside it while the run goes (nothing of it is held in
+// memory): the file written from there is the in-memory dump's, byte for byte.
+TEST(RunCli, AStreamedDumpIsTheInMemoryDumpByteForByte) {
+    const std::string dir = test::make_temp_dir();
+    auto model = Model::open(tiny_model(dir));
+    ASSERT_TRUE(model) << model.error().message;
+    auto backend = make_cpu_backend(1);
+    ForwardOptions fo;
+    auto forward = make_forward(*model.value(), *backend, fo);
+    ASSERT_TRUE(forward) << forward.error().message;
+    DumpWriter held, streamed;
+    ASSERT_TRUE(streamed.stream_to(dir + "/streamed.gguf"));
+    struct Both : EventSink {
+        DumpWriter *a, *b;
+        void on_event(const Event& e) override { a->on_event(e), b->on_event(e); }
+    } both;
+    both.a = &held, both.b = &streamed;
+    const std::vector<int32_t> prompt = {1, 2, 3};
+    auto result = generate_greedy(*forward.value(), nullptr, prompt, 2, &both, [&](int d) {
+        held.add_logits(d, forward.value()->last_logits(), static_cast<int64_t>(forward.value()->last_logits().size()));
+        streamed.add_logits(d, forward.value()->last_logits(), static_cast<int64_t>(forward.value()->last_logits().size()));
+    });
+    ASSERT_TRUE(result) << result.error().message;
+    DumpInfo info;
+    info.prompt_tokens = prompt;
+    info.generated_tokens = result.value().generated;
+    info.n_predict = 2;
+    ASSERT_TRUE(held.write(dir + "/held.gguf", info));
+    ASSERT_TRUE(streamed.write(dir + "/streamed.gguf", info));
+    EXPECT_GT(streamed.n_tensors(), 20u);
+    EXPECT_EQ(streamed.bytes(), held.bytes());
+    const std::string a = read_file(dir + "/held.gguf"), b = read_file(dir + "/streamed.gguf");
+    EXPECT_GT(a.size(), held.bytes());
+    EXPECT_TRUE(a == b) << "the streamed dump differs from the in-memory one";
+    EXPECT_FALSE(streamed.to_bytes(info)) << "a streamed dump's values are not in memory";
+    std::vector<std::string> names;
+    for (const auto& e : std::filesystem::directory_iterator(dir)) names.push_back(e.path().filename().string());
+    std::sort(names.begin(), names.end());
+    EXPECT_EQ(names, (std::vector<std::string>{"held.gguf", "streamed.gguf", "tiny.gguf"})) << "a stream file was left behind";
+    std::filesystem::remove_all(dir);
+}
+
+// The room a streamed dump needs: its records in memory, its values twice on the disk (streamed,
+// then the dump), each refused with the numbers.
+TEST(RunCli, ADumpThatDoesNotFitOnTheDiskIsRefusedWithTheNumbers) {
+    const uint64_t mib = 1 << 20;
+    const BackendMemory ram{true, 1024 * mib, "RAM (MemAvailable)", false};
+    const BackendMemory disk{true, 1000 * mib, "the file system of /data", false};
+    EXPECT_TRUE(check_dump_room("--dump", 1000, 400 * mib, ram, disk, "Lower -n."));
+    Status s = check_dump_room("--dump", 1000, 600 * mib, ram, disk, "Lower -n.");
+    ASSERT_FALSE(s);
+    for (const char* part : {"--dump needs about 1.17 GiB", "the values streamed 600 MiB (1000 tensors)",
+                             "the dump written from them 600 MiB", "1000 MiB available in the file system of /data",
+                             "Lower -n."})
+        EXPECT_NE(s.error().message.find(part), std::string::npos) << part << "\n" << s.error().message;
+    s = check_dump_room("--dump", 1000000, 1, ram, disk, "");
+    ASSERT_FALSE(s);
+    EXPECT_NE(s.error().message.find("event records 1.91 GiB (1000000 x about 2048 bytes)"), std::string::npos)
+        << s.error().message;
+    EXPECT_TRUE(check_dump_room("--dump", 1000000, 1 << 30, BackendMemory{}, BackendMemory{}, ""));  // not known: not checked
 }
 
 // A FIFO or a device is never replaced by a dump, --force or not; it stays what it was.

@@ -425,6 +425,29 @@ TEST(SessionQueue, NewerRequestsReplaceQueuedOnesOfTheSameKind) {
     EXPECT_EQ(snap->cursor, 12);
 }
 
+TEST(SessionCaptures, CaptureBudgetTexts) {
+    const uint64_t mib = 1 << 20, available = 8000 * mib;
+    auto bytes = [&](const std::string& text) {
+        auto b = capture_budget_bytes(text, available);
+        EXPECT_TRUE(b) << text << ": " << (b ? "" : b.error().message);
+        return b ? static_cast<uint64_t>(b.value()) : 0;
+    };
+    EXPECT_EQ(bytes(""), 4000 * mib);                        // half the available memory
+    EXPECT_EQ(capture_budget_bytes("", 100 * mib).value(), 256 * mib);  // but at least 256 MiB
+    EXPECT_EQ(bytes("512M"), 512 * mib);
+    EXPECT_EQ(bytes("512MiB"), 512 * mib);
+    EXPECT_EQ(bytes("4g"), 4096 * mib);
+    EXPECT_EQ(bytes("1.5GiB"), 1536 * mib);
+    EXPECT_EQ(bytes("300000000"), 300000000u);
+    EXPECT_EQ(bytes("25%"), 2000 * mib);
+    for (const char* bad : {"lots", "-1G", "0", "4X", "150%", "512k", "nan", "inf"}) {
+        auto b = capture_budget_bytes(bad, available);
+        ASSERT_FALSE(b) << bad;
+        EXPECT_EQ(b.error().code, ErrorCode::kUsage) << bad;
+        EXPECT_NE(b.error().message.find(std::string("--capture-budget ") + bad), std::string::npos) << b.error().message;
+    }
+}
+
 TEST(SessionCaptures, MemoryBudgetEvictsOldestUnpinnedAndHoldsTheBudget) {
     SESSION_OR_SKIP(s);
     done(*s, s->set_tokens(kPrompt));

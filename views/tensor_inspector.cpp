@@ -267,7 +267,11 @@ void TensorInspector::draw(DebugContext& ctx) {
         ImGui::TextDisabled("not captured: the capture policy kept %zu tensors (%.1f MiB) and evicted %lld;",
                             s.captures ? s.captures->size() : size_t{0}, s.capture_bytes / (1024.0 * 1024.0),
                             static_cast<long long>(s.captures_evicted));
-        ImGui::TextDisabled("this event's values were not kept. Widen the capture policy or raise its budget to see them.");
+        if (s.capture_budget > 0)
+            ImGui::TextDisabled("this event's values were not kept within the budget of %.0f MiB. Raise it "
+                                "(--capture-budget) to see them.", s.capture_budget / (1024.0 * 1024.0));
+        else
+            ImGui::TextDisabled("this event's values were not kept. Widen the capture policy to see them.");
         ImGui::End();
         return;
     }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/session/event_plan.h"
+#include "engine/util/result.h"
 
 namespace ls {
 
@@ -31,6 +32,12 @@ struct CapturePolicy {
     static CapturePolicy names(std::vector<std::string> globs) { return {Kind::kNamePatterns, std::move(globs), 0}; }
     static CapturePolicy memory_budget(size_t bytes) { return {Kind::kMemoryBudget, {}, bytes}; }
 };
+
+// The capture budget a user asks for (`--capture-budget`): bytes with an optional unit ("512M",
+// "4G", "1.5GiB", "300000000") or a share of `available_bytes` ("25%"); empty text gives the
+// default, half of `available_bytes` (the memory available when the session starts) but at least
+// 256 MiB. kUsage, naming the text, for anything else or a budget under 1 MiB.
+Result<size_t> capture_budget_bytes(const std::string& text, uint64_t available_bytes);
 
 // Names the views need whatever the budget (attention heatmaps, top-k logits, the router view):
 // kq_soft_max-*, result_output, and the MoE router's ffn_moe_logits-*, _probs-*, _topk-*, _weights*.

@@ -170,6 +170,7 @@ void SessionWorker::publish() {
     s->records = records_;
     s->captures = store_.view();
     s->capture_bytes = store_.bytes();
+    s->capture_budget = store_.policy().kind == CapturePolicy::Kind::kMemoryBudget ? store_.policy().budget_bytes : 0;
     s->captures_evicted = store_.evicted();
     s->hit = hit_;
     s->has_reference = reference_ != nullptr;

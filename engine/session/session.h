@@ -76,6 +76,7 @@ struct SessionSnapshot {
     std::vector<std::shared_ptr<const EventRecord>> records;   // records[i] for events 0..cursor
     std::shared_ptr<const CaptureMap> captures;
     size_t capture_bytes = 0;
+    size_t capture_budget = 0;            // the memory budget's bytes; 0 under another policy
     int64_t captures_evicted = 0;
 
     std::vector<Breakpoint> breakpoints;
