@@ -23,6 +23,8 @@
 #include "kernels/common/fp16.h"
 #include "kernels/common/quant_blocks.h"
 #include "kernels/cpu/dequant.h"
+#include "kernels/cpu/exact_order.h"
+#include "kernels/cpu/ggml_order.h"
 #include "kernels/cpu/quantize.h"
 #if defined(__x86_64__)
 #include "kernels/cpu/stats_avx2.h"
@@ -1015,6 +1017,48 @@ TEST(BackendOps, AttnValues) {
             be.attn_values(tp.t(), tv.t(), s.n_kv, kqv.t(), mode);
             return Output{kqv.floats(), kqv.guard_damage()};
         });
+    }
+}
+
+// A causal prompt's probability rows end in zeros (the later cells): the values are the bits of
+// the sums over every cell, in exact mode's order and in tinyBLAS's (llama mode, AVX2 build), and
+// a non-finite V in those cells (0 * inf) still shows as NaN.
+TEST(BackendOps, AttnValuesOfCausalRowsAreTheSumsOverEveryCell) {
+    const int64_t hd = 64, n_head = 4, n_head_kv = 2, T = 40, n_kv = 40, group = n_head / n_head_kv;
+    std::vector<float> p = probabilities(n_kv, T * n_head, 91);
+    for (int64_t h = 0; h < n_head; ++h)
+        for (int64_t t = 0; t < T; ++t)
+            for (int64_t j = t + 1; j < n_kv; ++j) p[(h * T + t) * n_kv + j] = 0.0f;
+    auto cpu = make_cpu_backend(2);
+    cpu->set_llama_isa(LlamaIsa::kAvx2);
+    for (bool inf_in_v : {false, true}) {
+        std::vector<float> v = rounded_f16(randn(hd * n_head_kv * n_kv, 92));
+        if (inf_in_v) v[(35 * n_head_kv + 1) * hd + 7] = INFINITY;  // cell 35, kv head 1
+        for (MathMode mode : {MathMode::kExact, MathMode::kLlama}) {
+            std::vector<float> got(hd * T * n_head);
+            Tensor tp = make_tensor(p.data(), n_kv, T, n_head), tv = make_tensor(v.data(), hd, n_head_kv, n_kv);
+            Tensor out = make_tensor(got.data(), hd, T, n_head);
+            cpu->attn_values(tp, tv, n_kv, out, mode);
+            const int64_t n_pad = (n_kv + 15) / 16 * 16;
+            int wrong = 0, nan = 0;
+            for (int64_t h = 0; h < n_head; ++h)
+                for (int64_t t = 0; t < T; ++t)
+                    for (int64_t d = 0; d < hd; ++d) {
+                        std::vector<float> column(n_pad, 0.0f), row(n_pad, 0.0f);
+                        for (int64_t j = 0; j < n_kv; ++j) {
+                            column[j] = v[(j * n_head_kv + h / group) * hd + d];
+                            const float pj = p[(h * T + t) * n_kv + j];
+                            row[j] = mode == MathMode::kLlama ? fp16_to_fp32(fp32_to_fp16(pj)) : pj;
+                        }
+                        const float want = mode == MathMode::kExact ? exact_dot_f32(column.data(), row.data(), n_kv)
+                                                                    : ggml_order::dot_tinyblas8(column.data(), row.data(), n_pad);
+                        const float g = got[(h * T + t) * hd + d];
+                        wrong += std::isnan(want) ? !std::isnan(g) : std::memcmp(&g, &want, 4) != 0;
+                        nan += std::isnan(g);
+                    }
+            EXPECT_EQ(wrong, 0) << math_mode_name(mode) << (inf_in_v ? ", an inf in V" : "");
+            EXPECT_EQ(nan > 0, inf_in_v) << math_mode_name(mode);
+        }
     }
 }
 

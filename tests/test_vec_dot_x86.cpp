@@ -960,6 +960,27 @@ TEST(AttentionDotsAvx2, SameBitsAsTheEmulation) {
     }
     EXPECT_EQ(checked, 7 * 6 * 2);
 
+    // A decode call's values from V's rows as the cache holds them: each column's dot_blocks<8>
+    // with the probabilities, both padded with zeros.
+    for (int64_t hd : {8, 64, 72, 128}) {
+        for (int64_t n : {1, 31, 33, 100, 2053}) {
+            const int64_t stride = 3 * hd + 8, np = (n + 127) / 128 * 128;
+            std::vector<float> v(n * stride), p = wavy_row(n, 0.9f, 0.3f), got(hd);
+            for (int64_t j = 0; j < n; ++j) {
+                const std::vector<float> r = wavy_row(hd, 0.1f * j, 1.0f + 0.001f * j);
+                std::copy(r.begin(), r.end(), v.begin() + j * stride);
+            }
+            dot_blocks8_columns_avx2(v.data(), stride, hd, p.data(), n, got.data());
+            int wrong = 0;
+            for (int64_t d = 0; d < hd; ++d) {
+                std::vector<float> column(np, 0.0f), row(np, 0.0f);
+                for (int64_t j = 0; j < n; ++j) column[j] = v[j * stride + d], row[j] = p[j];
+                wrong += bits_of(got[d]) != bits_of(ggml_order::dot_blocks<8>(column.data(), row.data(), np));
+            }
+            EXPECT_EQ(wrong, 0) << "columns of V: hd " << hd << " n " << n;
+        }
+    }
+
     // The tiled form: every output of a block, whatever its tile (4 x 3 and the edges), and the
     // rows' L1 blocks for short and long k.
     for (int64_t k : {8, 64, 2064}) {

@@ -604,6 +604,22 @@ public:
             return;
         }
 #endif
+#if defined(LS_HAVE_VEC_DOT_AVX2)
+        // A decode call in llama mode (AVX2 build): each column of V dotted with the probabilities
+        // in dot_f16's order, straight from the cache's rows (no transpose of the whole cache per
+        // token); the padded cells, zero, add nothing.
+        if (mode == MathMode::kLlama && T == 1 && isa_ == LlamaIsa::kAvx2 && avx2_ && hd % 8 == 0) {
+            pool_.parallel_for(n_head, 1, [&](int64_t b, int64_t e) {
+                std::vector<float> pv(n_kv);
+                for (int64_t h = b; h < e; ++h) {
+                    round_f16_row(p.f32() + h * n_kv, pv.data(), n_kv);
+                    dot_blocks8_columns_avx2(cache_v.f32() + h / group * hd, n_head_kv * hd, hd, pv.data(), n_kv,
+                                             kqv.f32() + h * hd);
+                }
+            });
+            return;
+        }
+#endif
         // ggml reads V transposed ({n_kv, head_dim} per kv head) and sums over the padded cells
         // (multiples of 16 for tinyBLAS, 128 for vec_dot), the extra cells being zero.
         const bool tinyblas = T >= 2;
@@ -626,12 +642,29 @@ public:
 #if defined(LS_HAVE_VEC_DOT_AVX2)
         constexpr int64_t kRows = 12;
         const int64_t n_blocks = (T + kRows - 1) / kRows;
+        // The cells past the last nonzero probability of a block's rows (a causal prompt's later
+        // cells) add exact zeros to every sum. With V finite (0 * inf is NaN) they are left out,
+        // which keeps the bits: the running sums start at +0 and never become -0, so adding +-0
+        // changes none of them. `used` counts the cells up to the last nonzero, in sixteens.
+        const bool v_finite = all_finite(cache_v.f32(), n_kv * n_head_kv * hd);
+        auto used = [&](const float* rows, int64_t stride, int64_t nt, int64_t n) {
+            int64_t last = 0;
+            for (int64_t t = 0; t < nt; ++t) {
+                int64_t j = n;
+                while (j > last && rows[t * stride + j - 1] == 0.0f) --j;
+                last = std::max(last, j);
+            }
+            return v_finite ? (last + 15) / 16 * 16 : n;
+        };
         if (mode == MathMode::kExact && avx2_) {  // V's transposed rows against blocks of probability rows
             pool_.parallel_for(n_head * n_blocks, 1, [&](int64_t b, int64_t e) {
                 for (int64_t x = b; x < e; ++x) {
                     const int64_t h = x / n_blocks, t0 = x % n_blocks * kRows, nt = std::min(kRows, T - t0);
-                    exact_dots_avx2(v_t_.data() + h / group * hd * n_pad, n_pad, hd, p.f32() + (h * T + t0) * n_kv, n_kv, nt,
-                                    n_kv, kqv.f32() + (h * T + t0) * hd, hd);
+                    const float* rows = p.f32() + (h * T + t0) * n_kv;
+                    // Cut only at a multiple of 16 before the leftovers (which come after the lanes' sum).
+                    const int64_t k = std::min(used(rows, n_kv, nt, n_kv), n_kv);
+                    exact_dots_avx2(v_t_.data() + h / group * hd * n_pad, n_pad, hd, rows, n_kv, nt,
+                                    k <= n_kv - n_kv % 16 ? k : n_kv, kqv.f32() + (h * T + t0) * hd, hd);
                 }
             });
             return;
@@ -644,8 +677,8 @@ public:
                 for (int64_t x = b; x < e; ++x) {
                     const int64_t h = x / n_blocks, t0 = x % n_blocks * kRows, nt = std::min(kRows, T - t0);
                     for (int64_t t = 0; t < nt; ++t) round_f16_row(p.f32() + (h * T + t0 + t) * n_kv, pv.data() + t * n_pad, n_kv);
-                    tinyblas8_avx2(v_t_.data() + h / group * hd * n_pad, n_pad, hd, pv.data(), n_pad, nt, n_pad,
-                                   kqv.f32() + (h * T + t0) * hd, hd);
+                    tinyblas8_avx2(v_t_.data() + h / group * hd * n_pad, n_pad, hd, pv.data(), n_pad, nt,
+                                   used(pv.data(), n_pad, nt, n_pad), kqv.f32() + (h * T + t0) * hd, hd);
                 }
             });
             return;
@@ -1068,6 +1101,12 @@ private:
                 for (int64_t t = 0; t < T; ++t) y.f32()[t * N + r] = dot_f32(wr, x.f32() + t * K, K);
             }
         });
+    }
+
+    static bool all_finite(const float* x, int64_t n) {
+        bool finite = true;
+        for (int64_t i = 0; i < n; ++i) finite &= std::isfinite(x[i]);
+        return finite;
     }
 
     // How many activation columns of a prompt's matmul form one block (a multiple of `multiple`):

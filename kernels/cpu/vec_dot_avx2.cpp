@@ -1162,23 +1162,6 @@ LS_AVX2 void tinyblas8_tile(const float* a, int64_t lda, const float* b, int64_t
     }
 }
 
-template <int RN>
-LS_AVX2 void tinyblas8_columns(const float* a, int64_t lda, int64_t m, const float* b, int64_t ldb, int64_t k, float* c,
-                               int64_t ldc) {
-    int64_t i = 0;
-    for (; i + 4 <= m; i += 4) tinyblas8_tile<4, RN>(a + i * lda, lda, b, ldb, k, c + i, ldc);
-    switch (m - i) {
-        case 3: tinyblas8_tile<3, RN>(a + i * lda, lda, b, ldb, k, c + i, ldc); break;
-        case 2: tinyblas8_tile<2, RN>(a + i * lda, lda, b, ldb, k, c + i, ldc); break;
-        case 1: tinyblas8_tile<1, RN>(a + i * lda, lda, b, ldb, k, c + i, ldc); break;
-        default: break;
-    }
-}
-
-}  // namespace
-
-namespace {
-
 // Exact mode's dots for rows i < RM and columns j < RN, elements [l0, l1) (multiples of 16), lanes
 // 8h .. 8h + 7 of each output: acc[j][i] runs on over elements 16m + 8h .. 16m + 8h + 7.
 template <int RM, int RN>
@@ -1233,45 +1216,59 @@ LS_AVX2 void exact_dot_tile(const float* a, int64_t lda, const float* b, int64_t
     }
 }
 
-template <int RN>
-LS_AVX2 void exact_dot_columns(const float* a, int64_t lda, int64_t m, const float* b, int64_t ldb, int64_t k, float* c,
-                               int64_t ldc) {
+// The tiles of one kind over a block of outputs c[j * ldc + i] (i < m, j < n): rows in blocks
+// that stay in L1 (64 rows of 64 floats: 16 KiB) while every group of three columns runs over
+// them, four rows to a tile. Each output is computed whole by one tile, so the blocking does not
+// change its bits.
+template <template <int, int> class Tile, int RN>
+LS_AVX2 void tile_rows(const float* a, int64_t lda, int64_t m, const float* b, int64_t ldb, int64_t k, float* c, int64_t ldc) {
     int64_t i = 0;
-    for (; i + 4 <= m; i += 4) exact_dot_tile<4, RN>(a + i * lda, lda, b, ldb, k, c + i, ldc);
+    for (; i + 4 <= m; i += 4) Tile<4, RN>::run(a + i * lda, lda, b, ldb, k, c + i, ldc);
     switch (m - i) {
-        case 3: exact_dot_tile<3, RN>(a + i * lda, lda, b, ldb, k, c + i, ldc); break;
-        case 2: exact_dot_tile<2, RN>(a + i * lda, lda, b, ldb, k, c + i, ldc); break;
-        case 1: exact_dot_tile<1, RN>(a + i * lda, lda, b, ldb, k, c + i, ldc); break;
+        case 3: Tile<3, RN>::run(a + i * lda, lda, b, ldb, k, c + i, ldc); break;
+        case 2: Tile<2, RN>::run(a + i * lda, lda, b, ldb, k, c + i, ldc); break;
+        case 1: Tile<1, RN>::run(a + i * lda, lda, b, ldb, k, c + i, ldc); break;
         default: break;
     }
 }
+
+template <template <int, int> class Tile>
+LS_AVX2 void tiled_dots(const float* a, int64_t lda, int64_t m, const float* b, int64_t ldb, int64_t n, int64_t k, float* c,
+                        int64_t ldc) {
+    const int64_t rows_per_block = std::max<int64_t>(4, (int64_t{16} << 10) / (4 * std::max<int64_t>(k, 1)) / 4 * 4);
+    for (int64_t i0 = 0; i0 < m; i0 += rows_per_block) {
+        const int64_t mb = std::min(rows_per_block, m - i0);
+        int64_t j = 0;
+        for (; j + 3 <= n; j += 3) tile_rows<Tile, 3>(a + i0 * lda, lda, mb, b + j * ldb, ldb, k, c + j * ldc + i0, ldc);
+        if (n - j == 2) tile_rows<Tile, 2>(a + i0 * lda, lda, mb, b + j * ldb, ldb, k, c + j * ldc + i0, ldc);
+        if (n - j == 1) tile_rows<Tile, 1>(a + i0 * lda, lda, mb, b + j * ldb, ldb, k, c + j * ldc + i0, ldc);
+    }
+}
+
+template <int RM, int RN>
+struct TinyblasTile {
+    static LS_AVX2 void run(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t k, float* c, int64_t ldc) {
+        tinyblas8_tile<RM, RN>(a, lda, b, ldb, k, c, ldc);
+    }
+};
+
+template <int RM, int RN>
+struct ExactTile {
+    static LS_AVX2 void run(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t k, float* c, int64_t ldc) {
+        exact_dot_tile<RM, RN>(a, lda, b, ldb, k, c, ldc);
+    }
+};
 
 }  // namespace
 
 LS_AVX2 void exact_dots_avx2(const float* a, int64_t lda, int64_t m, const float* b, int64_t ldb, int64_t n, int64_t k,
                              float* c, int64_t ldc) {
-    const int64_t rows_per_block = std::max<int64_t>(4, (int64_t{16} << 10) / (4 * std::max<int64_t>(k, 1)) / 4 * 4);
-    for (int64_t i0 = 0; i0 < m; i0 += rows_per_block) {
-        const int64_t mb = std::min(rows_per_block, m - i0);
-        int64_t j = 0;
-        for (; j + 3 <= n; j += 3) exact_dot_columns<3>(a + i0 * lda, lda, mb, b + j * ldb, ldb, k, c + j * ldc + i0, ldc);
-        if (n - j == 2) exact_dot_columns<2>(a + i0 * lda, lda, mb, b + j * ldb, ldb, k, c + j * ldc + i0, ldc);
-        if (n - j == 1) exact_dot_columns<1>(a + i0 * lda, lda, mb, b + j * ldb, ldb, k, c + j * ldc + i0, ldc);
-    }
+    tiled_dots<ExactTile>(a, lda, m, b, ldb, n, k, c, ldc);
 }
 
 LS_AVX2 void tinyblas8_avx2(const float* a, int64_t lda, int64_t m, const float* b, int64_t ldb, int64_t n, int64_t k,
                             float* c, int64_t ldc) {
-    // Rows in blocks that stay in L1 (64 rows of 64 floats: 16 KiB) while every column block runs
-    // over them.
-    const int64_t rows_per_block = std::max<int64_t>(4, (int64_t{16} << 10) / (4 * std::max<int64_t>(k, 1)) / 4 * 4);
-    for (int64_t i0 = 0; i0 < m; i0 += rows_per_block) {
-        const int64_t mb = std::min(rows_per_block, m - i0);
-        int64_t j = 0;
-        for (; j + 3 <= n; j += 3) tinyblas8_columns<3>(a + i0 * lda, lda, mb, b + j * ldb, ldb, k, c + j * ldc + i0, ldc);
-        if (n - j == 2) tinyblas8_columns<2>(a + i0 * lda, lda, mb, b + j * ldb, ldb, k, c + j * ldc + i0, ldc);
-        if (n - j == 1) tinyblas8_columns<1>(a + i0 * lda, lda, mb, b + j * ldb, ldb, k, c + j * ldc + i0, ldc);
-    }
+    tiled_dots<TinyblasTile>(a, lda, m, b, ldb, n, k, c, ldc);
 }
 
 namespace {
@@ -1416,6 +1413,47 @@ LS_AVX2 float dot_blocks8_avx2(const float* a, const float* b, int64_t np) {
 LS_AVX2 void dot_blocks8_rows_avx2(const float* a, int64_t a_stride, int64_t count, const float* b, int64_t np,
                                    float* out) {
     for (int64_t r = 0; r < count; ++r) out[r] = dot_blocks8_avx2(a + r * a_stride, b, np);
+}
+
+LS_AVX2 void dot_blocks8_columns_avx2(const float* v, int64_t v_stride, int64_t hd, const float* p, int64_t n, float* out) {
+    // Cell j's product lands in slot j % 32 of its output: accumulator (j % 32) / 8, lane j % 8.
+    // For sixteen outputs (two vectors, one lane per output) and one accumulator k at a time, the
+    // eight lanes' running sums are sixteen registers; cells j = 32 m + 8 k + l in order of m.
+    thread_local std::vector<float> slots;  // [k][l][d]: the 32 sums of every output
+    slots.resize(static_cast<size_t>(32 * hd));
+    for (int64_t d0 = 0; d0 < hd; d0 += 16) {
+        const bool two = d0 + 8 < hd;
+        for (int k = 0; k < 4; ++k) {
+            __m256 acc[8][2];
+            for (int l = 0; l < 8; ++l) acc[l][0] = acc[l][1] = _mm256_setzero_ps();
+            for (int64_t j0 = 8 * k; j0 < n; j0 += 32) {
+                const int lanes = static_cast<int>(std::min<int64_t>(8, n - j0));
+                for (int l = 0; l < lanes; ++l) {
+                    const float* row = v + (j0 + l) * v_stride + d0;
+                    const __m256 pj = _mm256_broadcast_ss(p + j0 + l);
+                    acc[l][0] = _mm256_fmadd_ps(_mm256_loadu_ps(row), pj, acc[l][0]);
+                    if (two) acc[l][1] = _mm256_fmadd_ps(_mm256_loadu_ps(row + 8), pj, acc[l][1]);
+                }
+            }
+            for (int l = 0; l < 8; ++l) {
+                _mm256_storeu_ps(&slots[(8 * k + l) * hd + d0], acc[l][0]);
+                if (two) _mm256_storeu_ps(&slots[(8 * k + l) * hd + d0 + 8], acc[l][1]);
+            }
+        }
+    }
+    // dot_blocks' folds (x0 += x2, x1 += x3, x0 += x1) and hadd8 (t_i = y_i + y_(4+i), then
+    // (t0 + t1) + (t2 + t3)), lane by lane, eight outputs at a time.
+    for (int64_t d = 0; d < hd; d += 8) {
+        __m256 y[8];
+        for (int l = 0; l < 8; ++l) {
+            const float* s = &slots[l * hd + d];  // accumulator k's lane l is s[8 k hd]
+            y[l] = _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(s), _mm256_loadu_ps(s + 16 * hd)),
+                                 _mm256_add_ps(_mm256_loadu_ps(s + 8 * hd), _mm256_loadu_ps(s + 24 * hd)));
+        }
+        __m256 t[4];
+        for (int i = 0; i < 4; ++i) t[i] = _mm256_add_ps(y[i], y[4 + i]);
+        _mm256_storeu_ps(out + d, _mm256_add_ps(_mm256_add_ps(t[0], t[1]), _mm256_add_ps(t[2], t[3])));
+    }
 }
 
 }  // namespace ls

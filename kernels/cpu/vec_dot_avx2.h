@@ -63,6 +63,11 @@ void swiglu_row_avx2_vec(const float* x, const float* g, float* y, int64_t n);
 // Exact mode's SwiGLU (x / (1 + ggml_v_expf16(-x)) * g) on AVX2 instructions, bit for bit.
 void swiglu_exact_avx2(const float* x, const float* g, float* y, int64_t n);
 float dot_blocks8_avx2(const float* a, const float* b, int64_t np);
+// dot_blocks8_avx2 of every column d < hd of V with p, from V's rows as the cache holds them (cell
+// j's hd values at v + j * v_stride), without transposing V: out[d] is the bits of
+// dot_blocks8_avx2(column d padded with zeros, p padded with zeros, np) for any np >= n (a decode
+// call's attention values). hd a multiple of 8.
+void dot_blocks8_columns_avx2(const float* v, int64_t v_stride, int64_t hd, const float* p, int64_t n, float* out);
 // out[r] = dot_blocks8_avx2(a + r * a_stride, b, np) for r < count (attention's scores of one
 // query against many cached keys, without a call per key).
 void dot_blocks8_rows_avx2(const float* a, int64_t a_stride, int64_t count, const float* b, int64_t np, float* out);
