@@ -1062,6 +1062,61 @@ TEST(BackendOps, AttnValuesOfCausalRowsAreTheSumsOverEveryCell) {
     }
 }
 
+// A decode call (one query row per head) takes each kv head's cache once for every head of its
+// group: the scores and values are the bits of one dot per head and output, in each mode's order
+// (llama mode as ggml's vec_dot_f16 on an AVX2 build: Q and P rounded to f16, V's columns over
+// cells padded to 128; exact mode's sixteen lanes), whatever the chunks and column blocks.
+TEST(BackendOps, DecodeAttentionIsOneDotPerHead) {
+    struct Shape { int64_t hd, n_head, n_head_kv, n_kv; };
+    const Shape shapes[] = {{64, 32, 4, 300}, {128, 16, 2, 129}, {96, 12, 4, 77}, {72, 6, 3, 40}, {64, 4, 4, 1}};
+    auto cpu = make_cpu_backend(2);
+    cpu->set_llama_isa(LlamaIsa::kAvx2);
+    auto f16 = [](float x) { return fp16_to_fp32(fp32_to_fp16(x)); };
+    for (const Shape& s : shapes) {
+        const int64_t group = s.n_head / s.n_head_kv, n_pad = (s.n_kv + 127) / 128 * 128;
+        const std::vector<float> q = randn(s.hd * s.n_head, 101, 0.5f);
+        const std::vector<float> k = rounded_f16(randn(s.hd * s.n_head_kv * s.n_kv, 102, 0.5f));
+        const std::vector<float> v = rounded_f16(randn(s.hd * s.n_head_kv * s.n_kv, 103));
+        const std::vector<float> p = probabilities(s.n_kv, s.n_head, 104);
+        for (MathMode mode : {MathMode::kExact, MathMode::kLlama}) {
+            const bool llama = mode == MathMode::kLlama;
+            std::vector<float> kq(s.n_kv * s.n_head), kqv(s.hd * s.n_head);
+            Tensor tq = make_tensor(const_cast<float*>(q.data()), s.hd, s.n_head, 1);
+            Tensor tk = make_tensor(const_cast<float*>(k.data()), s.hd, s.n_head_kv, s.n_kv);
+            Tensor tv = make_tensor(const_cast<float*>(v.data()), s.hd, s.n_head_kv, s.n_kv);
+            Tensor tp = make_tensor(const_cast<float*>(p.data()), s.n_kv, 1, s.n_head);
+            Tensor tkq = make_tensor(kq.data(), s.n_kv, 1, s.n_head), tkqv = make_tensor(kqv.data(), s.hd, 1, s.n_head);
+            cpu->attn_scores(tq, tk, s.n_kv, tkq, mode);
+            cpu->attn_values(tp, tv, s.n_kv, tkqv, mode);
+            int wrong_kq = 0, wrong_kqv = 0;
+            for (int64_t h = 0; h < s.n_head; ++h) {
+                const int64_t g = h / group;
+                std::vector<float> qh(s.hd);
+                for (int64_t d = 0; d < s.hd; ++d) qh[d] = llama ? f16(q[h * s.hd + d]) : q[h * s.hd + d];
+                for (int64_t j = 0; j < s.n_kv; ++j) {
+                    const float* kr = k.data() + (j * s.n_head_kv + g) * s.hd;
+                    const float want = llama ? ggml_order::vec_dot_f16_f32acc(kr, qh.data(), s.hd, false)
+                                             : exact_dot_f32(kr, qh.data(), s.hd);
+                    wrong_kq += std::memcmp(&want, &kq[h * s.n_kv + j], 4) != 0;
+                }
+                std::vector<float> row(n_pad, 0.0f), column(n_pad, 0.0f);
+                for (int64_t j = 0; j < s.n_kv; ++j) row[j] = llama ? f16(p[h * s.n_kv + j]) : p[h * s.n_kv + j];
+                for (int64_t d = 0; d < s.hd; ++d) {
+                    for (int64_t j = 0; j < s.n_kv; ++j) column[j] = v[(j * s.n_head_kv + g) * s.hd + d];
+                    const float want = llama ? ggml_order::vec_dot_f16_f32acc(column.data(), row.data(), n_pad, false)
+                                             : exact_dot_f32(column.data(), row.data(), s.n_kv);
+                    wrong_kqv += std::memcmp(&want, &kqv[h * s.hd + d], 4) != 0;
+                }
+            }
+            const std::string what = std::string(math_mode_name(mode)) + ", head_dim " + std::to_string(s.hd) + ", " +
+                                     std::to_string(s.n_head) + "/" + std::to_string(s.n_head_kv) + " heads, " +
+                                     std::to_string(s.n_kv) + " cells";
+            EXPECT_EQ(wrong_kq, 0) << "kq, " << what;
+            EXPECT_EQ(wrong_kqv, 0) << "kqv, " << what;
+        }
+    }
+}
+
 TEST(BackendOps, FlashAttnExt) {
     Tally tally;
     Backends& b = backends();

@@ -978,6 +978,33 @@ TEST(AttentionDotsAvx2, SameBitsAsTheEmulation) {
                 wrong += bits_of(got[d]) != bits_of(ggml_order::dot_blocks<8>(column.data(), row.data(), np));
             }
             EXPECT_EQ(wrong, 0) << "columns of V: hd " << hd << " n " << n;
+            exact_columns_avx2(v.data(), stride, hd, p.data(), n, got.data());
+            wrong = 0;
+            for (int64_t d = 0; d < hd; ++d) {
+                std::vector<float> column(n);
+                for (int64_t j = 0; j < n; ++j) column[j] = v[j * stride + d];
+                wrong += bits_of(got[d]) != bits_of(exact_dot_f32(column.data(), p.data(), n));
+            }
+            EXPECT_EQ(wrong, 0) << "exact columns of V: hd " << hd << " n " << n;
+        }
+    }
+
+    // A decode call's scores: dot_blocks<8> of each row, eight rows' sums reduced at once and the
+    // rest one by one.
+    for (int64_t np : {32, 64, 128}) {
+        for (int64_t count : {1, 7, 8, 19, 64}) {
+            const int64_t stride = np + 24;
+            std::vector<float> a(count * stride), got(count + 1, -7.0f);
+            const std::vector<float> b = wavy_row(np, 0.4f, 0.2f);
+            for (int64_t r = 0; r < count; ++r) {
+                const std::vector<float> row = wavy_row(np, 0.05f * r, 1.0f + 0.01f * r);
+                std::copy(row.begin(), row.end(), a.begin() + r * stride);
+            }
+            dot_blocks8_rows_avx2(a.data(), stride, count, b.data(), np, got.data());
+            int wrong = got[count] != -7.0f;  // nothing written past the rows
+            for (int64_t r = 0; r < count; ++r)
+                wrong += bits_of(got[r]) != bits_of(ggml_order::dot_blocks<8>(a.data() + r * stride, b.data(), np));
+            EXPECT_EQ(wrong, 0) << "rows against one vector: np " << np << " count " << count;
         }
     }
 

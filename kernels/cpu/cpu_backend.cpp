@@ -39,6 +39,14 @@ void round_f16_row(const float* x, float* y, int64_t n) {
     for (; i < n; ++i) y[i] = round_f16(x[i]);
 }
 
+// n floats in 64-byte pieces of a fixed size, which the compiler inlines: a deep cache's rows are
+// copied a few hundred bytes at a time, where a call to memmove per row cost more than the copy.
+inline void copy_floats(float* dst, const float* src, int64_t n) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) std::memcpy(dst + i, src + i, 64);
+    for (; i < n; ++i) dst[i] = src[i];
+}
+
 // Exact mode's f32 dot product, in the order of exact_order.h.
 float dot_f32(const float* a, const float* b, int64_t n) {
 #if defined(LS_HAVE_VEC_DOT_AVX2)
@@ -459,6 +467,39 @@ public:
 #if defined(LS_HAVE_VEC_DOT_AVX2)
         constexpr int64_t kQueries = 24;
         const int64_t n_blocks = (T + kQueries - 1) / kQueries;
+        if (T == 1 && avx2_ && !avx512_ && (mode == MathMode::kExact || (isa_ == LlamaIsa::kAvx2 && hd % 32 == 0))) {
+            // A decode call: each kv head's cached keys read once for the `group` query heads that
+            // share them (read per head, a deep cache came from L3 eight times), in chunks copied
+            // together (16 KiB, in L1 while every head's dots run over them; the cache's rows are
+            // n_head_kv * head_dim floats apart and would share L1 sets). Each dot is computed
+            // whole, in its mode's order (dot_f16's blocks of 32, or exact mode's sixteen lanes).
+            const int64_t chunk = std::max<int64_t>(8, 4096 / hd);
+            const int64_t n_chunks = (n_kv + chunk - 1) / chunk;
+            std::vector<float> qv(static_cast<size_t>(n_head * hd));
+            if (mode == MathMode::kLlama) round_f16_row(q.f32(), qv.data(), n_head * hd);
+            else std::copy(q.f32(), q.f32() + n_head * hd, qv.begin());
+            pool_.parallel_for(n_head_kv * n_chunks, 1, [&](int64_t b, int64_t e) {
+                thread_local std::vector<float> rows;
+                rows.resize(static_cast<size_t>(chunk * hd));
+                for (int64_t x = b; x < e; ++x) {
+                    const int64_t g = x % n_head_kv, j0 = x / n_head_kv * chunk, nj = std::min(chunk, n_kv - j0);
+                    const float* k0 = cache_k.f32() + (j0 * n_head_kv + g) * hd;
+                    for (int64_t j = 0; j < nj; ++j) {
+                        const float* ahead = k0 + std::min(j + 8, n_kv - 1 - j0) * n_head_kv * hd;
+                        for (int64_t c = 0; c < hd; c += 16) __builtin_prefetch(ahead + c);
+                        copy_floats(rows.data() + j * hd, k0 + j * n_head_kv * hd, hd);
+                    }
+                    float* out = kq.f32() + g * group * n_kv + j0;
+                    if (mode == MathMode::kExact) {
+                        exact_dots_avx2(rows.data(), hd, nj, qv.data() + g * group * hd, hd, group, hd, out, n_kv);
+                        continue;
+                    }
+                    for (int64_t i = 0; i < group; ++i)
+                        dot_blocks8_rows_avx2(rows.data(), hd, nj, qv.data() + (g * group + i) * hd, hd, out + i * n_kv);
+                }
+            });
+            return;
+        }
         if (mode == MathMode::kExact && avx2_ && !avx512_) {  // blocks of queries against every cached key
             pool_.parallel_for(n_head * n_blocks, 1, [&](int64_t b, int64_t e) {
                 for (int64_t x = b; x < e; ++x) {
@@ -605,16 +646,35 @@ public:
         }
 #endif
 #if defined(LS_HAVE_VEC_DOT_AVX2)
-        // A decode call in llama mode (AVX2 build): each column of V dotted with the probabilities
-        // in dot_f16's order, straight from the cache's rows (no transpose of the whole cache per
-        // token); the padded cells, zero, add nothing.
-        if (mode == MathMode::kLlama && T == 1 && isa_ == LlamaIsa::kAvx2 && avx2_ && hd % 8 == 0) {
-            pool_.parallel_for(n_head, 1, [&](int64_t b, int64_t e) {
-                std::vector<float> pv(n_kv);
-                for (int64_t h = b; h < e; ++h) {
-                    round_f16_row(p.f32() + h * n_kv, pv.data(), n_kv);
-                    dot_blocks8_columns_avx2(cache_v.f32() + h / group * hd, n_head_kv * hd, hd, pv.data(), n_kv,
-                                             kqv.f32() + h * hd);
+        // A decode call (llama mode on an AVX2 build, or exact mode): each column of V dotted with
+        // the probabilities in the mode's order (dot_f16's, or exact mode's sixteen lanes), straight
+        // from the cache's rows, not from V transposed anew every token; in llama mode the padded
+        // cells, zero, add nothing. Each kv head's V is read once for the `group` heads that share
+        // it: sixteen of its columns at a time copied together (n_kv x 16 floats, in L2 while every
+        // head of the group runs over them), the rows fetched a few ahead (each cell's sixteen values
+        // are one cache line, n_head_kv * head_dim floats from the next).
+        if (T == 1 && avx2_ && hd % 8 == 0 && (mode == MathMode::kExact || isa_ == LlamaIsa::kAvx2)) {
+            constexpr int64_t kCols = 16;
+            const int64_t n_col_blocks = (hd + kCols - 1) / kCols;
+            pool_.parallel_for(n_head_kv * n_col_blocks, 1, [&](int64_t b, int64_t e) {
+                thread_local std::vector<float> pv, cols;  // reused: fresh buffers of this size are new pages every call
+                pv.resize(static_cast<size_t>(n_kv));
+                cols.resize(static_cast<size_t>(n_kv * kCols));
+                for (int64_t x = b; x < e; ++x) {
+                    const int64_t g = x / n_col_blocks, d0 = x % n_col_blocks * kCols, w = std::min(kCols, hd - d0);
+                    const float* v0 = cache_v.f32() + g * hd + d0;
+                    for (int64_t j = 0; j < n_kv; ++j) {
+                        __builtin_prefetch(v0 + std::min(j + 24, n_kv - 1) * n_head_kv * hd);
+                        copy_floats(cols.data() + j * w, v0 + j * n_head_kv * hd, w);
+                    }
+                    for (int64_t h = g * group; h < (g + 1) * group; ++h) {
+                        if (mode == MathMode::kExact) {
+                            exact_columns_avx2(cols.data(), w, w, p.f32() + h * n_kv, n_kv, kqv.f32() + h * hd + d0);
+                            continue;
+                        }
+                        round_f16_row(p.f32() + h * n_kv, pv.data(), n_kv);
+                        dot_blocks8_columns_avx2(cols.data(), w, w, pv.data(), n_kv, kqv.f32() + h * hd + d0);
+                    }
                 }
             });
             return;
@@ -646,7 +706,7 @@ public:
         // cells) add exact zeros to every sum. With V finite (0 * inf is NaN) they are left out,
         // which keeps the bits: the running sums start at +0 and never become -0, so adding +-0
         // changes none of them. `used` counts the cells up to the last nonzero, in sixteens.
-        const bool v_finite = all_finite(cache_v.f32(), n_kv * n_head_kv * hd);
+        const bool v_finite = T >= 2 && all_finite(cache_v.f32(), n_kv * n_head_kv * hd);  // a decode call cuts nothing
         auto used = [&](const float* rows, int64_t stride, int64_t nt, int64_t n) {
             int64_t last = 0;
             for (int64_t t = 0; t < nt; ++t) {

@@ -1410,9 +1410,78 @@ LS_AVX2 float dot_blocks8_avx2(const float* a, const float* b, int64_t np) {
     return ggml_order::hadd8(v);
 }
 
+LS_AVX2 void exact_columns_avx2(const float* v, int64_t v_stride, int64_t hd, const float* p, int64_t n, float* out) {
+    // Cell j < n16 lands in lane j % 16 of its output: for sixteen outputs (two vectors) and one
+    // half of the lanes at a time, the eight lanes' running sums are sixteen registers; cells
+    // j = 16 m + 8 h + l in order of m.
+    const int64_t n16 = n - n % 16;
+    thread_local std::vector<float> lanes;  // [l][d]: the 16 lanes of every output
+    lanes.resize(static_cast<size_t>(16 * hd));
+    for (int64_t d0 = 0; d0 < hd; d0 += 16) {
+        const bool two = d0 + 8 < hd;
+        for (int h = 0; h < 2; ++h) {
+            __m256 acc[8][2];
+            for (int l = 0; l < 8; ++l) acc[l][0] = acc[l][1] = _mm256_setzero_ps();
+            for (int64_t j0 = 8 * h; j0 < n16; j0 += 16) {
+                for (int l = 0; l < 8; ++l) {
+                    const float* row = v + (j0 + l) * v_stride + d0;
+                    const __m256 pj = _mm256_broadcast_ss(p + j0 + l);
+                    acc[l][0] = _mm256_fmadd_ps(_mm256_loadu_ps(row), pj, acc[l][0]);
+                    if (two) acc[l][1] = _mm256_fmadd_ps(_mm256_loadu_ps(row + 8), pj, acc[l][1]);
+                }
+            }
+            for (int l = 0; l < 8; ++l) {
+                _mm256_storeu_ps(&lanes[(8 * h + l) * hd + d0], acc[l][0]);
+                if (two) _mm256_storeu_ps(&lanes[(8 * h + l) * hd + d0 + 8], acc[l][1]);
+            }
+        }
+    }
+    // exact_lane_sum lane by lane (t_l = lane l + lane l + 8, then ((t0 + t1) + (t2 + t3)) + ((t4 +
+    // t5) + (t6 + t7))), eight outputs at a time; then the leftover cells fused in order.
+    for (int64_t d = 0; d < hd; d += 8) {
+        __m256 t[8];
+        for (int l = 0; l < 8; ++l) t[l] = _mm256_add_ps(_mm256_loadu_ps(&lanes[l * hd + d]), _mm256_loadu_ps(&lanes[(l + 8) * hd + d]));
+        __m256 sum = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(t[0], t[1]), _mm256_add_ps(t[2], t[3])),
+                                   _mm256_add_ps(_mm256_add_ps(t[4], t[5]), _mm256_add_ps(t[6], t[7])));
+        for (int64_t j = n16; j < n; ++j) sum = _mm256_fmadd_ps(_mm256_loadu_ps(v + j * v_stride + d), _mm256_broadcast_ss(p + j), sum);
+        _mm256_storeu_ps(out + d, sum);
+    }
+}
+
+// dot_blocks8_avx2's sums before hadd8 for two rows against one vector (each of b's blocks loaded
+// once for both): four accumulators a row, x0 += x2, x1 += x3, x0 += x1.
+LS_AVX2 inline void dot_blocks8_folded2(const float* a0, const float* a1, const float* b, int64_t np, __m256& y0, __m256& y1) {
+    __m256 s[2][4];
+    for (int r = 0; r < 2; ++r)
+        for (int k = 0; k < 4; ++k) s[r][k] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < np; i += 32) {
+        for (int k = 0; k < 4; ++k) {
+            const __m256 bv = _mm256_loadu_ps(b + i + 8 * k);
+            s[0][k] = _mm256_fmadd_ps(_mm256_loadu_ps(a0 + i + 8 * k), bv, s[0][k]);
+            s[1][k] = _mm256_fmadd_ps(_mm256_loadu_ps(a1 + i + 8 * k), bv, s[1][k]);
+        }
+    }
+    y0 = _mm256_add_ps(_mm256_add_ps(s[0][0], s[0][2]), _mm256_add_ps(s[0][1], s[0][3]));
+    y1 = _mm256_add_ps(_mm256_add_ps(s[1][0], s[1][2]), _mm256_add_ps(s[1][1], s[1][3]));
+}
+
+// hadd8 of four registers at once, lane by lane hadd8's additions (t_i = y_i + y_(4+i), then
+// (t0 + t1) + (t2 + t3)); the four sums in the order of the registers.
+LS_AVX2 inline __m128 hadd8_x4(__m256 y0, __m256 y1, __m256 y2, __m256 y3) {
+    const __m128 t0 = fold_halves(y0), t1 = fold_halves(y1), t2 = fold_halves(y2), t3 = fold_halves(y3);
+    return _mm_hadd_ps(_mm_hadd_ps(t0, t1), _mm_hadd_ps(t2, t3));
+}
+
 LS_AVX2 void dot_blocks8_rows_avx2(const float* a, int64_t a_stride, int64_t count, const float* b, int64_t np,
                                    float* out) {
-    for (int64_t r = 0; r < count; ++r) out[r] = dot_blocks8_avx2(a + r * a_stride, b, np);
+    int64_t r = 0;
+    for (; r + 4 <= count; r += 4) {
+        __m256 y0, y1, y2, y3;
+        dot_blocks8_folded2(a + r * a_stride, a + (r + 1) * a_stride, b, np, y0, y1);
+        dot_blocks8_folded2(a + (r + 2) * a_stride, a + (r + 3) * a_stride, b, np, y2, y3);
+        _mm_storeu_ps(out + r, hadd8_x4(y0, y1, y2, y3));
+    }
+    for (; r < count; ++r) out[r] = dot_blocks8_avx2(a + r * a_stride, b, np);
 }
 
 LS_AVX2 void dot_blocks8_columns_avx2(const float* v, int64_t v_stride, int64_t hd, const float* p, int64_t n, float* out) {

@@ -68,6 +68,10 @@ float dot_blocks8_avx2(const float* a, const float* b, int64_t np);
 // dot_blocks8_avx2(column d padded with zeros, p padded with zeros, np) for any np >= n (a decode
 // call's attention values). hd a multiple of 8.
 void dot_blocks8_columns_avx2(const float* v, int64_t v_stride, int64_t hd, const float* p, int64_t n, float* out);
+// exact_dot_f32 of every column d < hd of V with p over the n cells, from V's rows (cell j's hd
+// values at v + j * v_stride): out[d] is the bits of exact_dot_f32(column d, p, n) (a decode
+// call's attention values in exact mode, without transposing V). hd a multiple of 8.
+void exact_columns_avx2(const float* v, int64_t v_stride, int64_t hd, const float* p, int64_t n, float* out);
 // out[r] = dot_blocks8_avx2(a + r * a_stride, b, np) for r < count (attention's scores of one
 // query against many cached keys, without a call per key).
 void dot_blocks8_rows_avx2(const float* a, int64_t a_stride, int64_t count, const float* b, int64_t np, float* out);
