@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "app/commands.h"
@@ -13,6 +14,7 @@
 #include "engine/compare/compare_run.h"
 #include "engine/compare/doctor.h"
 #include "engine/compare/local_error.h"
+#include "engine/compare/model_pair.h"
 #include "engine/compare/pairing.h"
 #include "engine/compare/tensor_names.h"
 #include "engine/tokenizer/chat_template.h"
@@ -92,6 +94,26 @@ nlohmann::json to_json(const EventComparison& c) {
     }
     if (!c.note.empty()) j["note"] = c.note;
     return j;
+}
+
+// The weights by the local error of the ops that read them (our product with that weight, or the
+// embeddings' rows, on the reference's own inputs, against the reference's output): one entry per
+// weight, its worst event, worst first. With two files of one model, what each weight's format
+// adds, not what it inherits.
+std::vector<const EventComparison*> attribution(const CompareRunResult& r) {
+    std::map<std::string, const EventComparison*> worst;
+    for (const EventComparison& c : r.comparisons) {
+        if (c.local_weight.empty() || (c.local_origin != LocalOrigin::kLocal && c.local_origin != LocalOrigin::kInherited))
+            continue;
+        const EventComparison*& w = worst[c.local_weight];
+        if (!w || c.local_nmse > w->local_nmse) w = &c;
+    }
+    std::vector<const EventComparison*> out;
+    for (const auto& [name, c] : worst) out.push_back(c);
+    std::stable_sort(out.begin(), out.end(), [](const EventComparison* a, const EventComparison* b) {
+        return a->local_nmse > b->local_nmse || (a->local_nmse == b->local_nmse && a->event_index < b->event_index);
+    });
+    return out;
 }
 
 // Dump comparisons: how much was read and how fast (decimal GB/s, as disks are rated).
@@ -205,6 +227,9 @@ int report(const CompareOptions& o, CompareRunResult& r, const ReferenceDump& re
                            {"gb_per_s", gb_per_s(r.volume)}};
         j["first_divergence"] = r.summary.first_divergent >= 0 ? to_json(r.comparisons[r.summary.first_divergent]) : nlohmann::json();
         j["doctor"] = nlohmann::json::array();
+        j["attribution"] = nlohmann::json::array();
+        for (const EventComparison* c : attribution(r))
+            j["attribution"].push_back({{"tensor", c->local_weight}, {"event", c->name}, {"local_nmse", c->local_nmse}});
         if (!local_line.empty()) {
             const LocalSummary sum = summarize_local(r.comparisons);
             j["local_error"] = {{"summary", local_line}, {"origin", sum.origin >= 0 ? nlohmann::json(r.comparisons[sum.origin].name) : nlohmann::json()},
@@ -259,6 +284,15 @@ int report(const CompareOptions& o, CompareRunResult& r, const ReferenceDump& re
     if (doctor.findings.empty())
         std::printf("doctor: no known transform explains it (tried: %zu transforms)\n", doctor.tried.size());
     if (!local_line.empty()) std::printf("local error: %s\n", local_line.c_str());
+    if (!o.against_model.empty()) {
+        const std::vector<const EventComparison*> ranked = attribution(r);
+        if (!ranked.empty())
+            std::printf("attribution: what each weight's format adds (its op on the reference's own inputs), worst first%s:\n",
+                        ranked.size() > 10 && !o.all ? " (10 shown; --all or --json for every weight)" : "");
+        for (size_t i = 0; i < ranked.size() && (o.all || i < 10); ++i)
+            std::printf("  %-32s %-16s local nmse %.3g\n", ranked[i]->local_weight.c_str(), ranked[i]->name.c_str(),
+                        ranked[i]->local_nmse);
+    }
     for (const DoctorFinding& f : doctor.findings)
         std::printf("doctor: %s (nmse %.3g -> %.3g)\n", f.verdict.c_str(), f.nmse_before, f.nmse_after);
     return code;
@@ -346,6 +380,76 @@ int compare_backends(const CompareOptions& o, const CompareThresholds& th) {
                   options.forward, nullptr);
 }
 
+// -m MODEL --against-model OTHER: the same tokens through both files on one backend; OTHER's run
+// is the reference, so every difference is what the two formats do, and an event's local error is
+// what MODEL's weight adds on OTHER's own inputs.
+int compare_models(const CompareOptions& o, const CompareThresholds& given) {
+    // Our own run of the other file is the reference: nothing to reproduce, so no noise floor.
+    CompareThresholds th = given;
+    th.noise_floor = false;
+    if (o.model_path.empty() || !o.reference_path.empty() || !o.files.empty() || !o.against_backend.empty())
+        return fail(make_error(ErrorCode::kUsage, "--against-model compares two files of one model: give -m MODEL, "
+                                                  "--against-model OTHER and a prompt, without a reference, dumps or "
+                                                  "--against-backend"));
+    MathMode mode;
+    Fault fault;
+    if (Status s = run_flags(o, &mode, &fault); !s) return fail(s.error());
+    auto model = Model::open(o.model_path);
+    if (!model) return fail(model.error());
+    auto other = Model::open(o.against_model);
+    if (!other) return fail(other.error());
+    if (Status s = check_same_model(*model.value(), *other.value()); !s) return fail(s.error());
+    auto tokens = prompt_tokens(o, *model.value());
+    if (!tokens) return fail(tokens.error());
+    if (tokens.value().empty())
+        return fail(make_error(ErrorCode::kUsage, "--against-model needs the tokens to run: give -p TEXT or --tokens"));
+    auto other_tokens = prompt_tokens(o, *other.value());
+    if (!other_tokens) return fail(other_tokens.error());
+    if (other_tokens.value() != tokens.value())
+        return fail(make_error(ErrorCode::kBadInput, fmt::format("{} and {} tokenize the prompt differently ({} and {} "
+                                                                 "tokens): their vocabularies differ; give --tokens",
+                                                                 o.model_path, o.against_model, tokens.value().size(),
+                                                                 other_tokens.value().size())));
+    const int n_generate = o.n_decode > 0 ? o.n_decode - 1 : 0;  // decode calls: the prompt, then one per token
+
+    ForwardOptions forward;
+    forward.mode = mode;
+    if (Status s = parse_llama_isa(o.llama_isa, &forward.llama_isa); !s) return fail(s.error());
+    mla_form_from_name(o.mla, &forward.mla);
+    auto n_ctx = context_for_run(model.value()->config(), static_cast<int64_t>(tokens.value().size()), n_generate, 0, false);
+    if (!n_ctx) return fail(n_ctx.error());
+    forward.n_ctx = n_ctx.value();
+    std::unique_ptr<ReferenceDump> reference;
+    {
+        auto against = open_backend_for(*other.value(), o.backend, o.threads, forward);
+        if (!against) return fail(against.error());
+        auto ran = run_as_reference(*other.value(), *against.value().backend, forward, tokens.value(), n_generate,
+                                    fmt::format("the run of {}", o.against_model));
+        if (!ran) return fail(ran.error());
+        reference = std::move(ran.value());
+    }  // its backend's memory back before the second run
+
+    CompareRunOptions options;
+    options.thresholds = th;
+    options.prompt = tokens.value();
+    options.forward = forward;
+    options.forward.fault = fault;
+    options.llama_isa = forward.llama_isa;
+    auto ours = open_backend_for(*model.value(), o.backend, o.threads, options.forward);
+    if (!ours) return fail(ours.error());
+    auto run = compare_with_reference(*model.value(), *ours.value().backend, *reference, options);
+    if (!run) return fail(run.error());
+    const std::string header =
+        fmt::format("model:     {} ({}), mode {}{}, on {}\n           tensors: {}\nagainst:   {} (its run is the reference: {} "
+                    "tensors)\n           tensors: {}\n",
+                    o.model_path, model.value()->config().arch_name, math_mode_name(mode),
+                    fault == Fault::kNone ? "" : fmt::format(", fault {}", fault_info(fault).name), ours.value().backend->name(),
+                    tensor_type_mix(*model.value()), o.against_model, reference->tensors().size(),
+                    tensor_type_mix(*other.value()));
+    return report(o, run.value(), *reference, model.value().get(), th, header, names_json({}, NamingReport{"llama"}),
+                  options.forward, reference.get());
+}
+
 }  // namespace
 
 int run_compare(const CompareOptions& o) {
@@ -360,6 +464,7 @@ int run_compare(const CompareOptions& o) {
     if (!(th.warn_nmse <= th.diverged_nmse))
         return fail(make_error(ErrorCode::kUsage, "--warn must not be larger than --diverged"));
 
+    if (!o.against_model.empty()) return compare_models(o, th);
     if (!o.against_backend.empty()) return compare_backends(o, th);
     if (o.model_path.empty() || !o.files.empty()) {
         // Two dumps; with --model, the doctor reads the model's weights and config too.

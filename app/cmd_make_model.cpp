@@ -32,6 +32,16 @@ int run_make_model(const MakeModelOptions& o) {
         }
         spec.type = t;
     }
+    for (const std::string& nt : o.tensor_types) {
+        const size_t eq = nt.rfind('=');
+        GgmlType t{};
+        if (eq == std::string::npos || eq == 0 || !ggml_type_from_name(nt.c_str() + eq + 1, &t)) {
+            std::fprintf(stderr, "layerscope make-model: --tensor-type '%s': give NAME=TYPE, e.g. blk.1.ffn_down.weight=q2_K\n",
+                         nt.c_str());
+            return kExitUsage;
+        }
+        spec.tensor_types.emplace_back(nt.substr(0, eq), t);
+    }
     if (o.n_embd) spec.n_embd = o.n_embd;
     if (o.n_layer) spec.n_layer = o.n_layer;
     if (o.n_head) spec.n_head = o.n_head;

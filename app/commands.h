@@ -106,6 +106,7 @@ struct CompareOptions {
     bool all = false;                // every event and every unmatched reference tensor
     std::string backend = "auto";
     std::string against_backend;     // set: the reference is the same run on this backend
+    std::string against_model;       // set: the reference is the same run of this file (the model in another format)
     std::string llama_isa = "auto";  // the llama.cpp CPU build llama mode reproduces
     std::string names = "auto";      // naming convention of the dumps: auto, llama, hf, meta or a map file
     double min_paired = 0.5;         // share of the smaller side that must pair (kDefaultMinPaired)
@@ -119,6 +120,7 @@ struct MakeModelOptions {
     bool demo = false;          // start from the GUI demo's spec; other flags override it
     std::string preset;         // start from a named spec (make_model_preset); other flags override it
     std::string arch, type;     // "" = the spec's default
+    std::vector<std::string> tensor_types;  // NAME=TYPE: one tensor in another type
     // 0 = the spec's default (or the demo's or preset's).
     int n_embd = 0, n_layer = 0, n_head = 0, n_head_kv = 0, n_ff = 0, vocab = 0, ctx_train = 0, head_dim = 0;
     // deepseek2; -1 = the spec's default (0 is a value: no q compression, no dense block).

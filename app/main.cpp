@@ -140,6 +140,10 @@ void add_compare_command(CLI::App& app, ls::app::CompareOptions& o) {
                     "Compare two backends: run -m MODEL on this one too (cpu, cuda, cuda-emulated) and use that run as "
                     "the reference, event by event")
         ->check(CLI::IsMember({"cpu", "cuda", "cuda-emulated", "auto"}));
+    cmp->add_option("--against-model", o.against_model,
+                    "Compare two files of one model (the same weights in two formats, e.g. F16 and Q4_K_M): run the "
+                    "same tokens through this one too and use that run as the reference, event by event")
+        ->check(kNonEmptyPath);
     cmp->add_option("--names", o.names, "How the dumps name their tensors: llama (llama.cpp's names), hf (Hugging Face "
                                         "module paths), meta (Meta / llama2.c), a name map file (JSON, see the README), or "
                                         "auto (default: whichever names the most tensors)");
@@ -167,6 +171,8 @@ void add_make_model_command(CLI::App& app, ls::app::MakeModelOptions& o) {
     mk->add_option("--type", o.type, "Weight type: f32, f16 (default), bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_K..q6_K, "
                                      "mxfp4 (experts MXFP4, other matrices Q8_0, as llama-quantize's MXFP4_MOE), nvfp4 (every "
                                      "matrix but token_embd and the router NVFP4, as ModelOpt conversions)");
+    mk->add_option("--tensor-type", o.tensor_types, "NAME=TYPE: this tensor (a matrix, by its GGUF name) in another type "
+                                                    "than --type's, e.g. blk.1.ffn_down.weight=q2_K (repeatable)");
     mk->add_option("--embd", o.n_embd, "Embedding width (default 256)")->check(CLI::Range(1, 65536));
     mk->add_option("--layers", o.n_layer, "Blocks (default 2)")->check(CLI::Range(1, 1024));
     mk->add_option("--heads", o.n_head, "Attention heads (default 4)")->check(CLI::Range(1, 1024));

@@ -53,6 +53,7 @@ struct EventComparison {
     LocalOrigin local_origin = LocalOrigin::kNotComputed;
     double local_nmse = -1;    // -1: not measured
     std::string local_why;     // kUnknown: why it could not be measured
+    std::string local_weight;  // the GGUF weight the local op read: a product's, or token_embd ("" when none)
 };
 
 // Re-judges a compared event against a noise floor: warn above max(warn, 10 floor), diverged

@@ -123,6 +123,7 @@ public:
 
     void measure(size_t index, EventComparison& c) {
         why_.clear();
+        op_weight_.clear();
         const CapturedEvent& e = run_.captures.events[index];
         const Group g{e.decode, e.ubatch};
         Values out;
@@ -153,6 +154,7 @@ public:
         }
         const Metrics m = compute_metrics(a.ours.data(), a.ref.data(), static_cast<int64_t>(a.ours.size()));
         c.local_nmse = m.nmse;
+        c.local_weight = op_weight_;
         const double limit = std::max(opt_.thresholds.warn_nmse, kFloorWarnFactor * std::max(0.0, c.floor_nmse));
         c.local_origin = m.n_nonfinite > 0 || !(m.nmse <= limit) ? LocalOrigin::kLocal : LocalOrigin::kInherited;
     }
@@ -263,6 +265,7 @@ private:
     bool matmul(const std::string& w_name, const Values& x, Values* y) {
         Tensor w;
         if (!weight(w_name, &w)) return false;
+        op_weight_ = w_name;
         if (w.ne[0] != x.ne[0]) {
             why_ = fmt::format("{} takes rows of {}, {}'s input has rows of {}", w_name, w.ne[0], opt_.source, x.ne[0]);
             return false;
@@ -383,6 +386,7 @@ private:
             }
             Tensor table;
             if (!weight("token_embd.weight", &table)) return false;
+            op_weight_ = "token_embd.weight";
             out->v.assign(static_cast<size_t>(table.ne[0] * tokens.size()), 0.0f);
             out->ne[0] = table.ne[0], out->ne[1] = static_cast<int64_t>(tokens.size());
             Tensor ids = make_tensor(tokens.data(), out->ne[1], 1, 1, 1, GgmlType::I32);
@@ -664,6 +668,7 @@ private:
     std::map<Group, int64_t> starts_, n_tokens_;
     std::map<std::string, Loaded> weights_;
     std::string why_;
+    std::string op_weight_;  // the weight the current event's op read rows of (a product's, or the embeddings)
 };
 
 }  // namespace

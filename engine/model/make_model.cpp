@@ -930,6 +930,18 @@ Status validate_make_model_spec(const MakeModelSpec& s) {
     if (!weight_type_supported(s.type))
         return bad(fmt::format("type '{}' cannot be generated; use f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, "
                                "q2_K, q3_K, q4_K, q5_K, q6_K, mxfp4 or nvfp4", ggml_type_name(s.type) ? ggml_type_name(s.type) : "?"));
+    for (const auto& [name, type] : s.tensor_types) {
+        if (!weight_type_supported(type))
+            return bad(fmt::format("tensor {}: type '{}' cannot be generated", name, ggml_type_name(type) ? ggml_type_name(type) : "?"));
+        const std::vector<PlannedTensor> plan = plan_tensors(s);
+        auto it = std::find_if(plan.begin(), plan.end(), [&](const PlannedTensor& t) { return t.name == name; });
+        if (it == plan.end()) return bad(fmt::format("this model has no tensor {} to give type {}", name, ggml_type_name(type)));
+        if (it->ne.size() < 2) return bad(fmt::format("tensor {} is a vector; only matrices take another type", name));
+        const int64_t block = ggml_type_traits(type)->block_elems;
+        if (it->ne[0] % block != 0)
+            return bad(fmt::format("tensor {} has rows of {} values, not a multiple of {}'s block of {}", name, it->ne[0],
+                                   ggml_type_name(type), block));
+    }
     // Tensors are made one at a time: memory holds the largest (as floats), the disk all of them.
     int64_t params = 0, largest = 0;
     for (const PlannedTensor& t : plan_tensors(s)) {
@@ -1070,6 +1082,8 @@ std::vector<float> generate_values(const MakeModelSpec& s, const PlannedTensor& 
 GgmlType recipe_type(const MakeModelSpec& s, const PlannedTensor& t) {
     const std::string router = "ffn_gate_inp.weight";
     if (t.ne.size() < 2) return GgmlType::F32;
+    for (const auto& [name, type] : s.tensor_types)
+        if (name == t.name) return type;
     if (t.name.size() >= 5 && t.name.compare(t.name.size() - 5, 5, ".bias") == 0) return GgmlType::F32;  // gpt-oss's {n, E}
     if (t.name.size() >= router.size() && t.name.compare(t.name.size() - router.size(), router.size(), router) == 0)
         return GgmlType::F32;

@@ -45,6 +45,9 @@ struct MakeModelSpec {
     // every other matrix Q8_0. NVFP4 follows ModelOpt conversions: every matrix NVFP4 but token_embd
     // (F16) and the router (F32); with weight_scales, each gets its `.scale` (an untied LM head too).
     GgmlType type = GgmlType::F16;
+    // Tensors of another type than the recipe's, by exact name (a matrix; its row size must suit the
+    // type): one damaged or restored tensor in a model otherwise in `type`.
+    std::vector<std::pair<std::string, GgmlType>> tensor_types;
     uint64_t seed = 1;
     int vocab = 512;  // real tokens (specials + 256 byte tokens + generated pieces); >= kMakeModelMinVocab
     // token_embd rows (the token list is padded to them); 0: vocab, and for qwen2 the next multiple
