@@ -930,7 +930,9 @@ Status validate_make_model_spec(const MakeModelSpec& s) {
     if (!weight_type_supported(s.type))
         return bad(fmt::format("type '{}' cannot be generated; use f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, "
                                "q2_K, q3_K, q4_K, q5_K, q6_K, mxfp4 or nvfp4", ggml_type_name(s.type) ? ggml_type_name(s.type) : "?"));
-    for (const auto& [name, type] : s.tensor_types) {
+    for (const auto& nt : s.tensor_types) {
+        const std::string& name = nt.first;
+        const GgmlType type = nt.second;
         if (!weight_type_supported(type))
             return bad(fmt::format("tensor {}: type '{}' cannot be generated", name, ggml_type_name(type) ? ggml_type_name(type) : "?"));
         const std::vector<PlannedTensor> plan = plan_tensors(s);
