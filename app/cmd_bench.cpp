@@ -138,7 +138,7 @@ int run_bench(const BenchOptions& o) {
     // run go back to a pool when released and the next run's copies reuse that memory.
     if (!chosen.value().backend->memory().weights_copied) {
         uint8_t touched = 0;
-        for (const GgufTensorInfo& t : model.value()->file().tensors())
+        for (const GgufTensorInfo& t : model.value()->tensors())
             for (uint64_t i = 0; i < t.n_bytes; i += 4096) touched ^= t.data[i];
         [[maybe_unused]] static volatile uint8_t sink;
         sink = touched;

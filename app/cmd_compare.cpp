@@ -9,12 +9,15 @@
 #include <nlohmann/json.hpp>
 
 #include "app/commands.h"
+#include "app/compare_models.h"
+#include "app/compare_report.h"
 #include "app/token_list.h"
 #include "engine/compare/backend_ab.h"
 #include "engine/compare/compare_run.h"
 #include "engine/compare/doctor.h"
 #include "engine/compare/local_error.h"
 #include "engine/compare/model_pair.h"
+#include "engine/compare/output_kl.h"
 #include "engine/compare/pairing.h"
 #include "engine/compare/tensor_names.h"
 #include "engine/tokenizer/chat_template.h"
@@ -182,7 +185,14 @@ int report(const CompareOptions& o, CompareRunResult& r, const ReferenceDump& re
     const bool two_dumps = !o.files.empty();
     const double local_seconds =
         local_source ? compute_local_errors(model, *local_source, {forward, th, two_dumps ? "our dump" : "the reference"}, r) : 0;
-    const std::string local_line = local_summary_line(r.comparisons);
+    const std::string local_line = local_summary_line(r.comparisons, !o.against_model.empty());
+    const OutputKl kl = output_kl(r.captures, reference);
+    LogitLens lens;
+    if (o.logit_lens) {
+        auto made = logit_lens(*model, r.captures, reference, forward.mode, r.llama_isa);
+        if (!made) return fail(made.error());
+        lens = std::move(made.value());
+    }
     DoctorReport doctor;
     if (r.summary.first_divergent >= 0)
         doctor = diagnose(r, static_cast<size_t>(r.summary.first_divergent), reference, model, th);
@@ -226,6 +236,8 @@ int report(const CompareOptions& o, CompareRunResult& r, const ReferenceDump& re
             j["volume"] = {{"tensors", r.volume.tensors}, {"bytes", r.volume.bytes}, {"seconds", r.volume.seconds},
                            {"gb_per_s", gb_per_s(r.volume)}};
         j["first_divergence"] = r.summary.first_divergent >= 0 ? to_json(r.comparisons[r.summary.first_divergent]) : nlohmann::json();
+        j["output_kl"] = kl.rows.empty() ? nlohmann::json() : output_kl_json(kl);
+        if (o.logit_lens) j["logit_lens"] = logit_lens_json(lens, model->tokenizer());
         j["doctor"] = nlohmann::json::array();
         j["attribution"] = nlohmann::json::array();
         for (const EventComparison* c : attribution(r))
@@ -268,6 +280,8 @@ int report(const CompareOptions& o, CompareRunResult& r, const ReferenceDump& re
     if (two_dumps)
         std::printf("compared %lld tensor pairs, %.1f MiB in %.3g s (%.2f GB/s)\n", static_cast<long long>(r.volume.tensors),
                     static_cast<double>(r.volume.bytes) / (1024.0 * 1024.0), r.volume.seconds, gb_per_s(r.volume));
+    print_output_kl(kl, o.all, model ? model->tokenizer() : nullptr);
+    if (o.logit_lens) print_logit_lens(lens, model->tokenizer(), o.all);
     if (o.all)
         for (const auto& [name, why] : r.unmatched) std::printf("  unmatched: %s%s\n", name.c_str(), why.empty() ? "" : (" (" + why + ")").c_str());
     if (first < 0) {
@@ -394,36 +408,26 @@ int compare_models(const CompareOptions& o, const CompareThresholds& given) {
     MathMode mode;
     Fault fault;
     if (Status s = run_flags(o, &mode, &fault); !s) return fail(s.error());
-    auto model = Model::open(o.model_path);
-    if (!model) return fail(model.error());
-    auto other = Model::open(o.against_model);
-    if (!other) return fail(other.error());
-    if (Status s = check_same_model(*model.value(), *other.value()); !s) return fail(s.error());
-    auto tokens = prompt_tokens(o, *model.value());
-    if (!tokens) return fail(tokens.error());
-    if (tokens.value().empty())
-        return fail(make_error(ErrorCode::kUsage, "--against-model needs the tokens to run: give -p TEXT or --tokens"));
-    auto other_tokens = prompt_tokens(o, *other.value());
-    if (!other_tokens) return fail(other_tokens.error());
-    if (other_tokens.value() != tokens.value())
-        return fail(make_error(ErrorCode::kBadInput, fmt::format("{} and {} tokenize the prompt differently ({} and {} "
-                                                                 "tokens): their vocabularies differ; give --tokens",
-                                                                 o.model_path, o.against_model, tokens.value().size(),
-                                                                 other_tokens.value().size())));
+    auto pair = open_model_pair(o);
+    if (!pair) return fail(pair.error());
+    std::unique_ptr<Model>& model = pair.value().model;
+    std::unique_ptr<Model>& other = pair.value().other;
+    const std::vector<int32_t>& tokens = pair.value().tokens;
     const int n_generate = o.n_decode > 0 ? o.n_decode - 1 : 0;  // decode calls: the prompt, then one per token
 
     ForwardOptions forward;
     forward.mode = mode;
     if (Status s = parse_llama_isa(o.llama_isa, &forward.llama_isa); !s) return fail(s.error());
     mla_form_from_name(o.mla, &forward.mla);
-    auto n_ctx = context_for_run(model.value()->config(), static_cast<int64_t>(tokens.value().size()), n_generate, 0, false);
+    auto n_ctx = context_for_run(model->config(), static_cast<int64_t>(tokens.size()), n_generate, 0, false);
     if (!n_ctx) return fail(n_ctx.error());
     forward.n_ctx = n_ctx.value();
+    forward.all_logits = true;  // every position's distribution, for the KL statistics
     std::unique_ptr<ReferenceDump> reference;
     {
-        auto against = open_backend_for(*other.value(), o.backend, o.threads, forward);
+        auto against = open_backend_for(*other, o.backend, o.threads, forward);
         if (!against) return fail(against.error());
-        auto ran = run_as_reference(*other.value(), *against.value().backend, forward, tokens.value(), n_generate,
+        auto ran = run_as_reference(*other, *against.value().backend, forward, tokens, n_generate,
                                     fmt::format("the run of {}", o.against_model));
         if (!ran) return fail(ran.error());
         reference = std::move(ran.value());
@@ -431,26 +435,50 @@ int compare_models(const CompareOptions& o, const CompareThresholds& given) {
 
     CompareRunOptions options;
     options.thresholds = th;
-    options.prompt = tokens.value();
+    options.prompt = tokens;
     options.forward = forward;
     options.forward.fault = fault;
     options.llama_isa = forward.llama_isa;
-    auto ours = open_backend_for(*model.value(), o.backend, o.threads, options.forward);
+    auto ours = open_backend_for(*model, o.backend, o.threads, options.forward);
     if (!ours) return fail(ours.error());
-    auto run = compare_with_reference(*model.value(), *ours.value().backend, *reference, options);
+    auto run = compare_with_reference(*model, *ours.value().backend, *reference, options);
     if (!run) return fail(run.error());
     const std::string header =
         fmt::format("model:     {} ({}), mode {}{}, on {}\n           tensors: {}\nagainst:   {} (its run is the reference: {} "
                     "tensors)\n           tensors: {}\n",
-                    o.model_path, model.value()->config().arch_name, math_mode_name(mode),
+                    o.model_path, model->config().arch_name, math_mode_name(mode),
                     fault == Fault::kNone ? "" : fmt::format(", fault {}", fault_info(fault).name), ours.value().backend->name(),
-                    tensor_type_mix(*model.value()), o.against_model, reference->tensors().size(),
-                    tensor_type_mix(*other.value()));
-    return report(o, run.value(), *reference, model.value().get(), th, header, names_json({}, NamingReport{"llama"}),
+                    tensor_type_mix(*model), o.against_model, reference->tensors().size(),
+                    tensor_type_mix(*other));
+    return report(o, run.value(), *reference, model.get(), th, header, names_json({}, NamingReport{"llama"}),
                   options.forward, reference.get());
 }
 
 }  // namespace
+
+Result<ModelPair> open_model_pair(const CompareOptions& o) {
+    ModelPair pair;
+    auto model = Model::open(o.model_path);
+    if (!model) return model.error();
+    pair.model = std::move(model.value());
+    auto other = Model::open(o.against_model);
+    if (!other) return other.error();
+    pair.other = std::move(other.value());
+    if (Status s = check_same_model(*pair.model, *pair.other); !s) return s.error();
+    auto tokens = prompt_tokens(o, *pair.model);
+    if (!tokens) return tokens.error();
+    if (tokens.value().empty())
+        return make_error(ErrorCode::kUsage, "--against-model needs the tokens to run: give -p TEXT or --tokens");
+    auto other_tokens = prompt_tokens(o, *pair.other);
+    if (!other_tokens) return other_tokens.error();
+    if (other_tokens.value() != tokens.value())
+        return make_error(ErrorCode::kBadInput, fmt::format("{} and {} tokenize the prompt differently ({} and {} tokens): "
+                                                            "their vocabularies differ; give --tokens",
+                                                            o.model_path, o.against_model, tokens.value().size(),
+                                                            other_tokens.value().size()));
+    pair.tokens = std::move(tokens.value());
+    return pair;
+}
 
 int run_compare(const CompareOptions& o) {
     if (!(o.min_paired >= 0 && o.min_paired <= 1))
@@ -464,6 +492,8 @@ int run_compare(const CompareOptions& o) {
     if (!(th.warn_nmse <= th.diverged_nmse))
         return fail(make_error(ErrorCode::kUsage, "--warn must not be larger than --diverged"));
 
+    if (!o.ablate.empty()) return run_ablation(o);
+    if (o.ablate_restore) return fail(make_error(ErrorCode::kUsage, "--ablate-restore goes with --ablate"));
     if (!o.against_model.empty()) return compare_models(o, th);
     if (!o.against_backend.empty()) return compare_backends(o, th);
     if (o.model_path.empty() || !o.files.empty()) {
@@ -471,6 +501,10 @@ int run_compare(const CompareOptions& o) {
         if (o.files.size() != 2 || !o.reference_path.empty())
             return fail(make_error(ErrorCode::kUsage, "give --model M --reference DUMP, or two dumps: compare A.gguf B.gguf "
                                                       "[--model M]"));
+        if (o.logit_lens)
+            return fail(make_error(ErrorCode::kUsage, "--logit-lens reads our run's layer outputs: compare a run of the "
+                                                      "model (-m MODEL with --reference, --against-model or "
+                                                      "--against-backend), not two dumps"));
         if (!o.run_flags_given.empty()) {
             std::string flags;
             for (const std::string& f : o.run_flags_given)

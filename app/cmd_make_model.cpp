@@ -2,12 +2,58 @@
 // codes and a message that says what to change).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "app/commands.h"
 #include "engine/model/make_model.h"
 
 namespace ls::app {
+
+namespace {
+
+// What make-model wrote: the file, the spec's shape and what is special about it.
+void print_written(const MakeModelSpec& spec, const std::string& path, const MakeModelInfo& info) {
+    // deepseek2's MLA layout is MQA over the latent (one KV head); the legacy one is MHA.
+    const bool deepseek2 = spec.arch == "deepseek2";
+    const int kv_heads = spec.legacy_kv_b ? spec.n_head : 1;
+    fmt::print("wrote {}: {} n_embd {} layers {} heads {}/{} n_ff {} vocab {} ({} token rows), {}, seed {}: "
+               "{} parameters, {} bytes\n",
+               path, spec.arch, spec.n_embd, spec.n_layer, spec.n_head, deepseek2 ? kv_heads : spec.n_head_kv,
+               spec.n_ff, spec.vocab, info.n_tokens, ggml_type_name(spec.type), spec.seed, info.n_params,
+               info.file_bytes);
+    if (deepseek2)
+        fmt::print("  mla {}: q_lora_rank {}, kv_lora_rank {}, k {} + {} rope, v {}; moe: {} experts, {} used, {} shared, "
+                   "expert n_ff {}, {} leading dense, {} gating{}{}, weights scale {}; yarn factor {}\n",
+                   spec.legacy_kv_b ? "legacy kv_b" : "split k_b/v_b", spec.q_lora_rank, spec.kv_lora_rank,
+                   spec.qk_nope_dim, spec.qk_rope_dim, spec.v_head_dim, spec.n_expert, spec.n_expert_used,
+                   spec.n_expert_shared, spec.n_ff_expert, spec.n_dense_lead,
+                   spec.expert_gating_func == 2 ? "sigmoid" : "softmax", spec.expert_bias ? " with a selection bias" : "",
+                   spec.expert_weights_norm ? ", weights renormalised" : "", spec.expert_weights_scale, spec.yarn_factor);
+    if (spec.arch == "qwen3moe" || spec.llama_experts)
+        fmt::print("  moe: {} experts of {}, {} used (softmax, renormalised)\n", spec.n_expert,
+                   spec.llama_experts ? spec.n_ff : spec.n_ff_expert, spec.n_expert_used);
+    if (deepseek2 && spec.n_expert_groups > 1)
+        fmt::print("  grouped routing: {} groups of {} experts, the best {} kept\n", spec.n_expert_groups,
+                   spec.n_expert / spec.n_expert_groups, spec.n_expert_groups_used);
+    if (deepseek2 && spec.fused_gate_up) fmt::print("  experts: gate and up fused in ffn_gate_up_exps\n");
+    if (spec.rope_freqs_factor > 0)
+        fmt::print("  rope_freqs: llama3 factors (factor {}, low {}, high {}, original context {})\n", spec.rope_freqs_factor,
+                   spec.rope_freqs_low, spec.rope_freqs_high, spec.rope_freqs_orig_ctx);
+    if (spec.out_biases)
+        fmt::print("  biases: {}\n", spec.arch == "qwen2" ? "output.bias" : "attn_output, ffn_gate, ffn_up, ffn_down");
+    if (spec.weight_scales) fmt::print("  scales: a .scale and an .input_scale per projection\n");
+    if (spec.longrope)
+        fmt::print("  longrope: rope_factors_short/_long, original context {} (a longer context takes the long "
+                   "factors)\n", spec.longrope_orig_ctx);
+    if (spec.n_swa > 0)
+        fmt::print("  sliding window {}{}{}\n", spec.n_swa,
+                   spec.swa_pattern > 0 ? fmt::format(", one global layer per {}", spec.swa_pattern) : "",
+                   spec.arch == "gemma2" ? ", soft caps" : "");
+    for (const std::string& f : info.fallbacks) fmt::print("  fallback: {}\n", f);
+}
+
+}  // namespace
 
 int run_make_model(const MakeModelOptions& o) {
     MakeModelSpec spec = o.demo ? demo_model_spec() : MakeModelSpec{};
@@ -23,15 +69,26 @@ int run_make_model(const MakeModelOptions& o) {
         spec.arch = o.arch;
         if (spec.arch == "gpt-oss" && spec.n_swa == 0) spec.n_swa = 128;  // gpt-oss's window unless --swa says
     }
-    if (!o.type.empty()) {
+    // --type T, or a list T1,T2,...: one file per type from the same master weights.
+    std::vector<GgmlType> types;
+    for (size_t start = 0; !o.type.empty() && start <= o.type.size();) {
+        const size_t comma = std::min(o.type.find(',', start), o.type.size());
+        const std::string name = o.type.substr(start, comma - start);
         GgmlType t{};
-        if (!ggml_type_from_name(o.type.c_str(), &t)) {
+        if (!ggml_type_from_name(name.c_str(), &t)) {
             std::fprintf(stderr, "layerscope make-model: unknown --type '%s'; use f32, f16, bf16, q4_0, q4_1, q5_0, "
-                                 "q5_1, q8_0, q2_K, q3_K, q4_K, q5_K, q6_K, mxfp4 or nvfp4\n", o.type.c_str());
+                                 "q5_1, q8_0, q2_K, q3_K, q4_K, q5_K, q6_K, mxfp4 or nvfp4, or a list of them (f16,q8_0)\n",
+                         name.c_str());
             return kExitUsage;
         }
-        spec.type = t;
+        if (std::find(types.begin(), types.end(), t) != types.end()) {
+            std::fprintf(stderr, "layerscope make-model: --type lists %s twice\n", name.c_str());
+            return kExitUsage;
+        }
+        types.push_back(t);
+        start = comma + 1;
     }
+    if (types.empty()) types.push_back(spec.type);
     for (const std::string& nt : o.tensor_types) {
         const size_t eq = nt.rfind('=');
         GgmlType t{};
@@ -81,49 +138,22 @@ int run_make_model(const MakeModelOptions& o) {
         spec.longrope_orig_ctx = o.longrope_orig_ctx;
     }
 
-    MakeModelInfo info;
-    Status st = make_model(spec, o.out_path, &info, o.force);
-    if (!st.ok()) {
-        std::fprintf(stderr, "layerscope make-model: %s\n", st.error().message.c_str());
-        return exit_code_for(st.error());
+    // One type: OUT. Several: OUT with "-TYPE" before its extension (m.gguf -> m-f16.gguf, m-q8_0.gguf).
+    const size_t dot = o.out_path.rfind('.');
+    const bool has_ext = dot != std::string::npos && o.out_path.find('/', dot) == std::string::npos && dot > 0;
+    for (GgmlType t : types) {
+        spec.type = t;
+        const std::string path = types.size() == 1 ? o.out_path
+                                 : has_ext ? o.out_path.substr(0, dot) + "-" + ggml_type_name(t) + o.out_path.substr(dot)
+                                           : o.out_path + "-" + ggml_type_name(t);
+        MakeModelInfo info;
+        Status st = make_model(spec, path, &info, o.force);
+        if (!st.ok()) {
+            std::fprintf(stderr, "layerscope make-model: %s\n", st.error().message.c_str());
+            return exit_code_for(st.error());
+        }
+        print_written(spec, path, info);
     }
-    // deepseek2's MLA layout is MQA over the latent (one KV head); the legacy one is MHA.
-    const bool deepseek2 = spec.arch == "deepseek2";
-    const int kv_heads = spec.legacy_kv_b ? spec.n_head : 1;
-    fmt::print("wrote {}: {} n_embd {} layers {} heads {}/{} n_ff {} vocab {} ({} token rows), {}, seed {}: "
-               "{} parameters, {} bytes\n",
-               o.out_path, spec.arch, spec.n_embd, spec.n_layer, spec.n_head, deepseek2 ? kv_heads : spec.n_head_kv,
-               spec.n_ff, spec.vocab, info.n_tokens, ggml_type_name(spec.type), spec.seed, info.n_params,
-               info.file_bytes);
-    if (deepseek2)
-        fmt::print("  mla {}: q_lora_rank {}, kv_lora_rank {}, k {} + {} rope, v {}; moe: {} experts, {} used, {} shared, "
-                   "expert n_ff {}, {} leading dense, {} gating{}{}, weights scale {}; yarn factor {}\n",
-                   spec.legacy_kv_b ? "legacy kv_b" : "split k_b/v_b", spec.q_lora_rank, spec.kv_lora_rank,
-                   spec.qk_nope_dim, spec.qk_rope_dim, spec.v_head_dim, spec.n_expert, spec.n_expert_used,
-                   spec.n_expert_shared, spec.n_ff_expert, spec.n_dense_lead,
-                   spec.expert_gating_func == 2 ? "sigmoid" : "softmax", spec.expert_bias ? " with a selection bias" : "",
-                   spec.expert_weights_norm ? ", weights renormalised" : "", spec.expert_weights_scale, spec.yarn_factor);
-    if (spec.arch == "qwen3moe" || spec.llama_experts)
-        fmt::print("  moe: {} experts of {}, {} used (softmax, renormalised)\n", spec.n_expert,
-                   spec.llama_experts ? spec.n_ff : spec.n_ff_expert, spec.n_expert_used);
-    if (deepseek2 && spec.n_expert_groups > 1)
-        fmt::print("  grouped routing: {} groups of {} experts, the best {} kept\n", spec.n_expert_groups,
-                   spec.n_expert / spec.n_expert_groups, spec.n_expert_groups_used);
-    if (deepseek2 && spec.fused_gate_up) fmt::print("  experts: gate and up fused in ffn_gate_up_exps\n");
-    if (spec.rope_freqs_factor > 0)
-        fmt::print("  rope_freqs: llama3 factors (factor {}, low {}, high {}, original context {})\n", spec.rope_freqs_factor,
-                   spec.rope_freqs_low, spec.rope_freqs_high, spec.rope_freqs_orig_ctx);
-    if (spec.out_biases)
-        fmt::print("  biases: {}\n", spec.arch == "qwen2" ? "output.bias" : "attn_output, ffn_gate, ffn_up, ffn_down");
-    if (spec.weight_scales) fmt::print("  scales: a .scale and an .input_scale per projection\n");
-    if (spec.longrope)
-        fmt::print("  longrope: rope_factors_short/_long, original context {} (a longer context takes the long "
-                   "factors)\n", spec.longrope_orig_ctx);
-    if (spec.n_swa > 0)
-        fmt::print("  sliding window {}{}{}\n", spec.n_swa,
-                   spec.swa_pattern > 0 ? fmt::format(", one global layer per {}", spec.swa_pattern) : "",
-                   spec.arch == "gemma2" ? ", soft caps" : "");
-    for (const std::string& f : info.fallbacks) fmt::print("  fallback: {}\n", f);
     return kExitOk;
 }
 

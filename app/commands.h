@@ -107,6 +107,9 @@ struct CompareOptions {
     std::string backend = "auto";
     std::string against_backend;     // set: the reference is the same run on this backend
     std::string against_model;       // set: the reference is the same run of this file (the model in another format)
+    bool logit_lens = false;         // each layer's output through the output head, ours and the reference's
+    std::string ablate;              // with against_model: "tensors" or "layers" (run_ablation)
+    bool ablate_restore = false;     // --ablate: restore one unit at a time instead of quantizing one
     std::string llama_isa = "auto";  // the llama.cpp CPU build llama mode reproduces
     std::string names = "auto";      // naming convention of the dumps: auto, llama, hf, meta or a map file
     double min_paired = 0.5;         // share of the smaller side that must pair (kDefaultMinPaired)

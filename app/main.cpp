@@ -144,6 +144,16 @@ void add_compare_command(CLI::App& app, ls::app::CompareOptions& o) {
                     "Compare two files of one model (the same weights in two formats, e.g. F16 and Q4_K_M): run the "
                     "same tokens through this one too and use that run as the reference, event by event")
         ->check(kNonEmptyPath);
+    cmp->add_flag("--logit-lens", o.logit_lens,
+                  "Read each layer's output (l_out) through output_norm and the LM head, ours and the reference's: the "
+                  "top tokens per layer and position, the layer where they first differ, where the final token first leads");
+    cmp->add_option("--ablate", o.ablate,
+                    "With --against-model: rank the tensors (tensors) or layers (layers) by what they do to the output: "
+                    "the --against-model file run with one of them from -m at a time, the KL of its final distributions "
+                    "against its own run's")
+        ->check(CLI::IsMember({"tensors", "layers"}));
+    cmp->add_flag("--ablate-restore", o.ablate_restore,
+                  "With --ablate: run -m with one tensor (or layer) restored from --against-model at a time instead");
     cmp->add_option("--names", o.names, "How the dumps name their tensors: llama (llama.cpp's names), hf (Hugging Face "
                                         "module paths), meta (Meta / llama2.c), a name map file (JSON, see the README), or "
                                         "auto (default: whichever names the most tensors)");
@@ -170,7 +180,8 @@ void add_make_model_command(CLI::App& app, ls::app::MakeModelOptions& o) {
         ->check(CLI::IsMember({"llama", "qwen2", "qwen3", "qwen3moe", "phi3", "gemma2", "gemma3", "deepseek2", "gpt-oss"}));
     mk->add_option("--type", o.type, "Weight type: f32, f16 (default), bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_K..q6_K, "
                                      "mxfp4 (experts MXFP4, other matrices Q8_0, as llama-quantize's MXFP4_MOE), nvfp4 (every "
-                                     "matrix but token_embd and the router NVFP4, as ModelOpt conversions)");
+                                     "matrix but token_embd and the router NVFP4, as ModelOpt conversions); a list (f16,q8_0,q4_K) writes one "
+                                     "file per type from the same master weights, OUT with -TYPE before its extension");
     mk->add_option("--tensor-type", o.tensor_types, "NAME=TYPE: this tensor (a matrix, by its GGUF name) in another type "
                                                     "than --type's, e.g. blk.1.ffn_down.weight=q2_K (repeatable)");
     mk->add_option("--embd", o.n_embd, "Embedding width (default 256)")->check(CLI::Range(1, 65536));

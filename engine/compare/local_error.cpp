@@ -708,7 +708,7 @@ LocalSummary summarize_local(const std::vector<EventComparison>& comparisons) {
     return s;
 }
 
-std::string local_summary_line(const std::vector<EventComparison>& comparisons) {
+std::string local_summary_line(const std::vector<EventComparison>& comparisons, bool two_formats) {
     const LocalSummary s = summarize_local(comparisons);
     if (s.local + s.inherited + s.unknown == 0) return "";
     std::string unknown = s.unknown ? fmt::format("; {} unknown (an input not dumped)", s.unknown) : "";
@@ -716,6 +716,11 @@ std::string local_summary_line(const std::vector<EventComparison>& comparisons) 
         return fmt::format("no event has a large local error: {} warn/diverged events only inherited theirs{}", s.inherited, unknown);
     const EventComparison& c = comparisons[static_cast<size_t>(s.origin)];
     std::string more = s.local > 1 ? fmt::format("; {} more with a large local error of their own", s.local - 1) : "";
+    // Two formats of one model: every weight adds its own error, none of them is "the bug".
+    if (two_formats)
+        return fmt::format("the first op with a large error of its own is {} (event {}): local nmse {:.3g}; {} other "
+                           "warn/diverged events only inherited theirs{}{}",
+                           c.name, c.event_index, c.local_nmse, s.inherited, more, unknown);
     return fmt::format("the bug is local to {} (event {}): local nmse {:.3g}; {} other warn/diverged events only inherited it{}{}",
                        c.name, c.event_index, c.local_nmse, s.inherited, more, unknown);
 }

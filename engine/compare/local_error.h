@@ -42,7 +42,9 @@ struct LocalSummary {
 LocalSummary summarize_local(const std::vector<EventComparison>& comparisons);
 
 // One line: "the bug is local to Qcur-0#3 (event 8): local nmse 0.3; 41 other warn/diverged events
-// only inherited it", or why nothing is local; "" when no local error was computed.
-std::string local_summary_line(const std::vector<EventComparison>& comparisons);
+// only inherited it", or why nothing is local; "" when no local error was computed. `two_formats`:
+// the runs are two files of one model, whose every weight adds an error of its own, so the line
+// names the first such op, not a bug.
+std::string local_summary_line(const std::vector<EventComparison>& comparisons, bool two_formats = false);
 
 }  // namespace ls

@@ -43,20 +43,20 @@ Status check_same_model(const Model& ours, const Model& other) {
     for (const auto& [key, value] : keys_b)
         if (!keys_a.count(key)) return differ(fmt::format("{} is {} in the second and absent from the first", key, value));
     // The tensors: the same names and shapes.
-    for (const GgufTensorInfo& t : ours.file().tensors()) {
+    for (const GgufTensorInfo& t : ours.tensors()) {
         const GgufTensorInfo* u = other.find(t.name);
         if (!u) return differ(fmt::format("tensor {} is in the first only", t.name));
         if (u->n_dims != t.n_dims || !std::equal(t.ne, t.ne + kGgmlMaxDims, u->ne))
             return differ(fmt::format("tensor {} is {} in the first, {} in the second", t.name, shape_text(t), shape_text(*u)));
     }
-    for (const GgufTensorInfo& u : other.file().tensors())
+    for (const GgufTensorInfo& u : other.tensors())
         if (!ours.find(u.name)) return differ(fmt::format("tensor {} is in the second only", u.name));
     return {};
 }
 
 std::string tensor_type_mix(const Model& model) {
     std::map<std::string, int> count;
-    for (const GgufTensorInfo& t : model.file().tensors()) ++count[ggml_type_name(t.type)];
+    for (const GgufTensorInfo& t : model.tensors()) ++count[ggml_type_name(t.type)];
     std::vector<std::pair<std::string, int>> sorted(count.begin(), count.end());
     std::stable_sort(sorted.begin(), sorted.end(), [](const auto& x, const auto& y) { return x.second > y.second; });
     std::string s;

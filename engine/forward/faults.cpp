@@ -269,13 +269,13 @@ FaultModelFacts fault_model_facts(const Model& model) {
     facts.n_vocab = out ? out->ne[1] : emb ? emb->ne[1] : model.config().n_vocab;
     for (const char* b : {"blk.0.attn_q.bias", "blk.0.attn_k.bias", "blk.0.attn_v.bias"})
         facts.has_qkv_bias = facts.has_qkv_bias || model.find(b) != nullptr;
-    for (const GgufTensorInfo& t : model.file().tensors()) {
+    for (const GgufTensorInfo& t : model.tensors()) {
         facts.has_q4_k = facts.has_q4_k || t.type == GgmlType::Q4_K;
         facts.has_mxfp4 = facts.has_mxfp4 || t.type == GgmlType::MXFP4;
     }
     facts.has_rope_freqs = model.config().arch == Arch::kLlama && model.find("rope_freqs.weight") != nullptr;
     facts.has_qk_norm = model.find("blk.0.attn_q_norm.weight") != nullptr;
-    for (const GgufTensorInfo& t : model.file().tensors())
+    for (const GgufTensorInfo& t : model.tensors())
         facts.has_expert_bias = facts.has_expert_bias || t.name.find("exp_probs_b.bias") != std::string::npos,
         facts.has_fused_gate_up = facts.has_fused_gate_up || t.name.find("ffn_gate_up_exps.weight") != std::string::npos,
         facts.has_sinks = facts.has_sinks || t.name.find("attn_sinks.weight") != std::string::npos;

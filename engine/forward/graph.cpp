@@ -201,7 +201,7 @@ Status GraphBuilder::init() {
     layout_ = tensor_layout(cfg_, n_vocab_);
     // A tensor llama.cpp would use and we do not (or one llama.cpp's loader does not know) is
     // refused by name, never skipped.
-    for (const GgufTensorInfo& t : model_.file().tensors())
+    for (const GgufTensorInfo& t : model_.tensors())
         if (std::string why = tensor_refusal(layout_, t.name, cfg_.arch_name); !why.empty())
             return make_error(ErrorCode::kBadInput, fmt::format("{}: tensor {}: {}", model_.path(), t.name, why));
     // llama.cpp creates the LM head's scales only for an NVFP4 output.weight, and refuses them on
@@ -213,7 +213,7 @@ Status GraphBuilder::init() {
                                           "output.weight", model_.path(), scale,
                                           out ? fmt::format("output.weight is {}", ggml_type_name(out->type))
                                               : "the LM head is token_embd (tied)"));
-    for (const GgufTensorInfo& t : model_.file().tensors()) {
+    for (const GgufTensorInfo& t : model_.tensors()) {
         auto ends_with = [&](const char* tail) {
             const size_t n = std::char_traits<char>::length(tail);
             return t.name.size() > n && t.name.compare(t.name.size() - n, n, tail) == 0;
@@ -248,7 +248,7 @@ Status GraphBuilder::init() {
     ops_used_.push_back({Op::kGetRows, emb->type});
     if (!out) ops_used_.push_back({Op::kMulMat, emb->type});  // tied LM head
     // The matrices' formats too, so that a refusal lists all that is missing at once.
-    for (const GgufTensorInfo& t : model_.file().tensors())
+    for (const GgufTensorInfo& t : model_.tensors())
         if (t.n_dims >= 2 && t.name != "token_embd.weight")
             ops_used_.push_back({expert_weight(t.name) ? Op::kMulMatId : Op::kMulMat, t.type});
     if (cfg_.n_expert > 0) {  // build_moe's ops

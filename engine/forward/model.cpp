@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace ls {
@@ -24,13 +25,40 @@ Result<std::unique_ptr<Model>> Model::open(const std::string& path) {
     if (m->file_->find("tokenizer.ggml.tokens")) {
         auto tok = Tokenizer::from_gguf(*m->file_);
         if (!tok) return tok.error();
-        m->tokenizer_.emplace(std::move(tok.value()));
+        m->tokenizer_ = std::make_shared<const Tokenizer>(std::move(tok.value()));
+    }
+    return m;
+}
+
+const GgufTensorInfo* Model::find(const std::string& name) const {
+    const GgufTensorInfo* t = file_->find_tensor(name);
+    if (!t || tensors_.empty()) return t;
+    return &tensors_[static_cast<size_t>(t - file_->tensors().data())];  // the same row of the substituted table
+}
+
+Result<std::unique_ptr<Model>> Model::with_tensors_from(const Model& donor, const std::vector<std::string>& names) const {
+    std::unique_ptr<Model> m(new Model(*this));
+    if (m->tensors_.empty()) m->tensors_ = file_->tensors();
+    for (const std::string& name : names) {
+        const GgufTensorInfo* ours = file_->find_tensor(name);
+        const GgufTensorInfo* theirs = donor.find(name);
+        if (!ours || !theirs)
+            return make_error(ErrorCode::kBadInput, fmt::format("tensor {} is missing from {}", name,
+                                                                ours ? donor.path() : path()));
+        if (!std::equal(ours->ne, ours->ne + 4, theirs->ne))
+            return make_error(ErrorCode::kBadInput, fmt::format("tensor {}: {} has ne {}, {} has {}", name, path(),
+                                                                format_ne(ours->ne, ours->n_dims), donor.path(),
+                                                                format_ne(theirs->ne, theirs->n_dims)));
+        GgufTensorInfo& row = m->tensors_[static_cast<size_t>(ours - file_->tensors().data())];
+        row.type = theirs->type;
+        row.n_bytes = theirs->n_bytes;
+        row.data = theirs->data;
     }
     return m;
 }
 
 Result<const GgufTensorInfo*> Model::tensor(const std::string& name, std::initializer_list<int64_t> ne) const {
-    const GgufTensorInfo* t = file_->find_tensor(name);
+    const GgufTensorInfo* t = find(name);
     if (!t)
         return make_error(ErrorCode::kBadInput,
                           fmt::format("{}: tensor {} is missing; a {} model needs it", path(), name, config_.arch_name));

@@ -22,18 +22,28 @@ public:
     const GgufFile& file() const { return *file_; }
     const ModelConfig& config() const { return config_; }
     // Absent when the file has no tokenizer metadata (then only token ids can be run).
-    const Tokenizer* tokenizer() const { return tokenizer_ ? &*tokenizer_ : nullptr; }
+    const Tokenizer* tokenizer() const { return tokenizer_.get(); }
     const std::string& path() const { return file_->path(); }
 
     // The tensor `name` if present with exactly these dims (ggml order; trailing 1s may be
     // omitted); an error "expected ... got ..." otherwise.
     Result<const GgufTensorInfo*> tensor(const std::string& name, std::initializer_list<int64_t> ne) const;
-    const GgufTensorInfo* find(const std::string& name) const { return file_->find_tensor(name); }
+    const GgufTensorInfo* find(const std::string& name) const;
+    // Every tensor the model runs with, in file order: the file's, but for those taken from another
+    // file by with_tensors_from.
+    const std::vector<GgufTensorInfo>& tensors() const { return tensors_.empty() ? file_->tensors() : tensors_; }
+
+    // This model with the tensors `names` taken from `donor`, the same model in another format
+    // (check_same_model): their types and data are the donor's, all else is this file's. `donor`
+    // must outlive the result. kBadInput when a name is missing from either file or the two shapes
+    // differ. What --ablate runs: one tensor of one format in a model of the other.
+    Result<std::unique_ptr<Model>> with_tensors_from(const Model& donor, const std::vector<std::string>& names) const;
 
 private:
-    std::unique_ptr<GgufFile> file_;
+    std::shared_ptr<const GgufFile> file_;
     ModelConfig config_;
-    std::optional<Tokenizer> tokenizer_;
+    std::shared_ptr<const Tokenizer> tokenizer_;
+    std::vector<GgufTensorInfo> tensors_;  // with_tensors_from: the file's table, some rows the donor's
 };
 
 std::string format_ne(const int64_t* ne, int n_dims);
