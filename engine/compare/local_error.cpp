@@ -60,7 +60,7 @@ public:
         if (!knobs_.rope_freqs_ignored) rope_freqs_ = rope_freq_factors(model);
         // Biases on the outputs of attention, the FFN or the LM head: the products and their sums
         // share names, and the recomputations below know only the products.
-        for (const GgufTensorInfo& t : model.file().tensors())
+        for (const GgufTensorInfo& t : model.tensors())
             for (const char* tail : {".attn_output.bias", ".ffn_gate.bias", ".ffn_up.bias", ".ffn_down.bias"})
                 if (t.name.size() > std::strlen(tail) && t.name.compare(t.name.size() - std::strlen(tail), std::string::npos, tail) == 0)
                     output_biases_ = true;
@@ -260,6 +260,23 @@ private:
     }
     static std::string blk(int L, const std::string& name) { return fmt::format("blk.{}.{}", L, name); }
 
+    // The prefix of the base name of our event after `index` in its evaluation ("attn_norm" for
+    // "attn_norm-3"), "" when none follows.
+    std::string next_base(size_t index) const {
+        const auto& events = run_.captures.events;
+        if (index + 1 >= events.size()) return "";
+        const CapturedEvent &e = events[index], &next = events[index + 1];
+        return next.decode == e.decode && next.ubatch == e.ubatch ? split_base(next.base_name).first : "";
+    }
+    // The occurrence of `base` just before our event `index` in its evaluation; `fallback` when the
+    // event before it is something else.
+    int previous_occurrence(size_t index, const std::string& base, int fallback) const {
+        const auto& events = run_.captures.events;
+        if (index == 0) return fallback;
+        const CapturedEvent &e = events[index], &prev = events[index - 1];
+        return prev.decode == e.decode && prev.ubatch == e.ubatch && prev.base_name == base ? prev.occurrence : fallback;
+    }
+
     // ---- our ops on host values
 
     bool matmul(const std::string& w_name, const Values& x, Values* y) {
@@ -395,12 +412,19 @@ private:
             *target = nth(g, "embd", 1);
             return true;
         }
-        if (prefix == "norm") {  // RMSNorm: before attention (#1), before the FFN (#2), before the head (no layer)
+        if (prefix == "norm") {  // RMSNorm: before attention, before the FFN, before the head (no layer)
+            // What a layer's norm normalizes: the MUL by its weight that follows it names it. Others
+            // (deepseek2's query and latent norms, gemma's post norms) are not recomputed.
+            const std::string role = next_base(index);
+            if (L < 0 ? !role.empty() && role != "result_norm" : role != "attn_norm" && role != "ffn_norm") {
+                why_ = fmt::format("no local recomputation for the norm of {}", role.empty() ? "an unnamed op" : role);
+                return false;
+            }
             Values x;
             const RefTensor* in = L < 0 ? nth(g, fmt::format("l_out-{}", cfg_.n_layer - 1), 1)
-                                  : e.occurrence == 1 ? residual_in(L) : nth(g, fmt::format("ffn_inp-{}", L), 1);
+                                  : role == "attn_norm" ? residual_in(L) : nth(g, fmt::format("ffn_inp-{}", L), 1);
             const std::string what = L < 0 ? fmt::format("l_out-{}", cfg_.n_layer - 1)
-                                     : e.occurrence == 1 ? residual_name(L) : fmt::format("ffn_inp-{}", L);
+                                     : role == "attn_norm" ? residual_name(L) : fmt::format("ffn_inp-{}", L);
             if (!input(in, what, n_embd, &x)) return false;
             *out = rms(x);
             *target = nth(g, lname, L < 0 ? 1 : e.occurrence);
@@ -408,13 +432,21 @@ private:
         }
         if (prefix == "attn_norm" || prefix == "ffn_norm" || prefix == "result_norm") {
             Values x;
-            const RefTensor* in = L < 0 ? nth(g, "norm", 1) : nth(g, fmt::format("norm-{}", L), prefix == "attn_norm" ? 1 : 2);
+            // Its input: the norm just before it (the second of a llama layer's, the last of deepseek2's).
+            const int k = L < 0 ? 1 : previous_occurrence(index, fmt::format("norm-{}", L), prefix == "attn_norm" ? 1 : 2);
+            const RefTensor* in = L < 0 ? nth(g, "norm", 1) : nth(g, fmt::format("norm-{}", L), k);
             const std::string w = L < 0 ? "output_norm.weight" : blk(L, prefix == "attn_norm" ? "attn_norm.weight" : "ffn_norm.weight");
-            if (!input(in, L < 0 ? "norm" : fmt::format("norm-{}{}", L, prefix == "attn_norm" ? "" : "#2"), n_embd, &x)) return false;
+            if (!input(in, L < 0 ? "norm" : fmt::format("norm-{}{}", L, k > 1 ? fmt::format("#{}", k) : ""), n_embd, &x)) return false;
             if (!mul_row(w, &x, knobs_.norm_weight_twice)) return false;
             *out = std::move(x);
             *target = nth(g, lname, 1);
             return true;
+        }
+        if (cfg_.arch == Arch::kDeepseek2 && (prefix == "Qcur" || prefix == "Kcur" || prefix == "Vcur" || prefix == "kq" ||
+                                              prefix == "kq_soft_max" || prefix == "kqv" || prefix == "kqv_out")) {
+            why_ = fmt::format("no local recomputation for {} events of a deepseek2 model yet (multi-head latent attention)",
+                               prefix);
+            return false;
         }
         if (prefix == "Qcur" || prefix == "Kcur" || prefix == "Vcur") {
             const char* which = prefix == "Qcur" ? "attn_q" : prefix == "Kcur" ? "attn_k" : "attn_v";
