@@ -20,6 +20,7 @@
 #include "views/faults_panel.h"
 #include "views/layer_histograms.h"
 #include "views/lint_panel.h"
+#include "views/logit_lens_panel.h"
 #include "views/logits_panel.h"
 #include "views/model_panel.h"
 #include "views/open_dialog.h"
@@ -43,6 +44,7 @@ struct MainView::Panels {
     views::QKPanel qk;
     views::RouterPanel router;
     views::LogitsPanel logits;
+    views::LogitLensPanel lens;
     views::DivergencePanel divergence;
     views::PromptPanel prompt;
     views::FaultsPanel faults;
@@ -73,10 +75,11 @@ MainView::MainView() : p_(std::make_unique<Panels>()) {
         {"weights", "Weight inspector", "", &p_->weights.open},
         {"lints", "Lints", "", &p_->lints.open},
         {"router", "MoE router", "", &p_->router.open},
+        {"lens", "Logit lens", "", &p_->lens.open},
     };
     // A first look that fits 1280x800: the debugger's core panels; the rest from the View menu.
     for (const char* closed : {"histograms", "qk", "prompt", "faults", "backends", "export", "model", "weights", "lints",
-                                "router"})
+                                "router", "lens"})
         for (PanelEntry& e : panels_)
             if (std::string(e.name) == closed) *e.open = false;
     p_->status.backend = probe_cuda_backend().description;
@@ -391,6 +394,7 @@ void MainView::draw() {
         {"histograms", 0.27f, 0.0f, 0.40f, 1.0f, [&] { p_->histograms.draw(ctx); }},
         {"qk", 0.27f, 0.50f, 0.40f, 0.50f, [&] { p_->qk.draw(ctx); }},
         {"router", 0.27f, 0.50f, 0.40f, 0.50f, [&] { p_->router.draw(ctx); }},
+        {"lens", 0.27f, 0.50f, 0.40f, 0.50f, [&] { p_->lens.draw(ctx); }},
         {"prompt", 0.0f, 0.30f, 0.27f, 0.70f, [&] { p_->prompt.draw(ctx); }},
         {"faults", 0.67f, 0.0f, 0.33f, 0.60f, [&] { p_->faults.draw(ctx); }},
         {"backends", 0.67f, 0.60f, 0.33f, 0.40f, [&] { p_->backends.draw(ctx); }},

@@ -23,6 +23,7 @@
 #include "tests/gui_test_window.h"
 #include "views/screenshot.h"
 #include "views/divergence_panel.h"
+#include "views/logit_lens_panel.h"
 #include "views/event_browser.h"
 #include "engine/session/session.h"
 #include "views/stepping_toolbar.h"
@@ -56,6 +57,7 @@ struct Panels {
     v::SteppingToolbar toolbar;
     v::TensorInspector inspector;
     v::DivergencePanel divergence;
+    v::LogitLensPanel lens;
 };
 
 // Each panel must leave ImGui's stacks as it found them: an unbalanced Begin/End, PushID/PopID,
@@ -94,6 +96,10 @@ void frame(GLFWwindow* window, Panels& p, v::DebugContext& ctx, const std::funct
     balanced("TensorInspector");
     p.divergence.draw(ctx);
     balanced("DivergencePanel");
+    ImGui::SetNextWindowPos(ImVec2(0, 500), ImGuiCond_Always);
+    ImGui::SetNextWindowSize(ImVec2(1000, 500), ImGuiCond_Always);
+    p.lens.draw(ctx);
+    balanced("LogitLensPanel");
     ls::test::present_gui_frame(window, [&] {
         if (!screenshot_path.empty()) {
             screenshot_saved = save_screenshot(window, screenshot_path);
@@ -216,6 +222,35 @@ int main(int argc, char** argv) {
         }
         check(p.browser.first_divergent_shown(), "first divergence still listed after the full run");
         check(screenshot_saved, "screenshot saved to " + png);
+
+        // The logit lens: layer 0's output already differs (the RoPE fault is in layer 0), and a
+        // click on a cell moves the cursor to that layer's l_out.
+        ctx.model = &session->model();
+        p.lens.open = true;
+        for (int i = 0; i < 2; ++i) frame(window, p, ctx, [](ImGuiIO& io) { io.MousePos = ImVec2(-FLT_MAX, -FLT_MAX); });
+        const ls::LogitLens& lens = p.lens.lens();
+        check(static_cast<int64_t>(lens.layers.size()) == session->model().config().n_layer,
+              "the lens has every layer (" + std::to_string(lens.layers.size()) + ")");
+        check(lens.first_divergent_layer == 0, "the lens differs from layer 0 on (" + std::to_string(lens.first_divergent_layer) + ")");
+        check(p.lens.columns() == 5, "one lens column per prompt position (" + std::to_string(p.lens.columns()) + ")");
+        const ImVec2 cell = p.lens.cell_center(1, 2);
+        check(cell.x > 0, "the lens cell of layer 1, position 2 is drawn");
+        for (bool down : {false, true, false, false})
+            frame(window, p, ctx, [&](ImGuiIO& io) {
+                io.MousePos = cell;
+                io.MouseDown[0] = down;
+            });
+        const ls::EventInfo* at = ctx.event(ctx.cursor);
+        check(at && at->name == "l_out-1" && p.lens.last_clicked() == ctx.cursor,
+              "a lens click moves the cursor to l_out-1 (" + (at ? at->name : "none") + ")");
+        // A second picture with the lens, hovering the clicked cell (its tooltip: both sides' top 5).
+        const std::string lens_png = png.substr(0, png.size() - 4) + "_lens.png";
+        screenshot_saved = false;
+        for (int i = 0; i < 3; ++i) {
+            if (i == 2) screenshot_path = lens_png;
+            frame(window, p, ctx, [&](ImGuiIO& io) { io.MousePos = cell; });
+        }
+        check(screenshot_saved, "screenshot saved to " + lens_png);
         check(glGetError() == GL_NO_ERROR, "no OpenGL error");
     }
     for (const std::string& line : log) std::printf("log: %s\n", line.c_str());

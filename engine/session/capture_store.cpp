@@ -15,6 +15,7 @@ namespace ls {
 
 bool is_pinned_capture(const EventInfo& info) {
     return glob_match("kq_soft_max-*", info.base_name) || info.base_name == "result_output" ||
+           glob_match("l_out-*", info.base_name) || info.base_name == "embd" ||
            glob_match("ffn_moe_logits-*", info.base_name) || glob_match("ffn_moe_probs-*", info.base_name) ||
            glob_match("ffn_moe_topk-*", info.base_name) || glob_match("ffn_moe_weights*", info.base_name);
 }

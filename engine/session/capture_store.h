@@ -39,8 +39,9 @@ struct CapturePolicy {
 // 256 MiB. kUsage, naming the text, for anything else or a budget under 1 MiB.
 Result<size_t> capture_budget_bytes(const std::string& text, uint64_t available_bytes);
 
-// Names the views need whatever the budget (attention heatmaps, top-k logits, the router view):
-// kq_soft_max-*, result_output, and the MoE router's ffn_moe_logits-*, _probs-*, _topk-*, _weights*.
+// Names the views need whatever the budget (attention heatmaps, top-k logits, the router view, the
+// logit lens): kq_soft_max-*, result_output, the layers' outputs l_out-* and the embeddings (the
+// lens's positions), and the MoE router's ffn_moe_logits-*, _probs-*, _topk-*, _weights*.
 bool is_pinned_capture(const EventInfo& info);
 
 // The store. Eviction under kMemoryBudget, when a new tensor does not fit:
