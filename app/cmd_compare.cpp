@@ -99,26 +99,6 @@ nlohmann::json to_json(const EventComparison& c) {
     return j;
 }
 
-// The weights by the local error of the ops that read them (our product with that weight, or the
-// embeddings' rows, on the reference's own inputs, against the reference's output): one entry per
-// weight, its worst event, worst first. With two files of one model, what each weight's format
-// adds, not what it inherits.
-std::vector<const EventComparison*> attribution(const CompareRunResult& r) {
-    std::map<std::string, const EventComparison*> worst;
-    for (const EventComparison& c : r.comparisons) {
-        if (c.local_weight.empty() || (c.local_origin != LocalOrigin::kLocal && c.local_origin != LocalOrigin::kInherited))
-            continue;
-        const EventComparison*& w = worst[c.local_weight];
-        if (!w || c.local_nmse > w->local_nmse) w = &c;
-    }
-    std::vector<const EventComparison*> out;
-    for (const auto& [name, c] : worst) out.push_back(c);
-    std::stable_sort(out.begin(), out.end(), [](const EventComparison* a, const EventComparison* b) {
-        return a->local_nmse > b->local_nmse || (a->local_nmse == b->local_nmse && a->event_index < b->event_index);
-    });
-    return out;
-}
-
 // Dump comparisons: how much was read and how fast (decimal GB/s, as disks are rated).
 double gb_per_s(const CompareVolume& v) { return v.seconds > 0 ? static_cast<double>(v.bytes) / v.seconds / 1e9 : 0.0; }
 
@@ -240,7 +220,7 @@ int report(const CompareOptions& o, CompareRunResult& r, const ReferenceDump& re
         if (o.logit_lens) j["logit_lens"] = logit_lens_json(lens, model->tokenizer());
         j["doctor"] = nlohmann::json::array();
         j["attribution"] = nlohmann::json::array();
-        for (const EventComparison* c : attribution(r))
+        for (const EventComparison* c : attribution(r.comparisons))
             j["attribution"].push_back({{"tensor", c->local_weight}, {"event", c->name}, {"local_nmse", c->local_nmse}});
         if (!local_line.empty()) {
             const LocalSummary sum = summarize_local(r.comparisons);
@@ -299,7 +279,7 @@ int report(const CompareOptions& o, CompareRunResult& r, const ReferenceDump& re
         std::printf("doctor: no known transform explains it (tried: %zu transforms)\n", doctor.tried.size());
     if (!local_line.empty()) std::printf("local error: %s\n", local_line.c_str());
     if (!o.against_model.empty()) {
-        const std::vector<const EventComparison*> ranked = attribution(r);
+        const std::vector<const EventComparison*> ranked = attribution(r.comparisons);
         if (!ranked.empty())
             std::printf("attribution: what each weight's format adds (its op on the reference's own inputs), worst first%s:\n",
                         ranked.size() > 10 && !o.all ? " (10 shown; --all or --json for every weight)" : "");

@@ -193,6 +193,7 @@ int run_bench(const BenchOptions& options);
 struct GuiOptions {
     std::string model_path;       // a model or a dump opened at start; empty: the built-in demo
     std::string reference_path;   // a reference loaded at start
+    std::string against_model;    // the same model in another format, whose run is the reference
     std::string doctor_model_path;  // with a dump: the model it is diagnosed with (--model)
     std::string screenshot_path;  // when set: render `frames` frames, save a PNG, exit
     int frames = 3;

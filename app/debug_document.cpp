@@ -8,6 +8,7 @@
 #include "engine/capture/snapshot_tools.h"
 #include "engine/compare/backend_ab.h"
 #include "engine/compare/local_error.h"
+#include "engine/compare/model_pair.h"
 #include "engine/compare/tensor_names.h"
 #include "kernels/common/host_memory.h"
 #include "app/demo.h"
@@ -114,6 +115,7 @@ Status DebugDocument::load_reference(const std::string& path) {
     reference_ = std::shared_ptr<const ReferenceDump>(std::move(ref.value()));
     reference_path_ = path;
     against_.clear();
+    against_model_.clear();
     doctor_event_ = -2;
     if (capture_) {
         capture_snapshot_ = snapshot_from_dump(*capture_, nullptr, reference_.get());
@@ -142,7 +144,43 @@ Status DebugDocument::compare_against_backend(const std::string& backend) {
     reference_ = std::shared_ptr<const ReferenceDump>(std::move(reference.value()));
     reference_path_ = fmt::format("the {} backend's run ({})", backend, chosen.value().backend->name());
     against_ = backend;
+    against_model_.clear();
     return start_session(tokens_, n_generate_);
+}
+
+Status DebugDocument::compare_against_model(const std::string& path) {
+    if (!model_ || !session_) return make_error(ErrorCode::kUsage, "open a model to compare it with another format of it");
+    auto other = Model::open(path);
+    if (!other) return other.error();
+    if (Status s = check_same_model(*model_, *other.value()); !s) return s;
+    ForwardOptions forward;
+    forward.all_logits = true;  // every position's distribution, for the KL per position
+    auto n_ctx = context_for_run(model_->config(), static_cast<int64_t>(tokens_.size()), n_generate_, 0, false);
+    if (!n_ctx) return n_ctx.error();
+    forward.n_ctx = n_ctx.value();
+    auto chosen = open_backend_for(*other.value(), backend_, 0, forward);
+    if (!chosen) return chosen.error();
+    auto reference = run_as_reference(*other.value(), *chosen.value().backend, forward, tokens_, n_generate_,
+                                      fmt::format("the run of {}", path));
+    if (!reference) return reference.error();
+    reference_ = std::shared_ptr<const ReferenceDump>(std::move(reference.value()));
+    reference_path_ = fmt::format("the run of {} (the same model: {})", path, tensor_type_mix(*other.value()));
+    against_.clear();
+    against_model_ = path;
+    return start_session(tokens_, n_generate_);
+}
+
+Status DebugDocument::open_quant_demo() {
+    auto demo = prepare_quant_demo(demo_directory());
+    if (!demo) return demo.error();
+    fault_ = Fault::kNone;
+    reference_.reset();
+    if (Status s = open(demo.value().quantized_path, demo.value().prompt); !s) return s;
+    if (Status s = compare_against_model(demo.value().source_path); !s) return s;
+    session_->continue_run();
+    demo_ = true;
+    title_ = "demo: what does Q4_K cost? The demo model in Q4_K against its F16 run";
+    return {};
 }
 
 Status DebugDocument::set_fault(Fault fault) {

@@ -23,6 +23,15 @@ public:
     Status compare_against_backend(const std::string& backend);
     // The backend whose run is the reference ("" for a file, or none).
     const std::string& against_backend() const { return against_; }
+    // One model in two formats: runs the session's tokens through `path` (the same model in
+    // another format, check_same_model) and makes that run the reference; the session restarts
+    // against it, every row's logits kept for the KL per position.
+    Status compare_against_model(const std::string& path);
+    // The file compare_against_model made the reference of ("" when the reference is something else).
+    const std::string& against_model() const { return against_model_; }
+    // The built-in "what does Q4_K cost" demo: the demo model in F16 and in Q4_K (the same master
+    // weights), the Q4_K file run against the F16 file's run.
+    Status open_quant_demo();
     // Re-creates the session with another fault (Fault::kNone: the clean engine), same tokens.
     Status set_fault(Fault fault);
     // The built-in demo: generated model, clean reference, one fault; runs to the first divergence.
@@ -33,6 +42,7 @@ public:
         reference_ = std::move(reference);
         reference_path_ = std::move(path);
         against_ = std::move(against);
+        against_model_.clear();
     }
     void use_fault(Fault fault) { fault_ = fault; }
     // The model a capture opened next is diagnosed with (the doctor, local errors); set before open().
@@ -69,6 +79,7 @@ private:
 
     std::shared_ptr<const Model> model_;
     std::shared_ptr<const Model> doctor_model_;
+    std::string against_model_;  // see against_model()
     std::string against_;  // see against_backend()  // the model opened before a capture, for the doctor
     std::unique_ptr<Session> session_;
     std::string backend_ = "auto";

@@ -17,6 +17,25 @@ std::string demo_directory() {
     return (fs::temp_directory_path() / "layerscope").string();
 }
 
+Result<QuantDemoFiles> prepare_quant_demo(const std::string& dir) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) return make_error(ErrorCode::kIo, "cannot create " + dir + ": " + ec.message());
+    QuantDemoFiles demo;
+    demo.source_path = (fs::path(dir) / "demo-quant-f16.gguf").string();
+    demo.quantized_path = (fs::path(dir) / "demo-quant-q4_K.gguf").string();
+    demo.prompt = "Once upon a time, a little girl";
+    MakeModelSpec spec = demo_model_spec();
+    spec.n_embd = 256;  // rows of 256: Q4_K's super-blocks
+    spec.n_ff = 512;
+    for (auto [type, path] : {std::pair{GgmlType::F16, demo.source_path}, std::pair{GgmlType::Q4_K, demo.quantized_path}}) {
+        spec.type = type;
+        if (Status s = make_model(spec, path, nullptr, true); !s) return s.error();
+    }
+    return demo;
+}
+
 Result<DemoFiles> prepare_demo(const std::string& dir) {
     namespace fs = std::filesystem;
     std::error_code ec;

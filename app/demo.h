@@ -22,6 +22,13 @@ struct DemoFiles {
 // its clean reference under `dir` (created if missing).
 Result<DemoFiles> prepare_demo(const std::string& dir);
 
+// "What does Q4_K cost": the demo's architecture at a width Q4_K's blocks fit, in F16 and in Q4_K
+// from the same master weights, and the prompt to run.
+struct QuantDemoFiles {
+    std::string source_path, quantized_path, prompt;
+};
+Result<QuantDemoFiles> prepare_quant_demo(const std::string& dir);
+
 // Where the demo's files go: $XDG_CACHE_HOME/layerscope, ~/.cache/layerscope, or the temp dir.
 std::string demo_directory();
 

@@ -170,9 +170,11 @@ int run_gui(const GuiOptions& options) {
     if (exit_code == kExitOk) {
         // The model (or dump) and its reference load as one step: a reference cannot wait for a
         // document still loading in the background.
-        bool opened = options.model_path.empty()
-                          ? view->open_demo()
-                          : view->open(options.model_path, options.doctor_model_path, options.reference_path);
+        bool opened = options.model_path.empty()        ? view->open_demo()
+                      : !options.against_model.empty() ? view->compare_against_model(options.against_model, options.model_path)
+                                                       : view->open(options.model_path, options.doctor_model_path,
+                                                                    options.reference_path);
+        if (opened && !options.against_model.empty()) view->set_panel("quant", true);
         if (opened && options.model_path.empty() && !options.reference_path.empty())
             opened = view->load_reference(options.reference_path);
         if (!opened && !options.screenshot_path.empty()) exit_code = kExitBadInput;

@@ -53,7 +53,9 @@ Result<std::string> GuiScript::step(MainView& view) {
         } else if (cmd == "reference") {
             if (!view.load_reference(arg)) return bad("cannot load the reference");
         } else if (cmd == "demo") {
-            if (!view.open_demo()) return bad("cannot prepare the demo");
+            if (arg == "quant" ? !view.open_quant_demo() : !view.open_demo()) return bad("cannot prepare the demo");
+        } else if (cmd == "against-model") {
+            if (!view.compare_against_model(arg)) return bad("cannot compare against that model");
         } else if (cmd == "fault") {
             if (!view.set_fault(arg)) return bad("unknown fault");
         } else if (cmd == "against") {

@@ -1,7 +1,8 @@
 // --script FILE: UI actions, one per line, run by the GUI loop between frames (the same actions
 // keys and menus trigger), for tests and reproducible screenshots.
-//   open PATH | reference PATH | demo | fault NAME
+//   open PATH | reference PATH | demo | demo quant | fault NAME
 //   against BACKEND                                 backend A/B: that backend's run is the reference
+//   against-model PATH                              the open model against another format of it
 //   key F10 | key F11 | key Shift+F11 | key F5        step op / layer / token, continue
 //   panel NAME on|off | panels all                  show a panel (and bring it to the front)
 //   zoom NAME | zoom off                            one panel alone over the whole window

@@ -21,6 +21,7 @@
 #include "views/layer_histograms.h"
 #include "views/lint_panel.h"
 #include "views/logit_lens_panel.h"
+#include "views/quant_panel.h"
 #include "views/logits_panel.h"
 #include "views/model_panel.h"
 #include "views/open_dialog.h"
@@ -45,6 +46,7 @@ struct MainView::Panels {
     views::RouterPanel router;
     views::LogitsPanel logits;
     views::LogitLensPanel lens;
+    views::QuantPanel quant;
     views::DivergencePanel divergence;
     views::PromptPanel prompt;
     views::FaultsPanel faults;
@@ -76,10 +78,11 @@ MainView::MainView() : p_(std::make_unique<Panels>()) {
         {"lints", "Lints", "", &p_->lints.open},
         {"router", "MoE router", "", &p_->router.open},
         {"lens", "Logit lens", "", &p_->lens.open},
+        {"quant", "Quantization", "", &p_->quant.open},
     };
     // A first look that fits 1280x800: the debugger's core panels; the rest from the View menu.
     for (const char* closed : {"histograms", "qk", "prompt", "faults", "backends", "export", "model", "weights", "lints",
-                                "router", "lens"})
+                                "router", "lens", "quant"})
         for (PanelEntry& e : panels_)
             if (std::string(e.name) == closed) *e.open = false;
     p_->status.backend = probe_cuda_backend().description;
@@ -207,6 +210,26 @@ bool MainView::open_demo() {
                          [](DebugDocument& d) { return d.open_demo(); });
 }
 
+bool MainView::open_quant_demo() {
+    set_panel("quant", true);
+    return start_loading("demo opened: the demo model in Q4_K, its F16 file's run the reference",
+                         [](DebugDocument& d) { return d.open_quant_demo(); });
+}
+
+bool MainView::compare_against_model(const std::string& other, const std::string& model_path) {
+    const std::string current = model_path.empty() ? doc_->path() : model_path;
+    if (model_path.empty() && !doc_->has_model()) {
+        report(make_error(ErrorCode::kUsage, "open a model first (Ctrl+O): another format of it is compared with it"), "");
+        return false;
+    }
+    Fault fault = doc_->fault();
+    return start_loading("compared against " + other + " (its run is the reference)", [=](DebugDocument& d) {
+        d.use_fault(fault);
+        if (Status s = d.open(current); !s) return s;
+        return d.compare_against_model(other);
+    });
+}
+
 bool MainView::set_fault(const std::string& name) {
     Fault f;
     if (!fault_from_name(name, &f)) {
@@ -304,6 +327,7 @@ views::DebugContext MainView::make_context() {
     ctx.reference = doc_->reference();
     ctx.reference_path = doc_->reference_path();
     ctx.local_errors = &doc_->local_errors(*ctx.snap);
+    ctx.two_formats = !doc_->against_model().empty();
     ctx.cursor = cursor_;
     ctx.log = [this](const std::string& line) { log(line); };
     return ctx;
@@ -343,6 +367,7 @@ void MainView::draw_menu() {
         if (ImGui::MenuItem("Open model or dump...", "Ctrl+O")) p_->open_dialog.show(""), reference_dialog_ = false;
         if (ImGui::MenuItem("Load reference...", "Ctrl+R")) p_->open_dialog.show(""), reference_dialog_ = true;
         if (ImGui::MenuItem("Open the demo")) open_demo();
+        if (ImGui::MenuItem("Open the demo: what does Q4_K cost?")) open_quant_demo();
         if (ImGui::MenuItem("Export...", "Ctrl+E")) set_panel("export", true);
         ImGui::Separator();
         if (ImGui::MenuItem("Quit", "Ctrl+Q")) quit = true;
@@ -395,6 +420,7 @@ void MainView::draw() {
         {"qk", 0.27f, 0.50f, 0.40f, 0.50f, [&] { p_->qk.draw(ctx); }},
         {"router", 0.27f, 0.50f, 0.40f, 0.50f, [&] { p_->router.draw(ctx); }},
         {"lens", 0.27f, 0.50f, 0.40f, 0.50f, [&] { p_->lens.draw(ctx); }},
+        {"quant", 0.27f, 0.0f, 0.40f, 1.0f, [&] { p_->quant.draw(ctx); }},
         {"prompt", 0.0f, 0.30f, 0.27f, 0.70f, [&] { p_->prompt.draw(ctx); }},
         {"faults", 0.67f, 0.0f, 0.33f, 0.60f, [&] { p_->faults.draw(ctx); }},
         {"backends", 0.67f, 0.60f, 0.33f, 0.40f, [&] { p_->backends.draw(ctx); }},

@@ -39,6 +39,10 @@ public:
     // Backend A/B: the model's run on `backend` becomes the reference (see DebugDocument).
     bool compare_against_backend(const std::string& backend);
     bool open_demo();
+    // "What does Q4_K cost": the demo model in Q4_K against its F16 run, the quantization panel open.
+    bool open_quant_demo();
+    // The open model (or `model_path`) against another format of it: that file's run is the reference.
+    bool compare_against_model(const std::string& other, const std::string& model_path = "");
     bool set_fault(const std::string& name);
     bool step_op();
     bool step_layer();

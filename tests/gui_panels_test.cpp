@@ -24,6 +24,7 @@
 #include "views/screenshot.h"
 #include "views/divergence_panel.h"
 #include "views/logit_lens_panel.h"
+#include "views/quant_panel.h"
 #include "views/event_browser.h"
 #include "engine/session/session.h"
 #include "views/stepping_toolbar.h"
@@ -58,6 +59,7 @@ struct Panels {
     v::TensorInspector inspector;
     v::DivergencePanel divergence;
     v::LogitLensPanel lens;
+    v::QuantPanel quant;
 };
 
 // Each panel must leave ImGui's stacks as it found them: an unbalanced Begin/End, PushID/PopID,
@@ -100,6 +102,10 @@ void frame(GLFWwindow* window, Panels& p, v::DebugContext& ctx, const std::funct
     ImGui::SetNextWindowSize(ImVec2(1000, 500), ImGuiCond_Always);
     p.lens.draw(ctx);
     balanced("LogitLensPanel");
+    ImGui::SetNextWindowPos(ImVec2(1000, 0), ImGuiCond_Always);
+    ImGui::SetNextWindowSize(ImVec2(600, 1000), ImGuiCond_Always);
+    p.quant.draw(ctx);
+    balanced("QuantPanel");
     ls::test::present_gui_frame(window, [&] {
         if (!screenshot_path.empty()) {
             screenshot_saved = save_screenshot(window, screenshot_path);
@@ -251,6 +257,26 @@ int main(int argc, char** argv) {
             frame(window, p, ctx, [&](ImGuiIO& io) { io.MousePos = cell; });
         }
         check(screenshot_saved, "screenshot saved to " + lens_png);
+
+        // The quantization panel over the same local errors: a bar per weight, a click on one moves
+        // the cursor to its event.
+        p.lens.open = false;
+        p.quant.open = true;
+        for (int i = 0; i < 2; ++i) frame(window, p, ctx, [](ImGuiIO& io) { io.MousePos = ImVec2(-FLT_MAX, -FLT_MAX); });
+        check(!p.quant.bars().empty(), "the quantization panel has a bar per weight (" + std::to_string(p.quant.bars().size()) + ")");
+        check(!p.quant.kl_per_position().empty(), "the quantization panel has the output's KL per position");
+        if (!p.quant.bars().empty()) {
+            const v::QuantPanel::Bar bar = p.quant.bars().front();
+            const ImVec2 at_bar = p.quant.bar_center(bar.weight);
+            check(at_bar.x > 0, "the bar of " + bar.weight + " is drawn");
+            for (bool down : {false, true, false, false})
+                frame(window, p, ctx, [&](ImGuiIO& io) {
+                    io.MousePos = at_bar;
+                    io.MouseDown[0] = down;
+                });
+            check(ctx.cursor == bar.event && p.quant.last_clicked() == bar.event,
+                  "a click on the bar of " + bar.weight + " moves the cursor to its event");
+        }
         check(glGetError() == GL_NO_ERROR, "no OpenGL error");
     }
     for (const std::string& line : log) std::printf("log: %s\n", line.c_str());

@@ -24,6 +24,9 @@ struct DebugContext {
     // Local vs inherited error of the warn/diverged events, by event index (local_origin,
     // local_nmse; engine/compare/local_error.h); nullptr when not computed (no model or reference).
     const std::vector<EventComparison>* local_errors = nullptr;
+    // The reference is the run of another format of the same model (--against-model): every weight
+    // has an error of its own, none of them is "the bug".
+    bool two_formats = false;
 
     // The selected event: the one cursor every panel follows. Panels change it with select();
     // the main view applies the request after the frame.

@@ -153,7 +153,7 @@ void DivergencePanel::draw(DebugContext& ctx) {
                            c.metrics.cosine, c.note.empty() ? "" : "  - ", c.note.c_str());
         ImGui::SameLine();
         if (ImGui::SmallButton("show")) ctx.select(s.first_divergent);
-        local_line_ = ctx.local_errors ? local_summary_line(*ctx.local_errors) : "";
+        local_line_ = ctx.local_errors ? local_summary_line(*ctx.local_errors, ctx.two_formats) : "";
         if (!local_line_.empty()) ImGui::TextWrapped("Local error: %s", local_line_.c_str());
     } else {
         ImGui::TextColored(event_shade_color(EventShade::kOk), "No divergence in the %zu events run so far.",

@@ -724,6 +724,22 @@ double compute_local_errors(const Model* model, const ReferenceDump& reference, 
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+std::vector<const EventComparison*> attribution(const std::vector<EventComparison>& comparisons) {
+    std::map<std::string, const EventComparison*> worst;
+    for (const EventComparison& c : comparisons) {
+        if (c.local_weight.empty() || (c.local_origin != LocalOrigin::kLocal && c.local_origin != LocalOrigin::kInherited))
+            continue;
+        const EventComparison*& w = worst[c.local_weight];
+        if (!w || c.local_nmse > w->local_nmse) w = &c;
+    }
+    std::vector<const EventComparison*> out;
+    for (const auto& [name, c] : worst) out.push_back(c);
+    std::stable_sort(out.begin(), out.end(), [](const EventComparison* a, const EventComparison* b) {
+        return a->local_nmse > b->local_nmse || (a->local_nmse == b->local_nmse && a->event_index < b->event_index);
+    });
+    return out;
+}
+
 LocalSummary summarize_local(const std::vector<EventComparison>& comparisons) {
     LocalSummary s;
     for (size_t i = 0; i < comparisons.size(); ++i) {

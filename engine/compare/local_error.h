@@ -41,6 +41,11 @@ struct LocalSummary {
 };
 LocalSummary summarize_local(const std::vector<EventComparison>& comparisons);
 
+// The weights by the local error of the ops that read them (products, embeddings): one entry per
+// weight (local_weight), its worst event, worst first (ties: the earlier event). With two files of
+// one model, what each weight's format adds, not what it inherits.
+std::vector<const EventComparison*> attribution(const std::vector<EventComparison>& comparisons);
+
 // One line: "the bug is local to Qcur-0#3 (event 8): local nmse 0.3; 41 other warn/diverged events
 // only inherited it", or why nothing is local; "" when no local error was computed. `two_formats`:
 // the runs are two files of one model, whose every weight adds an error of its own, so the line
