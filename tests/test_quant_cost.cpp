@@ -12,6 +12,7 @@
 #include <csignal>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -143,6 +144,67 @@ TEST(Ablate, TheDamagedTensorFirstWithTheKlOfItsOwnFile) {
                                            0);
     ASSERT_EQ(single["ranking"].size(), 1u);
     EXPECT_EQ(single["ranking"][0]["mean"], one["output_kl"]["mean"]);
+}
+
+// On qwen3 and deepseek2 as on llama: one coarse tensor among Q8_0 ones is first in both rankings,
+// by local error (attribution) and by KL at the output (--ablate). deepseek2-tiny's rows of 64 take
+// no K-quant, so its damage is Q4_0, on the latent KV projection (a product its local errors
+// recompute).
+TEST(Ablate, BothRankingsNameTheDamagedTensorOnQwen3AndDeepseek2) {
+    const std::string d = ls::test::make_temp_dir();
+    struct Case {
+        const char* name;
+        std::string shape, damaged;
+    };
+    const Case cases[] = {
+        {"qwen3", "--arch qwen3 --embd 256 --layers 2 --heads 4 --kv-heads 2 --ff 512 --vocab 400 --seed 7",
+         "blk.1.ffn_down.weight=q2_K"},
+        {"deepseek2", "--preset deepseek2-tiny --seed 7", "blk.1.attn_kv_a_mqa.weight=q4_0"}};
+    for (const Case& c : cases) {
+        const std::string f16 = d + "/" + c.name + ".gguf", damaged = d + "/" + c.name + "_damaged.gguf";
+        auto r = run_layerscope("make-model " + q(f16) + " " + c.shape + " --type f16", true);
+        ASSERT_EQ(r.exit_code, 0) << r.out;
+        r = run_layerscope("make-model " + q(damaged) + " " + c.shape + " --type q8_0 --tensor-type " + c.damaged, true);
+        ASSERT_EQ(r.exit_code, 0) << r.out;
+        const std::string tensor = c.damaged.substr(0, c.damaged.find('='));
+        const nlohmann::json j = run_json("compare -m " + q(damaged) + " --against-model " + q(f16) + kTokens, 1);
+        ASSERT_FALSE(j["attribution"].empty()) << c.name;
+        EXPECT_EQ(j["attribution"][0]["tensor"], tensor) << c.name << j["attribution"];
+        const nlohmann::json a = run_json("compare -m " + q(damaged) + " --against-model " + q(f16) + kTokens +
+                                              " --ablate tensors",
+                                          0);
+        ASSERT_FALSE(a["ranking"].empty()) << c.name;
+        EXPECT_EQ(a["ranking"][0]["unit"], tensor) << c.name << a["ranking"];
+    }
+}
+
+// Q8_0 adds less than Q4_K to every weight it measures, on qwen3 and deepseek2 (widened so that
+// Q4_K's blocks fit; the few rows that take no K-quant fall back as llama-quantize's do).
+TEST(Attribution, Q8_0IsBelowQ4_KForEveryWeightOnQwen3AndDeepseek2) {
+    const std::string d = ls::test::make_temp_dir();
+    const std::pair<const char*, std::string> cases[] = {
+        {"qwen3", "--arch qwen3 --embd 256 --layers 2 --heads 4 --kv-heads 2 --ff 512 --vocab 400 --seed 7"},
+        {"deepseek2", "--preset deepseek2-tiny --embd 256 --ff 256 --expert-ff 256 --kv-lora-rank 256 --seed 7"}};
+    for (const auto& [name, shape] : cases) {
+        const std::string base = d + "/" + name + ".gguf";
+        auto r = run_layerscope("make-model " + q(base) + " " + shape + " --type f16,q8_0,q4_K", true);
+        ASSERT_EQ(r.exit_code, 0) << r.out;
+        const std::string stem = d + "/" + name;
+        std::map<std::string, double> local[2];
+        int i = 0;
+        for (const char* type : {"q8_0", "q4_K"}) {
+            const nlohmann::json j = run_json("compare -m " + q(stem + "-" + type + ".gguf") + " --against-model " +
+                                                  q(stem + "-f16.gguf") + kTokens,
+                                              1);
+            for (const auto& a : j["attribution"]) local[i][a["tensor"].get<std::string>()] = a["local_nmse"].get<double>();
+            ++i;
+        }
+        EXPECT_GE(local[0].size(), 11u) << name;
+        for (const auto& [tensor, nmse] : local[0]) {
+            ASSERT_TRUE(local[1].count(tensor)) << name << " " << tensor;
+            EXPECT_LT(nmse, local[1][tensor]) << name << " " << tensor;
+        }
+    }
 }
 
 TEST(Ablate, LayersAndRestoring) {

@@ -442,6 +442,18 @@ private:
             *target = nth(g, lname, 1);
             return true;
         }
+        if (cfg_.arch == Arch::kDeepseek2 && e.occurrence == 1 && (prefix == "q" || prefix == "kv_cmpr_pe")) {
+            // deepseek2's first products of the normed input: the query (or its low-rank half) and
+            // the compressed KV with the roped key.
+            const std::string w = prefix == "kv_cmpr_pe"                      ? "attn_kv_a_mqa.weight"
+                                  : model_.find(blk(L, "attn_q_a.weight")) ? "attn_q_a.weight"
+                                                                             : "attn_q.weight";
+            Values x;
+            if (!input(nth(g, fmt::format("attn_norm-{}", L), 1), fmt::format("attn_norm-{}", L), n_embd, &x)) return false;
+            if (!matmul(blk(L, w), x, out)) return false;
+            *target = nth(g, lname, 1);
+            return true;
+        }
         if (cfg_.arch == Arch::kDeepseek2 && (prefix == "Qcur" || prefix == "Kcur" || prefix == "Vcur" || prefix == "kq" ||
                                               prefix == "kq_soft_max" || prefix == "kqv" || prefix == "kqv_out")) {
             why_ = fmt::format("no local recomputation for {} events of a deepseek2 model yet (multi-head latent attention)",
