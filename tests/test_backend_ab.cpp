@@ -9,22 +9,16 @@
 #include "engine/forward/forward.h"
 #include "engine/forward/model.h"
 #include "tests/forwarding_backend.h"
+#include "tests/test_json.h"
 #include "tests/test_support.h"
 
 namespace {
 
 using ls::test::fixture_path;
 using ls::test::run_layerscope;
+using ls::test::run_layerscope_json;
 
 std::string q(const std::string& path) { return "'" + path + "'"; }
-
-nlohmann::json compare_json(const std::string& args, int expected_exit) {
-    auto r = run_layerscope("compare " + args + " --json");
-    EXPECT_EQ(r.exit_code, expected_exit) << r.out;
-    auto j = nlohmann::json::parse(r.out, nullptr, false);
-    EXPECT_FALSE(j.is_discarded()) << r.out;
-    return j;
-}
 
 const char* kPrompt = " --tokens 1,403,407,26,94";
 
@@ -32,7 +26,7 @@ TEST(BackendAB, TheSameBackendTwiceIsClean) {
     LS_REQUIRE_FIXTURES();
     const std::string m = q(fixture_path("models/stories260K.gguf"));
     for (const char* mode : {"exact", "llama"}) {
-        const nlohmann::json j = compare_json("-m " + m + kPrompt + " -n 3 --backend cpu --against-backend cpu --mode " + mode, 0);
+        const nlohmann::json j = run_layerscope_json("compare -m " + m + kPrompt + " -n 3 --backend cpu --against-backend cpu --mode " + mode, 0);
         EXPECT_GT(j["summary"]["compared"].get<int>(), 150) << mode;  // 3 decode calls of ~60 events
         EXPECT_EQ(j["summary"]["diverged"], 0) << mode;
         EXPECT_EQ(j["summary"]["warn"], 0) << mode;
@@ -47,7 +41,7 @@ TEST(BackendAB, ABugOnOneSideDivergesAtItsEvent) {
     LS_REQUIRE_FIXTURES();
     const std::string m = q(fixture_path("models/stories260K.gguf"));
     const nlohmann::json j =
-        compare_json("-m " + m + kPrompt + " --backend cpu --against-backend cpu --mode exact --fault rope-pairing", 1);
+        run_layerscope_json("compare -m " + m + kPrompt + " --backend cpu --against-backend cpu --mode exact --fault rope-pairing", 1);
     EXPECT_EQ(j["first_divergence"]["name"], "Qcur-0#3");
     ASSERT_FALSE(j["doctor"].empty());
     EXPECT_EQ(j["doctor"][0]["transform"], "rope");

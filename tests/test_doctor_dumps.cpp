@@ -11,6 +11,7 @@
 #include "engine/capture/export.h"
 #include "engine/compare/compare_run.h"
 #include "engine/compare/doctor.h"
+#include "tests/test_json.h"
 #include "tests/test_support.h"
 
 namespace ls {
@@ -18,6 +19,7 @@ namespace {
 
 using test::fixture_path;
 using test::run_layerscope;
+using test::run_layerscope_json;
 
 std::string q(const std::string& path) { return "'" + path + "'"; }
 
@@ -51,14 +53,6 @@ void write_engine_dump(const std::string& model_path, const ReferenceDump& refer
     ASSERT_TRUE(written) << written.error().message;
 }
 
-nlohmann::json compare_json(const std::string& args, int expected_exit) {
-    auto r = run_layerscope("compare " + args + " --json");
-    EXPECT_EQ(r.exit_code, expected_exit) << r.out;
-    auto j = nlohmann::json::parse(r.out, nullptr, false);
-    EXPECT_FALSE(j.is_discarded()) << r.out;
-    return j;
-}
-
 bool doctor_has(const nlohmann::json& j, const std::string& transform, bool from_rerun) {
     if (!j.contains("doctor")) return false;
     for (const auto& f : j["doctor"])
@@ -77,13 +71,13 @@ TEST(DoctorDumps, TwoDumpsWithTheModelNameTheRopePairing) {
     write_engine_dump(model, *ref.value(), Fault::kRopeWrongPairing, {}, ours);
 
     // Without the model the doctor cannot try RoPE.
-    const nlohmann::json plain = compare_json(q(ours) + " " + q(ref_path), 1);
+    const nlohmann::json plain = run_layerscope_json("compare " + q(ours) + " " + q(ref_path), 1);
     EXPECT_EQ(plain["first_divergence"]["name"], "Qcur-0#3");
     EXPECT_FALSE(doctor_has(plain, "rope", false)) << plain["doctor"].dump();
 
     // With it (both spellings), it names the pairing from the dump's own pre-rope Q.
     for (const char* flag : {"-m", "--model"}) {
-        const nlohmann::json j = compare_json(q(ours) + " " + q(ref_path) + " " + flag + " " + q(model), 1);
+        const nlohmann::json j = run_layerscope_json("compare " + q(ours) + " " + q(ref_path) + " " + flag + " " + q(model), 1);
         EXPECT_EQ(j["first_divergence"]["name"], "Qcur-0#3");
         ASSERT_TRUE(doctor_has(j, "rope", false)) << j["doctor"].dump();
         EXPECT_NE(j["doctor"][0]["verdict"].get<std::string>().find("instead of halves (NEOX)"), std::string::npos)
@@ -108,10 +102,10 @@ TEST(DoctorDumps, TwoDumpsWithTheModelNameTheLocalOp) {
     const std::string ours = dir + "/engine.gguf";
     write_engine_dump(model, *ref.value(), Fault::kRopeWrongPairing, {}, ours);
 
-    const nlohmann::json plain = compare_json(q(ours) + " " + q(ref_path), 1);
+    const nlohmann::json plain = run_layerscope_json("compare " + q(ours) + " " + q(ref_path), 1);
     EXPECT_FALSE(plain.contains("local_error")) << "no model, no op to run";
 
-    const nlohmann::json j = compare_json(q(ours) + " " + q(ref_path) + " -m " + q(model), 1);
+    const nlohmann::json j = run_layerscope_json("compare " + q(ours) + " " + q(ref_path) + " -m " + q(model), 1);
     ASSERT_TRUE(j.contains("local_error")) << j.dump();
     EXPECT_EQ(j["local_error"]["origin"], "Qcur-0#3") << j["local_error"].dump();
     EXPECT_GT(j["local_error"]["inherited"].get<int>(), 10) << j["local_error"].dump();
@@ -159,11 +153,11 @@ TEST(DoctorDumps, ADumpOfLayerOutputsOnlyIsDiagnosedByReRunningTheSpan) {
     const std::string ours = dir + "/l_out.gguf";
     write_engine_dump(model, *ref.value(), Fault::kRopeWrongPairing, {"l_out-*"}, ours);
 
-    const nlohmann::json plain = compare_json(q(ours) + " " + q(ref_path), 1);
+    const nlohmann::json plain = run_layerscope_json("compare " + q(ours) + " " + q(ref_path), 1);
     EXPECT_EQ(plain["first_divergence"]["name"], "l_out-0");
     EXPECT_TRUE(plain["doctor"].empty()) << plain["doctor"].dump();
 
-    const nlohmann::json j = compare_json(q(ours) + " " + q(ref_path) + " -m " + q(model), 1);
+    const nlohmann::json j = run_layerscope_json("compare " + q(ours) + " " + q(ref_path) + " -m " + q(model), 1);
     EXPECT_EQ(j["first_divergence"]["name"], "l_out-0");
     ASSERT_EQ(j["doctor"].size(), 1u) << j["doctor"].dump();  // no other fault reproduces it
     const auto& f = j["doctor"][0];
@@ -192,7 +186,7 @@ TEST(DoctorDumps, ADumpOfProjectionsOnlyIsDiagnosedByReRunningTheSpan) {
     const std::string ours = dir + "/proj.gguf";
     write_engine_dump(model, *ref.value(), Fault::kQkvBiasDropped, {"attn_norm-*", "attn_out-*"}, ours);
 
-    const nlohmann::json j = compare_json(q(ours) + " " + q(ref_path) + " --model " + q(model), 1);
+    const nlohmann::json j = run_layerscope_json("compare " + q(ours) + " " + q(ref_path) + " --model " + q(model), 1);
     EXPECT_EQ(j["first_divergence"]["name"], "attn_out-0");
     ASSERT_TRUE(doctor_has(j, "re-run:qkv-bias-dropped", true)) << j["doctor"].dump();
     const std::string verdict = j["doctor"][0]["verdict"];

@@ -9,11 +9,13 @@
 #include <map>
 #include <string>
 
+#include "tests/test_json.h"
 #include "tests/test_support.h"
 
 namespace {
 
 using ls::test::run_layerscope;
+using ls::test::run_layerscope_json;
 
 std::string q(const std::string& path) { return "'" + path + "'"; }
 
@@ -48,14 +50,6 @@ const std::string& model_dir() {
 
 std::string file(const char* name) { return q(model_dir() + "/" + name + ".gguf"); }
 
-nlohmann::json compare_json(const std::string& args, int expected_exit) {
-    auto r = run_layerscope("compare " + args + " --json");
-    EXPECT_EQ(r.exit_code, expected_exit) << r.out;
-    auto j = nlohmann::json::parse(r.out, nullptr, false);
-    EXPECT_FALSE(j.is_discarded()) << r.out;
-    return j;
-}
-
 const char* kTokens = " --tokens 1,20,33,41,52,7 -n 2";
 
 // The NMSE of the last layer's output of the prompt call.
@@ -68,7 +62,7 @@ double last_layer_nmse(const nlohmann::json& j) {
 
 TEST(ModelPair, TheSameFileTwiceIsClean) {
     for (const char* mode : {"exact", "llama"}) {
-        const nlohmann::json j = compare_json("-m " + file("q4_K") + " --against-model " + file("q4_K") + kTokens +
+        const nlohmann::json j = run_layerscope_json("compare -m " + file("q4_K") + " --against-model " + file("q4_K") + kTokens +
                                                   " --backend cpu --mode " + mode,
                                               0);
         EXPECT_GT(j["summary"]["compared"].get<int>(), 60) << mode;
@@ -79,8 +73,8 @@ TEST(ModelPair, TheSameFileTwiceIsClean) {
 }
 
 TEST(ModelPair, ACoarserFormatDiffersMoreFromTheSameSource) {
-    const nlohmann::json q8 = compare_json("-m " + file("q8_0") + " --against-model " + file("f16") + kTokens + " --backend cpu", 1);
-    const nlohmann::json q4 = compare_json("-m " + file("q4_K") + " --against-model " + file("f16") + kTokens + " --backend cpu", 1);
+    const nlohmann::json q8 = run_layerscope_json("compare -m " + file("q8_0") + " --against-model " + file("f16") + kTokens + " --backend cpu", 1);
+    const nlohmann::json q4 = run_layerscope_json("compare -m " + file("q4_K") + " --against-model " + file("f16") + kTokens + " --backend cpu", 1);
     EXPECT_EQ(q8["reference"], "the run of " + model_dir() + "/f16.gguf");
     // Every event pairs: the two runs are one graph.
     EXPECT_EQ(q8["pairing"]["paired"], q8["pairing"]["ours"]);
@@ -101,15 +95,15 @@ TEST(ModelPair, ACoarserFormatDiffersMoreFromTheSameSource) {
 // The weights ranked by what their format adds on the reference's own inputs: the one damaged
 // tensor first, and Q8_0's local error below Q4_K's for every weight.
 TEST(ModelPair, AttributionNamesTheDamagedTensor) {
-    const nlohmann::json j = compare_json("-m " + file("damaged") + " --against-model " + file("f16") + kTokens + " --backend cpu", 1);
+    const nlohmann::json j = run_layerscope_json("compare -m " + file("damaged") + " --against-model " + file("f16") + kTokens + " --backend cpu", 1);
     ASSERT_FALSE(j["attribution"].empty()) << j;
     EXPECT_EQ(j["attribution"][0]["tensor"], "blk.1.ffn_down.weight") << j["attribution"];
     EXPECT_EQ(j["attribution"][0]["event"].get<std::string>().rfind("ffn_out-1", 0), 0u) << j["attribution"][0];
     for (size_t i = 1; i < j["attribution"].size(); ++i)
         EXPECT_GE(j["attribution"][i - 1]["local_nmse"].get<double>(), j["attribution"][i]["local_nmse"].get<double>());
 
-    const nlohmann::json q8 = compare_json("-m " + file("q8_0") + " --against-model " + file("f16") + kTokens + " --backend cpu", 1);
-    const nlohmann::json q4 = compare_json("-m " + file("q4_K") + " --against-model " + file("f16") + kTokens + " --backend cpu", 1);
+    const nlohmann::json q8 = run_layerscope_json("compare -m " + file("q8_0") + " --against-model " + file("f16") + kTokens + " --backend cpu", 1);
+    const nlohmann::json q4 = run_layerscope_json("compare -m " + file("q4_K") + " --against-model " + file("f16") + kTokens + " --backend cpu", 1);
     std::map<std::string, double> q4_local;
     for (const auto& a : q4["attribution"]) q4_local[a["tensor"].get<std::string>()] = a["local_nmse"].get<double>();
     int both = 0;

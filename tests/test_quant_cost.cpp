@@ -18,11 +18,13 @@
 
 #include "engine/compare/logit_lens.h"
 #include "engine/compare/output_kl.h"
+#include "tests/test_json.h"
 #include "tests/test_support.h"
 
 namespace {
 
 using ls::test::run_layerscope;
+using ls::test::run_layerscope_json;
 
 std::string q(const std::string& path) { return "'" + path + "'"; }
 
@@ -48,14 +50,6 @@ const std::string& model_dir() {
 std::string file(const char* name) { return q(model_dir() + "/" + name + ".gguf"); }
 
 const char* kTokens = " --tokens 1,20,33,41,52,7,99,140,3,250 --backend cpu";
-
-nlohmann::json run_json(const std::string& args, int expected_exit) {
-    auto r = run_layerscope(args + " --json");
-    EXPECT_EQ(r.exit_code, expected_exit) << args << "\n" << r.out;
-    auto j = nlohmann::json::parse(r.out, nullptr, false);
-    EXPECT_FALSE(j.is_discarded()) << r.out;
-    return j;
-}
 
 TEST(OutputKl, KlOfTwoDistributionsAsDefined) {
     // p = (1/3, 2/3), q = (1/2, 1/2): KL(p || q) = 1/3 ln(2/3) + 2/3 ln(4/3).
@@ -94,7 +88,7 @@ TEST(OutputKl, StatisticsInterpolateBetweenRanks) {
 
 // compare --against-model: a distribution per prompt position, the statistics over them.
 TEST(OutputKl, ComparingTwoFormatsReportsKlPerPosition) {
-    const nlohmann::json j = run_json("compare -m " + file("damaged") + " --against-model " + file("f16") + kTokens, 1);
+    const nlohmann::json j = run_layerscope_json("compare -m " + file("damaged") + " --against-model " + file("f16") + kTokens, 1);
     const nlohmann::json& kl = j["output_kl"];
     ASSERT_TRUE(kl.is_object()) << j;
     ASSERT_EQ(kl["rows"].size(), 10u) << kl;
@@ -110,7 +104,7 @@ TEST(OutputKl, ComparingTwoFormatsReportsKlPerPosition) {
     // Two formats: each weight adds an error of its own, none is "the bug".
     EXPECT_NE(text.out.find("local error: the first op with a large error of its own is "), std::string::npos) << text.out;
     // The same file twice: KL 0 everywhere.
-    const nlohmann::json same = run_json("compare -m " + file("f16") + " --against-model " + file("f16") + kTokens, 0);
+    const nlohmann::json same = run_layerscope_json("compare -m " + file("f16") + " --against-model " + file("f16") + kTokens, 0);
     EXPECT_EQ(same["output_kl"]["max"], 0.0) << same["output_kl"];
     EXPECT_EQ(same["output_kl"]["same_top1"], 1.0);
 }
@@ -118,7 +112,7 @@ TEST(OutputKl, ComparingTwoFormatsReportsKlPerPosition) {
 // The ranking names the damaged tensor, and the KL of its run equals that of an independent run:
 // a file make-model wrote with only that tensor quantized, compared event by event.
 TEST(Ablate, TheDamagedTensorFirstWithTheKlOfItsOwnFile) {
-    const nlohmann::json a = run_json("compare -m " + file("damaged") + " --against-model " + file("f16") + kTokens +
+    const nlohmann::json a = run_layerscope_json("compare -m " + file("damaged") + " --against-model " + file("f16") + kTokens +
                                           " --ablate tensors",
                                       0);
     ASSERT_EQ(a["ranking"].size(), 16u) << a;  // 2 x 7 products, the LM head and the embeddings
@@ -131,15 +125,15 @@ TEST(Ablate, TheDamagedTensorFirstWithTheKlOfItsOwnFile) {
         EXPECT_EQ(a["ranking"][i]["types"], "q8_0");
     }
     // Independently: the file with only that tensor in Q2_K, through compare's own runs.
-    const nlohmann::json one = run_json("compare -m " + file("one_q2_K") + " --against-model " + file("f16") + kTokens, 1);
+    const nlohmann::json one = run_layerscope_json("compare -m " + file("one_q2_K") + " --against-model " + file("f16") + kTokens, 1);
     EXPECT_EQ(a["ranking"][0]["mean"], one["output_kl"]["mean"]) << one["output_kl"];
     EXPECT_EQ(a["ranking"][0]["max"], one["output_kl"]["max"]);
     EXPECT_EQ(a["ranking"][0]["same_top1"], one["output_kl"]["same_top1"]);
     // And the whole file's KL is the comparison's.
-    const nlohmann::json whole = run_json("compare -m " + file("damaged") + " --against-model " + file("f16") + kTokens, 1);
+    const nlohmann::json whole = run_layerscope_json("compare -m " + file("damaged") + " --against-model " + file("f16") + kTokens, 1);
     EXPECT_EQ(a["whole"]["mean"], whole["output_kl"]["mean"]);
     // One file against itself but that tensor: one unit, the same KL again.
-    const nlohmann::json single = run_json("compare -m " + file("one_q2_K") + " --against-model " + file("f16") + kTokens +
+    const nlohmann::json single = run_layerscope_json("compare -m " + file("one_q2_K") + " --against-model " + file("f16") + kTokens +
                                                " --ablate tensors",
                                            0);
     ASSERT_EQ(single["ranking"].size(), 1u);
@@ -167,10 +161,10 @@ TEST(Ablate, BothRankingsNameTheDamagedTensorOnQwen3AndDeepseek2) {
         r = run_layerscope("make-model " + q(damaged) + " " + c.shape + " --type q8_0 --tensor-type " + c.damaged, true);
         ASSERT_EQ(r.exit_code, 0) << r.out;
         const std::string tensor = c.damaged.substr(0, c.damaged.find('='));
-        const nlohmann::json j = run_json("compare -m " + q(damaged) + " --against-model " + q(f16) + kTokens, 1);
+        const nlohmann::json j = run_layerscope_json("compare -m " + q(damaged) + " --against-model " + q(f16) + kTokens, 1);
         ASSERT_FALSE(j["attribution"].empty()) << c.name;
         EXPECT_EQ(j["attribution"][0]["tensor"], tensor) << c.name << j["attribution"];
-        const nlohmann::json a = run_json("compare -m " + q(damaged) + " --against-model " + q(f16) + kTokens +
+        const nlohmann::json a = run_layerscope_json("compare -m " + q(damaged) + " --against-model " + q(f16) + kTokens +
                                               " --ablate tensors",
                                           0);
         ASSERT_FALSE(a["ranking"].empty()) << c.name;
@@ -193,7 +187,7 @@ TEST(Attribution, Q8_0IsBelowQ4_KForEveryWeightOnQwen3AndDeepseek2) {
         std::map<std::string, double> local[2];
         int i = 0;
         for (const char* type : {"q8_0", "q4_K"}) {
-            const nlohmann::json j = run_json("compare -m " + q(stem + "-" + type + ".gguf") + " --against-model " +
+            const nlohmann::json j = run_layerscope_json("compare -m " + q(stem + "-" + type + ".gguf") + " --against-model " +
                                                   q(stem + "-f16.gguf") + kTokens,
                                               1);
             for (const auto& a : j["attribution"]) local[i][a["tensor"].get<std::string>()] = a["local_nmse"].get<double>();
@@ -208,14 +202,14 @@ TEST(Attribution, Q8_0IsBelowQ4_KForEveryWeightOnQwen3AndDeepseek2) {
 }
 
 TEST(Ablate, LayersAndRestoring) {
-    const nlohmann::json layers = run_json("compare -m " + file("damaged") + " --against-model " + file("f16") + kTokens +
+    const nlohmann::json layers = run_layerscope_json("compare -m " + file("damaged") + " --against-model " + file("f16") + kTokens +
                                                " --ablate layers",
                                            0);
     ASSERT_EQ(layers["ranking"].size(), 4u) << layers;  // two layers, the LM head, the embeddings
     EXPECT_EQ(layers["ranking"][0]["unit"], "layer 1") << layers["ranking"];
     EXPECT_EQ(layers["ranking"][0]["tensors"].size(), 7u);
     // Restoring one tensor at a time: restoring the damaged one leaves the least KL.
-    const nlohmann::json restore = run_json("compare -m " + file("damaged") + " --against-model " + file("f16") + kTokens +
+    const nlohmann::json restore = run_layerscope_json("compare -m " + file("damaged") + " --against-model " + file("f16") + kTokens +
                                                 " --ablate tensors --ablate-restore",
                                             0);
     EXPECT_EQ(restore["direction"], "restore");
@@ -350,7 +344,7 @@ TEST(LogitLens, TheDamagedLayerIsTheFirstThatDiffers) {
         {"deepseek2", "--preset deepseek2-tiny --seed 5"}};
     for (const auto& [name, args] : models) {
         const DamagedLayer m = damaged_layer(d, name, args);
-        const nlohmann::json j = run_json("compare -m " + q(m.damaged) + " --against-model " + q(m.f16) + kTokens +
+        const nlohmann::json j = run_layerscope_json("compare -m " + q(m.damaged) + " --against-model " + q(m.f16) + kTokens +
                                               " --logit-lens",
                                           1);
         const nlohmann::json& lens = j["logit_lens"];
@@ -394,7 +388,7 @@ TEST(LogitLens, MatchesLlamaCppsDumpsAtEveryLayer) {
         {"models/qwen2-mini-F16.gguf", "dumps/qwen2-mini-F16_chat_n4_fa-off_nocache.gguf"},
         {"models/deepseek2-mini-F16.gguf", "dumps/deepseek2-mini-F16_hi_n4_fa-off_nocache.gguf"}};
     for (const auto& [model, dump] : cases) {
-        const nlohmann::json j = run_json("compare -m " + q(ls::test::fixture_path(model)) + " -r " +
+        const nlohmann::json j = run_layerscope_json("compare -m " + q(ls::test::fixture_path(model)) + " -r " +
                                               q(ls::test::fixture_path(dump)) + " --logit-lens",
                                           0);
         const nlohmann::json& lens = j["logit_lens"];
