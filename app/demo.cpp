@@ -17,15 +17,26 @@ std::string demo_directory() {
     return (fs::temp_directory_path() / "layerscope").string();
 }
 
+namespace {
+
+constexpr const char* kDemoPrompt = "Once upon a time, a little girl";
+
+Status make_demo_directory(const std::string& dir) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) return make_error(ErrorCode::kIo, "cannot create " + dir + ": " + ec.message());
+    return {};
+}
+
+}  // namespace
+
 Result<QuantDemoFiles> prepare_quant_demo(const std::string& dir) {
     namespace fs = std::filesystem;
-    std::error_code ec;
-    fs::create_directories(dir, ec);
-    if (ec) return make_error(ErrorCode::kIo, "cannot create " + dir + ": " + ec.message());
+    if (Status s = make_demo_directory(dir); !s) return s.error();
     QuantDemoFiles demo;
     demo.source_path = (fs::path(dir) / "demo-quant-f16.gguf").string();
     demo.quantized_path = (fs::path(dir) / "demo-quant-q4_K.gguf").string();
-    demo.prompt = "Once upon a time, a little girl";
+    demo.prompt = kDemoPrompt;
     MakeModelSpec spec = demo_model_spec();
     spec.n_embd = 256;  // rows of 256: Q4_K's super-blocks
     spec.n_ff = 512;
@@ -38,13 +49,11 @@ Result<QuantDemoFiles> prepare_quant_demo(const std::string& dir) {
 
 Result<DemoFiles> prepare_demo(const std::string& dir) {
     namespace fs = std::filesystem;
-    std::error_code ec;
-    fs::create_directories(dir, ec);
-    if (ec) return make_error(ErrorCode::kIo, "cannot create " + dir + ": " + ec.message());
+    if (Status s = make_demo_directory(dir); !s) return s.error();
     DemoFiles demo;
     demo.model_path = (fs::path(dir) / "demo-model.gguf").string();
     demo.reference_path = (fs::path(dir) / "demo-reference.gguf").string();
-    demo.prompt = "Once upon a time, a little girl";
+    demo.prompt = kDemoPrompt;
     if (Status s = make_model(demo_model_spec(), demo.model_path); !s) return s.error();
 
     // The reference: the clean engine in llama mode, dumped like llama.cpp's reference dumper.
