@@ -94,6 +94,7 @@ nlohmann::json to_json(const EventComparison& c) {
         j["local_nmse"] = known ? nlohmann::json(c.local_nmse) : nlohmann::json();
         j["origin"] = known ? nlohmann::json(local_origin_name(c.local_origin)) : nlohmann::json();
         if (!known) j["origin_why"] = c.local_why;
+        if (!c.local_weight.empty()) j["weight"] = c.local_weight;  // what the recomputed op read rows of
     }
     if (!c.note.empty()) j["note"] = c.note;
     return j;
@@ -164,7 +165,8 @@ int report(const CompareOptions& o, CompareRunResult& r, const ReferenceDump& re
            const ForwardOptions& forward, const ReferenceDump* local_source) {
     const bool two_dumps = !o.files.empty();
     const double local_seconds =
-        local_source ? compute_local_errors(model, *local_source, {forward, th, two_dumps ? "our dump" : "the reference"}, r) : 0;
+        local_source ? compute_local_errors(model, *local_source, {forward, th, local_source == &reference ? "the reference" : "our dump"}, r)
+                     : 0;
     const std::string local_line = local_summary_line(r.comparisons, !o.against_model.empty());
     const OutputKl kl = output_kl(r.captures, reference);
     LogitLens lens;
@@ -225,7 +227,8 @@ int report(const CompareOptions& o, CompareRunResult& r, const ReferenceDump& re
         if (!local_line.empty()) {
             const LocalSummary sum = summarize_local(r.comparisons);
             j["local_error"] = {{"summary", local_line}, {"origin", sum.origin >= 0 ? nlohmann::json(r.comparisons[sum.origin].name) : nlohmann::json()},
-                                {"local", sum.local}, {"inherited", sum.inherited}, {"unknown", sum.unknown}, {"seconds", local_seconds}};
+                                {"local", sum.local}, {"inherited", sum.inherited}, {"unknown", sum.unknown}, {"not_recomputed", sum.not_recomputed},
+                                {"seconds", local_seconds}};
         }
         for (const DoctorFinding& f : doctor.findings)
             j["doctor"].push_back({{"transform", f.transform}, {"verdict", f.verdict}, {"nmse_before", f.nmse_before},
@@ -474,7 +477,7 @@ int run_compare(const CompareOptions& o) {
 
     if (!o.ablate.empty()) return run_ablation(o);
     if (o.ablate_restore) return fail(make_error(ErrorCode::kUsage, "--ablate-restore goes with --ablate"));
-    if (!o.against_model.empty()) return compare_models(o, th);
+    if (!o.against_model.empty() && o.files.empty()) return compare_models(o, th);
     if (!o.against_backend.empty()) return compare_backends(o, th);
     if (o.model_path.empty() || !o.files.empty()) {
         // Two dumps; with --model, the doctor reads the model's weights and config too.
@@ -498,11 +501,22 @@ int run_compare(const CompareOptions& o) {
         if (!a) return fail(a.error());
         auto b = ReferenceDump::open(o.files[1]);
         if (!b) return fail(b.error());
-        std::unique_ptr<Model> model;
+        std::unique_ptr<Model> model, other;
         if (!o.model_path.empty()) {
             auto opened = Model::open(o.model_path);
             if (!opened) return fail(opened.error());
             model = std::move(opened.value());
+        }
+        // Two dumps of two files of one model (the reference's made with --against-model): the
+        // local errors are our model's ops on the reference's inputs, as for --against-model.
+        if (!o.against_model.empty()) {
+            if (!model)
+                return fail(make_error(ErrorCode::kUsage, "--against-model with two dumps names the reference dump's model: "
+                                                          "give -m with the first dump's model too"));
+            auto opened = Model::open(o.against_model);
+            if (!opened) return fail(opened.error());
+            other = std::move(opened.value());
+            if (Status s = check_same_model(*model, *other); !s) return fail(s.error());
         }
         auto na = apply_names(*a.value(), conventions.value(), biased_in(*b.value()));
         if (!na) return fail(na.error());
@@ -512,7 +526,13 @@ int run_compare(const CompareOptions& o) {
         if (model) load_doctor_inputs(r, *a.value());
         std::string header = fmt::format("ours:      {} ({} tensors)\nreference: {} ({} tensors)\n", o.files[0],
                                          a.value()->tensors().size(), o.files[1], b.value()->tensors().size());
-        if (model) header += fmt::format("model:     {} ({}), for the doctor\n", o.model_path, model->config().arch_name);
+        if (other)
+            header += fmt::format("model:     {} ({}), the first dump's: its weights on the reference's inputs\n           "
+                                  "tensors: {}\nagainst:   {}, the reference's\n           tensors: {}\n",
+                                  o.model_path, model->config().arch_name, tensor_type_mix(*model), o.against_model,
+                                  tensor_type_mix(*other));
+        else if (model)
+            header += fmt::format("model:     {} ({}), for the doctor\n", o.model_path, model->config().arch_name);
         header += names_line(na.value(), nb.value());
         // Our ops for the local errors, with the reference's numerics: its batch size, flash
         // attention and output rows, in llama.cpp's arithmetic.
@@ -520,7 +540,9 @@ int run_compare(const CompareOptions& o) {
         if (b.value()->n_ubatch() > 0) forward.n_ubatch = b.value()->n_ubatch();
         forward.flash_attn = b.value()->flash_attention();
         forward.all_logits = b.value()->all_logits();
-        return report(o, r, *b.value(), model.get(), th, header, names_json(na.value(), nb.value()), forward, a.value().get());
+        load_output_logits(r, *a.value());
+        return report(o, r, *b.value(), model.get(), th, header, names_json(na.value(), nb.value()), forward,
+                      other ? b.value().get() : a.value().get());
     }
     if (o.reference_path.empty()) return fail(make_error(ErrorCode::kUsage, "--reference DUMP is required with --model"));
 

@@ -6,6 +6,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "engine/capture/dump_writer.h"
 #include "engine/compare/compare_run.h"
@@ -181,6 +184,65 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, LocalErrorClean,
                                            CleanCase{"models/llama-gqa-mini-F16.gguf", "dumps/llama-gqa-mini-F16_happy_n4_fa-off_nocache.gguf"},
                                            CleanCase{"models/llama-gqa-mini-Q4_K_M.gguf", "dumps/llama-gqa-mini-Q4_K_M_boy_n4_fa-off_nocache.gguf"}),
                          [](const auto& info) { return "case" + std::to_string(info.index); });
+
+// deepseek2 on llama.cpp's dumps: every product of its latent attention (the absorbed k_b and v_b per
+// head, after flash attention too; the legacy kv_b), of the router, the chosen experts (MUL_MAT_ID on
+// the experts llama.cpp chose) and the shared experts, recomputed on llama.cpp's inputs, gives its
+// output. The events not recomputed yet (latent attention's scores, RoPE'd halves) say so by name.
+struct MlaCase {
+    const char* model;
+    const char* dump;
+    std::vector<std::string> weights;  // of layer 1, each the weight of at least one measured product
+};
+class LocalErrorDeepseek2 : public ::testing::TestWithParam<MlaCase> {};
+
+TEST_P(LocalErrorDeepseek2, EveryProductAgreesOnTheReferencesInputs) {
+    LS_REQUIRE_FIXTURES();
+    const MlaCase& c = GetParam();
+    auto model = Model::open(test::fixture_path(c.model));
+    ASSERT_TRUE(model.ok()) << model.error().message;
+    auto reference = ReferenceDump::open(test::fixture_path(c.dump));
+    ASSERT_TRUE(reference.ok()) << reference.error().message;
+    auto backend = make_cpu_backend(0);
+    CompareRunOptions options;
+    options.forward.n_ubatch = reference.value()->n_ubatch();
+    options.forward.flash_attn = reference.value()->flash_attention();
+    options.forward.all_logits = reference.value()->all_logits();
+    auto run = compare_with_reference(*model.value(), *backend, *reference.value(), options);
+    ASSERT_TRUE(run.ok()) << run.error().message;
+    CompareRunResult& r = run.value();
+    for (EventComparison& e : r.comparisons)
+        if (e.status == CompareStatus::kOk) e.status = CompareStatus::kDiverged;
+    compute_local_errors(model.value().get(), *reference.value(), {options.forward, options.thresholds}, r);
+    std::set<std::string> weights;
+    for (const EventComparison& e : r.comparisons) {
+        if (e.status != CompareStatus::kDiverged) continue;
+        if (e.local_origin == LocalOrigin::kUnknown) {
+            EXPECT_EQ(e.local_why.rfind("no local recomputation", 0), 0u) << e.name << ": " << e.local_why;
+            continue;
+        }
+        EXPECT_EQ(e.local_origin, LocalOrigin::kInherited) << e.name << ": local nmse " << e.local_nmse;
+        EXPECT_LE(e.local_nmse, 1e-6) << e.name;
+        if (!e.local_weight.empty()) weights.insert(e.local_weight);
+    }
+    for (const std::string& w : c.weights) EXPECT_TRUE(weights.count("blk.1." + w)) << c.dump << ": no product of blk.1." << w;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Fixtures, LocalErrorDeepseek2,
+    ::testing::Values(
+        MlaCase{"models/deepseek2-mini-F16.gguf", "dumps/deepseek2-mini-F16_rome_n0_fa-off_nocache.gguf",
+                {"attn_q.weight", "attn_kv_a_mqa.weight", "attn_k_b.weight", "attn_v_b.weight", "attn_output.weight",
+                 "ffn_gate_inp.weight", "ffn_up_exps.weight", "ffn_gate_exps.weight", "ffn_down_exps.weight",
+                 "ffn_up_shexp.weight", "ffn_gate_shexp.weight", "ffn_down_shexp.weight"}},
+        // flash attention: v_b on its output
+        MlaCase{"models/deepseek2-mini-Q4_K_M.gguf", "dumps/deepseek2-mini-Q4_K_M_rome_n0_nocache.gguf",
+                {"attn_k_b.weight", "attn_v_b.weight", "ffn_up_exps.weight", "ffn_down_exps.weight", "ffn_down_shexp.weight"}},
+        // decode calls, and the legacy kv_b on the normed latent
+        MlaCase{"models/deepseek2-mini-legacy-kvb-Q4_K_M.gguf",
+                "dumps/deepseek2-mini-legacy-kvb-Q4_K_M_paris_n4_fa-off_nocache.gguf",
+                {"attn_kv_b.weight", "ffn_gate_inp.weight", "ffn_gate_exps.weight", "ffn_down_exps.weight"}}),
+    [](const auto& info) { return "case" + std::to_string(info.index); });
 
 // Without a model there is nothing to recompute: no event gets a local verdict.
 TEST(LocalErrorNoModel, LeavesComparisonsAlone) {

@@ -10,9 +10,11 @@
 
 #include <cmath>
 #include <csignal>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -140,11 +142,11 @@ TEST(Ablate, TheDamagedTensorFirstWithTheKlOfItsOwnFile) {
     EXPECT_EQ(single["ranking"][0]["mean"], one["output_kl"]["mean"]);
 }
 
-// On qwen3 and deepseek2 as on llama: one coarse tensor among Q8_0 ones is first in both rankings,
-// by local error (attribution) and by KL at the output (--ablate). deepseek2-tiny's rows of 64 take
-// no K-quant, so its damage is Q4_0, on the latent KV projection (a product its local errors
-// recompute).
-TEST(Ablate, BothRankingsNameTheDamagedTensorOnQwen3AndDeepseek2) {
+// On qwen3, deepseek2 and qwen3moe as on llama: one coarse tensor among Q8_0 ones is first in both
+// rankings, by local error (attribution) and by KL at the output (--ablate). deepseek2-tiny's rows of
+// 64 take no K-quant, so its damage is Q4_0, on the latent KV projection; qwen3moe's is an expert
+// tensor, whose products are MUL_MAT_ID on the experts the reference chose.
+TEST(Ablate, BothRankingsNameTheDamagedTensorOnQwen3Deepseek2AndQwen3moe) {
     const std::string d = ls::test::make_temp_dir();
     struct Case {
         const char* name;
@@ -153,7 +155,9 @@ TEST(Ablate, BothRankingsNameTheDamagedTensorOnQwen3AndDeepseek2) {
     const Case cases[] = {
         {"qwen3", "--arch qwen3 --embd 256 --layers 2 --heads 4 --kv-heads 2 --ff 512 --vocab 400 --seed 7",
          "blk.1.ffn_down.weight=q2_K"},
-        {"deepseek2", "--preset deepseek2-tiny --seed 7", "blk.1.attn_kv_a_mqa.weight=q4_0"}};
+        {"deepseek2", "--preset deepseek2-tiny --seed 7", "blk.1.attn_kv_a_mqa.weight=q4_0"},
+        // one expert tensor (MUL_MAT_ID) of a mixture of experts
+        {"qwen3moe", "--preset qwen3moe-tiny --embd 256 --ff 256 --expert-ff 256 --seed 7", "blk.1.ffn_down_exps.weight=q2_K"}};
     for (const Case& c : cases) {
         const std::string f16 = d + "/" + c.name + ".gguf", damaged = d + "/" + c.name + "_damaged.gguf";
         auto r = run_layerscope("make-model " + q(f16) + " " + c.shape + " --type f16", true);
@@ -172,18 +176,33 @@ TEST(Ablate, BothRankingsNameTheDamagedTensorOnQwen3AndDeepseek2) {
     }
 }
 
-// Q8_0 adds less than Q4_K to every weight it measures, on qwen3 and deepseek2 (widened so that
-// Q4_K's blocks fit; the few rows that take no K-quant fall back as llama-quantize's do).
-TEST(Attribution, Q8_0IsBelowQ4_KForEveryWeightOnQwen3AndDeepseek2) {
+// Q8_0 adds less than Q4_K to every weight it measures, on qwen3, deepseek2 and qwen3moe (widened so
+// that Q4_K's blocks fit; the few rows that take no K-quant fall back as llama-quantize's do). Every
+// product is measured: deepseek2's absorbed k_b and v_b, the routers, the chosen and the shared
+// experts too. The weights both files keep as they are (the routers in F32, deepseek2's k_b whose
+// rows of 16 take neither format) add nothing in either.
+TEST(Attribution, Q8_0IsBelowQ4_KForEveryWeight) {
     const std::string d = ls::test::make_temp_dir();
-    const std::pair<const char*, std::string> cases[] = {
-        {"qwen3", "--arch qwen3 --embd 256 --layers 2 --heads 4 --kv-heads 2 --ff 512 --vocab 400 --seed 7"},
-        {"deepseek2", "--preset deepseek2-tiny --embd 256 --ff 256 --expert-ff 256 --kv-lora-rank 256 --seed 7"}};
-    for (const auto& [name, shape] : cases) {
-        const std::string base = d + "/" + name + ".gguf";
-        auto r = run_layerscope("make-model " + q(base) + " " + shape + " --type f16,q8_0,q4_K", true);
+    struct Case {
+        const char* name;
+        std::string shape;
+        std::set<std::string> kept;      // stored alike in both files: local nmse 0 in both
+        std::set<std::string> measured;  // among the rest
+    };
+    const Case cases[] = {
+        {"qwen3", "--arch qwen3 --embd 256 --layers 2 --heads 4 --kv-heads 2 --ff 512 --vocab 400 --seed 7", {}, {}},
+        {"deepseek2", "--preset deepseek2-tiny --embd 256 --ff 256 --expert-ff 256 --kv-lora-rank 256 --seed 7",
+         {"blk.0.attn_k_b.weight", "blk.1.attn_k_b.weight", "blk.1.ffn_gate_inp.weight"},
+         {"blk.1.attn_v_b.weight", "blk.1.ffn_up_exps.weight", "blk.1.ffn_gate_exps.weight", "blk.1.ffn_down_exps.weight",
+          "blk.1.ffn_up_shexp.weight", "blk.1.ffn_gate_shexp.weight", "blk.1.ffn_down_shexp.weight"}},
+        {"qwen3moe", "--preset qwen3moe-tiny --embd 256 --ff 256 --expert-ff 256 --seed 7",
+         {"blk.0.ffn_gate_inp.weight", "blk.1.ffn_gate_inp.weight"},
+         {"blk.0.ffn_up_exps.weight", "blk.0.ffn_gate_exps.weight", "blk.0.ffn_down_exps.weight", "blk.1.ffn_down_exps.weight"}}};
+    for (const Case& c : cases) {
+        const std::string base = d + "/" + c.name + ".gguf";
+        auto r = run_layerscope("make-model " + q(base) + " " + c.shape + " --type f16,q8_0,q4_K", true);
         ASSERT_EQ(r.exit_code, 0) << r.out;
-        const std::string stem = d + "/" + name;
+        const std::string stem = d + "/" + c.name;
         std::map<std::string, double> local[2];
         int i = 0;
         for (const char* type : {"q8_0", "q4_K"}) {
@@ -193,12 +212,131 @@ TEST(Attribution, Q8_0IsBelowQ4_KForEveryWeightOnQwen3AndDeepseek2) {
             for (const auto& a : j["attribution"]) local[i][a["tensor"].get<std::string>()] = a["local_nmse"].get<double>();
             ++i;
         }
-        EXPECT_GE(local[0].size(), 11u) << name;
+        EXPECT_GE(local[0].size(), 11u) << c.name;
+        for (const std::string& t : c.measured) EXPECT_TRUE(local[0].count(t)) << c.name << ": " << t << " not measured";
         for (const auto& [tensor, nmse] : local[0]) {
-            ASSERT_TRUE(local[1].count(tensor)) << name << " " << tensor;
-            EXPECT_LT(nmse, local[1][tensor]) << name << " " << tensor;
+            ASSERT_TRUE(local[1].count(tensor)) << c.name << " " << tensor;
+            if (c.kept.count(tensor)) {
+                EXPECT_EQ(nmse, 0.0) << c.name << " " << tensor;
+                EXPECT_EQ(local[1][tensor], 0.0) << c.name << " " << tensor;
+                continue;
+            }
+            EXPECT_LT(nmse, local[1][tensor]) << c.name << " " << tensor;
         }
     }
+}
+
+// Two formats of one model differ only in their weights, so with the reference's own inputs only an
+// op that reads a weight can add an error of its own: no weightless op (a norm, RoPE, the scores, a
+// softmax, a sum) may be marked local, on any architecture. Those not recomputed say so.
+TEST(Attribution, OnlyOpsThatReadAWeightHaveAnErrorOfTheirOwn) {
+    const std::string d = ls::test::make_temp_dir();
+    const std::pair<const char*, std::string> cases[] = {
+        {"llama", kShape},
+        {"qwen3", "--arch qwen3" + std::string(kShape)},
+        {"deepseek2", "--preset deepseek2-tiny --seed 7"},
+        {"qwen3moe", "--preset qwen3moe-tiny --embd 256 --ff 256 --expert-ff 256 --seed 7"},
+        {"gemma2", "--preset gemma2-tiny --embd 256 --ff 512 --seed 7"},
+        {"gemma3", "--preset gemma3-tiny --embd 256 --ff 512 --seed 7"},
+        {"phi3", "--preset phi3-tiny --embd 256 --ff 512 --seed 7"},
+        {"gpt-oss", "--preset gpt-oss-tiny --seed 7"}};
+    for (const auto& [name, shape] : cases) {
+        const std::string stem = d + "/" + name;
+        auto r = run_layerscope("make-model " + q(stem + ".gguf") + " " + shape + " --type f16,q4_K", true);
+        ASSERT_EQ(r.exit_code, 0) << name << r.out;
+        const nlohmann::json j = run_layerscope_json(
+            "compare -m " + q(stem + "-q4_K.gguf") + " --against-model " + q(stem + "-f16.gguf") + kTokens, 1);
+        int with_weight = 0;
+        for (const auto& e : j["events"]) {
+            if (!e.contains("origin")) continue;
+            if (e["origin"].is_null()) {
+                EXPECT_EQ(e["origin_why"].get<std::string>().rfind("no local recomputation", 0), 0u) << name << " " << e;
+                continue;
+            }
+            if (e.contains("weight")) ++with_weight;
+            if (e["origin"] == "local") {
+                EXPECT_TRUE(e.contains("weight")) << name << ": " << e["name"] << " has a local error of its own, local nmse "
+                                                  << e["local_nmse"];
+            }
+        }
+        EXPECT_GE(with_weight, 7) << name;  // gemma: the embeddings and two layers' q, k and v
+    }
+    std::filesystem::remove_all(d);
+}
+
+// Two dumps and their two models (the reference dump made from the F16 file): each weight's local
+// error is the quantized model's op on the reference dump's inputs. With our own dumps of the two
+// runs, every weight's is exactly that of --against-model, and so is the KL of the final
+// distributions; the damaged tensor comes first.
+TEST(Attribution, TwoDumpsAndTheirTwoModels) {
+    const std::string d = ls::test::make_temp_dir();
+    const std::string ours = d + "/damaged_dump.gguf", ref = d + "/f16_dump.gguf";
+    for (const auto& [model, dump] : {std::pair{file("damaged"), ours}, std::pair{file("f16"), ref}}) {
+        auto r = run_layerscope("run -m " + model + kTokens + " -n 0 --all-logits --dump " + q(dump), true);
+        ASSERT_EQ(r.exit_code, 0) << r.out;
+    }
+    const std::string two_dumps = "compare " + q(ours) + " " + q(ref) + " -m " + file("damaged") + " --against-model " + file("f16");
+    const nlohmann::json two = run_layerscope_json(two_dumps, 1);
+    const nlohmann::json run = run_layerscope_json("compare -m " + file("damaged") + " --against-model " + file("f16") + kTokens, 1);
+    ASSERT_FALSE(two["attribution"].empty()) << two;
+    EXPECT_EQ(two["attribution"][0]["tensor"], "blk.1.ffn_down.weight") << two["attribution"];
+    std::map<std::string, double> by_run;
+    for (const auto& a : run["attribution"]) by_run[a["tensor"].get<std::string>()] = a["local_nmse"].get<double>();
+    EXPECT_EQ(two["attribution"].size(), by_run.size());
+    for (const auto& a : two["attribution"]) {
+        const std::string t = a["tensor"].get<std::string>();
+        ASSERT_TRUE(by_run.count(t)) << t;
+        EXPECT_DOUBLE_EQ(a["local_nmse"].get<double>(), by_run[t]) << t;
+    }
+    ASSERT_TRUE(two["output_kl"].is_object()) << two;
+    EXPECT_EQ(two["output_kl"]["rows"].size(), run["output_kl"]["rows"].size());
+    EXPECT_DOUBLE_EQ(two["output_kl"]["mean"].get<double>(), run["output_kl"]["mean"].get<double>());
+    auto text = run_layerscope(two_dumps);
+    EXPECT_NE(text.out.find("against:   " + file("f16").substr(1, file("f16").size() - 2)), std::string::npos) << text.out;
+    EXPECT_NE(text.out.find("attribution: what each weight's format adds"), std::string::npos) << text.out;
+    EXPECT_NE(text.out.find("the first op with a large error of its own"), std::string::npos) << text.out;
+
+    // The reference's model without ours, or two models that are not one: refused by name.
+    auto alone = run_layerscope("compare " + q(ours) + " " + q(ref) + " --against-model " + file("f16"), true);
+    EXPECT_EQ(alone.exit_code, 2) << alone.out;
+    EXPECT_NE(alone.out.find("give -m with the first dump's model"), std::string::npos) << alone.out;
+    const std::string other = d + "/other.gguf";
+    ASSERT_EQ(run_layerscope("make-model " + q(other) + " --embd 256 --layers 1 --heads 4 --kv-heads 2 --ff 512 --vocab 400", true)
+                  .exit_code,
+              0);
+    auto unlike = run_layerscope("compare " + q(ours) + " " + q(ref) + " -m " + file("damaged") + " --against-model " + q(other), true);
+    EXPECT_EQ(unlike.exit_code, 3) << unlike.out;
+    EXPECT_NE(unlike.out.find("other.gguf"), std::string::npos) << unlike.out;
+    std::filesystem::remove_all(d);
+}
+
+// llama.cpp's own dumps of a Q4_K_M file and its F16 source, with the two files: the same weights
+// measured as on our run of the F16 file; those that read the embeddings (whose values our llama
+// mode reproduces exactly) to the digit, the later ones on llama.cpp's inputs within 20%.
+TEST(Attribution, LlamaCppsTwoDumpsAndTheirTwoModels) {
+    LS_REQUIRE_FIXTURES();
+    const std::string q4 = q(ls::test::fixture_path("models/llama-gqa-mini-Q4_K_M.gguf"));
+    const std::string f16 = q(ls::test::fixture_path("models/llama-gqa-mini-F16.gguf"));
+    const nlohmann::json two = run_layerscope_json(
+        "compare " + q(ls::test::fixture_path("dumps/llama-gqa-mini-Q4_K_M_lily_n0_nocache.gguf")) + " " +
+            q(ls::test::fixture_path("dumps/llama-gqa-mini-F16_lily_n0_nocache.gguf")) + " -m " + q4 + " --against-model " + f16,
+        1);
+    const nlohmann::json run = run_layerscope_json(
+        "compare -m " + q4 + " --against-model " + f16 + " --tokens 1,317,391,266,267,337 --backend cpu", 1);
+    std::map<std::string, double> by_run;
+    for (const auto& a : run["attribution"]) by_run[a["tensor"].get<std::string>()] = a["local_nmse"].get<double>();
+    EXPECT_EQ(two["attribution"].size(), by_run.size());
+    EXPECT_GE(by_run.size(), 30u);  // every matrix of 4 layers, the embeddings and the head
+    for (const auto& a : two["attribution"]) {
+        const std::string t = a["tensor"].get<std::string>();
+        ASSERT_TRUE(by_run.count(t)) << t;
+        const double ratio = a["local_nmse"].get<double>() / by_run[t];
+        const bool reads_embeddings = t == "token_embd.weight" || t == "blk.0.attn_q.weight" || t == "blk.0.attn_k.weight" ||
+                                      t == "blk.0.attn_v.weight";
+        EXPECT_NEAR(ratio, 1.0, reads_embeddings ? 1e-6 : 0.2) << t;
+    }
+    ASSERT_TRUE(two["output_kl"].is_object()) << two;
+    EXPECT_EQ(two["output_kl"]["rows"].size(), 1u);  // the dumps keep the last position's logits
 }
 
 TEST(Ablate, LayersAndRestoring) {
@@ -370,12 +508,17 @@ TEST(LogitLens, TheDamagedLayerIsTheFirstThatDiffers) {
         }
         // Each weight's local error is measured, or said to be unknown: no op that is not recomputed
         // (deepseek2's latent attention and its inner norms) shows up as an infinite local error.
-        for (const auto& e : j["events"])
-            if (e.contains("origin") && e["origin"] == "local")
+        for (const auto& e : j["events"]) {
+            if (e.contains("origin") && e["origin"] == "local") {
                 EXPECT_TRUE(e["local_nmse"].is_number()) << name << " " << e;
+            }
+        }
         ASSERT_EQ(lens["arrivals"].size(), 10u) << name;
-        for (const auto& a : lens["arrivals"])
-            if (!a["ours_layer"].is_null()) EXPECT_LE(a["ours_layer"].get<int>(), last["layer"].get<int>());
+        for (const auto& a : lens["arrivals"]) {
+            if (!a["ours_layer"].is_null()) {
+                EXPECT_LE(a["ours_layer"].get<int>(), last["layer"].get<int>());
+            }
+        }
     }
 }
 

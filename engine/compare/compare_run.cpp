@@ -444,4 +444,16 @@ void load_doctor_inputs(CompareRunResult& result, const ReferenceDump& ours) {
     }
 }
 
+void load_output_logits(CompareRunResult& result, const ReferenceDump& ours) {
+    // Named as compare_dumps names them: a logits tensor as the result_output event it is.
+    for (const RefTensor& t : ours.tensors()) {
+        if ((t.kind != RefKind::kLogits && t.base_name != "result_output") || !t.complete()) continue;
+        auto it = result.captures.by_name.find(t.kind == RefKind::kLogits ? event_dump_name("result_output", 1, t.decode, t.ubatch)
+                                                                          : t.name);
+        if (it == result.captures.by_name.end()) continue;
+        CapturedEvent& e = result.captures.events[it->second];
+        if (e.data.empty()) e.data = ours.values(t);
+    }
+}
+
 }  // namespace ls

@@ -78,4 +78,9 @@ CompareRunResult compare_dumps(const ReferenceDump& ours, const ReferenceDump& r
 // One layer of one evaluation at most is held in memory.
 void load_doctor_inputs(CompareRunResult& result, const ReferenceDump& ours);
 
+// For the KL of the final distributions on two dumps: reads from `ours` the values of every
+// result_output event `result` compared (the logits: one row per decode call unless the dump kept
+// every position's).
+void load_output_logits(CompareRunResult& result, const ReferenceDump& ours);
+
 }  // namespace ls

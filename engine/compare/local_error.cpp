@@ -12,6 +12,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <string_view>
 #include <tuple>
 
 #include "engine/compare/ref_names.h"
@@ -19,6 +20,9 @@
 
 namespace ls {
 namespace {
+
+// How the reason of an event whose op is not recomputed (yet) begins; the others lack an input.
+constexpr std::string_view kNotRecomputed = "no local recomputation";
 
 
 // "Qcur-12" -> ("Qcur", 12); "embd" -> ("embd", -1).
@@ -66,7 +70,7 @@ public:
                     output_biases_ = true;
         output_biases_ = output_biases_ || model.find("output.bias") != nullptr;
         gemma_ = cfg_.arch == Arch::kGemma2 || cfg_.arch == Arch::kGemma3;
-        qk_norm_ = model.find("blk.0.attn_q_norm.weight") != nullptr || cfg_.arch == Arch::kPhi3 || gemma_;
+        scaled_q_ = cfg_.arch == Arch::kPhi3 || gemma_;
         rope_ = rope_params_for(cfg_);
         if (knobs_.rope_swap_pairing) rope_.mode = rope_.mode == RopeMode::kNorm ? RopeMode::kNeox : RopeMode::kNorm;
         rope_.attn_factor *= knobs_.rope_attn_factor;
@@ -295,6 +299,55 @@ private:
         be_->matmul(w, xt, yt, mode_);
         return true;
     }
+    // Per head h: y_h = w[:, :, h] x_h with w {K, N, H} (deepseek2's absorbed products, one product
+    // per head as the graph runs them). x holds the heads' {K} columns as {K, T, H} (`x_heads_outer`)
+    // or {K, H, T}; y gets {N, T, H}.
+    bool head_matmul(const std::string& w_name, const Values& x, bool x_heads_outer, Values* y) {
+        Tensor w;
+        if (!weight(w_name, &w)) return false;
+        op_weight_ = w_name;
+        const int64_t K = w.ne[0], N = w.ne[1], H = w.ne[2];
+        const int64_t n = static_cast<int64_t>(x.v.size());
+        if (x.ne[0] != K || n == 0 || n % (K * H) != 0) {
+            why_ = fmt::format("{} takes {} heads of rows of {}, {}'s input holds {} values", w_name, H, K, opt_.source, n);
+            return false;
+        }
+        const int64_t T = n / (K * H);
+        y->v.assign(static_cast<size_t>(N * T * H), 0.0f);
+        std::vector<float> xh(static_cast<size_t>(K * T));
+        for (int64_t h = 0; h < H; ++h) {
+            for (int64_t t = 0; t < T; ++t)
+                std::copy_n(x.v.begin() + (x_heads_outer ? h * T + t : t * H + h) * K, K, xh.begin() + t * K);
+            Tensor wh = w;
+            wh.ne[2] = 1;
+            wh.data = static_cast<char*>(w.data) + static_cast<uint64_t>(h) * w.nb[2];
+            Tensor xt = make_tensor(xh.data(), K, T), yt = make_tensor(y->v.data() + h * N * T, N, T);
+            be_->matmul(wh, xt, yt, mode_);
+        }
+        y->ne[0] = N, y->ne[1] = T, y->ne[2] = H, y->ne[3] = 1;
+        return true;
+    }
+    // MUL_MAT_ID: the experts `ids` ({k, T}) chose, each applied to its token's column of x (one
+    // column per token, shared by its k slots, or one per slot): y {N, k, T}.
+    bool matmul_id(const std::string& w_name, const Values& x, const std::vector<int32_t>& ids, int64_t k, Values* y) {
+        const int64_t T = static_cast<int64_t>(ids.size()) / k;
+        Tensor w;
+        if (!weight(w_name, &w)) return false;
+        op_weight_ = w_name;
+        const int64_t cols = x.cols();
+        if (w.ne[0] != x.ne[0] || (cols != T && cols != k * T)) {
+            why_ = fmt::format("{} takes rows of {} for {} tokens of {} experts each, {}'s input has {} rows of {}", w_name,
+                               w.ne[0], T, k, opt_.source, cols, x.ne[0]);
+            return false;
+        }
+        y->v.assign(static_cast<size_t>(w.ne[1] * k * T), 0.0f);
+        y->ne[0] = w.ne[1], y->ne[1] = k, y->ne[2] = T, y->ne[3] = 1;
+        Tensor xt = make_tensor(const_cast<float*>(x.v.data()), x.ne[0], cols == T ? 1 : k, T);
+        Tensor it = make_tensor(const_cast<int32_t*>(ids.data()), k, T, 1, 1, GgmlType::I32);
+        Tensor yt = make_tensor(y->v.data(), w.ne[1], k, T);
+        be_->matmul_id(w, xt, it, yt, mode_);
+        return true;
+    }
     bool add_row(const std::string& b_name, Values* x) {
         Tensor b;
         if (!weight(b_name, &b)) return false;
@@ -377,6 +430,152 @@ private:
         return true;
     }
 
+    // ---- mixture of experts: the router's product, the chosen experts' products on the experts the
+    // reference chose, the shared experts
+
+    // The experts the reference's router chose in layer L: {k, T} (T: the tokens the layer's FFN
+    // runs on, only the output rows in the last layer).
+    bool chosen_experts(const Group& g, int L, std::vector<int32_t>* ids) {
+        const std::string name = fmt::format("ffn_moe_topk-{}", L);
+        Values v;
+        if (!input(nth(g, name, 1), name, cfg_.n_expert_used, &v)) return false;
+        ids->resize(v.v.size());
+        for (size_t i = 0; i < v.v.size(); ++i) {
+            const float f = v.v[i];
+            if (!(f >= 0 && f < static_cast<float>(cfg_.n_expert)) || f != std::floor(f)) {
+                why_ = fmt::format("{}'s {} holds {}, not one of the {} experts", opt_.source, name, f, cfg_.n_expert);
+                return false;
+            }
+            (*ids)[i] = static_cast<int32_t>(f);
+        }
+        return true;
+    }
+
+    bool moe_event(const std::string& prefix, int L) const {
+        if (L < 0 || !cfg_.layer_is_moe(L)) return false;
+        return prefix == "ffn_moe_logits" || prefix == "ffn_moe_up" || prefix == "ffn_moe_gate" || prefix == "ffn_moe_gate_up" ||
+               prefix == "ffn_moe_swiglu" || prefix == "ffn_moe_down" || prefix == "ffn_shexp" ||
+               (prefix == "ffn_out" && model_.find(blk(L, "ffn_down_shexp.weight")));
+    }
+
+    bool compute_moe(const std::string& prefix, int L, const Group& g, Values* out, const RefTensor** target) {
+        const std::string lname = fmt::format("{}-{}", prefix, L);
+        *target = nth(g, lname, 1);
+        if (prefix == "ffn_shexp") {  // the shared experts' down product
+            const std::string in = fmt::format("ffn_swiglu-{}", L), w = blk(L, "ffn_down_shexp.weight");
+            Tensor wt;
+            Values x;
+            return weight(w, &wt) && input(nth(g, in, 1), in, wt.ne[0], &x) && matmul(w, x, out);
+        }
+        if (prefix == "ffn_out") {  // the routed and the shared experts' sum
+            const std::string a = fmt::format("ffn_moe_out-{}", L), b = fmt::format("ffn_shexp-{}", L);
+            Values x, y;
+            if (!input(nth(g, a, 1), a, cfg_.n_embd, &x) || !input(nth(g, b, 1), b, cfg_.n_embd, &y)) return false;
+            if (x.v.size() != y.v.size()) {
+                why_ = fmt::format("{}'s {} and {} differ in size", opt_.source, a, b);
+                return false;
+            }
+            *out = add(x, y);
+            return true;
+        }
+        const bool scaled_or_biased = [&] {
+            for (const char* w : {"ffn_up_exps", "ffn_gate_exps", "ffn_gate_up_exps"})
+                for (const char* tail : {".scale", ".bias"})
+                    if (model_.find(blk(L, std::string(w) + tail))) return true;
+            return false;
+        }();
+        if (prefix == "ffn_moe_swiglu") {
+            const std::string a = fmt::format("ffn_moe_gate-{}", L), b = fmt::format("ffn_moe_up-{}", L);
+            if (scaled_or_biased) {
+                why_ = fmt::format("no local recomputation for {}: it reads the experts' scaled or biased products", lname);
+                return false;
+            }
+            Values gate, up;
+            if (!input(nth(g, a, 1), a, cfg_.n_ff_expert, &gate) || !input(nth(g, b, 1), b, cfg_.n_ff_expert, &up)) return false;
+            if (gate.v.size() != up.v.size()) {
+                why_ = fmt::format("{}'s {} and {} differ in size", opt_.source, a, b);
+                return false;
+            }
+            *out = gate;
+            Tensor gt = make_tensor(gate.v.data(), gate.ne[0], gate.cols()), ut = make_tensor(up.v.data(), up.ne[0], up.cols());
+            Tensor y = make_tensor(out->v.data(), out->ne[0], out->cols());
+            be_->swiglu(gt, ut, y, mode_);
+            return true;
+        }
+        // What the router and the experts read: the normed FFN input (gpt-oss: the post-attention norm).
+        const std::string norm = list(g, fmt::format("ffn_norm-{}", L)) ? fmt::format("ffn_norm-{}", L) : fmt::format("attn_post_norm-{}", L);
+        Values x;
+        if (prefix == "ffn_moe_logits")
+            return input(nth(g, norm, 1), norm, cfg_.n_embd, &x) && matmul(blk(L, "ffn_gate_inp.weight"), x, out);
+        if (model_.find(blk(L, "ffn_gate_up_exps.weight")) && (prefix == "ffn_moe_up" || prefix == "ffn_moe_gate")) {
+            why_ = fmt::format("{} is a view of ffn_moe_gate_up-{}, the product recomputed", lname, L);
+            return false;
+        }
+        std::vector<int32_t> ids;
+        if (!chosen_experts(g, L, &ids)) return false;
+        if (prefix == "ffn_moe_down") {
+            const std::string plain = fmt::format("ffn_moe_swiglu-{}", L);
+            const std::string in = list(g, plain) ? plain : fmt::format("ffn_moe_swiglu_oai-{}", L);
+            if (!input(nth(g, in, 1), in, cfg_.n_ff_expert, &x)) return false;
+        } else if (!input(nth(g, norm, 1), norm, cfg_.n_embd, &x)) {
+            return false;
+        }
+        const char* w = prefix == "ffn_moe_up"     ? "ffn_up_exps.weight"
+                        : prefix == "ffn_moe_gate" ? "ffn_gate_exps.weight"
+                        : prefix == "ffn_moe_down" ? "ffn_down_exps.weight"
+                                                   : "ffn_gate_up_exps.weight";
+        return matmul_id(blk(L, w), x, ids, cfg_.n_expert_used, out);
+    }
+
+    // ---- deepseek2's latent attention: the products after the first ones (the query's
+    // up-projection, the legacy kv_b, the absorbed key and value products per head)
+
+    bool mla_event(const std::string& prefix, const CapturedEvent& e) const {
+        if (cfg_.arch != Arch::kDeepseek2) return false;
+        if (prefix == "q")  // q_b's product: the third q event (q_a's product, its norm, q_b's)
+            return cfg_.q_lora_rank > 0 && (e.op == Op::kMulMat || (e.op == Op::kNone && e.occurrence == 3)) && e.occurrence > 1;
+        return prefix == "kv" || prefix == "q_nope_absorbed" || prefix == "kqv_mla" || prefix == "fattn_mla";
+    }
+
+    bool compute_mla(const std::string& prefix, int L, const Group& g, Values* out, const RefTensor** target) {
+        const std::string lname = fmt::format("{}-{}", prefix, L);
+        Values x;
+        if (prefix == "q") {
+            const auto* l = list(g, lname);
+            const RefTensor* in = nth(g, lname, 2);
+            *target = nth(g, lname, 3);
+            if (l && ops_known(*l)) {  // the products by their op: q_b's is the second
+                std::vector<const RefTensor*> products;
+                for (const RefTensor* t : *l)
+                    if (t->op == "MUL_MAT") products.push_back(t);
+                *target = products.size() >= 2 ? products[1] : nullptr;
+            }
+            return input(in, lname + " (normed)", cfg_.q_lora_rank, &x) && matmul(blk(L, "attn_q_b.weight"), x, out);
+        }
+        if (prefix == "kv") {  // the legacy kv_b on the normed latent (kv_cmpr's last event)
+            const auto* l = list(g, fmt::format("kv_cmpr-{}", L));
+            *target = nth(g, lname, 1);
+            return input(l ? l->back() : nullptr, fmt::format("kv_cmpr-{} (normed)", L), cfg_.kv_lora_rank, &x) &&
+                   matmul(blk(L, "attn_kv_b.weight"), x, out);
+        }
+        *target = nth(g, lname, 1);
+        if (prefix == "q_nope_absorbed") {  // k_b per head on q_nope {nope, T, H}
+            const std::string in = fmt::format("q_nope_perm-{}", L);
+            return input(nth(g, in, 1), in, cfg_.qk_nope_dim(), &x) &&
+                   head_matmul(blk(L, "attn_k_b.weight"), x, true, out);
+        }
+        if (prefix == "kqv_mla")  // v_b per head on the heads' latent outputs {kv_lora, T, H}
+            return input(nth(g, fmt::format("kqv-{}", L), 1), fmt::format("kqv-{}", L), cfg_.kv_lora_rank, &x) &&
+                   head_matmul(blk(L, "attn_v_b.weight"), x, true, out);
+        // fattn_mla: v_b per head on flash attention's output {kv_lora, H, T}
+        const RefTensor* fa = nullptr;
+        if (const auto* l = list(g, fmt::format("kqv_out-{}", L)))
+            for (const RefTensor* t : *l)
+                if (t->op == "FLASH_ATTN_EXT") fa = t;
+        return input(fa, fmt::format("flash attention's output of layer {}", L), cfg_.kv_lora_rank, &x) &&
+               head_matmul(blk(L, "attn_v_b.weight"), x, false, out);
+    }
+
     // Our op of event `index` on the reference's inputs: `out` and the reference tensor to compare
     // it with. False with why_ when an input is missing.
     bool compute(size_t index, const CapturedEvent& e, const Group& g, Values* out, const RefTensor** target) {
@@ -416,29 +615,60 @@ private:
             // What a layer's norm normalizes: the MUL by its weight that follows it names it. Others
             // (deepseek2's query and latent norms, gemma's post norms) are not recomputed.
             const std::string role = next_base(index);
+            if (L >= 0 && (role == "Qcur_normed" || role == "Kcur_normed")) {
+                // qwen3's per-head norm of Q or K: over each head's rows, before RoPE.
+                const std::string qk = fmt::format("{}-{}", role.substr(0, 4), L);
+                Values x;
+                if (!input(before_rope(g, qk, true), qk + " before RoPE", hd, &x)) return false;
+                *out = rms(x);
+                *target = nth(g, lname, e.occurrence);
+                return true;
+            }
             if (L < 0 ? !role.empty() && role != "result_norm" : role != "attn_norm" && role != "ffn_norm") {
                 why_ = fmt::format("no local recomputation for the norm of {}", role.empty() ? "an unnamed op" : role);
                 return false;
             }
+            // The FFN's input: the attention's residual sum (gemma names it sa_out).
+            std::string ffn_in = fmt::format("ffn_inp-{}", L);
+            if (L >= 0 && !list(g, ffn_in) && list(g, fmt::format("sa_out-{}", L))) ffn_in = fmt::format("sa_out-{}", L);
+            const std::string what = L < 0 ? fmt::format("l_out-{}", cfg_.n_layer - 1) : role == "attn_norm" ? residual_name(L) : ffn_in;
+            const RefTensor* in = L >= 0 && role == "attn_norm" ? residual_in(L) : nth(g, what, 1);
             Values x;
-            const RefTensor* in = L < 0 ? nth(g, fmt::format("l_out-{}", cfg_.n_layer - 1), 1)
-                                  : role == "attn_norm" ? residual_in(L) : nth(g, fmt::format("ffn_inp-{}", L), 1);
-            const std::string what = L < 0 ? fmt::format("l_out-{}", cfg_.n_layer - 1)
-                                     : role == "attn_norm" ? residual_name(L) : fmt::format("ffn_inp-{}", L);
             if (!input(in, what, n_embd, &x)) return false;
             *out = rms(x);
-            *target = nth(g, lname, L < 0 ? 1 : e.occurrence);
+            *target = nth(g, lname, e.occurrence);
+            return true;
+        }
+        if (prefix == "Qcur_normed" || prefix == "Kcur_normed") {  // the per-head norm times its weight
+            const int k = previous_occurrence(index, fmt::format("norm-{}", L), prefix == "Qcur_normed" ? 2 : 3);
+            Values x;
+            if (!input(nth(g, fmt::format("norm-{}", L), k), fmt::format("norm-{}#{}", L, k), hd, &x) ||
+                !mul_row(blk(L, prefix == "Qcur_normed" ? "attn_q_norm.weight" : "attn_k_norm.weight"), &x,
+                         knobs_.norm_weight_twice))
+                return false;
+            *out = std::move(x);
+            *target = nth(g, lname, 1);
             return true;
         }
         if (prefix == "attn_norm" || prefix == "ffn_norm" || prefix == "result_norm") {
             Values x;
             // Its input: the norm just before it (the second of a llama layer's, the last of deepseek2's).
-            const int k = L < 0 ? 1 : previous_occurrence(index, fmt::format("norm-{}", L), prefix == "attn_norm" ? 1 : 2);
-            const RefTensor* in = L < 0 ? nth(g, "norm", 1) : nth(g, fmt::format("norm-{}", L), k);
+            const int k = L < 0 ? previous_occurrence(index, "norm", 1)
+                                : previous_occurrence(index, fmt::format("norm-{}", L), prefix == "attn_norm" ? 1 : 2);
+            const RefTensor* in = L < 0 ? nth(g, "norm", k) : nth(g, fmt::format("norm-{}", L), k);
             const std::string w = L < 0 ? "output_norm.weight" : blk(L, prefix == "attn_norm" ? "attn_norm.weight" : "ffn_norm.weight");
-            if (!input(in, L < 0 ? "norm" : fmt::format("norm-{}{}", L, k > 1 ? fmt::format("#{}", k) : ""), n_embd, &x)) return false;
+            if (!input(in, fmt::format("{}{}", L < 0 ? "norm" : fmt::format("norm-{}", L), k > 1 ? fmt::format("#{}", k) : ""), n_embd, &x))
+                return false;
             if (!mul_row(w, &x, knobs_.norm_weight_twice)) return false;
             *out = std::move(x);
+            *target = nth(g, lname, 1);
+            return true;
+        }
+        if (prefix == "wqkv") {  // phi3's fused q/k/v product
+            Values x;
+            if (!input(nth(g, fmt::format("attn_norm-{}", L), 1), fmt::format("attn_norm-{}", L), n_embd, &x) ||
+                !matmul(blk(L, "attn_qkv.weight"), x, out))
+                return false;
             *target = nth(g, lname, 1);
             return true;
         }
@@ -454,9 +684,27 @@ private:
             *target = nth(g, lname, 1);
             return true;
         }
+        if (moe_event(prefix, L)) return compute_moe(prefix, L, g, out, target);
+        if (mla_event(prefix, e)) return compute_mla(prefix, L, g, out, target);
         if (cfg_.arch == Arch::kDeepseek2 && (prefix == "Qcur" || prefix == "Kcur" || prefix == "Vcur" || prefix == "kq" ||
                                               prefix == "kq_soft_max" || prefix == "kqv" || prefix == "kqv_out")) {
             why_ = fmt::format("no local recomputation for {} events of a deepseek2 model yet (multi-head latent attention)",
+                               prefix);
+            return false;
+        }
+        // phi3 and gemma scale Q after RoPE (phi3 with long-rope factors, gemma with per-layer RoPE
+        // bases, windows and soft caps): their products and reshapes are recomputed, not RoPE or the
+        // scores.
+        if (scaled_q_ && (prefix == "kq" || prefix == "kq_soft_max" ||
+                          ((prefix == "Qcur" || prefix == "Kcur") && e.op != Op::kMulMat && e.op != Op::kAdd &&
+                           e.op != Op::kReshape && e.op != Op::kView))) {
+            why_ = fmt::format("no local recomputation for {} events of a {} model yet (a scaled Q, RoPE factors or "
+                               "bases of its own, soft caps)", prefix, cfg_.arch_name);
+            return false;
+        }
+        if (cfg_.arch == Arch::kGptOss && (prefix == "kq_soft_max" || prefix == "kqv" || prefix == "kqv_out" ||
+                                           prefix == "attn_post_norm")) {
+            why_ = fmt::format("no local recomputation for {} events of a gpt-oss model yet (attention sinks, post norm)",
                                prefix);
             return false;
         }
@@ -488,7 +736,12 @@ private:
                 return true;
             }
             if (op == Op::kRope) {
-                if (!input(before_rope(g, lname, true), lname + " before RoPE", hd, out)) return false;
+                // RoPE reads the per-head normed Q or K where the model norms them (qwen3).
+                const std::string normed = fmt::format("{}_normed-{}", prefix, L);
+                const bool qk_normed = list(g, normed) != nullptr;
+                if (!input(qk_normed ? nth(g, normed, 1) : before_rope(g, lname, true), qk_normed ? normed : lname + " before RoPE",
+                           hd, out))
+                    return false;
                 out->ne[0] = hd, out->ne[1] = prefix == "Qcur" ? n_head : n_head_kv, out->ne[2] = static_cast<int64_t>(out->v.size()) / (hd * out->ne[1]);
                 if (out->ne[2] != T) {
                     why_ = fmt::format("{}'s {} before RoPE does not hold {} tokens", opt_.source, lname, T);
@@ -570,9 +823,9 @@ private:
             if (opt_.forward.flash_attn && mode_ == MathMode::kLlama) {
                 // Flash attention reads the Q the graph hands it: scaled after RoPE in phi3 and gemma,
                 // and gemma's windows and caps are not recomputed here yet.
-                if (qk_norm_) {
-                    why_ = fmt::format("no local recomputation for flash attention's kqv_out in a {} model yet (per-head "
-                                       "q/k norms, a scaled Q, sliding windows or soft caps)", cfg_.arch_name);
+                if (scaled_q_) {
+                    why_ = fmt::format("no local recomputation for flash attention's kqv_out in a {} model yet (a scaled "
+                                       "Q, sliding windows or soft caps)", cfg_.arch_name);
                     return false;
                 }
                 Values q;
@@ -603,18 +856,6 @@ private:
             *target = nth(g, lname, 1);
             return true;
         }
-        if (qk_norm_ && (prefix == "Qcur" || prefix == "Kcur" || prefix == "kq" || prefix == "kq_soft_max" ||
-                         prefix == "kqv" || prefix == "kqv_out")) {
-            why_ = fmt::format("no local recomputation for {} events of a {} model yet (per-head q/k norms, fused "
-                               "projections or a scaled Q)", prefix, cfg_.arch_name);
-            return false;
-        }
-        if (cfg_.arch == Arch::kGptOss && (prefix == "kq_soft_max" || prefix == "kqv" || prefix == "kqv_out" ||
-                                           prefix == "attn_post_norm")) {
-            why_ = fmt::format("no local recomputation for {} events of a gpt-oss model yet (attention sinks, post norm)",
-                               prefix);
-            return false;
-        }
         if (gemma_ && (prefix == "attn_out" || prefix.rfind("ffn_", 0) == 0 || prefix == "sa_out" || prefix == "l_out" ||
                        prefix == "result_output" || prefix == "inp_scaled")) {
             why_ = fmt::format("no local recomputation for {} events of a {} model yet (post norms, GEGLU, soft caps)",
@@ -630,20 +871,43 @@ private:
             const std::string in = prefix == "attn_out" ? fmt::format("kqv_out-{}", L)
                                    : prefix == "ffn_out" ? fmt::format("ffn_swiglu-{}", L)
                                                          : fmt::format("ffn_norm-{}", L);
-            const char* w = prefix == "attn_out" ? "attn_output.weight" : prefix == "ffn_gate" ? "ffn_gate.weight"
-                            : prefix == "ffn_up" ? "ffn_up.weight" : "ffn_down.weight";
+            const std::string stem = prefix == "attn_out" ? "attn_output" : prefix == "ffn_gate" ? "ffn_gate"
+                                     : prefix == "ffn_up"   ? "ffn_up"      : "ffn_down";
+            std::string w = blk(L, stem + ".weight");
+            // A MoE layer's gate and up products are its shared experts'.
+            const std::string shexp = blk(L, stem + "_shexp.weight");
+            if (!model_.find(w) && prefix != "attn_out" && model_.find(shexp)) w = shexp;
             Tensor wt;
-            if (!weight(blk(L, w), &wt)) return false;
+            if (!weight(w, &wt)) return false;
+            // attn_out reads llama.cpp's kqv_out, the last of that name (flash attention's output comes
+            // first, under our name for it).
+            const auto* l = list(g, in);
+            const RefTensor* x_ref = prefix == "attn_out" && l ? l->back() : nth(g, in, 1);
             Values x;
-            if (!input(nth(g, in, 1), in, wt.ne[0], &x) || !matmul(blk(L, w), x, out)) return false;
+            if (!input(x_ref, in, wt.ne[0], &x) || !matmul(w, x, out)) return false;
             *target = nth(g, lname, 1);
             return true;
         }
         if (prefix == "ffn_swiglu") {
+            // The layer's FFN width: its gate's rows (a MoE layer's shared experts have their own).
+            const GgufTensorInfo* gate_w = model_.find(blk(L, "ffn_gate.weight"));
+            if (!gate_w) gate_w = model_.find(blk(L, "ffn_gate_shexp.weight"));
+            const int64_t n_ff = gate_w ? gate_w->ne[1] : cfg_.n_ff;
             Values gate, up;
-            if (!input(nth(g, fmt::format("ffn_gate-{}", L), 1), fmt::format("ffn_gate-{}", L), cfg_.n_ff, &gate) ||
-                !input(nth(g, fmt::format("ffn_up-{}", L), 1), fmt::format("ffn_up-{}", L), cfg_.n_ff, &up))
+            if (!gate_w && model_.find(blk(L, "ffn_up.weight"))) {
+                // phi3's fused up: each column's first half is the gate, the second the up.
+                Values both;
+                if (!input(nth(g, fmt::format("ffn_up-{}", L), 1), fmt::format("ffn_up-{}", L), 2 * n_ff, &both)) return false;
+                gate.ne[0] = up.ne[0] = n_ff;
+                gate.ne[1] = up.ne[1] = both.cols();
+                for (int64_t t = 0; t < both.cols(); ++t) {
+                    gate.v.insert(gate.v.end(), both.v.begin() + t * 2 * n_ff, both.v.begin() + t * 2 * n_ff + n_ff);
+                    up.v.insert(up.v.end(), both.v.begin() + t * 2 * n_ff + n_ff, both.v.begin() + (t + 1) * 2 * n_ff);
+                }
+            } else if (!input(nth(g, fmt::format("ffn_gate-{}", L), 1), fmt::format("ffn_gate-{}", L), n_ff, &gate) ||
+                       !input(nth(g, fmt::format("ffn_up-{}", L), 1), fmt::format("ffn_up-{}", L), n_ff, &up)) {
                 return false;
+            }
             if (gate.v.size() != up.v.size()) {
                 why_ = fmt::format("{}'s ffn_gate-{} and ffn_up-{} differ in size", opt_.source, L, L);
                 return false;
@@ -656,7 +920,8 @@ private:
             return true;
         }
         if (prefix == "ffn_inp" || prefix == "l_out") {
-            const std::string a = prefix == "ffn_inp" ? fmt::format("attn_out-{}", L) : fmt::format("ffn_out-{}", L);
+            std::string a = prefix == "ffn_inp" ? fmt::format("attn_out-{}", L) : fmt::format("ffn_out-{}", L);
+            if (prefix == "l_out" && cfg_.layer_is_moe(L) && !list(g, a)) a = fmt::format("ffn_moe_out-{}", L);
             const std::string b = prefix == "ffn_inp" ? residual_name(L) : fmt::format("ffn_inp-{}", L);
             Values x, r;
             if (!input(nth(g, a, 1), a, n_embd, &x) || !input(nth(g, b, 1), b, n_embd, &r)) return false;
@@ -703,7 +968,8 @@ private:
     RopeParams rope_;
     std::vector<float> rope_freqs_;  // the model's frequency factors, empty without (or with the fault)
     bool output_biases_ = false;     // attn_output / ffn / output biases: products not recomputed
-    bool qk_norm_ = false;           // qwen3's per-head q/k norms, phi3's fused q/k/v: attention not recomputed
+    bool scaled_q_ = false;          // phi3, gemma: Q scaled after RoPE (and long-rope factors, per-layer RoPE
+                                     // bases, windows, soft caps): RoPE and the scores not recomputed
     bool gemma_ = false;             // gemma2/gemma3: post norms, GEGLU, soft caps and windows not recomputed
     float kq_scale_ = 1, rms_eps_ = 0;
     std::map<std::tuple<int, int, std::string>, std::vector<const RefTensor*>> by_base_;
@@ -757,7 +1023,10 @@ LocalSummary summarize_local(const std::vector<EventComparison>& comparisons) {
     for (size_t i = 0; i < comparisons.size(); ++i) {
         switch (comparisons[i].local_origin) {
             case LocalOrigin::kNotComputed: break;
-            case LocalOrigin::kUnknown: ++s.unknown; break;
+            case LocalOrigin::kUnknown:
+                ++s.unknown;
+                if (comparisons[i].local_why.rfind(kNotRecomputed, 0) == 0) ++s.not_recomputed;
+                break;
             case LocalOrigin::kInherited: ++s.inherited; break;
             case LocalOrigin::kLocal:
                 if (s.origin < 0) s.origin = static_cast<int64_t>(i);
@@ -771,7 +1040,13 @@ LocalSummary summarize_local(const std::vector<EventComparison>& comparisons) {
 std::string local_summary_line(const std::vector<EventComparison>& comparisons, bool two_formats) {
     const LocalSummary s = summarize_local(comparisons);
     if (s.local + s.inherited + s.unknown == 0) return "";
-    std::string unknown = s.unknown ? fmt::format("; {} unknown (an input not dumped)", s.unknown) : "";
+    std::string unknown;
+    if (s.unknown > 0) {
+        const int missing = s.unknown - s.not_recomputed;
+        unknown = fmt::format("; {} unknown ({}{}{})", s.unknown,
+                              s.not_recomputed ? fmt::format("{} of ops not recomputed yet", s.not_recomputed) : "",
+                              s.not_recomputed && missing ? ", " : "", missing ? fmt::format("{} lacking an input", missing) : "");
+    }
     if (s.origin < 0)
         return fmt::format("no event has a large local error: {} warn/diverged events only inherited theirs{}", s.inherited, unknown);
     const EventComparison& c = comparisons[static_cast<size_t>(s.origin)];

@@ -30,7 +30,8 @@ struct LocalErrorOptions {
 };
 
 // Fills local_origin, local_nmse and local_why of every warn or diverged comparison in `run`
-// (llama and qwen2 graphs). Does nothing without a model. Returns the wall time it took, seconds.
+// (every architecture's products, norms, residual sums and the attention of most; the rest say
+// "no local recomputation ..."). Does nothing without a model. Returns the wall time it took, seconds.
 double compute_local_errors(const Model* model, const ReferenceDump& reference, const LocalErrorOptions& options,
                             CompareRunResult& run);
 
@@ -38,6 +39,7 @@ double compute_local_errors(const Model* model, const ReferenceDump& reference, 
 struct LocalSummary {
     int64_t origin = -1;  // index into the comparisons of the first local event (-1: none)
     int local = 0, inherited = 0, unknown = 0;  // among warn and diverged events
+    int not_recomputed = 0;                      // of the unknown: ops not recomputed (yet), not a missing input
 };
 LocalSummary summarize_local(const std::vector<EventComparison>& comparisons);
 
