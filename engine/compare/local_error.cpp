@@ -856,21 +856,28 @@ private:
             *target = nth(g, lname, 1);
             return true;
         }
-        if (gemma_ && (prefix == "attn_out" || prefix.rfind("ffn_", 0) == 0 || prefix == "sa_out" || prefix == "l_out" ||
-                       prefix == "result_output" || prefix == "inp_scaled")) {
-            why_ = fmt::format("no local recomputation for {} events of a {} model yet (post norms, GEGLU, soft caps)",
-                               prefix, cfg_.arch_name);
+        // Products are recomputed in every model; what gemma does after them (post norms, its scaled
+        // embeddings, the final soft cap) and the sums of models with output biases are not yet.
+        const bool product = e.op == Op::kMulMat;
+        if (gemma_ && (prefix == "sa_out" || prefix == "l_out" || prefix == "inp_scaled" || (prefix == "result_output" && !product))) {
+            why_ = fmt::format("no local recomputation for {} events of a {} model yet (post norms, scaled embeddings, soft "
+                               "caps)", prefix, cfg_.arch_name);
             return false;
         }
-        if (output_biases_ && (prefix == "attn_out" || (prefix.rfind("ffn_", 0) == 0 && prefix != "ffn_norm") ||
-                               prefix == "ffn_inp" || prefix == "l_out" || prefix == "result_output")) {
+        if (output_biases_ && !product &&
+            (prefix == "attn_out" || (prefix.rfind("ffn_", 0) == 0 && prefix != "ffn_norm") || prefix == "ffn_inp" ||
+             prefix == "l_out" || prefix == "result_output")) {
             why_ = fmt::format("no local recomputation for {} events of a model with output or feed-forward biases yet", prefix);
             return false;
         }
-        if (prefix == "attn_out" || prefix == "ffn_gate" || prefix == "ffn_up" || prefix == "ffn_out") {
+        if (prefix == "attn_out" || prefix == "ffn_gate" || prefix == "ffn_up" || prefix == "ffn_out" || prefix == "ffn_down") {
+            // The down product reads the gated activation (GEGLU in gemma); it is ffn_down where a
+            // bias follows it.
+            const bool down = prefix == "ffn_out" || prefix == "ffn_down";
+            const std::string act = list(g, fmt::format("ffn_geglu-{}", L)) ? "ffn_geglu" : "ffn_swiglu";
             const std::string in = prefix == "attn_out" ? fmt::format("kqv_out-{}", L)
-                                   : prefix == "ffn_out" ? fmt::format("ffn_swiglu-{}", L)
-                                                         : fmt::format("ffn_norm-{}", L);
+                                   : down               ? fmt::format("{}-{}", act, L)
+                                                        : fmt::format("ffn_norm-{}", L);
             const std::string stem = prefix == "attn_out" ? "attn_output" : prefix == "ffn_gate" ? "ffn_gate"
                                      : prefix == "ffn_up"   ? "ffn_up"      : "ffn_down";
             std::string w = blk(L, stem + ".weight");
@@ -888,7 +895,7 @@ private:
             *target = nth(g, lname, 1);
             return true;
         }
-        if (prefix == "ffn_swiglu") {
+        if (prefix == "ffn_swiglu" || prefix == "ffn_geglu") {
             // The layer's FFN width: its gate's rows (a MoE layer's shared experts have their own).
             const GgufTensorInfo* gate_w = model_.find(blk(L, "ffn_gate.weight"));
             if (!gate_w) gate_w = model_.find(blk(L, "ffn_gate_shexp.weight"));
@@ -915,7 +922,8 @@ private:
             *out = gate;
             Tensor gt = make_tensor(gate.v.data(), gate.ne[0], gate.cols()), ut = make_tensor(up.v.data(), up.ne[0], up.cols());
             Tensor y = make_tensor(out->v.data(), out->ne[0], out->cols());
-            be_->swiglu(gt, ut, y, mode_);
+            if (prefix == "ffn_geglu") be_->geglu(gt, ut, y, mode_);
+            else be_->swiglu(gt, ut, y, mode_);
             *target = nth(g, lname, 1);
             return true;
         }
