@@ -1052,7 +1052,7 @@ std::string local_summary_line(const std::vector<EventComparison>& comparisons, 
     if (s.unknown > 0) {
         const int missing = s.unknown - s.not_recomputed;
         unknown = fmt::format("; {} unknown ({}{}{})", s.unknown,
-                              s.not_recomputed ? fmt::format("{} of ops not recomputed yet", s.not_recomputed) : "",
+                              s.not_recomputed ? fmt::format("{} not recomputed yet", s.not_recomputed) : "",
                               s.not_recomputed && missing ? ", " : "", missing ? fmt::format("{} lacking an input", missing) : "");
     }
     if (s.origin < 0)
