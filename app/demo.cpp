@@ -54,7 +54,8 @@ Result<DemoFiles> prepare_demo(const std::string& dir) {
     demo.model_path = (fs::path(dir) / "demo-model.gguf").string();
     demo.reference_path = (fs::path(dir) / "demo-reference.gguf").string();
     demo.prompt = kDemoPrompt;
-    if (Status s = make_model(demo_model_spec(), demo.model_path); !s) return s.error();
+    // The demo's own files in its cache folder: made again on every start (the same bytes).
+    if (Status s = make_model(demo_model_spec(), demo.model_path, nullptr, true); !s) return s.error();
 
     // The reference: the clean engine in llama mode, dumped like llama.cpp's reference dumper.
     auto model = Model::open(demo.model_path);
@@ -84,7 +85,7 @@ Result<DemoFiles> prepare_demo(const std::string& dir) {
     info.n_ctx = static_cast<uint32_t>(fo.n_ctx);
     info.n_ubatch = static_cast<uint32_t>(fo.n_ubatch);
     info.system_info = backend->name() + ", math mode llama, llama.cpp build " + llama_isa_name(fo.llama_isa);
-    if (Status s = dump.write(demo.reference_path, info); !s) return s.error();
+    if (Status s = dump.write(demo.reference_path, info, true); !s) return s.error();
     return demo;
 }
 
