@@ -205,6 +205,8 @@ struct GuiOptions {
     bool keep_open = false;       // stay open after the script ends
     std::string backend = "auto"; // where the session runs models
     std::string capture_budget;   // --capture-budget: "" (half the memory available), "4G", "25%"
+    int window_width = 1280, window_height = 800;  // --window-size
+    std::string layout;           // --layout: a named layout to start with
 };
 
 // Opens the window; only built with the GUI (LAYERSCOPE_HAVE_GUI).

@@ -111,7 +111,7 @@ int run_gui(const GuiOptions& options) {
     glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 3);
     glfwWindowHint(GLFW_OPENGL_PROFILE, GLFW_OPENGL_CORE_PROFILE);
     glfwWindowHint(GLFW_OPENGL_FORWARD_COMPAT, GLFW_TRUE);
-    GLFWwindow* window = glfwCreateWindow(1280, 800, "Layerscope", nullptr, nullptr);
+    GLFWwindow* window = glfwCreateWindow(options.window_width, options.window_height, "Layerscope", nullptr, nullptr);
     if (!window) {
         std::fputs("layerscope: cannot create an OpenGL 3.3 core window.\n", stderr);
         glfwTerminate();
@@ -143,6 +143,8 @@ int run_gui(const GuiOptions& options) {
                                            0x2190, 0x22FF, 0x2500, 0x259F, 0};
     if (std::filesystem::exists(kFontPath)) io.Fonts->AddFontFromFileTTF(kFontPath, kFontPixels * scale, nullptr, kGlyphRanges);
     ImGui::StyleColorsDark();
+    // Tiled panes never overlap: opaque windows (the dark style's are slightly see-through).
+    ImGui::GetStyle().Colors[ImGuiCol_WindowBg].w = 1.0f;
     ImGui::GetStyle().ScaleAllSizes(scale);
     ImGui_ImplGlfw_InitForOpenGL(window, true);
     glfwSetKeyCallback(window, on_key);
@@ -151,10 +153,17 @@ int run_gui(const GuiOptions& options) {
     int exit_code = kExitOk;
     auto view = std::make_unique<MainView>();
     if (!settings_path.empty()) view->load_settings(settings_path);
+    if (!options.layout.empty() && !view->set_layout(options.layout)) {
+        std::string known;
+        for (const std::string& n : views::TileLayout::names()) known += (known.empty() ? "" : ", ") + n;
+        std::fprintf(stderr, "layerscope: unknown --layout '%s'; the layouts are: %s\n", options.layout.c_str(), known.c_str());
+        exit_code = kExitUsage;
+    }
     if (!options.state_log_path.empty()) view->set_state_log(options.state_log_path);
     view->screenshot_dir = options.screenshot_dir;
     view->backend = options.backend;
     view->capture_budget = options.capture_budget;
+    view->ui_scale = scale;
     // Screenshots and measurements need the loaded state in their first frames.
     view->load_in_background = options.screenshot_path.empty() && options.measure_frames == 0;
     std::optional<GuiScript> script;
@@ -229,8 +238,10 @@ int run_gui(const GuiOptions& options) {
         std::sort(steady.begin(), steady.end());
         double sum = 0;
         for (double v : steady) sum += v;
+        int win_w = 0, win_h = 0;
+        glfwGetWindowSize(window, &win_w, &win_h);
         std::printf("UI CPU time per frame over %zu frames at %dx%d: mean %.2f ms, median %.2f ms, p95 %.2f ms, max %.2f ms\n",
-                    steady.size(), 1280, 800, sum / steady.size(), steady[steady.size() / 2],
+                    steady.size(), win_w, win_h, sum / steady.size(), steady[steady.size() / 2],
                     steady[std::min(steady.size() - 1, steady.size() * 95 / 100)], steady.back());
     }
     if (!settings_path.empty()) view->save_settings(settings_path);

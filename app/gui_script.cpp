@@ -71,6 +71,8 @@ Result<std::string> GuiScript::step(MainView& view) {
             std::string name, state;
             a >> name >> state;
             if (!view.set_panel(name, state != "off")) return bad("unknown panel");
+        } else if (cmd == "layout") {
+            if (!view.set_layout(arg)) return bad("unknown layout (default, divergence hunt, attention, moe, quantization)");
         } else if (cmd == "zoom") {
             view.zoom_panel(arg == "off" ? "" : arg);
         } else if (cmd == "panels" && arg == "all") {

@@ -4,7 +4,8 @@
 //   against BACKEND                                 backend A/B: that backend's run is the reference
 //   against-model PATH                              the open model against another format of it
 //   key F10 | key F11 | key Shift+F11 | key F5        step op / layer / token, continue
-//   panel NAME on|off | panels all                  show a panel (and bring it to the front)
+//   panel NAME on|off | panels all                  show a panel (its pane's shown tab) or close it
+//   layout NAME                                     a named layout (default, divergence hunt, ...)
 //   zoom NAME | zoom off                            one panel alone over the whole window
 //   select DUMP_NAME                                move the cursor
 //   prompt TEXT                                     the session's prompt (the rest of the line)

@@ -5,7 +5,9 @@
 #include <fmt/format.h>
 #include <imgui.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <functional>
 #include <fstream>
@@ -80,11 +82,8 @@ MainView::MainView() : p_(std::make_unique<Panels>()) {
         {"lens", "Logit lens", "", &p_->lens.open},
         {"quant", "Quantization", "", &p_->quant.open},
     };
-    // A first look that fits 1280x800: the debugger's core panels; the rest from the View menu.
-    for (const char* closed : {"histograms", "qk", "prompt", "faults", "backends", "export", "model", "weights", "lints",
-                                "router", "lens", "quant"})
-        for (PanelEntry& e : panels_)
-            if (std::string(e.name) == closed) *e.open = false;
+    // The default layout's panels open, the rest from the View menu.
+    for (PanelEntry& e : panels_) *e.open = layout_.contains(e.name);
     p_->status.backend = probe_cuda_backend().description;
 }
 
@@ -286,20 +285,34 @@ bool MainView::select_event(const std::string& dump_name) {
     return false;
 }
 
-bool MainView::set_panel(const std::string& name, bool open) {
+PanelEntry* MainView::entry(const std::string& name) {
     for (PanelEntry& e : panels_)
-        if (name == e.name) {
-            *e.open = open;
-            if (open) focus_request_ = e.title;
-            log(fmt::format("panel {} {}", name, open ? "on" : "off"));
-            return true;
-        }
-    return false;
+        if (name == e.name) return &e;
+    return nullptr;
+}
+
+bool MainView::set_panel(const std::string& name, bool open) {
+    PanelEntry* e = entry(name);
+    if (!e) return false;
+    *e->open = open;
+    if (open) layout_.show(name);
+    else layout_.hide(name);
+    log(fmt::format("panel {} {}", name, open ? "on" : "off"));
+    return true;
+}
+
+bool MainView::set_layout(const std::string& name) {
+    auto named = views::TileLayout::named(name);
+    if (!named) return false;
+    layout_ = std::move(named.value());
+    for (PanelEntry& e : panels_) *e.open = layout_.contains(e.name);
+    zoom_.clear();
+    log("layout " + name);
+    return true;
 }
 
 void MainView::zoom_panel(const std::string& name) {
     if (name.empty() || name == zoom_) {
-        if (!zoom_.empty()) zoom_restore_ = zoom_;
         zoom_.clear();
         log("zoom off");
         return;
@@ -310,7 +323,14 @@ void MainView::zoom_panel(const std::string& name) {
 }
 
 void MainView::open_all_panels() {
-    for (PanelEntry& e : panels_) *e.open = true;
+    // Each at home as a tab; the tabs shown stay shown.
+    std::vector<std::string> shown;
+    for (const views::TileLayout::Pane& p : layout_.panes()) shown.push_back(p.active);
+    for (PanelEntry& e : panels_) {
+        *e.open = true;
+        if (!layout_.contains(e.name)) layout_.show(e.name);
+    }
+    for (const std::string& name : shown) layout_.activate(name);
     log("panels all on");
 }
 
@@ -343,6 +363,10 @@ void MainView::handle_keys() {
         else if (ctrl && k.key == GLFW_KEY_R) p_->open_dialog.show(""), reference_dialog_ = true;
         else if (ctrl && k.key == GLFW_KEY_Q) quit = true;
         else if (ctrl && k.key == GLFW_KEY_E) set_panel("export", true);
+        else if ((k.mods & GLFW_MOD_ALT) && k.key >= GLFW_KEY_1 && k.key <= GLFW_KEY_9) {
+            const size_t index = static_cast<size_t>(k.key - GLFW_KEY_1);
+            if (index < views::TileLayout::names().size()) set_layout(views::TileLayout::names()[index]);
+        }
         else if (ctrl && k.key >= GLFW_KEY_0 && k.key <= GLFW_KEY_9) {
             const size_t index = k.key == GLFW_KEY_0 ? 9 : static_cast<size_t>(k.key - GLFW_KEY_1);
             if (index < panels_.size()) zoom_panel(panels_[index].name);
@@ -384,6 +408,13 @@ void MainView::draw_menu() {
         for (PanelEntry& e : panels_) ImGui::MenuItem(e.title, e.shortcut, e.open);
         ImGui::Separator();
         if (ImGui::MenuItem("Open every panel")) open_all_panels();
+        if (ImGui::BeginMenu("Layout")) {
+            const auto& names = views::TileLayout::names();
+            for (size_t i = 0; i < names.size(); ++i)
+                if (ImGui::MenuItem(names[i].c_str(), fmt::format("Alt+{}", i + 1).c_str(), layout_.name() == names[i]))
+                    set_layout(names[i]);
+            ImGui::EndMenu();
+        }
         ImGui::EndMenu();
     }
     ImGui::EndMainMenuBar();
@@ -399,65 +430,30 @@ void MainView::draw() {
     p_->status.title = doc_->title();
     p_->status.loading = loading_.valid() ? loading_what_ : "";
 
-    // Layout of 1280x800 at first use: left column stepping over the event browser; middle the
-    // inspector over attention; right divergence over logits; secondary panels on top where there
-    // is room. A zoomed panel (Ctrl+1..0) fills the whole area alone until Escape.
+    // The panels by name; the workspace places them.
     const std::shared_ptr<const views::ModelDocument>& shared_doc = doc_->model_document();
     const views::ModelDocument* model_doc = shared_doc.get();
-    struct Slot {
-        const char* name;
-        float x, y, w, h;
-        std::function<void()> draw;
-    };
-    const Slot slots[] = {
-        {"stepping", 0.0f, 0.0f, 0.27f, 0.30f, [&] { p_->stepping.draw(ctx); }},
-        {"events", 0.0f, 0.30f, 0.27f, 0.70f, [&] { p_->events.draw(ctx); }},
-        {"tensor", 0.27f, 0.0f, 0.40f, 0.50f, [&] { p_->inspector.draw(ctx); }},
-        {"attention", 0.27f, 0.50f, 0.40f, 0.50f, [&] { p_->attention.draw(ctx); }},
-        {"divergence", 0.67f, 0.0f, 0.33f, 0.50f, [&] { p_->divergence.draw(ctx); }},
-        {"logits", 0.67f, 0.50f, 0.33f, 0.50f, [&] { p_->logits.draw(ctx); }},
-        {"histograms", 0.27f, 0.0f, 0.40f, 1.0f, [&] { p_->histograms.draw(ctx); }},
-        {"qk", 0.27f, 0.50f, 0.40f, 0.50f, [&] { p_->qk.draw(ctx); }},
-        {"router", 0.27f, 0.50f, 0.40f, 0.50f, [&] { p_->router.draw(ctx); }},
-        {"lens", 0.27f, 0.50f, 0.40f, 0.50f, [&] { p_->lens.draw(ctx); }},
-        {"quant", 0.27f, 0.0f, 0.40f, 1.0f, [&] { p_->quant.draw(ctx); }},
-        {"prompt", 0.0f, 0.30f, 0.27f, 0.70f, [&] { p_->prompt.draw(ctx); }},
-        {"faults", 0.67f, 0.0f, 0.33f, 0.60f, [&] { p_->faults.draw(ctx); }},
-        {"backends", 0.67f, 0.60f, 0.33f, 0.40f, [&] { p_->backends.draw(ctx); }},
-        {"export", 0.67f, 0.50f, 0.33f, 0.50f, [&] { p_->export_panel.draw(ctx); }},
-        {"model", 0.0f, 0.0f, 0.55f, 1.0f,
-         [&] {
-             if (p_->model.open && p_->model.draw(model_doc)) p_->weights.select(shared_doc, p_->model.selected_tensor);
-         }},
-        {"weights", 0.55f, 0.0f, 0.45f, 0.55f, [&] { if (p_->weights.open) p_->weights.draw(shared_doc); }},
-        {"lints", 0.55f, 0.55f, 0.45f, 0.45f, [&] { if (p_->lints.open) p_->lints.draw(model_doc); }},
-    };
-    const ImGuiViewport* vp = ImGui::GetMainViewport();
-    const float top = ImGui::GetFrameHeight();
-    const float bottom = 2 * ImGui::GetTextLineHeightWithSpacing() + 2 * ImGui::GetStyle().WindowPadding.y;
-    const float area = vp->Size.y - top - bottom;
-    for (const Slot& slot : slots) {
-        if (!zoom_.empty() && zoom_ != slot.name) continue;
-        if (zoom_ == slot.name) {
-            ImGui::SetNextWindowPos(ImVec2(vp->Pos.x, vp->Pos.y + top), ImGuiCond_Always);
-            ImGui::SetNextWindowSize(ImVec2(vp->Size.x, area), ImGuiCond_Always);
-        } else if (!zoom_restore_.empty()) {
-            // Back from a zoom: every panel returns to its place.
-            ImGui::SetNextWindowPos(ImVec2(vp->Pos.x + slot.x * vp->Size.x, vp->Pos.y + top + slot.y * area), ImGuiCond_Always);
-            ImGui::SetNextWindowSize(ImVec2(slot.w * vp->Size.x, slot.h * area), ImGuiCond_Always);
-        } else {
-            ImGui::SetNextWindowPos(ImVec2(vp->Pos.x + slot.x * vp->Size.x, vp->Pos.y + top + slot.y * area),
-                                    ImGuiCond_FirstUseEver);
-            ImGui::SetNextWindowSize(ImVec2(slot.w * vp->Size.x, slot.h * area), ImGuiCond_FirstUseEver);
-        }
-        slot.draw();
-    }
-    zoom_restore_.clear();
+    draw_workspace([&](const std::string& name) {
+        if (name == "stepping") p_->stepping.draw(ctx);
+        else if (name == "events") p_->events.draw(ctx);
+        else if (name == "tensor") p_->inspector.draw(ctx);
+        else if (name == "attention") p_->attention.draw(ctx);
+        else if (name == "divergence") p_->divergence.draw(ctx);
+        else if (name == "logits") p_->logits.draw(ctx);
+        else if (name == "histograms") p_->histograms.draw(ctx);
+        else if (name == "qk") p_->qk.draw(ctx);
+        else if (name == "router") p_->router.draw(ctx);
+        else if (name == "lens") p_->lens.draw(ctx);
+        else if (name == "quant") p_->quant.draw(ctx);
+        else if (name == "prompt") p_->prompt.draw(ctx);
+        else if (name == "faults") p_->faults.draw(ctx);
+        else if (name == "backends") p_->backends.draw(ctx);
+        else if (name == "export") p_->export_panel.draw(ctx);
+        else if (name == "model" && p_->model.draw(model_doc)) p_->weights.select(shared_doc, p_->model.selected_tensor);
+        else if (name == "weights") p_->weights.draw(shared_doc);
+        else if (name == "lints") p_->lints.draw(model_doc);
+    });
 
-    if (!focus_request_.empty()) {
-        ImGui::SetWindowFocus(focus_request_.c_str());
-        focus_request_.clear();
-    }
     if (p_->open_dialog.draw()) {
         if (reference_dialog_) load_reference(p_->open_dialog.chosen);
         else open(p_->open_dialog.chosen);
@@ -494,12 +490,177 @@ void MainView::draw() {
     }
 }
 
+void MainView::draw_workspace(const std::function<void(const std::string&)>& draw_panel) {
+    const ImGuiViewport* vp = ImGui::GetMainViewport();
+    const ImGuiStyle& style = ImGui::GetStyle();
+    const float scale = ui_scale;
+    const float top = ImGui::GetFrameHeight();
+    const float bottom = 2 * ImGui::GetTextLineHeightWithSpacing() + 2 * style.WindowPadding.y;
+    const views::LayoutRect area{vp->Pos.x, vp->Pos.y + top, vp->Size.x, std::max(0.0f, vp->Size.y - top - bottom)};
+    const float gap = std::round(6 * scale), strip = ImGui::GetFrameHeight() + 2 * std::round(3 * scale);
+    layout_.arrange(area, gap, std::round(240 * scale), std::round(160 * scale));
+    const ImGuiIO& io = ImGui::GetIO();
+
+    // Panels opened or closed since the last frame (View menu, keys, a tab's close button).
+    for (PanelEntry& e : panels_) {
+        if (*e.open && !layout_.contains(e.name)) layout_.show(e.name);
+        if (!*e.open && layout_.contains(e.name)) layout_.hide(e.name);
+    }
+    layout_.arrange(area, gap, std::round(240 * scale), std::round(160 * scale));
+
+    // One pane: its tab strip (titles, close buttons; a drag takes a tab elsewhere) and the panel
+    // it shows, fixed to the rest of its rectangle.
+    std::vector<std::pair<std::string, views::LayoutRect>> shown;
+    auto draw_pane = [&](const std::string& key, const views::LayoutRect& r, const std::vector<std::string>& tabs,
+                         const std::string& active, bool movable) {
+        ImGui::SetNextWindowPos(ImVec2(r.x, r.y), ImGuiCond_Always);
+        ImGui::SetNextWindowSize(ImVec2(r.w, strip), ImGuiCond_Always);
+        ImGui::PushStyleVar(ImGuiStyleVar_WindowPadding, ImVec2(std::round(4 * scale), std::round(3 * scale)));
+        ImGui::PushStyleVar(ImGuiStyleVar_WindowRounding, 0.0f);
+        constexpr ImGuiWindowFlags kStrip = ImGuiWindowFlags_NoTitleBar | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoMove |
+                                            ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse |
+                                            ImGuiWindowFlags_NoSavedSettings | ImGuiWindowFlags_NoCollapse;
+        if (ImGui::Begin(("##tabs " + key).c_str(), nullptr, kStrip) &&
+            ImGui::BeginTabBar("tabs", ImGuiTabBarFlags_FittingPolicyScroll)) {
+            std::string& last = tab_shown_[key];
+            for (const std::string& tab : tabs) {
+                PanelEntry* e = entry(tab);
+                if (!e) continue;
+                bool keep = true;
+                // The layout says which tab shows; the tab bar follows it when it changed.
+                const ImGuiTabItemFlags flags = tab == active && last != active ? ImGuiTabItemFlags_SetSelected : 0;
+                const bool selected = ImGui::BeginTabItem(fmt::format("{}###{}", e->title, tab).c_str(), &keep, flags);
+                if (ImGui::IsItemClicked(ImGuiMouseButton_Left) && tab != active) {
+                    layout_.activate(tab);
+                    log(fmt::format("tab {}", tab));
+                }
+                if (movable && dragging_tab_.empty() && ImGui::IsItemActive() && ImGui::IsMouseDragging(ImGuiMouseButton_Left, 12 * scale))
+                    dragging_tab_ = tab;
+                if (selected) {
+                    last = tab;
+                    ImGui::EndTabItem();
+                }
+                if (!keep) set_panel(tab, false);
+            }
+            ImGui::EndTabBar();
+        }
+        ImGui::End();
+        ImGui::PopStyleVar(2);
+        if (active.empty()) return;
+        ImGui::SetNextWindowPos(ImVec2(r.x, r.y + strip), ImGuiCond_Always);
+        ImGui::SetNextWindowSize(ImVec2(r.w, std::max(1.0f, r.h - strip)), ImGuiCond_Always);
+        ImGui::SetNextWindowBgAlpha(1.0f);
+        draw_panel(active);
+        shown.push_back({active, r});
+    };
+
+    if (!zoom_.empty() && layout_.contains(zoom_)) {
+        // A zoomed panel (Ctrl+1..0) fills the whole area alone until Escape.
+        draw_pane("zoom", area, {zoom_}, zoom_, false);
+        log_layout(shown);
+        return;
+    }
+    const std::vector<views::TileLayout::Pane> panes = layout_.panes();
+    for (const views::TileLayout::Pane& pane : panes) draw_pane(std::to_string(pane.id), pane.rect, pane.tabs, pane.active, true);
+
+    // The splitters: the gaps between panes, dragged with the left button.
+    const ImVec2 mouse = io.MousePos;
+    if (active_splitter_ < 0 && dragging_tab_.empty()) {
+        for (const views::TileLayout::Splitter& bar : layout_.splitters()) {
+            if (!bar.rect.contains(mouse.x, mouse.y)) continue;
+            ImGui::SetMouseCursor(bar.columns ? ImGuiMouseCursor_ResizeEW : ImGuiMouseCursor_ResizeNS);
+            if (ImGui::IsMouseClicked(ImGuiMouseButton_Left)) active_splitter_ = bar.id;
+            break;
+        }
+    }
+    if (active_splitter_ >= 0) {
+        bool columns = true;
+        for (const views::TileLayout::Splitter& bar : layout_.splitters())
+            if (bar.id == active_splitter_) columns = bar.columns;
+        ImGui::SetMouseCursor(columns ? ImGuiMouseCursor_ResizeEW : ImGuiMouseCursor_ResizeNS);
+        layout_.drag(active_splitter_, columns ? mouse.x : mouse.y);
+        if (!ImGui::IsMouseDown(ImGuiMouseButton_Left)) {
+            log(fmt::format("splitter {} share {:.3f}", active_splitter_, layout_.share(active_splitter_)));
+            active_splitter_ = -1;
+        }
+    }
+
+    // A dragged tab: into the pane under the mouse (its tab strip or middle) or a new pane at the
+    // edge it is near; the target is shaded until the button is let go.
+    if (!dragging_tab_.empty()) {
+        const views::TileLayout::Pane* target = nullptr;
+        for (const views::TileLayout::Pane& pane : panes)
+            if (pane.rect.contains(mouse.x, mouse.y)) target = &pane;
+        views::TileLayout::Edge edge = views::TileLayout::Edge::kCenter;
+        views::LayoutRect zone;
+        if (target) {
+            const views::LayoutRect& r = target->rect;
+            const float fx = (mouse.x - r.x) / r.w, fy = (mouse.y - r.y) / r.h;
+            zone = r;
+            if (mouse.y >= r.y + strip) {
+                const float d[4] = {fx, 1 - fx, fy, 1 - fy};  // left, right, top, bottom
+                const int nearest = static_cast<int>(std::min_element(d, d + 4) - d);
+                if (d[nearest] < 0.25f) {
+                    edge = nearest == 0 ? views::TileLayout::Edge::kLeft : nearest == 1 ? views::TileLayout::Edge::kRight
+                           : nearest == 2 ? views::TileLayout::Edge::kTop : views::TileLayout::Edge::kBottom;
+                    if (nearest == 0) zone.w = r.w / 2;
+                    if (nearest == 1) zone.x += r.w / 2, zone.w = r.w / 2;
+                    if (nearest == 2) zone.h = r.h / 2;
+                    if (nearest == 3) zone.y += r.h / 2, zone.h = r.h / 2;
+                }
+            }
+            ImGui::GetForegroundDrawList()->AddRectFilled(ImVec2(zone.x, zone.y), ImVec2(zone.x + zone.w, zone.y + zone.h),
+                                                          IM_COL32(80, 140, 255, 70));
+        }
+        if (!ImGui::IsMouseDown(ImGuiMouseButton_Left)) {
+            static const char* const kEdges[] = {"into", "left of", "right of", "above", "below"};
+            if (target && layout_.move(dragging_tab_, target->id, edge))
+                log(fmt::format("move {} {} pane {}", dragging_tab_, kEdges[static_cast<int>(edge)], target->id));
+            dragging_tab_.clear();
+        }
+    }
+    log_layout(shown);
+}
+
+// After each change of the layout (or of the window's size): every shown panel's rectangle in
+// window pixels, and the splitters', for tests and scripts.
+void MainView::log_layout(const std::vector<std::pair<std::string, views::LayoutRect>>& shown) {
+    if (!state_log_) return;
+    const ImVec2 origin = ImGui::GetMainViewport()->Pos;
+    std::string lines;
+    for (const auto& [name, r] : shown)
+        lines += fmt::format("panel {} {:.0f} {:.0f} {:.0f} {:.0f}\n", name, r.x - origin.x, r.y - origin.y, r.w, r.h);
+    if (zoom_.empty())
+        for (const views::TileLayout::Splitter& bar : layout_.splitters())
+            lines += fmt::format("splitter {} {} {:.0f} {:.0f} {:.0f} {:.0f}\n", bar.id, bar.columns ? "columns" : "rows",
+                                 bar.rect.x - origin.x, bar.rect.y - origin.y, bar.rect.w, bar.rect.h);
+    if (lines == logged_layout_) return;
+    logged_layout_ = lines;
+    log(fmt::format("layout {} {} panels", layout_.name().empty() ? "custom" : layout_.name(), shown.size()));
+    std::fputs(lines.c_str(), state_log_);
+    std::fflush(state_log_);
+}
+
 void MainView::load_settings(const std::string& path) {
     if (path_kind(path) != PathKind::kRegular) return;  // absent, or nothing we could have written
     std::ifstream in(path);
     if (!in) return;
     nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
-    if (!j.is_object() || !j.contains("panels") || !j["panels"].is_object()) return;
+    if (!j.is_object()) return;
+    if (j.contains("layout")) {
+        // The workspace as it was left: its panes, splits and panels.
+        std::vector<std::string> known;
+        for (const PanelEntry& e : panels_) known.push_back(e.name);
+        std::string why;
+        if (auto saved = views::TileLayout::from_json(j["layout"], known, &why)) {
+            layout_ = std::move(saved.value());
+            for (PanelEntry& e : panels_) *e.open = layout_.contains(e.name);
+            return;
+        }
+        std::fprintf(stderr, "layerscope: %s: the saved layout is not usable (%s); the default layout is used\n", path.c_str(),
+                     why.c_str());
+    }
+    if (!j.contains("panels") || !j["panels"].is_object()) return;
     for (PanelEntry& e : panels_)
         if (j["panels"].contains(e.name) && j["panels"][e.name].is_boolean()) *e.open = j["panels"][e.name].get<bool>();
 }
@@ -507,6 +668,7 @@ void MainView::load_settings(const std::string& path) {
 void MainView::save_settings(const std::string& path) const {
     nlohmann::json j;
     for (const PanelEntry& e : panels_) j["panels"][e.name] = *e.open;
+    j["layout"] = layout_.to_json();
     std::error_code ec;
     std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
     // Our own settings file: replaced each time, but only if it is a regular file.

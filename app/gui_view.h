@@ -6,11 +6,13 @@
 #include <cstdio>
 #include <functional>
 #include <future>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "app/debug_document.h"
+#include "views/layout.h"
 
 namespace ls::app {
 
@@ -51,8 +53,10 @@ public:
     bool select_event(const std::string& dump_name);
     // The session's prompt (tokenized with the special tokens, as the prompt panel's default).
     bool set_prompt(const std::string& text);
-    bool set_panel(const std::string& name, bool open);  // also brings it to the front
+    bool set_panel(const std::string& name, bool open);  // also makes it its pane's shown tab
     void open_all_panels();
+    // One of the named layouts (views::TileLayout::names(); Alt+1..5): its panes and its panels.
+    bool set_layout(const std::string& name);
     // Shows one panel alone over the whole area (Ctrl+1..0); the same name or "" restores.
     void zoom_panel(const std::string& name);
     // True while a model, dump or reference loads, or the session evaluates.
@@ -63,6 +67,7 @@ public:
     bool load_in_background = true;
     std::string backend = "auto";  // where sessions run models (--backend)
     std::string capture_budget;    // --capture-budget ("": the default share of the memory)
+    float ui_scale = 1.0f;         // the monitor's content scale: fonts and sizes follow it
 
     void draw();  // one frame of UI
     std::vector<KeyPress> keys;  // presses since the last frame (the loop fills it)
@@ -83,6 +88,11 @@ private:
     struct Panels;
     void handle_keys();
     void draw_menu();
+    // The workspace: the panes of layout_ over the area between the menu and the status bar, each
+    // with a tab strip and its shown panel; the splitters and tab drags; `draws` by panel name.
+    void draw_workspace(const std::function<void(const std::string&)>& draw_panel);
+    void log_layout(const std::vector<std::pair<std::string, views::LayoutRect>>& shown);
+    PanelEntry* entry(const std::string& name);
     void report(const Status& status, const std::string& what);
     views::DebugContext make_context();
 
@@ -107,9 +117,12 @@ private:
     std::string last_logged_state_;
     int screenshot_count_ = 0;
     std::FILE* state_log_ = nullptr;
-    std::string focus_request_;  // a panel to bring to the front next frame
-    std::string zoom_;           // the panel shown alone, "" for the normal layout
-    std::string zoom_restore_;   // set for one frame after a zoom ends
+    views::TileLayout layout_ = views::TileLayout::named("default").value();
+    std::string zoom_;            // the panel shown alone, "" for the layout
+    std::string dragging_tab_;    // a tab being dragged to another pane or edge
+    int active_splitter_ = -1;    // a splitter being dragged
+    std::map<std::string, std::string> tab_shown_;  // per tab strip, the tab ImGui showed last frame
+    std::string logged_layout_;   // the panel rectangles last written to the state log
     bool reference_dialog_ = false;
 };
 

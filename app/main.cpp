@@ -348,6 +348,19 @@ int main(int argc, char** argv) {
         ->check(CLI::Range(1, 100000));
     app.add_flag("--all-panels", gui.all_panels, "Open every panel at start");
     app.add_flag("--keep-open", gui.keep_open, "Stay open after --script ends");
+    app.add_option_function<std::string>(
+           "--window-size",
+           [&gui](const std::string& text) {
+               int w = 0, h = 0;
+               char x = 0, extra = 0;
+               if (std::sscanf(text.c_str(), "%d%c%d%c", &w, &x, &h, &extra) != 3 || x != 'x' || w < 320 || h < 240 ||
+                   w > 16384 || h > 16384)
+                   throw CLI::ValidationError("--window-size", "WIDTHxHEIGHT, e.g. 2560x1440 (320x240 to 16384x16384), not '" + text + "'");
+               gui.window_width = w, gui.window_height = h;
+           },
+           "The window's size at start, WIDTHxHEIGHT (default 1280x800)");
+    app.add_option("--layout", gui.layout, "Start with this workspace layout (default, divergence hunt, attention, moe, "
+                                           "quantization)");
     // The CUDA module is loaded at run time, so this binary never links the CUDA libraries.
     app.add_option("--backend", gui.backend, "Where the session runs models: cpu, cuda, cuda-emulated or auto (default)")->check(CLI::IsMember({"cpu", "cuda", "cuda-emulated", "auto"}));
     app.add_option("--capture-budget", gui.capture_budget,

@@ -1,4 +1,5 @@
 // Backends panel (see backends_panel.h).
+#include "views/debug_context.h"
 #include "views/backends_panel.h"
 
 #include <fmt/format.h>
@@ -13,7 +14,7 @@ constexpr const char* kAgainstBackends[] = {"cpu", "cuda-emulated", "cuda"};
 
 void BackendsPanel::draw(DebugContext& ctx) {
     if (!open) return;
-    if (!ImGui::Begin("Backends", &open)) {
+    if (!begin_panel("Backends", &open)) {
         ImGui::End();
         return;
     }

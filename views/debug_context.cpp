@@ -5,8 +5,14 @@
 
 namespace ls::views {
 
+bool begin_panel(const char* title, bool* open) {
+    constexpr ImGuiWindowFlags kTiled = ImGuiWindowFlags_NoTitleBar | ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize |
+                                        ImGuiWindowFlags_NoCollapse | ImGuiWindowFlags_NoSavedSettings;
+    return ImGui::Begin(title, open, kTiled);
+}
+
 const EventInfo* begin_event_panel(DebugContext& ctx, const char* title, bool* open, const char* before_run) {
-    if (!ImGui::Begin(title, open)) {
+    if (!begin_panel(title, open)) {
         ImGui::End();
         return nullptr;
     }

@@ -58,6 +58,10 @@ struct DebugContext {
     }
 };
 
+// Opens a panel's window: untitled and fixed, for the workspace tiles it (its tab carries the title
+// and the close button); false when there is nothing to draw (the caller still calls End).
+bool begin_panel(const char* title, bool* open);
+
 // Opens a panel's window for the focused event: nullptr when the window is closed or collapsed, or
 // when nothing has run yet (the window then says `before_run`); both close the window. Otherwise
 // the caller draws and ends the window.

@@ -1,4 +1,5 @@
 // Divergence panel (see divergence_panel.h).
+#include "views/debug_context.h"
 #include "views/divergence_panel.h"
 
 #include <fmt/format.h>
@@ -127,7 +128,7 @@ void DivergencePanel::draw_table(DebugContext& ctx) {
 
 void DivergencePanel::draw(DebugContext& ctx) {
     if (!open) return;
-    if (!ImGui::Begin("Divergence", &open)) {
+    if (!begin_panel("Divergence", &open)) {
         ImGui::End();
         return;
     }

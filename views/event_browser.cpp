@@ -1,5 +1,6 @@
 // Event browser (see event_browser.h): groups are built once per plan, shades once per snapshot,
 // and only the visible rows are drawn (ImGuiListClipper), so long runs stay cheap per frame.
+#include "views/debug_context.h"
 #include "views/event_browser.h"
 
 #include <fmt/format.h>
@@ -284,7 +285,7 @@ void EventBrowser::draw_row(DebugContext& ctx, const Row& row, int64_t row_index
 
 void EventBrowser::draw(DebugContext& ctx) {
     if (!open) return;
-    if (!ImGui::Begin("Event browser", &open)) {
+    if (!begin_panel("Event browser", &open)) {
         ImGui::End();
         return;
     }

@@ -1,4 +1,5 @@
 // Export panel (see export_panel.h).
+#include "views/debug_context.h"
 #include "views/export_panel.h"
 
 #include <fmt/format.h>
@@ -89,7 +90,7 @@ void ExportPanel::finish_if_done(DebugContext& ctx) {
 void ExportPanel::draw(DebugContext& ctx) {
     finish_if_done(ctx);  // even when hidden, so that a finished thread is joined
     if (!open) return;
-    if (!ImGui::Begin("Export", &open)) {
+    if (!begin_panel("Export", &open)) {
         ImGui::End();
         return;
     }

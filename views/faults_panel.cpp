@@ -1,4 +1,5 @@
 // Faults panel (see faults_panel.h).
+#include "views/debug_context.h"
 #include "views/faults_panel.h"
 
 #include <fmt/format.h>
@@ -10,7 +11,7 @@ namespace ls::views {
 
 void FaultsPanel::draw(DebugContext& ctx) {
     if (!open) return;
-    if (!ImGui::Begin("Faults", &open)) {
+    if (!begin_panel("Faults", &open)) {
         ImGui::End();
         return;
     }

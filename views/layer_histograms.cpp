@@ -1,5 +1,6 @@
 // Per-layer histograms (see layer_histograms.h): one table row per layer of the cursor's decode
 // call, our l_out histogram over the reference's, with NaN/Inf/outlier counts and the NMSE.
+#include "views/debug_context.h"
 #include "views/layer_histograms.h"
 
 #include <fmt/format.h>
@@ -63,7 +64,7 @@ const TensorStats* LayerHistograms::reference_stats(const ReferenceDump& ref, co
 void LayerHistograms::draw(DebugContext& ctx) {
     shown = {};
     if (!open) return;
-    if (!ImGui::Begin("Layer histograms", &open)) {
+    if (!begin_panel("Layer histograms", &open)) {
         ImGui::End();
         return;
     }

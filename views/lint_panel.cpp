@@ -3,6 +3,8 @@
 
 #include <imgui.h>
 
+#include "views/debug_context.h"
+
 namespace ls::views {
 
 namespace {
@@ -20,7 +22,7 @@ ImVec4 severity_color(LintSeverity severity) {
 
 void LintPanel::draw(const ModelDocument* doc) {
     if (!open) return;
-    if (!ImGui::Begin("Lints", &open)) {
+    if (!begin_panel("Lints", &open)) {
         ImGui::End();
         return;
     }

@@ -1,4 +1,5 @@
 // Logit lens grid (see logit_lens_panel.h).
+#include "views/debug_context.h"
 #include "views/logit_lens_panel.h"
 
 #include <fmt/format.h>
@@ -62,7 +63,7 @@ void LogitLensPanel::refresh(DebugContext& ctx) {
 void LogitLensPanel::draw(DebugContext& ctx) {
     centers_.clear();
     if (!open) return;
-    if (!ImGui::Begin("Logit lens", &open)) {
+    if (!begin_panel("Logit lens", &open)) {
         ImGui::End();
         return;
     }

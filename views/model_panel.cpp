@@ -6,6 +6,8 @@
 
 #include <vector>
 
+#include "views/debug_context.h"
+
 namespace ls::views {
 
 namespace {
@@ -49,7 +51,7 @@ constexpr ImGuiTableFlags kTableFlags = ImGuiTableFlags_RowBg | ImGuiTableFlags_
 bool ModelPanel::draw(const ModelDocument* doc) {
     if (!open) return false;
     bool changed = false;
-    if (!ImGui::Begin("Model", &open)) {
+    if (!begin_panel("Model", &open)) {
         ImGui::End();
         return false;
     }

@@ -1,4 +1,5 @@
 // Prompt panel (see prompt_panel.h).
+#include "views/debug_context.h"
 #include "views/prompt_panel.h"
 
 #include <fmt/format.h>
@@ -81,7 +82,7 @@ bool PromptPanel::run(DebugContext& ctx) {
 
 void PromptPanel::draw(DebugContext& ctx) {
     if (!open) return;
-    if (!ImGui::Begin("Prompt", &open)) {
+    if (!begin_panel("Prompt", &open)) {
         ImGui::End();
         return;
     }

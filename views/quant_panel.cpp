@@ -1,4 +1,5 @@
 // Quantization panel (see quant_panel.h).
+#include "views/debug_context.h"
 #include "views/quant_panel.h"
 
 #include <fmt/format.h>
@@ -56,7 +57,7 @@ void QuantPanel::refresh(DebugContext& ctx) {
 void QuantPanel::draw(DebugContext& ctx) {
     centers_.clear();
     if (!open) return;
-    if (!ImGui::Begin("Quantization", &open)) {
+    if (!begin_panel("Quantization", &open)) {
         ImGui::End();
         return;
     }

@@ -1,5 +1,6 @@
 // Stepping toolbar (see stepping_toolbar.h). Commands are queued on the session and never wait:
 // the next snapshot shows their effect.
+#include "views/debug_context.h"
 #include "views/stepping_toolbar.h"
 
 #include <fmt/format.h>
@@ -236,7 +237,7 @@ void SteppingToolbar::draw_breakpoints(DebugContext& ctx) {
 
 void SteppingToolbar::draw(DebugContext& ctx) {
     if (!open) return;
-    if (!ImGui::Begin("Stepping", &open)) {
+    if (!begin_panel("Stepping", &open)) {
         ImGui::End();
         return;
     }

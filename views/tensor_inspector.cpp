@@ -1,5 +1,6 @@
 // Tensor inspector (see tensor_inspector.h). The reference's values and stats are fetched once per
 // cursor move; a frame draws only the visible grid rows.
+#include "views/debug_context.h"
 #include "views/tensor_inspector.h"
 
 #include <fmt/format.h>
@@ -237,7 +238,7 @@ void TensorInspector::draw_values(const DebugContext& ctx) {
 
 void TensorInspector::draw(DebugContext& ctx) {
     if (!open) return;
-    if (!ImGui::Begin("Tensor inspector", &open)) {
+    if (!begin_panel("Tensor inspector", &open)) {
         ImGui::End();
         return;
     }

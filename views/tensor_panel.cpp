@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "views/debug_context.h"
+
 namespace ls::views {
 
 void TensorPanel::clear() {
@@ -113,7 +115,7 @@ void TensorPanel::draw(const std::shared_ptr<const ModelDocument>& doc) {
     shown = {};
     if (!name_.empty() && doc_.lock() != doc) clear();  // another model is open now
     if (!open) return;
-    if (!ImGui::Begin("Tensor", &open)) {
+    if (!begin_panel("Tensor", &open)) {
         ImGui::End();
         return;
     }
