@@ -213,7 +213,8 @@ int run_gui(const GuiOptions& options) {
         ImGui::NewFrame();
         view->draw();
         ImGui::Render();
-        frame_ms.push_back(thread_cpu_ms() - cpu_start);
+        // --measure-frames counts the frames of the settled UI: after the script, nothing loading or running.
+        if (!view->busy() && (!script || script->done())) frame_ms.push_back(thread_cpu_ms() - cpu_start);
         int width = 0, height = 0;
         glfwGetFramebufferSize(window, &width, &height);
         views::render_frame(width, height);
@@ -227,6 +228,7 @@ int run_gui(const GuiOptions& options) {
             break;
         }
         if (options.measure_frames > 0 && static_cast<int>(frame_ms.size()) >= options.measure_frames + 10) break;
+        if (options.measure_frames > 0 && frame > 100 * (options.measure_frames + 10)) break;  // never settled: report what was
         if (script && script->done() && options.screenshot_path.empty() && options.measure_frames == 0 && !options.keep_open)
             break;
         glfwSwapBuffers(window);

@@ -71,6 +71,16 @@ Result<std::string> GuiScript::step(MainView& view) {
             std::string name, state;
             a >> name >> state;
             if (!view.set_panel(name, state != "off")) return bad("unknown panel");
+        } else if (cmd == "history") {
+            std::istringstream a(arg);
+            std::string what;
+            long long x = -1, y = -1, z = -1;
+            a >> what >> x >> y;
+            if (what != "kv") a >> z;
+            if (!a || x < 0 || y < 0 || (what != "kv" && z < 0) || (what != "element" && what != "head" && what != "kv"))
+                return bad("history element DECODE TOKEN CHANNEL | history head DECODE TOKEN HEAD | history kv LAYER POSITION");
+            if (what == "kv") view.follow_kv_cell(static_cast<int>(x), y);
+            else view.follow_history({static_cast<int>(x), y, what == "element" ? z : 0, what == "head" ? static_cast<int>(z) : -1});
         } else if (cmd == "layout") {
             if (!view.set_layout(arg)) return bad("unknown layout (default, divergence hunt, attention, moe, quantization)");
         } else if (cmd == "zoom") {

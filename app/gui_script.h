@@ -6,6 +6,8 @@
 //   key F10 | key F11 | key Shift+F11 | key F5        step op / layer / token, continue
 //   panel NAME on|off | panels all                  show a panel (its pane's shown tab) or close it
 //   layout NAME                                     a named layout (default, divergence hunt, ...)
+//   history element D T C | history head D T H | history kv L P
+//                                                   the tensor history of an element, a head, a KV cell
 //   zoom NAME | zoom off                            one panel alone over the whole window
 //   select DUMP_NAME                                move the cursor
 //   prompt TEXT                                     the session's prompt (the rest of the line)

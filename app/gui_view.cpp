@@ -20,6 +20,7 @@
 #include "views/export_panel.h"
 #include "views/backends_panel.h"
 #include "views/faults_panel.h"
+#include "views/history_panel.h"
 #include "views/layer_histograms.h"
 #include "views/lint_panel.h"
 #include "views/logit_lens_panel.h"
@@ -49,6 +50,7 @@ struct MainView::Panels {
     views::LogitsPanel logits;
     views::LogitLensPanel lens;
     views::QuantPanel quant;
+    views::HistoryPanel history;
     views::DivergencePanel divergence;
     views::PromptPanel prompt;
     views::FaultsPanel faults;
@@ -81,6 +83,7 @@ MainView::MainView() : p_(std::make_unique<Panels>()) {
         {"router", "MoE router", "", &p_->router.open},
         {"lens", "Logit lens", "", &p_->lens.open},
         {"quant", "Quantization", "", &p_->quant.open},
+        {"history", "Tensor history", "", &p_->history.open},
     };
     // The default layout's panels open, the rest from the View menu.
     for (PanelEntry& e : panels_) *e.open = layout_.contains(e.name);
@@ -301,6 +304,16 @@ bool MainView::set_panel(const std::string& name, bool open) {
     return true;
 }
 
+void MainView::follow_history(const HistoryCoord& at) {
+    p_->history.follow(at);
+    set_panel("history", true);
+}
+
+void MainView::follow_kv_cell(int layer, int64_t position) {
+    p_->history.follow_kv_cell(layer, position);
+    set_panel("history", true);
+}
+
 bool MainView::set_layout(const std::string& name) {
     auto named = views::TileLayout::named(name);
     if (!named) return false;
@@ -445,6 +458,7 @@ void MainView::draw() {
         else if (name == "router") p_->router.draw(ctx);
         else if (name == "lens") p_->lens.draw(ctx);
         else if (name == "quant") p_->quant.draw(ctx);
+        else if (name == "history") p_->history.draw(ctx);
         else if (name == "prompt") p_->prompt.draw(ctx);
         else if (name == "faults") p_->faults.draw(ctx);
         else if (name == "backends") p_->backends.draw(ctx);
@@ -470,6 +484,10 @@ void MainView::draw() {
     }
     p_->status.draw(model_doc, ctx);
 
+    if (ctx.requested_history) {
+        p_->history.follow(*ctx.requested_history);
+        set_panel("history", true);
+    }
     // The one cursor: panels request, the view applies; it follows the session while running.
     if (ctx.requested_cursor >= -1) {
         cursor_ = ctx.requested_cursor;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "app/debug_document.h"
+#include "engine/session/tensor_history.h"
 #include "views/layout.h"
 
 namespace ls::app {
@@ -55,6 +56,9 @@ public:
     bool set_prompt(const std::string& text);
     bool set_panel(const std::string& name, bool open);  // also makes it its pane's shown tab
     void open_all_panels();
+    // The tensor history panel on an element or head (at.head >= 0), or on a KV cache cell.
+    void follow_history(const HistoryCoord& at);
+    void follow_kv_cell(int layer, int64_t position);
     // One of the named layouts (views::TileLayout::names(); Alt+1..5): its panes and its panels.
     bool set_layout(const std::string& name);
     // Shows one panel alone over the whole area (Ctrl+1..0); the same name or "" restores.

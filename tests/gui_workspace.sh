@@ -156,10 +156,53 @@ $after"
 grep -q '"layout"' "$out/config/layerscope/settings.json" || fail "no layout in the settings file"
 echo "restart: the saved layout came back ($(echo "$after" | wc -l) panels)"
 
+# Tensor history: an element followed through the run; a click on one of its rows moves the cursor.
+cat >"$out/history.script" <<END
+key F5
+wait
+history element 0 2 5
+frames 5
+END
+hist() {
+    local log="$out/history.log"
+    "$binary" "$model" -r "$ref" --script "$out/history.script" --keep-open --state-log "$log" >"$out/history.out" 2>&1 &
+    local pid=$!
+    local win
+    win=$(timeout 30 xdotool search --sync --name '^Layerscope$' | head -n 1)
+    [ -n "$win" ] || { echo "FAIL: no Layerscope window"; kill $pid; return 1; }
+    for _ in $(seq 1 300); do grep -q '^history element' "$log" 2>/dev/null && break; sleep 0.1; done
+    sleep 1
+    local line px py pw ph
+    line=$(grep '^panel history ' "$log" | tail -n 1)
+    read -r _ _ px py pw ph <<<"$line"
+    [ -n "$py" ] || { echo "FAIL: the history panel is not shown"; kill $pid; return 1; }
+    # Its rows start below the mode, the fields, a line of text and the table's header.
+    local y
+    for y in $(seq 100 10 220); do
+        xdotool mousemove --window "$win" $((px + 20)) $((py + y)) click 1
+        sleep 0.3
+        grep -q '^history select' "$log" && break
+    done
+    sleep 0.3
+    kill $pid 2>/dev/null
+    wait $pid 2>/dev/null
+    return 0
+}
+export -f hist 2>/dev/null
+xvfb-run -a -s "-screen 0 1280x800x24" bash -c "$(declare -f hist); hist" || fail "the history session"
+grep -Eq '^history element decode 0 token 2 channel 5: [0-9]+ events$' "$out/history.log" || fail "no history in the state log"
+sel=$(grep '^history select' "$out/history.log" | head -n 1)
+[ -n "$sel" ] || fail "a click on a history row selected nothing"
+read -r _ _ index name <<<"$sel"
+grep -q "^select $index $name$" "$out/history.log" || fail "the history row's click did not move the cursor to $index $name"
+echo "history: $(grep '^history element' "$out/history.log"); a click moved the cursor to $name"
+
 # UI CPU time per frame with every panel open on this model (figures, not a pass/fail check).
+# The prompt run to its end first (the script), so that every panel draws its data.
+printf 'key F5\nwait\n' >"$out/run.script"
 for size in "1280 800" "2560 1440"; do
     set -- $size
     xvfb-run -a -s "-screen 0 ${1}x${2}x24" "$binary" "$model" -r "$ref" --all-panels --window-size "${1}x${2}" \
-        --measure-frames 120 2>/dev/null | sed 's/^/22 layers x 32 heads: /'
+        --script "$out/run.script" --measure-frames 120 2>/dev/null | sed 's/^/22 layers x 32 heads, run to the end: /'
 done
 echo "PASS"

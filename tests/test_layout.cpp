@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <set>
 
 #include "views/layout.h"
@@ -14,7 +15,7 @@ namespace {
 
 const std::vector<std::string> kPanels = {"events", "stepping", "tensor", "histograms", "attention", "qk",
                                           "logits", "divergence", "prompt", "faults", "backends", "export",
-                                          "model", "weights", "lints", "router", "lens", "quant"};
+                                          "model", "weights", "lints", "router", "lens", "quant", "history"};
 constexpr float kGap = 6, kMinW = 240, kMinH = 160;
 
 bool overlap(const LayoutRect& a, const LayoutRect& b) {
@@ -47,6 +48,18 @@ TEST(TileLayout, EveryNamedLayoutTilesEveryPanelAtBothSizes) {
         auto t = TileLayout::named(name);
         ASSERT_TRUE(t) << name;
         EXPECT_EQ(t->name(), name);
+        // Every panel has exactly one home pane.
+        std::multiset<std::string> homes;
+        std::function<void(const nlohmann::json&)> walk = [&](const nlohmann::json& n) {
+            if (n.contains("split")) {
+                walk(n["first"]);
+                walk(n["second"]);
+                return;
+            }
+            for (const auto& h : n["homes"]) homes.insert(h.get<std::string>());
+        };
+        walk(t->to_json()["root"]);
+        EXPECT_EQ(homes, std::multiset<std::string>(kPanels.begin(), kPanels.end())) << name;
         for (const LayoutRect area : {LayoutRect{0, 19, 1280, 730}, LayoutRect{0, 38, 2560, 1330}}) {
             for (const std::string& p : kPanels) t->show(p);
             t->arrange(area, kGap, kMinW, kMinH);
@@ -83,18 +96,28 @@ TEST(TileLayout, APanelOpensAtHomeAndAnEmptyPaneGivesItsRoomAway) {
     t.arrange(area, kGap, kMinW, kMinH);
     EXPECT_EQ(t.panes().size(), panes - 1);
     expect_tiled(t, area, "without stepping");
-    for (const auto& p : t.panes())
-        if (p.active == "events") EXPECT_FLOAT_EQ(p.rect.h, area.h);
+    int events_panes = 0;
+    for (const auto& p : t.panes()) {
+        if (p.active != "events") continue;
+        EXPECT_FLOAT_EQ(p.rect.h, area.h);
+        ++events_panes;
+    }
+    EXPECT_EQ(events_panes, 1);
     // It comes back to a sensible place: its home went to the pane that took the room.
     t.show("stepping");
     t.arrange(area, kGap, kMinW, kMinH);
-    for (const auto& p : t.panes())
-        if (std::find(p.tabs.begin(), p.tabs.end(), "stepping") != p.tabs.end())
+    for (const auto& p : t.panes()) {
+        if (std::find(p.tabs.begin(), p.tabs.end(), "stepping") != p.tabs.end()) {
             EXPECT_NE(std::find(p.tabs.begin(), p.tabs.end(), "events"), p.tabs.end());
+        }
+    }
     // Closing a tab that is not alone leaves the pane with the next tab active.
     t.hide("qk");
-    for (const auto& p : t.panes())
-        if (std::find(p.tabs.begin(), p.tabs.end(), "attention") != p.tabs.end()) EXPECT_EQ(p.active, "attention");
+    for (const auto& p : t.panes()) {
+        if (std::find(p.tabs.begin(), p.tabs.end(), "attention") != p.tabs.end()) {
+            EXPECT_EQ(p.active, "attention");
+        }
+    }
 }
 
 TEST(TileLayout, TabsMoveIntoPanesAndToTheirEdges) {

@@ -5,10 +5,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/session/session.h"
+#include "engine/session/tensor_history.h"
 
 namespace ls::views {
 
@@ -33,6 +35,8 @@ struct DebugContext {
     int64_t cursor = -1;
     int64_t requested_cursor = -2;
     void select(int64_t index) { requested_cursor = index; }
+    // A coordinate to follow in the tensor history panel (the tensor inspector's values ask).
+    std::optional<HistoryCoord> requested_history;
 
     // One line for the app's state log (tests read it) and the status bar.
     std::function<void(const std::string&)> log = [](const std::string&) {};

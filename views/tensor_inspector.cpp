@@ -155,7 +155,7 @@ std::string TensorInspector::reference_text(int64_t row, float* ref_out) const {
     return fmt::format("{:.7g}", *ref_out);
 }
 
-void TensorInspector::draw_values(const DebugContext& ctx) {
+void TensorInspector::draw_values(DebugContext& ctx) {
     const bool aligned = ref_mode_ == RefMode::kAligned;
     const std::vector<float>& ours = aligned ? aligned_ours_ : *capture_->values;
     const int64_t n = static_cast<int64_t>(ours.size());
@@ -204,6 +204,18 @@ void TensorInspector::draw_values(const DebugContext& ctx) {
             ImGui::TableNextRow();
             ImGui::TableNextColumn();
             ImGui::Text("%lld", static_cast<long long>(i));
+            // Right click: follow this element through the run (tensor history).
+            if (!aligned && ctx.snap) {
+                ImGui::PushID(static_cast<int>(i));
+                if (ImGui::BeginPopupContextItem("follow")) {
+                    const std::optional<HistoryCoord> at = history_coord_of(*ctx.snap, e, i);
+                    ImGui::BeginDisabled(!at);
+                    if (ImGui::MenuItem("Follow through the run (tensor history)") && at) ctx.requested_history = at;
+                    ImGui::EndDisabled();
+                    ImGui::EndPopup();
+                }
+                ImGui::PopID();
+            }
             ImGui::TableNextColumn();
             if (aligned) {
                 ImGui::TextDisabled("paired %lld", static_cast<long long>(i));

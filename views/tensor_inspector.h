@@ -30,7 +30,7 @@ private:
     void refresh(const DebugContext& ctx);
     void draw_header(const DebugContext& ctx, const EventInfo& e, const EventRecord* r);
     void draw_metrics(const EventRecord& r);
-    void draw_values(const DebugContext& ctx);
+    void draw_values(DebugContext& ctx);
     std::string reference_text(int64_t row, float* ref_out) const;
 
     // Cache key: rebuilt when the cursor, its record, its capture or the reference changes.
