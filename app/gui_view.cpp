@@ -117,8 +117,11 @@ void MainView::report(const Status& status, const std::string& what) {
 
 bool MainView::start_loading(const std::string& what, DocumentJob job) {
     if (loading_.valid()) {
-        report(make_error(ErrorCode::kUsage, "still loading " + loading_what_ + "; try again when it is done"), "");
-        return false;
+        // One document at a time: this one starts when the one loading now is in (a drop, a
+        // script's open while the demo still loads).
+        log(fmt::format("queued {} (after {})", what, loading_what_));
+        queued_.push_back({what, std::move(job)});
+        return true;
     }
     loading_what_ = what;
     log("loading " + what);
@@ -145,6 +148,14 @@ bool MainView::finish_loading(bool block) {
     if (!block && loading_.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return false;
     Loaded l = loading_.get();
     report(l.status, loading_what_);
+    if (!queued_.empty()) {
+        // The next queued document: it builds on what this one left (its reference, its fault).
+        auto [what, job] = std::move(queued_.front());
+        queued_.erase(queued_.begin());
+        if (l.status) doc_ = std::move(l.doc);
+        start_loading(what, std::move(job));
+        return false;
+    }
     if (!l.status) return false;
     doc_ = std::move(l.doc);
     p_->faults.active = doc_->fault();
@@ -348,7 +359,7 @@ void MainView::open_all_panels() {
 }
 
 bool MainView::busy() {
-    return loading_.valid() || (doc_->session() && doc_->snapshot()->state == SessionState::kRunning);
+    return loading_.valid() || !queued_.empty() || (doc_->session() && doc_->snapshot()->state == SessionState::kRunning);
 }
 
 views::DebugContext MainView::make_context() {

@@ -113,6 +113,7 @@ private:
     std::unique_ptr<DebugDocument> doc_ = std::make_unique<DebugDocument>();
     std::future<Loaded> loading_;
     std::string loading_what_;
+    std::vector<std::pair<std::string, DocumentJob>> queued_;  // documents asked for while one loads
     std::unique_ptr<Panels> p_;
     std::vector<PanelEntry> panels_;
     int64_t cursor_ = -1;

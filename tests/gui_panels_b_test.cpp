@@ -171,6 +171,49 @@ int main(int argc, char** argv) {
               "attention: ours and the reference's agree (max |diff| " +
                   fmt_g(attention.shown.difference_range) + ")");
         attention.view = v::AttentionPanel::View::Ours;
+        // Many heads: three per page, the most peaked first. Layer 0's ranking against the normalized
+        // row entropy of its heads computed here from the captured probabilities.
+        attention.heads_per_page = 3;
+        attention.order = v::AttentionPanel::Order::kEntropy;
+        frames(2, false);
+        check(attention.shown.columns == 3 && attention.shown.pages == 3, "attention: 3 heads per page, 3 pages");
+        check(attention.shown.thumbnails == 15, "attention: 15 thumbnails on the first page");
+        {
+            const int64_t sm = find_event(*snap, "kq_soft_max-0");
+            auto cap = sm >= 0 ? snap->capture(sm) : nullptr;
+            std::vector<std::pair<double, int>> by_entropy;
+            if (cap) {
+                const int64_t n_kv = cap->info.ne[0], n_q = cap->info.ne[1], heads = cap->info.ne[2];
+                for (int h = 0; h < heads; ++h) {
+                    double sum = 0;
+                    int rows = 0;
+                    for (int64_t q = 0; q < n_q; ++q) {
+                        double e = 0;
+                        int valid = 0;
+                        for (int64_t k = 0; k < n_kv; ++k) {
+                            const double p = (*cap->values)[static_cast<size_t>((h * n_q + q) * n_kv + k)];
+                            if (p > 0) e -= p * std::log(p), ++valid;
+                        }
+                        if (valid > 1) sum += e / std::log(static_cast<double>(valid)), ++rows;
+                    }
+                    by_entropy.push_back({rows ? sum / rows : 1.0, h});
+                }
+                std::stable_sort(by_entropy.begin(), by_entropy.end(),
+                                 [](const auto& a, const auto& b) { return a.first < b.first; });
+            }
+            const std::vector<int> want = by_entropy.size() >= 3
+                                              ? std::vector<int>{by_entropy[0].second, by_entropy[1].second, by_entropy[2].second}
+                                              : std::vector<int>{};
+            check(!attention.shown.head_order.empty() && attention.shown.head_order[0] == want,
+                  "attention: layer 0's most peaked heads first");
+        }
+        attention.page = 2;
+        frames(2, false);
+        check(attention.shown.thumbnails == 10, "attention: the last page holds the last 2 heads of each layer");
+        attention.heads_per_page = 8;
+        attention.page = 0;
+        attention.order = v::AttentionPanel::Order::kIndex;
+        frames(1, false);
 
         // Q/K: layer 2, 5 positions, the reference beside, the summary over 5 layers.
         check(qk.shown.layer == 2, "qk: the cursor's layer");

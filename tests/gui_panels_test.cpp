@@ -229,6 +229,32 @@ int main(int argc, char** argv) {
         check(p.browser.first_divergent_shown(), "first divergence still listed after the full run");
         check(screenshot_saved, "screenshot saved to " + png);
 
+        // The browser's filters: layer 1's products, then every warn or diverged event, counted
+        // here from the plan and the records.
+        {
+            int64_t products = 0, flagged = 0;
+            for (const ls::EventInfo& e : *end->events) {
+                if (e.layer == 1 && (e.op == ls::Op::kMulMat || e.op == ls::Op::kMulMatId)) ++products;
+                const ls::EventRecord* r = end->record(e.index);
+                if (r && r->compared &&
+                    (r->comparison.status == ls::CompareStatus::kWarn || r->comparison.status == ls::CompareStatus::kDiverged))
+                    ++flagged;
+            }
+            p.browser.set_filter("", 1, 1, v::EventBrowser::OpClass::kProducts, false);
+            frame(window, p, ctx, [](ImGuiIO& io) { io.MousePos = ImVec2(-FLT_MAX, -FLT_MAX); });
+            check(products > 0 && p.browser.listed() == products,
+                  "event browser: layer 1's products listed (" + std::to_string(p.browser.listed()) + " of " +
+                      std::to_string(products) + ")");
+            p.browser.set_filter("", 0, -1, v::EventBrowser::OpClass::kAll, true);
+            frame(window, p, ctx, [](ImGuiIO& io) { io.MousePos = ImVec2(-FLT_MAX, -FLT_MAX); });
+            check(flagged > 0 && p.browser.listed() == flagged,
+                  "event browser: the warn and diverged events listed (" + std::to_string(p.browser.listed()) + " of " +
+                      std::to_string(flagged) + ")");
+            p.browser.set_filter("", 0, -1, v::EventBrowser::OpClass::kAll, false);
+            frame(window, p, ctx, [](ImGuiIO& io) { io.MousePos = ImVec2(-FLT_MAX, -FLT_MAX); });
+            check(p.browser.listed() == -1, "event browser: the tree again without filters");
+        }
+
         // The logit lens: layer 0's output already differs (the RoPE fault is in layer 0), and a
         // click on a cell moves the cursor to that layer's l_out.
         ctx.model = &session->model();

@@ -156,6 +156,14 @@ $after"
 grep -q '"layout"' "$out/config/layerscope/settings.json" || fail "no layout in the settings file"
 echo "restart: the saved layout came back ($(echo "$after" | wc -l) panels)"
 
+# A script's open while the demo still loads waits for it (queued), then opens.
+printf 'open %s\nwait\nquit\n' "$model" >"$out/queue.script"
+xvfb-run -a -s "-screen 0 1280x800x24" "$binary" --script "$out/queue.script" --state-log "$out/queue.log" >"$out/queue.out" 2>&1 ||
+    fail "the queued open: $(cat "$out/queue.out")"
+grep -q "^queued opened $model (after demo opened" "$out/queue.log" || fail "the open was not queued behind the demo: $(cat "$out/queue.log")"
+grep -q "^ok opened $model$" "$out/queue.log" || fail "the queued open did not open the model"
+echo "queue: the script's open waited for the demo, then opened the model"
+
 # Tensor history: an element followed through the run; a click on one of its rows moves the cursor.
 cat >"$out/history.script" <<END
 key F5

@@ -113,6 +113,12 @@ void AttentionPanel::draw(DebugContext& ctx) {
     int n_head = 0;
     for (const EventInfo* e : layers) n_head = std::max<int>(n_head, static_cast<int>(e->ne[2]));
     shown.layers = static_cast<int>(layers.size()), shown.heads = n_head;
+    // Columns: a page of heads, by number or ranked per layer.
+    heads_per_page = std::clamp(heads_per_page, 1, 64);
+    const int columns = std::min(n_head, heads_per_page);
+    const int pages = (n_head + columns - 1) / std::max(1, columns);
+    page = std::clamp(page, 0, std::max(0, pages - 1));
+    shown.columns = columns, shown.pages = pages;
 
     // Largest |ours - reference| over the whole grid: one diverging scale for every thumbnail.
     float diff_range = 0;
@@ -146,6 +152,26 @@ void AttentionPanel::draw(DebugContext& ctx) {
     ImGui::SameLine();
     ImGui::SetNextItemWidth(100);
     ImGui::SliderFloat("size", &thumbnail_px, 24.0f, 160.0f, "%.0f px");
+    // Many heads (22 x 32, 64 x 64): a page at a time, the interesting ones first if asked.
+    int o = static_cast<int>(order);
+    ImGui::SetNextItemWidth(ImGui::GetFontSize() * 11);
+    const Order was = order;
+    if (ImGui::Combo("heads", &o, "by number\0most divergent first\0most peaked first\0")) order = static_cast<Order>(o);
+    if (order != was) {
+        page = 0;
+        ctx.log(fmt::format("attention heads {}", order == Order::kIndex ? "by number" : order == Order::kDivergence ? "most divergent first" : "most peaked first"));
+    }
+    if (pages > 1) {
+        ImGui::SameLine();
+        ImGui::SetNextItemWidth(ImGui::GetFontSize() * 5);
+        ImGui::InputInt("per page", &heads_per_page, 0);
+        ImGui::SameLine();
+        if (ImGui::ArrowButton("prev", ImGuiDir_Left) && page > 0) --page;
+        ImGui::SameLine();
+        ImGui::Text("page %d / %d", page + 1, pages);
+        ImGui::SameLine();
+        if (ImGui::ArrowButton("next", ImGuiDir_Right) && page + 1 < pages) ++page;
+    }
 
     if (!ctx.reference) {
         shown.reference_note = "no reference loaded";
@@ -164,17 +190,66 @@ void AttentionPanel::draw(DebugContext& ctx) {
     if (view == View::Difference)
         ImGui::TextDisabled("blue: ours lower, red: ours higher; scale +-%.3g (the grid's largest |difference|)", diff_range);
 
+    // Each layer's heads in column order: ranked by the chosen score (recomputed when its records
+    // change), then the page of them.
+    shown.head_order.clear();
+    for (const EventInfo* e : layers) {
+        const EventRecord* rec = ctx.record(e->index);
+        std::vector<int> heads(static_cast<size_t>(n_head));
+        for (int h = 0; h < n_head; ++h) heads[static_cast<size_t>(h)] = h;
+        if (order != Order::kIndex && rec && rec->attention) {
+            HeadScore& s = scores_[e->layer];
+            const AttentionProbs* ours = rec->attention.get();
+            const AttentionProbs* ref = rec->ref_attention.get();
+            if (s.source != ours || s.ref_source != ref) {
+                s.source = ours, s.ref_source = ref;
+                s.nmse.assign(static_cast<size_t>(n_head), -1.0);
+                s.entropy.assign(static_cast<size_t>(n_head), 1.0);
+                for (int h = 0; h < n_head && h < ours->n_head; ++h) {
+                    double ent = 0;
+                    int rows = 0;
+                    double d = 0, r2 = 0;
+                    for (int64_t q = 0; q < ours->n_query; ++q) {
+                        double hq = 0;
+                        int valid = 0;
+                        for (int64_t k = 0; k < ours->n_key; ++k) {
+                            const double p = ours->at(h, q, k);
+                            if (p > 0) hq -= p * std::log(p), ++valid;
+                            if (same_shape(ours, ref)) {
+                                const double b = ref->at(h, q, k);
+                                d += (p - b) * (p - b), r2 += b * b;
+                            }
+                        }
+                        if (valid > 1) ent += hq / std::log(static_cast<double>(valid)), ++rows;
+                    }
+                    s.entropy[static_cast<size_t>(h)] = rows > 0 ? ent / rows : 1.0;
+                    if (same_shape(ours, ref)) s.nmse[static_cast<size_t>(h)] = r2 > 0 ? d / r2 : d;
+                }
+            }
+            const std::vector<double>& key = order == Order::kDivergence ? s.nmse : s.entropy;
+            std::stable_sort(heads.begin(), heads.end(), [&](int a, int b) {
+                return order == Order::kDivergence ? key[a] > key[b] : key[a] < key[b];
+            });
+        }
+        const size_t begin = std::min(heads.size(), static_cast<size_t>(page * columns));
+        shown.head_order.emplace_back(heads.begin() + static_cast<std::ptrdiff_t>(begin),
+                                      heads.begin() + static_cast<std::ptrdiff_t>(std::min(heads.size(), begin + columns)));
+    }
+
     const bool enlarge = selected_layer >= 0 && selected_head >= 0;
     const float grid_h = enlarge ? std::max(120.0f, ImGui::GetContentRegionAvail().y * 0.42f) : 0.0f;
     const ImGuiTableFlags flags = ImGuiTableFlags_ScrollX | ImGuiTableFlags_ScrollY | ImGuiTableFlags_BordersInnerV |
                                   ImGuiTableFlags_SizingFixedFit;
-    if (ImGui::BeginTable("grid", n_head + 1, flags, ImVec2(0, grid_h))) {
+    if (ImGui::BeginTable("grid", columns + 1, flags, ImVec2(0, grid_h))) {
         ImGui::TableSetupScrollFreeze(1, 1);
         ImGui::TableSetupColumn("layer");
-        for (int h = 0; h < n_head; ++h)
-            ImGui::TableSetupColumn(fmt::format("h{}", h).c_str(), ImGuiTableColumnFlags_WidthFixed, thumbnail_px);
+        for (int c = 0; c < columns; ++c)
+            ImGui::TableSetupColumn(order == Order::kIndex ? fmt::format("h{}", page * columns + c).c_str()
+                                                           : fmt::format("#{}", page * columns + c + 1).c_str(),
+                                    ImGuiTableColumnFlags_WidthFixed, thumbnail_px);
         ImGui::TableHeadersRow();
-        for (const EventInfo* e : layers) {
+        for (size_t row = 0; row < layers.size(); ++row) {
+            const EventInfo* e = layers[row];
             const EventRecord* rec = ctx.record(e->index);
             ImGui::PushID(e->layer);
             ImGui::TableNextRow();
@@ -190,8 +265,10 @@ void AttentionPanel::draw(DebugContext& ctx) {
                                   "the window, not the context",
                                   static_cast<long long>(ctx.model->config().n_swa));
             if (ImGui::IsItemClicked()) ctx.select(e->index);
-            for (int h = 0; h < n_head; ++h) {
-                ImGui::TableSetColumnIndex(h + 1);
+            const std::vector<int>& row_heads = shown.head_order[row];
+            for (size_t c = 0; c < row_heads.size(); ++c) {
+                const int h = row_heads[c];
+                ImGui::TableSetColumnIndex(static_cast<int>(c) + 1);
                 Cell& cell = cells_[{e->layer, h}];
                 if (!rec || !fill(*cell.map, *rec, h, view, diff_range, &cell.source, &cell.ref_source, &cell.view,
                                   &cell.range)) {
@@ -204,6 +281,22 @@ void AttentionPanel::draw(DebugContext& ctx) {
                 const bool selected = e->layer == selected_layer && h == selected_head;
                 if (cell.map->draw_thumbnail("thumb", ImVec2(thumbnail_px, thumbnail_px), selected))
                     select_cell(e->layer, h);
+                if (order != Order::kIndex) {  // ranked: each cell names its head
+                    const ImVec2 at_min = ImGui::GetItemRectMin();
+                    const std::string label = fmt::format("h{}", h);
+                    ImDrawList* dl = ImGui::GetWindowDrawList();
+                    const ImVec2 size = ImGui::CalcTextSize(label.c_str());
+                    dl->AddRectFilled(at_min, ImVec2(at_min.x + size.x + 4, at_min.y + size.y), IM_COL32(0, 0, 0, 170));
+                    dl->AddText(ImVec2(at_min.x + 2, at_min.y), IM_COL32(255, 255, 255, 255), label.c_str());
+                }
+                if (ImGui::IsItemHovered() && order != Order::kIndex) {
+                    const HeadScore& s = scores_[e->layer];
+                    const double nmse = h < static_cast<int>(s.nmse.size()) ? s.nmse[h] : -1;
+                    const double ent = h < static_cast<int>(s.entropy.size()) ? s.entropy[h] : 1;
+                    ImGui::SetTooltip("layer %d head %d: %s entropy / uniform %.2f", e->layer, h,
+                                      nmse >= 0 ? fmt::format("nmse against the reference {:.3g},", nmse).c_str() : "",
+                                      ent);
+                }
                 ImGui::PopID();
             }
             ImGui::PopID();

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "views/debug_context.h"
 #include "views/widgets/heatmap.h"
@@ -16,8 +17,15 @@ namespace ls::views {
 struct AttentionPanel {
     enum class View { Ours, Reference, Difference };
 
+    // Which heads each layer's row shows first: by number, the most divergent from the reference
+    // (NMSE of the head's probabilities), or the most peaked (lowest normalized row entropy).
+    enum class Order { kIndex, kDivergence, kEntropy };
+
     bool open = true;
     View view = View::Ours;
+    Order order = Order::kIndex;
+    int heads_per_page = 8;  // columns; models with more heads page through them
+    int page = 0;
     float thumbnail_px = 56.0f;
     int selected_layer = -1, selected_head = -1;  // the enlarged map; -1: none
 
@@ -25,7 +33,10 @@ struct AttentionPanel {
 
     struct Shown {
         int decode = -1, ubatch = -1;
-        int layers = 0, heads = 0;   // grid size
+        int layers = 0, heads = 0;   // grid size (heads: the model's, all pages)
+        int columns = 0, pages = 0;  // heads shown per row, pages of them
+        // Per layer row, the heads shown in column order (after ranking and paging).
+        std::vector<std::vector<int>> head_order;
         int thumbnails = 0;          // cells with a map in the current view
         int64_t n_query = 0, n_key = 0;
         bool enlarged = false;
@@ -53,6 +64,14 @@ private:
               const void** source, const void** ref_source, View* built_view, float* built_range);
 
     std::map<std::pair<int, int>, Cell> cells_;  // by (layer, head)
+    // Per (layer, head): the NMSE of its probabilities against the reference's (-1 without) and
+    // its mean normalized row entropy, for the ranking; recomputed with the records.
+    struct HeadScore {
+        const void* source = nullptr;
+        const void* ref_source = nullptr;
+        std::vector<double> nmse, entropy;
+    };
+    std::map<int, HeadScore> scores_;  // by layer
     Cell enlarged_;
     uint64_t version_ = 0;
 };

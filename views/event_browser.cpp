@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdio>
 
 #include "views/divergence_panel.h"
 
@@ -153,13 +154,57 @@ void EventBrowser::reveal(int64_t event) {
     open_groups_.insert(g);
 }
 
+bool EventBrowser::passes(const DebugContext& ctx, const EventInfo& e) const {
+    if (!applied_filter_.empty() && e.name.find(applied_filter_) == std::string::npos) return false;
+    if (layer_to_ >= 0 && (e.layer < layer_from_ || e.layer > layer_to_)) return false;
+    const std::string& b = e.base_name;
+    auto starts = [&](const char* p) { return b.rfind(p, 0) == 0; };
+    switch (static_cast<OpClass>(op_class_)) {
+        case OpClass::kAll: break;
+        case OpClass::kProducts:
+            if (e.op != Op::kMulMat && e.op != Op::kMulMatId) return false;
+            break;
+        case OpClass::kNorms:
+            if (e.op != Op::kRmsNorm && !(e.op == Op::kMul && b.find("norm") != std::string::npos)) return false;
+            break;
+        case OpClass::kAttention:
+            if (!(starts("Qcur") || starts("Kcur") || starts("Vcur") || starts("kq") || starts("q_") || starts("k_pe") ||
+                  starts("kv") || starts("fattn") || e.op == Op::kRope || e.op == Op::kSoftMax || e.op == Op::kFlashAttnExt))
+                return false;
+            break;
+        case OpClass::kExperts:
+            if (!starts("ffn_moe") && !starts("ffn_shexp")) return false;
+            break;
+        case OpClass::kElementwise:
+            if (e.op != Op::kAdd && e.op != Op::kMul && e.op != Op::kSwiglu && e.op != Op::kGeglu && e.op != Op::kScale &&
+                e.op != Op::kSwigluOai && e.op != Op::kAddId && e.op != Op::kTanh && e.op != Op::kSigmoid && e.op != Op::kClamp &&
+                e.op != Op::kDiv)
+                return false;
+            break;
+    }
+    if (flagged_only_) {
+        const EventShade s = event_shade(ctx, e.index);
+        if (s != EventShade::kWarn && s != EventShade::kDiverged) return false;
+    }
+    return true;
+}
+
+void EventBrowser::set_filter(const std::string& name, int layer_from, int layer_to, OpClass op_class, bool flagged_only) {
+    std::snprintf(filter_, sizeof filter_, "%s", name.c_str());
+    layer_from_ = layer_from, layer_to_ = layer_to;
+    op_class_ = static_cast<int>(op_class);
+    flagged_only_ = flagged_only;
+}
+
 void EventBrowser::rebuild_rows(const DebugContext& ctx) {
     rows_.clear();
     const std::vector<EventInfo>& ev = *events_;
-    if (!applied_filter_.empty()) {
+    listed_ = -1;
+    if (filtered()) {
         // Filtered: a flat list of the matching events, each row saying where it sits.
         for (const EventInfo& e : ev)
-            if (e.name.find(applied_filter_) != std::string::npos) rows_.push_back({RowKind::kEvent, e.index});
+            if (passes(ctx, e)) rows_.push_back({RowKind::kEvent, e.index});
+        listed_ = static_cast<int64_t>(rows_.size());
         return;
     }
     for (int d = 0; d < static_cast<int>(first_group_of_decode_.size()); ++d) {
@@ -307,6 +352,33 @@ void EventBrowser::draw(DebugContext& ctx) {
     applied_filter_ = filter_;
     ImGui::SameLine();
     ImGui::Checkbox("dim not run", &dim_unrun_);
+    // A layer range and an op class: on a real model the tree is thousands of events long.
+    bool range = layer_to_ >= 0;
+    if (ImGui::Checkbox("layers", &range)) {
+        layer_to_ = range ? std::max(layer_from_, 0) : -1;
+        if (range && ctx.model) layer_to_ = std::max(layer_from_, static_cast<int>(ctx.model->config().n_layer) - 1);
+    }
+    const float field = ImGui::GetFontSize() * 3.5f;
+    if (range) {
+        ImGui::SameLine();
+        ImGui::SetNextItemWidth(field);
+        ImGui::InputInt("to##from", &layer_from_, 0);
+        ImGui::SameLine();
+        ImGui::SetNextItemWidth(field);
+        ImGui::InputInt("##to", &layer_to_, 0);
+        layer_from_ = std::max(0, layer_from_);
+        layer_to_ = std::max(layer_from_, layer_to_);
+    }
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(ImGui::GetFontSize() * 7);
+    ImGui::Combo("##class", &op_class_, "all ops\0products\0norms\0attention\0experts\0elementwise\0");
+    ImGui::SameLine();
+    ImGui::Checkbox("warn/diverged", &flagged_only_);
+    const std::string filter_line =
+        filtered() ? fmt::format("events filter '{}' layers {} class {} {}", applied_filter_,
+                                 layer_to_ >= 0 ? fmt::format("{}-{}", layer_from_, layer_to_) : std::string("all"), op_class_,
+                                 flagged_only_ ? "flagged" : "any")
+                   : std::string("events filter off");
 
     const SessionSnapshot& s = *ctx.snap;
     if (s.first_divergent >= 0) {
@@ -328,6 +400,10 @@ void EventBrowser::draw(DebugContext& ctx) {
         reveal(ctx.cursor);
     }
     rebuild_rows(ctx);
+    if (filter_line != logged_filter_) {
+        ctx.log(listed_ >= 0 ? fmt::format("{}: {} events", filter_line, listed_) : filter_line);
+        logged_filter_ = filter_line;
+    }
     int64_t cursor_row = cursor_moved && ctx.cursor >= 0 ? shown_row_of(ctx.cursor) : -1;
     first_divergent_row_ = -1;
 

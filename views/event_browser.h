@@ -32,6 +32,12 @@ struct EventBrowser {
     // For tests and the main view: the row of the tree (or of the filtered list) showing the
     // event, -1 when it is folded away or filtered out; the label drawn for the first divergence.
     int64_t shown_row_of(int64_t event) const;
+
+    // Filters beside the name (a flat list of the events that pass): a layer range, an op class,
+    // only the warn and diverged events.
+    enum class OpClass { kAll, kProducts, kNorms, kAttention, kExperts, kElementwise };
+    void set_filter(const std::string& name, int layer_from, int layer_to, OpClass op_class, bool flagged_only);
+    int64_t listed() const { return listed_; }  // events listed by the filters (-1: the tree)
     bool first_divergent_shown() const { return first_divergent_row_ >= 0; }
     const std::string& first_divergent_label() const { return first_divergent_label_; }
 
@@ -57,6 +63,13 @@ private:
 
     char filter_[128] = "";
     std::string applied_filter_;
+    int layer_from_ = 0, layer_to_ = -1;  // -1: every layer (and the events outside layers)
+    int op_class_ = 0;                    // OpClass
+    bool flagged_only_ = false;
+    std::string logged_filter_;
+    int64_t listed_ = -1;
+    bool filtered() const { return !applied_filter_.empty() || layer_to_ >= 0 || op_class_ != 0 || flagged_only_; }
+    bool passes(const DebugContext& ctx, const EventInfo& e) const;
     bool dim_unrun_ = true;
 
     // Caches keyed on what they were built from, so a frame costs the visible rows only.

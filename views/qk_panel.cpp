@@ -46,6 +46,7 @@ void plot_norms(const char* id, const HeadNorms& n, float threshold, bool per_he
     options.size = ImVec2(0, height);
     options.warn_above = threshold;
     options.y_title = title.c_str();
+    options.integer_x = true;  // heads and positions: 2 KV heads have no head 0.5
     if (!per_head_x) {
         options.x_title = "position in this call";
         for (int64_t h = 0; h < n.n_head; ++h)

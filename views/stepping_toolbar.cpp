@@ -97,21 +97,34 @@ bool SteppingToolbar::generate(DebugContext& ctx, int n) {
     return true;
 }
 
+namespace {
+
+// The next button on this line when it fits the panel's width, else on the next line: a narrow
+// pane wraps the toolbar instead of cutting its buttons.
+void flow(const char* next_label) {
+    const ImGuiStyle& style = ImGui::GetStyle();
+    const float width = ImGui::CalcTextSize(next_label, nullptr, true).x + 2 * style.FramePadding.x;
+    const float right = ImGui::GetItemRectMax().x + style.ItemSpacing.x + width;
+    if (right <= ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x) ImGui::SameLine();
+}
+
+}  // namespace
+
 void SteppingToolbar::draw_controls(DebugContext& ctx) {
     const bool running = ctx.snap && ctx.snap->state == SessionState::kRunning;
     ImGui::BeginDisabled(!ready(ctx));
     if (ImGui::Button("Step op (F10)")) step_op(ctx);
-    ImGui::SameLine();
+    flow("Step layer (F11)");
     if (ImGui::Button("Step layer (F11)")) step_layer(ctx);
-    ImGui::SameLine();
+    flow("Step token (Shift+F11)");
     if (ImGui::Button("Step token (Shift+F11)")) step_token(ctx);
-    ImGui::SameLine();
+    flow("Continue (F5)");
     if (ImGui::Button("Continue (F5)")) continue_run(ctx);
-    ImGui::SameLine();
+    flow("Pause");
     ImGui::BeginDisabled(!running);
     if (ImGui::Button("Pause")) pause(ctx);
     ImGui::EndDisabled();
-    ImGui::SameLine();
+    flow("Restart");
     if (ImGui::Button("Restart")) restart(ctx);
 
     ImGui::BeginDisabled(ctx.cursor < 0);

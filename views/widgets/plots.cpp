@@ -92,7 +92,8 @@ int draw_line_plot(const char* id, std::span<const LineSeries> series, const Lin
     ImDrawList* dl = ImGui::GetWindowDrawList();
     draw_frame(dl, f, options.x_title, options.y_title);
     int max_x_ticks = std::max(2, static_cast<int>((f.plot_max.x - f.plot_min.x) / 70));
-    for (double t : nice_ticks(x_lo, x_hi, max_x_ticks)) draw_x_tick(dl, f, f.to_px_x(t), format_tick(t));
+    for (double t : nice_ticks(x_lo, x_hi, max_x_ticks))
+        if (!options.integer_x || t == std::floor(t)) draw_x_tick(dl, f, f.to_px_x(t), format_tick(t));
     if (!has_data) {
         dl->AddText(ImVec2(f.plot_min.x + 8, f.plot_min.y + 8), palette::kAxis, "no data");
         return -1;

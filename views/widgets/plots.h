@@ -30,6 +30,8 @@ struct LinePlotOptions {
     float warn_above = NAN;
     // Fixed y range; NaN: from the data (always including warn_above, so the line shows).
     float y_min = NAN, y_max = NAN;
+    // The x values count things (heads, positions): ticks only at whole numbers.
+    bool integer_x = false;
 };
 
 // Returns the index of the series whose point is nearest to the mouse (-1 when not hovered) and
