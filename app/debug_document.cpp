@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <filesystem>
 
 #include "engine/capture/snapshot_tools.h"
@@ -243,16 +244,48 @@ const std::vector<EventComparison>& DebugDocument::local_errors(const SessionSna
     return local_errors_;
 }
 
-const std::string& DebugDocument::doctor_verdict(const SessionSnapshot& snap) {
-    const int64_t first = snap.first_divergent;
-    if (first == doctor_event_) return doctor_verdict_;
-    doctor_event_ = first;
-    doctor_verdict_.clear();
-    if (first < 0 || !reference_ || !snap.capture(first)) return doctor_verdict_;
-    CompareRunResult run = compare_run_from_snapshot(snap);
-    const Model* model = model_ ? model_.get() : doctor_model_.get();
-    DoctorReport report = diagnose(run, static_cast<size_t>(first), *reference_, model, CompareThresholds{});
-    doctor_verdict_ = report.findings.empty() ? "no known transform explains it" : report.findings.front().verdict;
+DebugDocument::~DebugDocument() { cancel_doctor(); }
+
+void DebugDocument::cancel_doctor() {
+    if (doctor_job_) doctor_job_->cancel = true;
+}
+
+const std::string& DebugDocument::doctor_verdict(const std::shared_ptr<const SessionSnapshot>& snap) {
+    const int64_t first = snap->first_divergent;
+    if (first != doctor_event_) {
+        // A new first divergence: the doctor at work on the old one stops, a new one starts.
+        cancel_doctor();
+        if (doctor_future_.valid()) doctor_future_.wait();
+        doctor_future_ = {};
+        doctor_event_ = first;
+        doctor_verdict_.clear();
+        if (first < 0 || !reference_ || !snap->capture(first)) return doctor_verdict_;
+        auto job = std::make_shared<DoctorJob>();
+        doctor_job_ = job;
+        std::shared_ptr<const ReferenceDump> reference = reference_;
+        std::shared_ptr<const Model> model = model_ ? model_ : doctor_model_;
+        doctor_future_ = std::async(std::launch::async, [job, snap, reference, model, first]() -> std::string {
+            const CompareRunResult run = compare_run_from_snapshot(*snap);
+            const DoctorReport report =
+                diagnose(run, static_cast<size_t>(first), *reference, model.get(), CompareThresholds{},
+                         [&job](const std::string& step, size_t tried) {
+                             const std::lock_guard<std::mutex> lock(job->mu);
+                             job->step = step;
+                             job->tried = tried;
+                             return !job->cancel.load();
+                         });
+            if (report.cancelled) return fmt::format("cancelled after {} transforms", report.tried.size());
+            return report.findings.empty() ? "no known transform explains it" : report.findings.front().verdict;
+        });
+    }
+    if (!doctor_future_.valid()) return doctor_verdict_;
+    if (doctor_future_.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+        doctor_verdict_ = doctor_future_.get();
+    } else {
+        const std::lock_guard<std::mutex> lock(doctor_job_->mu);
+        doctor_verdict_ = fmt::format("working: {} ({} tried; Esc cancels)", doctor_job_->step.empty() ? "starting" : doctor_job_->step,
+                                      doctor_job_->tried);
+    }
     return doctor_verdict_;
 }
 

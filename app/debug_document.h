@@ -3,7 +3,10 @@
 // through a views::DebugContext built each frame.
 #pragma once
 
+#include <atomic>
+#include <future>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -15,6 +18,8 @@ namespace ls::app {
 
 class DebugDocument {
 public:
+    DebugDocument() = default;
+    ~DebugDocument();  // a doctor at work is stopped (its next step) and waited for
     // A model (starts a session on `prompt`) or a dump file (opened as a capture).
     Status open(const std::string& path, const std::string& prompt = "Once upon a time");
     Status load_reference(const std::string& path);
@@ -68,8 +73,11 @@ public:
 
     // The snapshot to draw this frame (the session's latest, or the capture's).
     std::shared_ptr<const SessionSnapshot> snapshot();
-    // The doctor's verdict on the snapshot's first divergent event ("" when none or not yet run).
-    const std::string& doctor_verdict(const SessionSnapshot& snap);
+    // The doctor's verdict on the snapshot's first divergent event ("" when none or not yet run),
+    // worked out on a thread of its own: while it works, the step it is at ("working: ...").
+    const std::string& doctor_verdict(const std::shared_ptr<const SessionSnapshot>& snap);
+    bool doctor_working() const { return doctor_future_.valid(); }
+    void cancel_doctor();  // it stops at its next step and says what it tried
     // Local vs inherited error of the snapshot's warn/diverged events, by event index (empty
     // without a model and a reference); recomputed when the snapshot changes.
     const std::vector<EventComparison>& local_errors(const SessionSnapshot& snap);
@@ -96,9 +104,17 @@ private:
     bool demo_ = false;
     std::string title_;
     std::string path_;  // the model or capture opened
-    // Doctor cache: the verdict for (snapshot version of the divergence, event).
+    // Doctor: the verdict for the first divergent event, and the worker working it out.
     int64_t doctor_event_ = -2;
     std::string doctor_verdict_;
+    struct DoctorJob {
+        std::atomic<bool> cancel{false};
+        std::mutex mu;
+        std::string step;
+        size_t tried = 0;
+    };
+    std::shared_ptr<DoctorJob> doctor_job_;
+    std::future<std::string> doctor_future_;  // holds its own references to what it reads
     // Local-error cache: for the snapshot version it was computed on.
     uint64_t local_version_ = UINT64_MAX;
     const void* local_events_ = nullptr;

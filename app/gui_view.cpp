@@ -359,7 +359,7 @@ void MainView::open_all_panels() {
 }
 
 bool MainView::busy() {
-    return loading_.valid() || !queued_.empty() || (doc_->session() && doc_->snapshot()->state == SessionState::kRunning);
+    return loading_.valid() || !queued_.empty() || doc_->doctor_working() || (doc_->session() && doc_->snapshot()->state == SessionState::kRunning);
 }
 
 views::DebugContext MainView::make_context() {
@@ -395,6 +395,10 @@ void MainView::handle_keys() {
             const size_t index = k.key == GLFW_KEY_0 ? 9 : static_cast<size_t>(k.key - GLFW_KEY_1);
             if (index < panels_.size()) zoom_panel(panels_[index].name);
         } else if (k.key == GLFW_KEY_ESCAPE && !zoom_.empty()) zoom_panel("");
+        else if (k.key == GLFW_KEY_ESCAPE && doc_->doctor_working()) {
+            doc_->cancel_doctor();
+            log("doctor cancel");
+        }
         else if (k.key == GLFW_KEY_F10) step_op();
         else if (k.key == GLFW_KEY_F11 && !shift) step_layer();
         else if (k.key == GLFW_KEY_F11 && shift) step_token();
@@ -449,8 +453,14 @@ void MainView::draw() {
     handle_keys();
     draw_menu();
     views::DebugContext ctx = make_context();
-    if (ctx.snap->first_divergent >= 0) p_->status.doctor = doc_->doctor_verdict(*ctx.snap);
-    else p_->status.doctor.clear();
+    if (ctx.snap->first_divergent >= 0) {
+        p_->status.doctor = doc_->doctor_verdict(ctx.snap);
+        // Its verdict once in the state log (not each step while it works).
+        if (!doc_->doctor_working() && p_->status.doctor != logged_doctor_) log("doctor " + p_->status.doctor);
+        if (!doc_->doctor_working()) logged_doctor_ = p_->status.doctor;
+    } else {
+        p_->status.doctor.clear();
+    }
     p_->status.title = doc_->title();
     p_->status.loading = loading_.valid() ? loading_what_ : "";
 

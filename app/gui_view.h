@@ -128,6 +128,7 @@ private:
     int active_splitter_ = -1;    // a splitter being dragged
     std::map<std::string, std::string> tab_shown_;  // per tab strip, the tab ImGui showed last frame
     std::string logged_layout_;   // the panel rectangles last written to the state log
+    std::string logged_doctor_;   // the doctor's verdict last written to it
     bool reference_dialog_ = false;
 };
 

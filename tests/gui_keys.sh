@@ -51,8 +51,9 @@ export binary out
 xvfb-run -a -s "-screen 0 1280x800x24" bash -c "$(declare -f inner); inner" || exit 1
 
 log="$out/state.log"
+# The doctor works on its own thread and logs its verdict once.
 for want in "key F10 step op" "key F11 step layer" "key Shift+F11 step token" "panel events on" "panel attention on" \
-            "panel divergence on" "panel logits on"; do
+            "panel divergence on" "panel logits on" "doctor Qcur-0#3 matches the reference if RoPE"; do
     grep -q "$want" "$log" || { echo "FAIL: state log lacks \"$want\""; exit 1; }
 done
 n=$(ls "$out"/layerscope-*.png 2>/dev/null | wc -l)

@@ -317,6 +317,28 @@ TEST(FaultsYarn, DoubleMscaleShowsAfterRope) {
                                    model.value().get(), options.thresholds);
     ASSERT_FALSE(doctor.findings.empty());
     EXPECT_NE(doctor.findings.front().verdict.find("mscale"), std::string::npos) << doctor.findings.front().verdict;
+
+    // The progress callback sees every step (the same report when it lets the doctor go on), and
+    // returning false stops it there: what was tried so far, nothing after.
+    const size_t event = static_cast<size_t>(run.value().summary.first_divergent);
+    std::vector<std::string> steps;
+    DoctorReport watched = diagnose(run.value(), event, *reference.value(), model.value().get(), options.thresholds,
+                                    [&](const std::string& step, size_t tried) {
+                                        EXPECT_EQ(tried, steps.size());
+                                        steps.push_back(step);
+                                        return true;
+                                    });
+    EXPECT_FALSE(watched.cancelled);
+    EXPECT_EQ(watched.tried, doctor.tried);
+    EXPECT_EQ(steps, doctor.tried);
+    ASSERT_EQ(watched.findings.size(), doctor.findings.size());
+    ASSERT_GE(doctor.tried.size(), 3u);
+    int calls = 0;
+    DoctorReport stopped = diagnose(run.value(), event, *reference.value(), model.value().get(), options.thresholds,
+                                    [&](const std::string&, size_t) { return ++calls < 3; });
+    EXPECT_TRUE(stopped.cancelled);
+    EXPECT_EQ(calls, 3);
+    EXPECT_EQ(stopped.tried, std::vector<std::string>(doctor.tried.begin(), doctor.tried.begin() + 2));
     std::filesystem::remove_all(dir);
 }
 

@@ -73,9 +73,10 @@ std::vector<float> dequantized(const Model& model, const std::string& name, int6
 
 class Doctor {
 public:
-    Doctor(const CompareRunResult& run, size_t event, const ReferenceDump& ref, const Model* model, const CompareThresholds& th)
+    Doctor(const CompareRunResult& run, size_t event, const ReferenceDump& ref, const Model* model, const CompareThresholds& th,
+           const DoctorProgress& progress)
         : run_(run), index_(event), ref_(ref), model_(model), th_(th), ours_(run.captures.events[event]),
-          cmp_(run.comparisons[event]) {
+          cmp_(run.comparisons[event]), progress_(progress) {
         if (const RefTensor* r = ref.find(cmp_.ref_name)) {
             ref_tensor_ = r;
             // The reference's values as paired with ours (output rows, KV cells); all of them when
@@ -125,7 +126,7 @@ public:
             try_mxfp4(base, L);
         try_scales();
         try_f16();
-        if (report_.findings.empty()) try_span();
+        if (report_.findings.empty() && !report_.cancelled) try_span();
         std::stable_sort(report_.findings.begin(), report_.findings.end(),
                          [](const DoctorFinding& a, const DoctorFinding& b) { return a.nmse_after < b.nmse_after; });
         return report_;
@@ -135,6 +136,7 @@ private:
     // Accepts `candidate` (our values with a transform) when it matches the reference element for
     // element (any shape with the same element count), well within the divergence threshold.
     void consider(const std::string& transform, const std::string& verdict, const std::vector<float>& candidate) {
+        if (!keep_going(transform)) return;
         report_.tried.push_back(transform);
         Metrics m;
         if (samples_) {
@@ -995,6 +997,7 @@ private:
 
         // The clean run: the events our engine computes up to this one (where the span starts) and
         // what a correct engine shows against the reference here (the floor of the verdict).
+        if (!keep_going("clean re-run")) return;
         SpanRun clean = rerun(fo, prompt, generated, last_ok ? last_ok->name : "");
         if (!clean.ok) return;
         const auto at = std::find(clean.names.begin(), clean.names.end(), ours_.name);
@@ -1015,6 +1018,7 @@ private:
         for (const FaultInfo& f : fault_catalogue()) {
             if (f.fault == Fault::kNone || !fault_knobs(f.fault, facts)) continue;
             fo.fault = f.fault;
+            if (!keep_going(std::string("re-run with fault ") + f.name)) break;
             SpanRun run = rerun(fo, prompt, generated, last_ok ? last_ok->name : "");
             report_.tried.push_back(std::string("re-run with fault ") + f.name);
             if (!run.ok || run.target.size() != ours_.data.size()) continue;
@@ -1128,6 +1132,13 @@ private:
                                              "this tensor in f16)", ours_.name), v);
     }
 
+    // The progress callback before each step; false once it asked to stop.
+    bool keep_going(const std::string& step) {
+        if (report_.cancelled) return false;
+        if (progress_ && !progress_(step, report_.tried.size())) report_.cancelled = true;
+        return !report_.cancelled;
+    }
+
     Backend* backend() {
         if (!backend_) {
             backend_ = make_cpu_backend(1);
@@ -1151,16 +1162,17 @@ private:
     double before_ = 0;
     std::unique_ptr<Backend> backend_;
     std::unique_ptr<Backend> span_backend_;  // the span doctor's re-runs, on every core
+    const DoctorProgress& progress_;
     DoctorReport report_;
 };
 
 }  // namespace
 
 DoctorReport diagnose(const CompareRunResult& run, size_t event, const ReferenceDump& reference, const Model* model,
-                      const CompareThresholds& thresholds) {
+                      const CompareThresholds& thresholds, const DoctorProgress& progress) {
     if (event >= run.comparisons.size() || event >= run.captures.events.size()) return {};
     if (run.captures.events[event].data.empty()) return {};  // not captured: nothing to transform
-    return Doctor(run, event, reference, model, thresholds).run();
+    return Doctor(run, event, reference, model, thresholds, progress).run();
 }
 
 }  // namespace ls

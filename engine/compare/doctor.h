@@ -4,6 +4,7 @@
 // on our side of the comparison, and says in plain words which one explains the reference.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -27,7 +28,12 @@ struct DoctorFinding {
 struct DoctorReport {
     std::vector<std::string> tried;        // transforms that applied to this event
     std::vector<DoctorFinding> findings;   // those that explain the reference, best first
+    bool cancelled = false;                // stopped by the progress callback: what was tried so far
 };
+
+// Called before each transform (or re-run) with its name and how many were tried so far; returning
+// false stops the doctor there (the GUI's cancel).
+using DoctorProgress = std::function<bool(const std::string& step, size_t tried)>;
 
 // `event` is the index of a diverged comparison in `run`. `model` gives weights and the config
 // (nullptr: only transforms that need no model are tried). With a model, when the events between
@@ -35,6 +41,6 @@ struct DoctorReport {
 // tensors), the span doctor re-runs our forward pass on the reference's tokens under each fault
 // of the catalogue that applies to the model and reports the one that reproduces the reference.
 DoctorReport diagnose(const CompareRunResult& run, size_t event, const ReferenceDump& reference, const Model* model,
-                      const CompareThresholds& thresholds);
+                      const CompareThresholds& thresholds, const DoctorProgress& progress = {});
 
 }  // namespace ls
