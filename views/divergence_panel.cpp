@@ -149,8 +149,9 @@ void DivergencePanel::draw(DebugContext& ctx) {
     const ImVec4 bad = event_shade_color(EventShade::kDiverged);
     if (const EventRecord* first = ctx.record(s.first_divergent)) {
         const EventComparison& c = first->comparison;
-        ImGui::TextColored(bad, "First divergence: #%lld %s  NMSE %.3g  cosine %.5f%s%s",
-                           static_cast<long long>(s.first_divergent), first->info.name.c_str(), c.metrics.nmse,
+        const std::string yours = c.ref_source_name.empty() ? "" : " (your engine's " + c.ref_source_name + ")";
+        ImGui::TextColored(bad, "First divergence: #%lld %s%s  NMSE %.3g  cosine %.5f%s%s",
+                           static_cast<long long>(s.first_divergent), first->info.name.c_str(), yours.c_str(), c.metrics.nmse,
                            c.metrics.cosine, c.note.empty() ? "" : "  - ", c.note.c_str());
         ImGui::SameLine();
         if (ImGui::SmallButton("show")) ctx.select(s.first_divergent);

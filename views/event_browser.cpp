@@ -309,6 +309,11 @@ void EventBrowser::draw_row(DebugContext& ctx, const Row& row, int64_t row_index
         ImGui::SameLine();
         ImGui::TextDisabled("<- session");
     }
+    // A reference in the user's engine's own names: that name beside llama.cpp's.
+    if (const EventRecord* rec = ctx.record(row.id); rec && !rec->comparison.ref_source_name.empty()) {
+        ImGui::SameLine();
+        ImGui::TextDisabled("= %s", rec->comparison.ref_source_name.c_str());
+    }
     if (ImGui::IsItemHovered() && ctx.session) ImGui::SetTooltip("double-click: run the session to this event");
     ImGui::TableNextColumn();
     ImGui::TextUnformatted(op_name(e.op));

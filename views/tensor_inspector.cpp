@@ -132,6 +132,8 @@ void TensorInspector::draw_metrics(const EventRecord& r) {
     ImGui::Text("NMSE %.3g  max |diff| %.3g  mean |diff| %.3g  rel L2 %.3g  cosine %.6f  pearson %.6f", m.nmse, m.max_abs,
                 m.mean_abs, m.rel_l2, m.cosine, m.pearson);
     std::string more = fmt::format("{} values against {}", m.n, c.ref_name);
+    // A reference in the user's engine's own names: that name beside llama.cpp's.
+    if (!c.ref_source_name.empty()) more += fmt::format(" (your engine's {})", c.ref_source_name);
     if (m.n_nonfinite) more += fmt::format(", {} NaN/Inf mismatches", m.n_nonfinite);
     if (c.partial) more += fmt::format(", partial (sum rel. error {:.3g})", c.sum_rel_error);
     if (c.top_k_overlap >= 0) more += fmt::format(", top-k overlap {}", c.top_k_overlap);
