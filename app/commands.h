@@ -206,6 +206,7 @@ struct GuiOptions {
     std::string backend = "auto"; // where the session runs models
     std::string capture_budget;   // --capture-budget: "" (half the memory available), "4G", "25%"
     int window_width = 1280, window_height = 800;  // --window-size
+    float ui_scale = 0;           // --ui-scale: fonts and sizes; 0: the monitor's content scale
     std::string layout;           // --layout: a named layout to start with
 };
 

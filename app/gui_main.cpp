@@ -77,6 +77,25 @@ void on_key(GLFWwindow* window, int key, int scancode, int action, int mods) {
 void on_drop(GLFWwindow*, int count, const char** paths) {
     for (int i = 0; i < count; ++i) g_dropped.emplace_back(paths[i]);
 }
+float g_content_scale = 0;  // the monitor's new content scale (the window moved); 0: unchanged
+void on_content_scale(GLFWwindow*, float, float y) { g_content_scale = y; }
+
+// Token pieces need more than Latin-1: SentencePiece's U+2581, BPE's U+0120, Cyrillic, CJK-free.
+const ImWchar kGlyphRanges[] = {0x0020, 0x024F, 0x0370, 0x052F, 0x2000, 0x206F, 0x2190, 0x22FF, 0x2500, 0x259F, 0};
+
+// Fonts and sizes for a content scale: the font rasterized at that size, the style's sizes scaled.
+void apply_ui_scale(float scale) {
+    ImGuiIO& io = ImGui::GetIO();
+    io.Fonts->Clear();
+    if (std::filesystem::exists(kFontPath)) io.Fonts->AddFontFromFileTTF(kFontPath, kFontPixels * scale, nullptr, kGlyphRanges);
+    else io.Fonts->AddFontDefault();
+    ImGuiStyle& style = ImGui::GetStyle();
+    style = ImGuiStyle();
+    ImGui::StyleColorsDark();
+    // Tiled panes never overlap: opaque windows (the dark style's are slightly see-through).
+    style.Colors[ImGuiCol_WindowBg].w = 1.0f;
+    style.ScaleAllSizes(scale);
+}
 
 double thread_cpu_ms() {
     timespec ts{};
@@ -135,19 +154,14 @@ int run_gui(const GuiOptions& options) {
     ImGuiIO& io = ImGui::GetIO();
     io.IniFilename = nullptr;  // load_layout / save_layout
     load_layout(ini_path);
+    // HiDPI: the monitor's content scale (or --ui-scale), followed when the window moves to another.
     float scale_x = 1.0f, scale_y = 1.0f;
     glfwGetWindowContentScale(window, &scale_x, &scale_y);
-    float scale = std::max(1.0f, scale_y);
-    // Token pieces need more than Latin-1: SentencePiece's U+2581, BPE's U+0120, Cyrillic, CJK-free.
-    static const ImWchar kGlyphRanges[] = {0x0020, 0x024F, 0x0370, 0x052F, 0x2000, 0x206F,
-                                           0x2190, 0x22FF, 0x2500, 0x259F, 0};
-    if (std::filesystem::exists(kFontPath)) io.Fonts->AddFontFromFileTTF(kFontPath, kFontPixels * scale, nullptr, kGlyphRanges);
-    ImGui::StyleColorsDark();
-    // Tiled panes never overlap: opaque windows (the dark style's are slightly see-through).
-    ImGui::GetStyle().Colors[ImGuiCol_WindowBg].w = 1.0f;
-    ImGui::GetStyle().ScaleAllSizes(scale);
+    float scale = options.ui_scale > 0 ? options.ui_scale : std::max(1.0f, scale_y);
+    apply_ui_scale(scale);
     ImGui_ImplGlfw_InitForOpenGL(window, true);
     glfwSetKeyCallback(window, on_key);
+    if (options.ui_scale <= 0) glfwSetWindowContentScaleCallback(window, on_content_scale);
     ImGui_ImplOpenGL3_Init("#version 330 core");
 
     int exit_code = kExitOk;
@@ -197,6 +211,15 @@ int run_gui(const GuiOptions& options) {
         g_dropped.clear();
         view->keys = std::move(g_keys);
         g_keys.clear();
+        if (g_content_scale > 0) {
+            scale = std::max(1.0f, g_content_scale);
+            g_content_scale = 0;
+            apply_ui_scale(scale);
+            ImGui_ImplOpenGL3_DestroyFontsTexture();
+            ImGui_ImplOpenGL3_CreateFontsTexture();
+            view->ui_scale = scale;
+            view->log(fmt::format("scale {:.2f}", scale));
+        }
         std::string script_shot;
         if (script) {
             auto r = script->step(*view);

@@ -359,6 +359,10 @@ int main(int argc, char** argv) {
                gui.window_width = w, gui.window_height = h;
            },
            "The window's size at start, WIDTHxHEIGHT (default 1280x800)");
+    app.add_option("--ui-scale", gui.ui_scale,
+                   "Fonts and sizes times this (HiDPI screens whose content scale the system does not report); default: "
+                   "the monitor's content scale, followed when the window moves")
+        ->check(CLI::Range(0.5, 4.0));
     app.add_option("--layout", gui.layout, "Start with this workspace layout (default, divergence hunt, attention, moe, "
                                            "quantization)");
     // The CUDA module is loaded at run time, so this binary never links the CUDA libraries.

@@ -133,6 +133,13 @@ for size in "1280 800" "2560 1440"; do
     echo "${1}x${2}: $blocks layouts checked (no overlap, each panel at least 240x160), $n layout screenshots"
 done
 
+# HiDPI: twice the fonts and sizes (--ui-scale 2, as a monitor's content scale of 2 gives), and the
+# panes' minimum doubled with them.
+xvfb-run -a -s "-screen 0 2560x1440x24" "$binary" "$model" -r "$ref" --all-panels --window-size 2560x1440 --ui-scale 2 \
+    --state-log "$out/hidpi.log" --screenshot "$out/hidpi.png" --frames 3 >"$out/hidpi.out" 2>&1 || fail "the HiDPI run: $(cat "$out/hidpi.out")"
+blocks=$(check_log "$out/hidpi.log" 480 320) || fail "at scale 2: $(check_log "$out/hidpi.log" 480 320 | head -5)"
+echo "scale 2 at 2560x1440: $blocks layout(s) checked (no overlap, each panel at least 480x320)"
+
 # The next start comes back as the last one left: the same panels in the same rectangles.
 last_block() { awk '/^layout .* panels$/ { b = "" } /^panel [a-z]+ -?[0-9]+ -?[0-9]+ [0-9]+ [0-9]+$/ { b = b $0 "\n" } END { printf "%s", b }' "$1"; }
 before=$(last_block "$out/state-2560x1440.log")
