@@ -79,18 +79,20 @@ void DivergencePanel::draw_table(DebugContext& ctx) {
             if (statuses_[static_cast<size_t>(i)] == widgets::EventStatus::Diverged) shown.push_back(i);
         rows = &shown;
     }
-    const ImGuiTableFlags flags = ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY | ImGuiTableFlags_BordersInnerV |
-                                  ImGuiTableFlags_Resizable | ImGuiTableFlags_SizingStretchProp;
+    // Columns as wide as their headers and values; a narrow pane scrolls sideways instead of
+    // cutting the headers.
+    const ImGuiTableFlags flags = ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY | ImGuiTableFlags_ScrollX |
+                                  ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_Resizable | ImGuiTableFlags_SizingFixedFit;
     if (!ImGui::BeginTable("flagged", 8, flags)) return;
     ImGui::TableSetupScrollFreeze(0, 1);
-    ImGui::TableSetupColumn("#", ImGuiTableColumnFlags_WidthStretch, 0.5f);
-    ImGui::TableSetupColumn("event", ImGuiTableColumnFlags_WidthStretch, 2.0f);
-    ImGui::TableSetupColumn("status", ImGuiTableColumnFlags_WidthStretch, 0.9f);
-    ImGui::TableSetupColumn("NMSE", ImGuiTableColumnFlags_WidthStretch, 0.9f);
-    ImGui::TableSetupColumn("max |diff|", ImGuiTableColumnFlags_WidthStretch, 0.9f);
-    ImGui::TableSetupColumn("cosine", ImGuiTableColumnFlags_WidthStretch, 0.9f);
-    ImGui::TableSetupColumn("local error", ImGuiTableColumnFlags_WidthStretch, 1.3f);
-    ImGui::TableSetupColumn("note", ImGuiTableColumnFlags_WidthStretch, 2.0f);
+    ImGui::TableSetupColumn("#");
+    ImGui::TableSetupColumn("event");
+    ImGui::TableSetupColumn("status");
+    ImGui::TableSetupColumn("NMSE");
+    ImGui::TableSetupColumn("max |diff|");
+    ImGui::TableSetupColumn("cosine");
+    ImGui::TableSetupColumn("local error");
+    ImGui::TableSetupColumn("note");
     ImGui::TableHeadersRow();
     ImGuiListClipper clipper;
     clipper.Begin(static_cast<int>(rows->size()));
