@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -142,26 +143,47 @@ struct CleanCase {
 };
 class LocalErrorClean : public ::testing::TestWithParam<CleanCase> {};
 
+// Our clean run of `model_file` against llama.cpp's `dump_file` with every compared event marked
+// divergent, so that the local pass recomputes all of them; the model and reference kept for it.
+struct RecomputedRun {
+    std::unique_ptr<Model> model;
+    std::unique_ptr<ReferenceDump> reference;
+    CompareRunResult run;
+    int64_t first_divergent = -2;  // before the marking
+};
+RecomputedRun recompute_every_event(const char* model_file, const char* dump_file) {
+    RecomputedRun out;
+    auto model = Model::open(test::fixture_path(model_file));
+    EXPECT_TRUE(model.ok()) << model.error().message;
+    auto reference = ReferenceDump::open(test::fixture_path(dump_file));
+    EXPECT_TRUE(reference.ok()) << reference.error().message;
+    if (!model || !reference) return out;
+    out.model = std::move(model.value());
+    out.reference = std::move(reference.value());
+    auto backend = make_cpu_backend(0);
+    CompareRunOptions options;
+    options.forward.n_ubatch = out.reference->n_ubatch();
+    options.forward.flash_attn = out.reference->flash_attention();
+    options.forward.all_logits = out.reference->all_logits();
+    auto run = compare_with_reference(*out.model, *backend, *out.reference, options);
+    EXPECT_TRUE(run.ok()) << run.error().message;
+    if (!run) return out;
+    out.run = std::move(run.value());
+    out.first_divergent = out.run.summary.first_divergent;
+    for (EventComparison& e : out.run.comparisons)
+        if (e.status == CompareStatus::kOk) e.status = CompareStatus::kDiverged;
+    compute_local_errors(out.model.get(), *out.reference, {options.forward, options.thresholds}, out.run);
+    return out;
+}
+
 TEST_P(LocalErrorClean, EveryOpAgreesOnTheReferencesInputs) {
     LS_REQUIRE_FIXTURES();
     const CleanCase& c = GetParam();
-    auto model = Model::open(test::fixture_path(c.model));
-    ASSERT_TRUE(model.ok()) << model.error().message;
-    auto reference = ReferenceDump::open(test::fixture_path(c.dump));
-    ASSERT_TRUE(reference.ok()) << reference.error().message;
-    auto backend = make_cpu_backend(0);
-    CompareRunOptions options;
-    options.forward.n_ubatch = reference.value()->n_ubatch();
-    options.forward.flash_attn = reference.value()->flash_attention();
-    options.forward.all_logits = reference.value()->all_logits();
-    auto run = compare_with_reference(*model.value(), *backend, *reference.value(), options);
-    ASSERT_TRUE(run.ok()) << run.error().message;
-    CompareRunResult& r = run.value();
-    EXPECT_EQ(r.summary.first_divergent, -1);
+    RecomputedRun rr = recompute_every_event(c.model, c.dump);
+    ASSERT_TRUE(rr.model && rr.reference);
+    EXPECT_EQ(rr.first_divergent, -1);
+    CompareRunResult& r = rr.run;
     int measured = 0;
-    for (EventComparison& e : r.comparisons)
-        if (e.status == CompareStatus::kOk) e.status = CompareStatus::kDiverged;
-    compute_local_errors(model.value().get(), *reference.value(), {options.forward, options.thresholds}, r);
     for (const EventComparison& e : r.comparisons) {
         if (e.status != CompareStatus::kDiverged) continue;
         ASSERT_NE(e.local_origin, LocalOrigin::kNotComputed) << e.name;
@@ -199,21 +221,9 @@ class LocalErrorDeepseek2 : public ::testing::TestWithParam<MlaCase> {};
 TEST_P(LocalErrorDeepseek2, EveryProductAgreesOnTheReferencesInputs) {
     LS_REQUIRE_FIXTURES();
     const MlaCase& c = GetParam();
-    auto model = Model::open(test::fixture_path(c.model));
-    ASSERT_TRUE(model.ok()) << model.error().message;
-    auto reference = ReferenceDump::open(test::fixture_path(c.dump));
-    ASSERT_TRUE(reference.ok()) << reference.error().message;
-    auto backend = make_cpu_backend(0);
-    CompareRunOptions options;
-    options.forward.n_ubatch = reference.value()->n_ubatch();
-    options.forward.flash_attn = reference.value()->flash_attention();
-    options.forward.all_logits = reference.value()->all_logits();
-    auto run = compare_with_reference(*model.value(), *backend, *reference.value(), options);
-    ASSERT_TRUE(run.ok()) << run.error().message;
-    CompareRunResult& r = run.value();
-    for (EventComparison& e : r.comparisons)
-        if (e.status == CompareStatus::kOk) e.status = CompareStatus::kDiverged;
-    compute_local_errors(model.value().get(), *reference.value(), {options.forward, options.thresholds}, r);
+    RecomputedRun rr = recompute_every_event(c.model, c.dump);
+    ASSERT_TRUE(rr.model && rr.reference);
+    const CompareRunResult& r = rr.run;
     std::set<std::string> weights;
     for (const EventComparison& e : r.comparisons) {
         if (e.status != CompareStatus::kDiverged) continue;
