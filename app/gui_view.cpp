@@ -537,6 +537,8 @@ void MainView::draw_workspace(const std::function<void(const std::string&)>& dra
     const float bottom = 2 * ImGui::GetTextLineHeightWithSpacing() + 2 * style.WindowPadding.y;
     const views::LayoutRect area{vp->Pos.x, vp->Pos.y + top, vp->Size.x, std::max(0.0f, vp->Size.y - top - bottom)};
     const float gap = std::round(6 * scale), strip = ImGui::GetFrameHeight() + 2 * std::round(3 * scale);
+    // Arranged before the panels opened since the last frame are placed (one without a home goes
+    // to the largest pane, by these rectangles), and again after.
     layout_.arrange(area, gap, std::round(240 * scale), std::round(160 * scale));
     const ImGuiIO& io = ImGui::GetIO();
 

@@ -161,10 +161,12 @@ void AttentionPanel::draw(DebugContext& ctx) {
         page = 0;
         ctx.log(fmt::format("attention heads {}", order == Order::kIndex ? "by number" : order == Order::kDivergence ? "most divergent first" : "most peaked first"));
     }
-    if (pages > 1) {
+    if (n_head > 1) {  // shown whatever the page count, so that a large page can be made small again
         ImGui::SameLine();
-        ImGui::SetNextItemWidth(ImGui::GetFontSize() * 5);
+        ImGui::SetNextItemWidth(ImGui::GetFontSize() * 3);
         ImGui::InputInt("per page", &heads_per_page, 0);
+    }
+    if (pages > 1) {
         ImGui::SameLine();
         if (ImGui::ArrowButton("prev", ImGuiDir_Left) && page > 0) --page;
         ImGui::SameLine();

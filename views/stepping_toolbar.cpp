@@ -99,13 +99,14 @@ bool SteppingToolbar::generate(DebugContext& ctx, int n) {
 
 namespace {
 
-// The next button on this line when it fits the panel's width, else on the next line: a narrow
-// pane wraps the toolbar instead of cutting its buttons.
-void flow(const char* next_label) {
-    const ImGuiStyle& style = ImGui::GetStyle();
-    const float width = ImGui::CalcTextSize(next_label, nullptr, true).x + 2 * style.FramePadding.x;
-    const float right = ImGui::GetItemRectMax().x + style.ItemSpacing.x + width;
+// The next item on this line when its `width` fits the panel's, else on the next line: a narrow
+// pane wraps the toolbar instead of cutting it.
+void flow_width(float width) {
+    const float right = ImGui::GetItemRectMax().x + ImGui::GetStyle().ItemSpacing.x + width;
     if (right <= ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x) ImGui::SameLine();
+}
+void flow(const char* next_button) {
+    flow_width(ImGui::CalcTextSize(next_button, nullptr, true).x + 2 * ImGui::GetStyle().FramePadding.x);
 }
 
 }  // namespace
@@ -130,10 +131,13 @@ void SteppingToolbar::draw_controls(DebugContext& ctx) {
     ImGui::BeginDisabled(ctx.cursor < 0);
     if (ImGui::Button("Run to cursor")) run_to_cursor(ctx);
     ImGui::EndDisabled();
-    ImGui::SameLine();
+    flow("Generate");
     if (ImGui::Button("Generate")) generate(ctx, generate_count);
-    ImGui::SameLine();
-    ImGui::SetNextItemWidth(90);
+    // The count with its - and + buttons and its label.
+    const ImGuiStyle& style = ImGui::GetStyle();
+    const float count_w = ImGui::GetFontSize() * 4;
+    flow_width(count_w + 2 * (ImGui::GetFrameHeight() + style.ItemInnerSpacing.x) + ImGui::CalcTextSize("tokens").x);
+    ImGui::SetNextItemWidth(count_w);
     ImGui::InputInt("tokens##generate", &generate_count);
     if (generate_count < 0) generate_count = 0;
     ImGui::EndDisabled();
