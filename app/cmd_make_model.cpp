@@ -68,6 +68,7 @@ int run_make_model(const MakeModelOptions& o) {
     if (!o.arch.empty() && o.arch != spec.arch) {
         spec.arch = o.arch;
         if (spec.arch == "gpt-oss" && spec.n_swa == 0) spec.n_swa = 128;  // gpt-oss's window unless --swa says
+        if (spec.arch == "qwen35" && spec.n_layer < spec.full_attn_interval) spec.n_layer = spec.full_attn_interval;
     }
     // --type T, or a list T1,T2,...: one file per type from the same master weights.
     std::vector<GgmlType> types;

@@ -31,6 +31,7 @@
 #include "views/prompt_panel.h"
 #include "views/qk_panel.h"
 #include "views/router_panel.h"
+#include "views/state_panel.h"
 #include "views/status_bar.h"
 #include "views/stepping_toolbar.h"
 #include "views/tensor_inspector.h"
@@ -47,6 +48,7 @@ struct MainView::Panels {
     views::AttentionPanel attention;
     views::QKPanel qk;
     views::RouterPanel router;
+    views::StatePanel state;
     views::LogitsPanel logits;
     views::LogitLensPanel lens;
     views::QuantPanel quant;
@@ -84,6 +86,7 @@ MainView::MainView() : p_(std::make_unique<Panels>()) {
         {"lens", "Logit lens", "", &p_->lens.open},
         {"quant", "Quantization", "", &p_->quant.open},
         {"history", "Tensor history", "", &p_->history.open},
+        {"state", "Recurrent state", "", &p_->state.open},
     };
     // The default layout's panels open, the rest from the View menu.
     for (PanelEntry& e : panels_) *e.open = layout_.contains(e.name);
@@ -477,6 +480,7 @@ void MainView::draw() {
         else if (name == "histograms") p_->histograms.draw(ctx);
         else if (name == "qk") p_->qk.draw(ctx);
         else if (name == "router") p_->router.draw(ctx);
+        else if (name == "state") p_->state.draw(ctx);
         else if (name == "lens") p_->lens.draw(ctx);
         else if (name == "quant") p_->quant.draw(ctx);
         else if (name == "history") p_->history.draw(ctx);

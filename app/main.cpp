@@ -174,10 +174,13 @@ void add_make_model_command(CLI::App& app, ls::app::MakeModelOptions& o) {
                                          "deepseek2-tiny, tinyllama-1.1b, qwen2.5-0.5b, llama-3.2-1b, llama-3.1-8b, "
                                          "llama3-tiny, qwen3-0.6b, qwen3-8b, qwen3-tiny, qwen3-30b-a3b, qwen3moe-tiny, "
                                          "mixtral-8x7b, llama-moe-tiny, phi-3.5-mini, phi-4-mini, phi3-tiny, gemma-2-2b, "
-                                         "gemma-3-1b, gemma-3-4b, gemma2-tiny, gemma3-tiny, gpt-oss-20b, gpt-oss-tiny")
+                                         "gemma-3-1b, gemma-3-4b, gemma2-tiny, gemma3-tiny, gpt-oss-20b, gpt-oss-tiny, "
+                                         "qwen3.5-4b, qwen35-tiny")
         ->excludes(demo);
-    mk->add_option("--arch", o.arch, "llama (default), qwen2, qwen3, qwen3moe, phi3, gemma2, gemma3, deepseek2 or gpt-oss")
-        ->check(CLI::IsMember({"llama", "qwen2", "qwen3", "qwen3moe", "phi3", "gemma2", "gemma3", "deepseek2", "gpt-oss"}));
+    mk->add_option("--arch", o.arch, "llama (default), qwen2, qwen3, qwen3moe, phi3, gemma2, gemma3, deepseek2, gpt-oss or "
+                                     "qwen35")
+        ->check(CLI::IsMember({"llama", "qwen2", "qwen3", "qwen3moe", "phi3", "gemma2", "gemma3", "deepseek2", "gpt-oss",
+                               "qwen35"}));
     mk->add_option("--type", o.type, "Weight type: f32, f16 (default), bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_K..q6_K, "
                                      "mxfp4 (experts MXFP4, other matrices Q8_0, as llama-quantize's MXFP4_MOE), nvfp4 (every "
                                      "matrix but token_embd and the router NVFP4, as ModelOpt conversions); a list (f16,q8_0,q4_K) writes one "
@@ -225,9 +228,9 @@ void add_make_model_command(CLI::App& app, ls::app::MakeModelOptions& o) {
     mk->add_option("--rope-freqs", o.rope_freqs, "llama: rope_freqs.weight with Llama 3.1's llama3 factors of this "
                                                  "scale (0: none)")
         ->check(CLI::Range(0.0, 1024.0));
-    mk->add_option("--head-dim", o.head_dim, "qwen3, gemma, gpt-oss: head width, attention.key_length (default n_embd / heads)")
+    mk->add_option("--head-dim", o.head_dim, "qwen3, gemma, gpt-oss, qwen35: head width, attention.key_length (default n_embd / heads)")
         ->check(CLI::Range(2, 65536));
-    mk->add_option("--rot", o.n_rot, "phi3: rotated dims per head, rope.dimension_count (default: the whole head)")
+    mk->add_option("--rot", o.n_rot, "phi3, qwen35: rotated dims per head, rope.dimension_count (default: the whole head)")
         ->check(CLI::Range(2, 65536));
     mk->add_option("--longrope-orig-ctx", o.longrope_orig_ctx, "phi3: write LongRoPE factors with this original context "
                                                                "(a longer context takes the long factors)")

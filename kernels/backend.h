@@ -208,8 +208,8 @@ public:
     // y = a op b for op ADD, MUL or DIV, with ggml's broadcasting: each b.ne[d] divides a.ne[d]
     // (b's index along d is a's modulo b.ne[d]). All three contiguous f32.
     virtual void binary(Op op, const Tensor& a, const Tensor& b, Tensor& y);
-    // y = f(x) for op SIGMOID (1 / (1 + exp(-x))), SCALE (x * p0), CLAMP (x limited to [p0, p1]) or
-    // TANH (tanhf(x), as ggml).
+    // y = f(x) for op SIGMOID (1 / (1 + exp(-x))), SCALE (x * p0), CLAMP (x limited to [p0, p1]),
+    // TANH (tanhf(x), as ggml) or SOFTPLUS (host_unary).
     virtual void unary(Op op, const Tensor& x, Tensor& y, float p0 = 0, float p1 = 0);
     // y {1, rows} = the sum of each row of x, in double as ggml sums it.
     virtual void sum_rows(const Tensor& x, Tensor& y);
@@ -226,6 +226,19 @@ public:
     // ADD_ID: y[:, s, t] = a[:, s, t] + table[:, ids[s, t]] (the chosen experts' biases). a and y {n,
     // n_used, T}, table {n, n_expert}, ids I32 {n_used, T}; all contiguous.
     virtual void add_id(const Tensor& a, const Tensor& table, const Tensor& ids, Tensor& y);
+
+    // ---- qwen35's Gated DeltaNet ops (the defaults run host_ops.h's functions on downloaded copies)
+    // SILU: y = x / (1 + e^-x) over contiguous f32 (host_silu; llama mode as ggml's CPU build of
+    // the reference computes it, exact mode with ggml's 512-bit expf).
+    virtual void silu(const Tensor& x, Tensor& y, MathMode mode);
+    // SSM_CONV: y {channels, T} = each channel's d_conv taps w {d_conv, channels} run over its row
+    // of x {d_conv - 1 + T, channels} (host_ssm_conv). All contiguous f32.
+    virtual void ssm_conv(const Tensor& x, const Tensor& w, Tensor& y);
+    // GATED_DELTA_NET: out {S, H_v, T} from q, k {S, H_k, T}, v {S, H_v, T}, the decay g and beta
+    // {H_v, T}, token by token, updating state {S, S, H_v} in place (host_gated_delta_net). All
+    // contiguous f32.
+    virtual void gated_delta_net(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
+                                 Tensor& state, Tensor& out, MathMode mode);
 
     // Statistics and the histogram of an f32 tensor, computed where it lives.
     virtual void stats(const Tensor& x, TensorStats* out) = 0;

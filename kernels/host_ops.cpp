@@ -11,6 +11,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/common/gelu.h"
+#include "kernels/cpu/delta_net.h"
 #include "kernels/cpu/ggml_order.h"
 
 namespace ls {
@@ -47,7 +48,12 @@ void host_unary(Op op, const float* x, int64_t n, float* y, float p0, float p1) 
         case Op::kTanh:
             for (int64_t i = 0; i < n; ++i) y[i] = std::tanh(x[i]);
             return;
-        default: throw std::invalid_argument(std::string("host_unary: ") + op_name(op) + " is not SIGMOID, SCALE, CLAMP or TANH");
+        case Op::kSoftplus:
+            for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 20.0f ? x[i] : std::log(1.0f + std::exp(x[i]));
+            return;
+        default:
+            throw std::invalid_argument(std::string("host_unary: ") + op_name(op) +
+                                        " is not SIGMOID, SCALE, CLAMP, TANH or SOFTPLUS");
     }
 }
 
@@ -73,6 +79,18 @@ void host_add_id(const float* a, int64_t n, int64_t S, int64_t T, const float* t
                                     " rows");
         for (int64_t i = 0; i < n; ++i) y[c * n + i] = a[c * n + i] + table[id * n + i];
     }
+}
+
+void host_silu(const float* x, int64_t n, float* y, int lanes) { delta_net::silu(x, n, y, lanes); }
+
+void host_ssm_conv(const float* x, const float* w, int64_t d_conv, int64_t channels, int64_t T, float* y, int64_t c0,
+                   int64_t c1) {
+    delta_net::ssm_conv(x, w, d_conv, channels, T, y, c0, c1);
+}
+
+void host_gated_delta_net(const float* q, const float* k, const float* v, const float* g, const float* beta, float* state,
+                          float* out, int64_t S, int64_t H_k, int64_t H_v, int64_t T, int lanes, int64_t h0, int64_t h1) {
+    delta_net::gated_delta_net(q, k, v, g, beta, state, out, S, H_k, H_v, T, lanes, h0, h1);
 }
 
 void host_sum_rows(const float* x, int64_t n, int64_t rows, float* y) {
@@ -142,6 +160,32 @@ void Backend::add_id(const Tensor& a, const Tensor& table, const Tensor& ids, Te
     std::vector<float> hy(ha.size());
     host_add_id(ha.data(), a.ne[0], a.ne[1], a.ne[2], ht.data(), table.ne[1], hid.data(), hy.data());
     upload(y.data, hy.data(), hy.size() * sizeof(float));
+}
+
+void Backend::silu(const Tensor& x, Tensor& y, MathMode mode) {
+    const std::vector<float> hx = fetch(*this, x);
+    std::vector<float> hy(hx.size());
+    host_silu(hx.data(), x.n_elements(), hy.data(), mode == MathMode::kLlama ? 8 : 0);
+    upload(y.data, hy.data(), hy.size() * sizeof(float));
+}
+
+void Backend::ssm_conv(const Tensor& x, const Tensor& w, Tensor& y) {
+    const std::vector<float> hx = fetch(*this, x), hw = fetch(*this, w);
+    std::vector<float> hy(static_cast<size_t>(y.n_elements()));
+    host_ssm_conv(hx.data(), hw.data(), w.ne[0], w.ne[1], y.ne[1], hy.data(), 0, w.ne[1]);
+    upload(y.data, hy.data(), hy.size() * sizeof(float));
+}
+
+void Backend::gated_delta_net(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
+                              Tensor& state, Tensor& out, MathMode mode) {
+    const std::vector<float> hq = fetch(*this, q), hk = fetch(*this, k), hv = fetch(*this, v), hg = fetch(*this, g),
+                             hb = fetch(*this, beta);
+    std::vector<float> hs = fetch(*this, state), ho(static_cast<size_t>(out.n_elements()));
+    const int64_t H_v = v.ne[1];
+    host_gated_delta_net(hq.data(), hk.data(), hv.data(), hg.data(), hb.data(), hs.data(), ho.data(), v.ne[0], q.ne[1],
+                         H_v, v.ne[2], mode == MathMode::kLlama ? 8 : 0, 0, H_v);
+    upload(state.data, hs.data(), hs.size() * sizeof(float));
+    upload(out.data, ho.data(), ho.size() * sizeof(float));
 }
 
 void Backend::sum_rows(const Tensor& x, Tensor& y) {

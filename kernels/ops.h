@@ -38,6 +38,11 @@ enum class Op : uint8_t {
     kTanh,          // TANH: tanh(x) (gemma's soft caps)
     kSwigluOai,     // SWIGLU_OAI: gpt-oss's clamped swiglu, (min(g, L) * sigmoid(a min(g, L))) * (clamp(u, -L, L) + 1)
     kAddId,         // ADD_ID: rows of a table chosen per column added (gpt-oss's expert biases)
+    kSilu,          // SILU: x / (1 + exp(-x)) (qwen35's conv output and output gate)
+    kSoftplus,      // SOFTPLUS: log(1 + exp(x)), x itself above 20 (qwen35's decay gate)
+    kSsmConv,       // SSM_CONV: a causal conv1d over each channel's window (conv state then the ubatch)
+    kGatedDeltaNet, // GATED_DELTA_NET: the gated delta rule over a recurrent state (qwen35's linear attention)
+    kTranspose,     // TRANSPOSE: the first two axes swapped (strides only)
     kCount
 };
 
@@ -45,7 +50,8 @@ inline constexpr const char* kOpNames[] = {
     "NONE",     "GET_ROWS", "RMS_NORM", "MUL",     "ADD",  "SCALE",   "MUL_MAT",    "MUL_MAT_ID",
     "ROPE",     "SWIGLU",   "SOFT_MAX", "FLASH_ATTN_EXT", "SET_ROWS", "CPY", "CONT", "RESHAPE",
     "VIEW",     "PERMUTE",  "CONCAT",   "ARGSORT", "REPEAT", "DIV",   "SIGMOID", "CLAMP",
-    "SUM_ROWS", "GEGLU",    "TANH",     "SWIGLU_OAI", "ADD_ID",
+    "SUM_ROWS", "GEGLU",    "TANH",     "SWIGLU_OAI", "ADD_ID", "SILU", "SOFTPLUS", "SSM_CONV",
+    "GATED_DELTA_NET", "TRANSPOSE",
 };
 static_assert(sizeof(kOpNames) / sizeof(kOpNames[0]) == static_cast<size_t>(Op::kCount),
               "every op needs its name in kOpNames, in enum order");

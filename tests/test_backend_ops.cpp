@@ -885,6 +885,154 @@ TEST(BackendOps, AddId) {
     }
 }
 
+// ---- qwen35's Gated DeltaNet ops (Qwen3.5-4B: conv width 2*16*128 + 32*128 = 8192, head dim 128,
+// 16 key heads, 32 value heads), each against its formula written out here in double.
+
+// SILU (the conv output and the output gate): x / (1 + e^-x), both modes against the formula;
+// lengths that leave a tail after ggml's groups of 8 and 16, saturating inputs.
+TEST(BackendOps, Silu) {
+    Tally tally;
+    for (auto [n, T] : {std::pair<int64_t, int64_t>{1, 1}, {15, 2}, {17, 3}, {1003, 2}, {4096, 3}, {8192, 4}}) {
+        std::vector<float> x = randn(n * T, 161, 4.0f);
+        const float specials[] = {-100.0f, 100.0f, 0.0f, -0.0f, -20.0f, 20.0f, 88.0f, -88.0f};
+        if (x.size() > 3 * std::size(specials))
+            for (size_t i = 0; i < std::size(specials); ++i) x[i * 3] = specials[i];
+        std::vector<float> naive(x.size());
+        for (size_t i = 0; i < x.size(); ++i) naive[i] = static_cast<float>(x[i] / (1.0 + std::exp(-static_cast<double>(x[i]))));
+        check_case(tally, Op::kSilu, GgmlType::F32, shape_text({n, T}), &naive, 1e-12, [&](Backend& be, MathMode mode) {
+            Guarded in(be, make_tensor(nullptr, n, T), x.data(), x.size() * 4);
+            Guarded y(be, make_tensor(nullptr, n, T));
+            be.silu(in.t(), y.t(), mode);
+            return Output{y.floats(), y.guard_damage()};
+        });
+    }
+}
+
+// SOFTPLUS (the decay gate's softplus(alpha + dt_bias)): log(1 + e^x) against log1p(e^x) in
+// double; ggml returns x itself above 20, which agrees in f32. Values beyond 20 and very negative
+// ones (where 1 + e^x rounds to 1) are mixed in. ggml's f32 formula loses up to 2^-24 absolute
+// where e^x is small, so no case is a handful of negative values alone (the NMSE would show it).
+TEST(BackendOps, Softplus) {
+    Tally tally;
+    for (auto [n, T] : {std::pair<int64_t, int64_t>{17, 2}, {32, 3}, {1003, 2}, {4096, 4}}) {
+        std::vector<float> x = randn(n * T, 163, 8.0f);
+        const float specials[] = {20.0f, 20.5f, 19.9f, 25.0f, 100.0f, -30.0f, -90.0f, -100.0f, 0.0f, -0.0f, 1e-7f};
+        if (x.size() > 3 * std::size(specials))
+            for (size_t i = 0; i < std::size(specials); ++i) x[i * 3] = specials[i];
+        std::vector<float> naive(x.size());
+        for (size_t i = 0; i < x.size(); ++i) naive[i] = static_cast<float>(std::log1p(std::exp(static_cast<double>(x[i]))));
+        check_case(tally, Op::kSoftplus, GgmlType::F32, shape_text({n, T}), &naive, 1e-12, [&](Backend& be, MathMode) {
+            Guarded in(be, make_tensor(nullptr, n, T), x.data(), x.size() * 4);
+            Guarded y(be, make_tensor(nullptr, n, T));
+            be.unary(Op::kSoftplus, in.t(), y.t());
+            return Output{y.floats(), y.guard_damage()};
+        });
+    }
+}
+
+// SSM_CONV (the causal conv1d before the delta rule): each channel's 4 taps over its window of the
+// conv state (d_conv - 1 values) and the ubatch, for one token and for a prompt.
+TEST(BackendOps, SsmConv) {
+    Tally tally;
+    const int64_t d_conv = 4;
+    for (auto [C, T] : {std::pair<int64_t, int64_t>{1, 1}, {256, 1}, {256, 7}, {8192, 1}, {8192, 7}}) {
+        const int64_t n_x = d_conv - 1 + T;
+        const std::vector<float> x = randn(n_x * C, 165), w = randn(d_conv * C, 166, 0.5f);
+        std::vector<float> naive(static_cast<size_t>(C * T));
+        for (int64_t c = 0; c < C; ++c)
+            for (int64_t t = 0; t < T; ++t) {
+                double sum = 0;
+                for (int64_t i = 0; i < d_conv; ++i) sum += static_cast<double>(x[c * n_x + t + i]) * w[c * d_conv + i];
+                naive[t * C + c] = static_cast<float>(sum);
+            }
+        check_case(tally, Op::kSsmConv, GgmlType::F32, "d_conv 4 " + shape_text({C, T}), &naive, 1e-12, [&](Backend& be, MathMode) {
+            Guarded tx(be, make_tensor(nullptr, n_x, C), x.data(), x.size() * 4);
+            Guarded tw(be, make_tensor(nullptr, d_conv, C), w.data(), w.size() * 4);
+            Guarded y(be, make_tensor(nullptr, C, T));
+            be.ssm_conv(tx.t(), tw.t(), y.t());
+            return Output{y.floats(), y.guard_damage()};
+        });
+    }
+}
+
+// GATED_DELTA_NET (qwen35's linear attention): inputs shaped like the real ones (q and k
+// L2-normalised per head and token, g the log of a decay in (0, 1), beta in (0, 1), a nonzero
+// state), against the recurrence in double on the untransposed matrix S[i][j]; the output and the
+// updated state are each a case of their own.
+TEST(BackendOps, GatedDeltaNet) {
+    Tally tally;
+    struct Shape { int64_t S, H_k, H_v, T; const char* what; };
+    const Shape shapes[] = {
+        {32, 2, 4, 1, "small decode"}, {32, 2, 4, 9, "small prompt"},
+        {128, 16, 32, 1, "Qwen3.5-4B decode"}, {128, 16, 32, 3, "Qwen3.5-4B prompt"},
+    };
+    for (const Shape& s : shapes) {
+        const int64_t S = s.S, H_k = s.H_k, H_v = s.H_v, T = s.T;
+        std::vector<float> q = randn(S * H_k * T, 171), k = randn(S * H_k * T, 172);
+        for (std::vector<float>* qk : {&q, &k})
+            for (int64_t r = 0; r < H_k * T; ++r) {
+                double sq = 0;
+                for (int64_t i = 0; i < S; ++i) sq += static_cast<double>((*qk)[r * S + i]) * (*qk)[r * S + i];
+                const float inv = static_cast<float>(1.0 / std::sqrt(sq));
+                for (int64_t i = 0; i < S; ++i) (*qk)[r * S + i] *= inv;
+            }
+        const std::vector<float> v = randn(S * H_v * T, 173), state0 = randn(S * S * H_v, 174, 0.1f);
+        std::vector<float> g(static_cast<size_t>(H_v * T)), beta(g.size());
+        std::mt19937 rng(175);
+        std::uniform_real_distribution<float> decay(0.05f, 0.999f), unit(0.02f, 0.98f);
+        for (size_t i = 0; i < g.size(); ++i) g[i] = std::log(decay(rng)), beta[i] = unit(rng);
+
+        std::vector<float> naive_out(v.size()), naive_state(state0.size());
+        for (int64_t h = 0; h < H_v; ++h) {
+            std::vector<double> M(static_cast<size_t>(S * S));  // M[i * S + j] = S[i][j]
+            for (int64_t i = 0; i < S; ++i)
+                for (int64_t j = 0; j < S; ++j) M[i * S + j] = state0[h * S * S + j * S + i];
+            for (int64_t t = 0; t < T; ++t) {
+                const float* qt = &q[(t * H_k + h % H_k) * S];
+                const float* kt = &k[(t * H_k + h % H_k) * S];
+                const float* vt = &v[(t * H_v + h) * S];
+                const double a = std::exp(static_cast<double>(g[t * H_v + h])), b = beta[t * H_v + h];
+                for (double& m : M) m *= a;
+                std::vector<double> delta(static_cast<size_t>(S));
+                for (int64_t j = 0; j < S; ++j) {
+                    double kv = 0;
+                    for (int64_t i = 0; i < S; ++i) kv += M[i * S + j] * kt[i];
+                    delta[j] = (vt[j] - kv) * b;
+                }
+                for (int64_t i = 0; i < S; ++i)
+                    for (int64_t j = 0; j < S; ++j) M[i * S + j] += kt[i] * delta[j];
+                for (int64_t j = 0; j < S; ++j) {
+                    double o = 0;
+                    for (int64_t i = 0; i < S; ++i) o += M[i * S + j] * qt[i];
+                    naive_out[(t * H_v + h) * S + j] = static_cast<float>(o / std::sqrt(static_cast<double>(S)));
+                }
+            }
+            for (int64_t i = 0; i < S; ++i)
+                for (int64_t j = 0; j < S; ++j) naive_state[h * S * S + j * S + i] = static_cast<float>(M[i * S + j]);
+        }
+
+        // Runs the op on fresh copies of the inputs and the starting state; the case's `part`: the
+        // output (0) or the updated state (1), with the guard bytes of both.
+        auto runner = [&](int part) {
+            return [&, part](Backend& be, MathMode mode) {
+                Guarded tq(be, make_tensor(nullptr, S, H_k, T), q.data(), q.size() * 4);
+                Guarded tk(be, make_tensor(nullptr, S, H_k, T), k.data(), k.size() * 4);
+                Guarded tv(be, make_tensor(nullptr, S, H_v, T), v.data(), v.size() * 4);
+                Guarded tg(be, make_tensor(nullptr, H_v, T), g.data(), g.size() * 4);
+                Guarded tb(be, make_tensor(nullptr, H_v, T), beta.data(), beta.size() * 4);
+                Guarded ts(be, make_tensor(nullptr, S, S, H_v), state0.data(), state0.size() * 4);
+                Guarded out(be, make_tensor(nullptr, S, H_v, T));
+                be.gated_delta_net(tq.t(), tk.t(), tv.t(), tg.t(), tb.t(), ts.t(), out.t(), mode);
+                const std::string damage = out.guard_damage() + ts.guard_damage();
+                return Output{part == 0 ? out.floats() : ts.floats(), damage};
+            };
+        };
+        const std::string what = shape_text({S, H_k, H_v, T}) + " (" + s.what + ")";
+        check_case(tally, Op::kGatedDeltaNet, GgmlType::F32, what + " out", &naive_out, 1e-12, runner(0));
+        check_case(tally, Op::kGatedDeltaNet, GgmlType::F32, what + " state", &naive_state, 1e-12, runner(1));
+    }
+}
+
 // Attention shapes: head dims, heads, KV heads, tokens, cells attended (crossing ggml's paddings).
 struct AttnShape { int64_t hd_k, hd_v, n_head, n_head_kv, T, n_kv; const char* what; };
 const AttnShape kAttnShapes[] = {

@@ -358,7 +358,9 @@ TEST(FaultsCatalogue, NamesRoundTripAndRefusals) {
     for (Fault f : {Fault::kQkvBiasDropped, Fault::kQ4KScaleMinSwapped, Fault::kYarnMscale, Fault::kMoeWeightsNorm,
                     Fault::kMoeTopKOrder, Fault::kMlaScaleWidth, Fault::kMoeBiasInWeights, Fault::kMoeGroupScore,
                     Fault::kMoeGateUpSwapped, Fault::kAttnSinksIgnored, Fault::kSwigluOaiUnclamped, Fault::kSwigluOaiClampBelow,
-                    Fault::kMoeSoftmaxBeforeTopk, Fault::kMxfp4NibbleOrder, Fault::kMxfp4ScaleExponent}) {
+                    Fault::kMoeSoftmaxBeforeTopk, Fault::kMxfp4NibbleOrder, Fault::kMxfp4ScaleExponent,
+                    Fault::kConvStateNotRolled, Fault::kConvStateRolledWrong, Fault::kDecayGateSign,
+                    Fault::kOutputGateBeforeNorm, Fault::kDeltaHeadsInterleaved}) {
         ForwardOptions fo;
         fo.fault = f;
         auto forward = make_forward(*model.value(), *backend, fo);

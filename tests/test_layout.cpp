@@ -15,7 +15,7 @@ namespace {
 
 const std::vector<std::string> kPanels = {"events", "stepping", "tensor", "histograms", "attention", "qk",
                                           "logits", "divergence", "prompt", "faults", "backends", "export",
-                                          "model", "weights", "lints", "router", "lens", "quant", "history"};
+                                          "model", "weights", "lints", "router", "lens", "quant", "history", "state"};
 constexpr float kGap = 6, kMinW = 240, kMinH = 160;
 
 bool overlap(const LayoutRect& a, const LayoutRect& b) {

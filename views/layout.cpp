@@ -30,34 +30,34 @@ Spec named_spec(const std::string& name) {
         return cols(0.27f, rows(0.3f, pane({"stepping"}, {"stepping"}), pane({"events", "prompt", "faults"}, {"events"})),
                     cols(0.55f,
                          rows(0.5f, pane({"divergence", "lens", "quant"}, {"divergence"}),
-                              pane({"tensor", "history", "weights", "model"}, {"tensor"})),
+                              pane({"tensor", "history", "weights", "model", "state"}, {"tensor"})),
                          rows(0.5f, pane({"histograms", "backends", "export"}, {"histograms"}),
                               pane({"logits", "attention", "qk", "router", "lints"}, {"logits"}))));
     if (name == "attention")
         return cols(0.25f, rows(0.3f, pane({"stepping"}, {"stepping"}), pane({"events", "prompt", "faults"}, {"events"})),
                     cols(0.62f,
                          rows(0.62f, pane({"attention", "histograms", "router", "lens", "quant"}, {"attention"}),
-                              pane({"qk", "model"}, {"qk"})),
+                              pane({"qk", "model", "state"}, {"qk"})),
                          rows(0.5f, pane({"tensor", "history", "weights", "lints"}, {"tensor"}),
                               pane({"logits", "divergence", "backends", "export"}, {"logits"}))));
     if (name == "moe")
         return cols(0.25f, rows(0.3f, pane({"stepping"}, {"stepping"}), pane({"events", "prompt", "faults"}, {"events"})),
                     cols(0.55f,
                          rows(0.55f, pane({"router", "attention", "qk", "lens", "quant"}, {"router"}),
-                              pane({"tensor", "history", "histograms", "model"}, {"tensor"})),
+                              pane({"tensor", "history", "histograms", "model", "state"}, {"tensor"})),
                          rows(0.5f, pane({"divergence", "backends", "export"}, {"divergence"}),
                               pane({"logits", "weights", "lints"}, {"logits"}))));
     if (name == "quantization")
         return cols(0.25f, rows(0.3f, pane({"stepping"}, {"stepping"}), pane({"events", "prompt", "faults"}, {"events"})),
                     cols(0.58f,
                          rows(0.6f, pane({"quant", "histograms", "attention", "qk", "router"}, {"quant"}),
-                              pane({"lens", "tensor", "history", "model"}, {"lens"})),
+                              pane({"lens", "tensor", "history", "model", "state"}, {"lens"})),
                          rows(0.5f, pane({"divergence", "backends", "export"}, {"divergence"}),
                               pane({"logits", "weights", "lints"}, {"logits"}))));
     // "default": the first look that fits 1280x800.
     return cols(0.27f, rows(0.3f, pane({"stepping"}, {"stepping"}), pane({"events", "prompt", "faults"}, {"events"})),
                 cols(0.55f,
-                     rows(0.5f, pane({"tensor", "history", "histograms", "quant", "model"}, {"tensor"}),
+                     rows(0.5f, pane({"tensor", "history", "histograms", "quant", "model", "state"}, {"tensor"}),
                           pane({"attention", "qk", "router", "lens"}, {"attention"})),
                      rows(0.5f, pane({"divergence", "backends", "export"}, {"divergence"}),
                           pane({"logits", "weights", "lints"}, {"logits"}))));

@@ -110,7 +110,16 @@ public:
         if (starts_with(base, "Qcur") || starts_with(base, "Kcur") || starts_with(base, "Vcur")) try_bias(base, L);
         if (starts_with(base, "kq_soft_max")) try_softmax(L);
         if (ours_.op == Op::kRmsNorm) try_epsilon();
-        if (starts_with(base, "attn_norm") || starts_with(base, "ffn_norm") || base == "result_norm") try_norm_weight(base, L);
+        if (starts_with(base, "attn_norm") || starts_with(base, "ffn_norm") || base == "result_norm" ||
+            starts_with(base, "attn_post_norm") || base == "h_nextn")
+            try_norm_weight(base, L);
+        if (model_ && model_->config().layer_is_recurrent(L)) {  // qwen35's Gated DeltaNet layers
+            if (starts_with(base, "conv_state_last-")) try_conv_state(L);
+            if (starts_with(base, "gate-")) try_decay_gate(L);
+            if (base == fmt::format("norm-{}", L) && ours_.occurrence == 2) try_gated_norm(L);
+            if (starts_with(base, "new_state-") || (starts_with(base, "attn_output-") && ours_.op == Op::kView))
+                try_delta_heads(base, L);
+        }
         if (base == "result_output") try_vocab_crop();
         if (base == "inp_scaled") try_embd_scale();
         if (base == "embd") try_q4k_swap();
@@ -558,8 +567,12 @@ private:
 
     void try_norm_weight(const std::string& base, int L) {
         if (!model_) return;
-        std::string weight = base == "result_norm" ? "output_norm.weight"
-                                                   : fmt::format("blk.{}.{}.weight", L, starts_with(base, "attn") ? "attn_norm" : "ffn_norm");
+        std::string weight = base == "result_norm" || base == "h_nextn"
+                                 ? "output_norm.weight"
+                                 : fmt::format("blk.{}.{}.weight", L,
+                                               starts_with(base, "attn_post_norm") ? "post_attention_norm"
+                                               : starts_with(base, "attn")         ? "attn_norm"
+                                                                                   : "ffn_norm");
         int64_t rows = 0, cols = 0;
         std::vector<float> w = dequantized(*model_, weight, &rows, &cols);
         if (w.empty()) return;
@@ -573,16 +586,140 @@ private:
         consider("norm-weight-missing", fmt::format("{} matches the reference if {} is applied", ours_.name, weight),
                  ours_aligned(twice));
         const Arch arch = model_->config().arch;
-        if (arch == Arch::kGemma2 || arch == Arch::kGemma3) {
-            // gemma's norms are (1 + w) in the checkpoint; the converter stores 1 + w, so an engine
-            // that adds the 1 again computes x (1 + w'), w' = 1 + w.
+        if (arch == Arch::kGemma2 || arch == Arch::kGemma3 || arch == Arch::kQwen35) {
+            // gemma's (and Qwen3.5's) norms are (1 + w) in the checkpoint; the converter stores 1 + w,
+            // so an engine that adds the 1 again computes x (1 + w'), w' = 1 + w.
             std::vector<float> plain = ours_.data;
             for (size_t i = 0; i < plain.size(); ++i) plain[i] *= w[i % w.size()] / (1.0f + w[i % w.size()]);
             consider("norm-plus-one", fmt::format("{} matches the reference if {} is applied as stored (ours applies 1 + w: "
-                                                  "gemma's 1 added again though the converter already added it)",
+                                                  "the 1 of a zero-centred norm added again though the converter already added it)",
                                                   ours_.name, weight),
                      ours_aligned(plain));
         }
+    }
+
+    // ---- qwen35's Gated DeltaNet layers: what a reference tensor of this evaluation holds.
+    std::vector<float> ref_named(const std::string& base, int occurrence = 1) const {
+        for (const RefTensor& t : ref_.tensors())
+            if (t.base_name == base && t.occurrence == occurrence && t.decode == ours_.decode && t.ubatch == ours_.ubatch &&
+                t.kind == RefKind::kNode && t.complete())
+                return ref_.values(t);
+        return {};
+    }
+    const RefTensor* ref_tensor_named(const std::string& base) const {
+        for (const RefTensor& t : ref_.tensors())
+            if (t.base_name == base && t.occurrence == 1 && t.decode == ours_.decode && t.ubatch == ours_.ubatch &&
+                t.kind == RefKind::kNode && t.complete())
+                return &t;
+        return nullptr;
+    }
+
+    // The new conv state: the last d_conv - 1 inputs of each channel's window (the reference's
+    // conv_input-L), its first ones, or the old state unchanged.
+    void try_conv_state(int L) {
+        const ModelConfig& c = model_->config();
+        const RefTensor* in = ref_tensor_named(fmt::format("conv_input-{}", L));
+        const std::vector<float> old = ref_named(fmt::format("conv_states-{}", L));
+        if (!in) return;
+        const std::vector<float> window = ref_.values(*in);
+        const int64_t n = in->ne()[0], C = in->ne()[1], keep = c.ssm_d_conv - 1;
+        if (keep < 1 || n < keep || C * keep != static_cast<int64_t>(ours_.data.size())) return;
+        auto columns = [&](int64_t first) {
+            std::vector<float> v(static_cast<size_t>(C * keep));
+            for (int64_t ch = 0; ch < C; ++ch)
+                for (int64_t i = 0; i < keep; ++i) v[ch * keep + i] = window[ch * n + first + i];
+            return v;
+        };
+        std::vector<Candidate> cands = {
+            {fmt::format("each channel's last {} inputs of the window (conv_input-{}: the newest)", keep, L), columns(n - keep)}};
+        // In an evaluation whose window starts with the old state (the first one of a sequence:
+        // zeros), its first inputs are the old state: rolled the wrong way and never rolled agree.
+        const std::vector<float> first = columns(0);
+        if (old == first)
+            cands.push_back({fmt::format("each channel's first {} inputs of the window, which are the old state here "
+                                         "(conv_states-{}: rolled the wrong way, or never rolled)", keep, L), first});
+        else {
+            cands.push_back({fmt::format("each channel's first {} inputs of the window (rolled the wrong way)", keep), first});
+            if (old.size() == ours_.data.size())
+                cands.push_back({fmt::format("the state before this evaluation, unchanged (conv_states-{}: never rolled)", L), old});
+        }
+        judge("conv-state", "the new conv state", cands);
+    }
+
+    // The decay gate softplus(alpha + dt_bias) * A with ssm_a = A = -exp(A_log) as stored, the sign
+    // flipped, or -exp applied to the stored value again.
+    void try_decay_gate(int L) {
+        const std::vector<float> sp = ref_named(fmt::format("a_softplus-{}", L));
+        int64_t rows = 0, cols = 0;
+        const std::vector<float> a = dequantized(*model_, fmt::format("blk.{}.ssm_a", L), &rows, &cols);
+        if (sp.size() != ours_.data.size() || a.empty()) return;
+        std::vector<float> stored(sp.size()), flipped(sp.size()), twice(sp.size());
+        for (size_t i = 0; i < sp.size(); ++i) {
+            const float ai = a[i % a.size()];
+            stored[i] = sp[i] * ai, flipped[i] = sp[i] * -ai, twice[i] = sp[i] * -std::exp(ai);
+        }
+        judge("decay-gate", "the decay gate",
+              {{"softplus(alpha + dt_bias) * ssm_a (ssm_a is A = -exp(A_log) already: every decay e^g below 1)", stored},
+               {"softplus(alpha + dt_bias) * -ssm_a (A = exp(A_log): the sign flipped, the state grows)", flipped},
+               {"softplus(alpha + dt_bias) * -exp(ssm_a) (-exp applied again to the stored A)", twice}});
+    }
+
+    // The DeltaNet output's per-head RMS norm: of the delta rule's output (the gate silu(z) after the
+    // weighted norm), or of the output already times silu(z).
+    void try_gated_norm(int L) {
+        const ModelConfig& c = model_->config();
+        const std::vector<float> out = ref_named(fmt::format("attn_output-{}", L)), z = ref_named(fmt::format("z-{}", L));
+        if (out.size() != ours_.data.size() || z.size() != out.size()) return;
+        const int64_t S = c.ssm_d_state, rows = static_cast<int64_t>(out.size()) / S;
+        std::vector<float> z_silu(z.size()), gated(out.size()), plain(out.size()), before(out.size());
+        host_silu(z.data(), static_cast<int64_t>(z.size()), z_silu.data(), 8);
+        for (size_t i = 0; i < out.size(); ++i) gated[i] = out[i] * z_silu[i];
+        const float eps = static_cast<float>(c.rms_eps);
+        Tensor t_out = make_tensor(const_cast<float*>(out.data()), S, rows), t_gated = make_tensor(gated.data(), S, rows);
+        Tensor t_plain = make_tensor(plain.data(), S, rows), t_before = make_tensor(before.data(), S, rows);
+        backend()->rms_norm(t_out, eps, t_plain);
+        backend()->rms_norm(t_gated, eps, t_before);
+        judge("output-gate", "the per-head RMS norm's input",
+              {{fmt::format("the delta rule's output (attn_output-{}), silu(z) multiplied in after the weighted norm", L),
+                ours_aligned(plain)},
+               {fmt::format("the delta rule's output times silu(z-{}) (the output gate before the norm)", L),
+                ours_aligned(before)}});
+    }
+
+    // The delta rule rerun on the reference's inputs, each value head h reading q/k head h % H_k
+    // (llama.cpp) or h / (H_v / H_k) (interleaved).
+    void try_delta_heads(const std::string& base, int L) {
+        const ModelConfig& c = model_->config();
+        const std::string l = std::to_string(L);
+        const std::vector<float> q = ref_named("q_conv_predelta-" + l), k = ref_named("k_conv_predelta-" + l),
+                                 v = ref_named("v_conv_predelta-" + l), g = ref_named("gate-" + l),
+                                 beta = ref_named("beta_sigmoid-" + l), state = ref_named("state_predelta-" + l);
+        const int64_t S = c.ssm_d_state, H_k = c.ssm_n_k_heads, H_v = c.ssm_n_v_heads;
+        if (H_v == H_k || q.empty() || v.empty() || state.size() != static_cast<size_t>(S * S * H_v)) return;
+        const int64_t T = static_cast<int64_t>(v.size()) / (S * H_v), r = H_v / H_k;
+        if (q.size() != k.size() || static_cast<int64_t>(q.size()) != S * H_k * T || static_cast<int64_t>(g.size()) != H_v * T ||
+            beta.size() != g.size())
+            return;
+        const bool want_state = starts_with(base, "new_state-");
+        auto run = [&](bool interleaved) {
+            std::vector<float> s = state, out(v.size()), qr = q, kr = k;
+            int64_t heads = H_k;
+            if (interleaved) {
+                qr.assign(v.size(), 0.0f), kr.assign(v.size(), 0.0f), heads = H_v;
+                for (int64_t t = 0; t < T; ++t)
+                    for (int64_t h = 0; h < H_v; ++h)
+                        for (int64_t i = 0; i < S; ++i) {
+                            qr[(t * H_v + h) * S + i] = q[(t * H_k + h / r) * S + i];
+                            kr[(t * H_v + h) * S + i] = k[(t * H_k + h / r) * S + i];
+                        }
+            }
+            host_gated_delta_net(qr.data(), kr.data(), v.data(), g.data(), beta.data(), s.data(), out.data(), S, heads, H_v,
+                                 T, 8, 0, H_v);
+            return want_state ? s : ours_aligned(out);
+        };
+        judge("delta-heads", "each value head's q/k head",
+              {{fmt::format("h % {} (tiled, as llama.cpp's converted weights pair them)", H_k), run(false)},
+               {fmt::format("h / {} (interleaved, Hugging Face's repeat_interleave)", r), run(true)}});
     }
 
     void try_embd_scale() {

@@ -33,6 +33,8 @@ std::string product_event(const std::string& weight) {
         {"attn_q.weight", "Qcur"},       {"attn_k.weight", "Kcur"},   {"attn_v.weight", "Vcur"},
         {"attn_output.weight", "attn_out"}, {"ffn_gate.weight", "ffn_gate"}, {"ffn_up.weight", "ffn_up"},
         {"ffn_down.weight", "ffn_out"},
+        // qwen35's DeltaNet projections, reshaped under the name.
+        {"attn_qkv.weight", "linear_attn_qkv_mixed"}, {"ssm_alpha.weight", "alpha"}, {"ssm_beta.weight", "beta"},
         // The experts' products, unnamed when a per-expert scale follows (it takes their name).
         {"ffn_up_exps.weight", "ffn_moe_up"}, {"ffn_gate_exps.weight", "ffn_moe_gate"},
         {"ffn_down_exps.weight", "ffn_moe_down"}, {"ffn_gate_up_exps.weight", "ffn_moe_gate_up"},

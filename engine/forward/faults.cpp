@@ -63,7 +63,8 @@ const std::vector<FaultInfo>& fault_catalogue() {
          "or the short ones beyond it",
          "Qcur-0 after rope"},
         {Fault::kGemmaNormPlusOne, "gemma-norm-plus-one",
-         "gemma's RMS norms applied as x * (1 + w), though the converter already added the 1 to the stored weights",
+         "gemma's (and qwen35's) RMS norms applied as x * (1 + w), though the converter already added the 1 to the "
+         "stored weights",
          "attn_norm-0"},
         {Fault::kEmbdScaleMissing, "embd-scale-missing",
          "gemma's token embeddings not multiplied by sqrt(n_embd) before the first layer", "inp_scaled"},
@@ -115,6 +116,26 @@ const std::vector<FaultInfo>& fault_catalogue() {
          "MXFP4's E8M0 scale off by one power of two: 2^(e - 127) with ggml's doubled level table (ggml takes "
          "2^(e - 128) for it), every value twice its size",
          "the first product with an MXFP4 weight (gpt-oss: ffn_moe_up-0)"},
+        {Fault::kConvStateNotRolled, "conv-state-not-rolled",
+         "qwen35's conv state never rolled: each evaluation's causal conv1d window starts from zeros instead of the "
+         "last d_conv - 1 inputs of the tokens before it",
+         "conv_state_last-L (the first DeltaNet layer)"},
+        {Fault::kConvStateRolledWrong, "conv-state-rolled-wrong",
+         "qwen35's conv state rolled the wrong way: the window's first d_conv - 1 inputs kept as the new state instead "
+         "of its last",
+         "conv_state_last-L (the first DeltaNet layer)"},
+        {Fault::kDecayGateSign, "decay-gate-sign",
+         "qwen35's decay gate with its sign flipped: A = exp(A_log) instead of -exp(A_log) (ssm_a stores the "
+         "latter), so the delta-rule state grows by e^|g| per token instead of decaying",
+         "gate-L (the first DeltaNet layer)"},
+        {Fault::kOutputGateBeforeNorm, "output-gate-before-norm",
+         "qwen35's DeltaNet output gate on the wrong side of its norm: silu(z) multiplied into the delta rule's "
+         "output before the per-head RMS norm instead of after the weighted norm",
+         "norm-L#2 (the first DeltaNet layer)"},
+        {Fault::kDeltaHeadsInterleaved, "delta-heads-interleaved",
+         "qwen35's value heads paired with q/k heads interleaved (value head h reads q/k head h / (H_v / H_k), as "
+         "Hugging Face's repeat_interleave) where llama.cpp's converted weights tile them (h % H_k)",
+         "new_state-L (the first DeltaNet layer)"},
     };
     return kCatalogue;
 }
@@ -201,7 +222,9 @@ Result<FaultKnobs> fault_knobs(Fault fault, const FaultModelFacts& m) {
             k.qkv_split_swapped = true;
             break;
         case Fault::kGemmaNormPlusOne:
-            if (c.arch != Arch::kGemma2 && c.arch != Arch::kGemma3) return refuse("needs a gemma2 or gemma3 model");
+            // qwen35's norms are zero-centred in the checkpoint as gemma's are (its converter adds the 1 too).
+            if (c.arch != Arch::kGemma2 && c.arch != Arch::kGemma3 && c.arch != Arch::kQwen35)
+                return refuse("needs a gemma2, gemma3 or qwen35 model");
             k.norm_plus_one = true;
             break;
         case Fault::kEmbdScaleMissing:
@@ -253,6 +276,21 @@ Result<FaultKnobs> fault_knobs(Fault fault, const FaultModelFacts& m) {
         case Fault::kMxfp4ScaleExponent:
             if (!m.has_mxfp4) return refuse("needs a model with MXFP4 weights (gpt-oss's experts)");
             break;  // the weights are rewritten as they load (fault_weight)
+        case Fault::kConvStateNotRolled:
+        case Fault::kConvStateRolledWrong:
+        case Fault::kDecayGateSign:
+        case Fault::kOutputGateBeforeNorm:
+            if (!c.hybrid()) return refuse("needs a model with Gated DeltaNet layers (qwen35)");
+            k.conv_state_frozen = fault == Fault::kConvStateNotRolled;
+            k.conv_state_first = fault == Fault::kConvStateRolledWrong;
+            k.decay_sign_flipped = fault == Fault::kDecayGateSign;
+            k.gate_before_norm = fault == Fault::kOutputGateBeforeNorm;
+            break;
+        case Fault::kDeltaHeadsInterleaved:
+            if (!c.hybrid() || c.ssm_n_v_heads == c.ssm_n_k_heads)
+                return refuse("needs a model with Gated DeltaNet layers of more value heads than q/k heads (qwen35)");
+            k.delta_heads_interleaved = true;
+            break;
         case Fault::kMlaScaleWidth:
             if (c.arch != Arch::kDeepseek2) return refuse("needs a deepseek2 model (multi-head latent attention)");
             k.kq_scale_latent_width = true;

@@ -50,6 +50,11 @@ enum class Fault {
     kMoeSoftmaxBeforeTopk, // gpt-oss's router: softmax over all experts before the top k, not over the k chosen
     kMxfp4NibbleOrder,     // MXFP4 blocks decoded with the nibbles the wrong way round (element j from the high nibble)
     kMxfp4ScaleExponent,   // MXFP4's E8M0 scale one power of two too large (2^(e-127) with ggml's doubled levels)
+    kConvStateNotRolled,   // qwen35: the conv state never updated, every window starts from zeros
+    kConvStateRolledWrong, // qwen35: the conv state keeps the window's first d_conv - 1 inputs, not its last
+    kDecayGateSign,        // qwen35: the decay gate's sign flipped (A = exp(A_log) instead of -exp(A_log))
+    kOutputGateBeforeNorm, // qwen35: silu(z) multiplied in before the DeltaNet output's RMS norm, not after
+    kDeltaHeadsInterleaved,// qwen35: value head h reads q/k head h / (H_v / H_k) instead of h % H_k
 };
 
 struct FaultInfo {
@@ -97,6 +102,11 @@ struct FaultKnobs {
     bool swiglu_oai_unclamped = false;   // swiglu_oai with an infinite limit
     bool swiglu_oai_clamp_below = false; // swiglu_oai's gate clamped to [-limit, inf) instead of (-inf, limit]
     bool moe_softmax_before_topk = false;  // gating 3 run as gating 1 (softmax of every expert, weights from it)
+    bool conv_state_frozen = false;      // qwen35: the conv state never written back
+    bool conv_state_first = false;       // qwen35: the new conv state taken from the window's start
+    bool decay_sign_flipped = false;     // qwen35: the decay gate times -1
+    bool gate_before_norm = false;       // qwen35: rms_norm(out * silu(z)) * w instead of rms_norm(out) * w * silu(z)
+    bool delta_heads_interleaved = false;  // qwen35: q/k heads repeated interleaved for the value heads
 };
 
 // The knobs of `fault` for a model, or a usage error when the model cannot have that bug

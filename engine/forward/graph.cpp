@@ -385,6 +385,11 @@ void GraphBuilder::allocate_buffers() {
         be_.upload(buf_.logits.data, garbage.data(), garbage.size() * sizeof(float));
     }
     for (int64_t il = 0; il < cfg_.n_layer; ++il) {
+        if (cfg_.layer_is_recurrent(il)) {  // qwen35's DeltaNet layers keep a recurrent state instead
+            buf_.cache_k.push_back(Tensor{});
+            buf_.cache_v.push_back(Tensor{});
+            continue;
+        }
         const int64_t cells = swa_layer(il) ? swa_cells_ : n_ctx;
         buf_.cache_k.push_back(buffer(hd, a.n_head_kv, cells));
         buf_.cache_v.push_back(buffer(hd_v, a.n_head_kv, cells));
@@ -595,10 +600,10 @@ void GraphBuilder::cb(const Tensor& t, const char* name, int il, Op op) {
 
 // ---- helpers
 
-Tensor GraphBuilder::build_inp_embd() {
+Tensor GraphBuilder::build_inp_embd(const char* name) {
     Tensor x = cols(buf_.x, T_);
     be_.get_rows(token_embd_, inp_tokens_.reshaped(T_), x);  // x = token_embd[tokens]
-    cb(x, "embd", -1, Op::kGetRows);
+    cb(x, name, -1, Op::kGetRows);
     return x;
 }
 
@@ -1084,8 +1089,18 @@ Tensor GraphBuilder::build_ffn_fused_up(const Tensor& cur, const Tensor& up, con
     return out;
 }
 
-void GraphBuilder::build_output(const Tensor& x) {
-    const Tensor cur = build_norm(x, output_norm_, "result_norm", -1);
+void GraphBuilder::build_output(const Tensor& x) { build_lm_head(build_norm(x, output_norm_, "result_norm", -1)); }
+
+void GraphBuilder::build_output_all_rows(const Tensor& x, const char* norm_name) {
+    const Tensor normed = build_norm(x, output_norm_, norm_name, -1);
+    if (n_out_rows_ == 0) return;
+    Tensor rows = cols(buf_.out_x, n_out_rows_);
+    be_.get_rows(normed, inp_out_ids_.reshaped(n_out_rows_), rows);
+    cb(rows, "result_norm", -1, Op::kGetRows);
+    build_lm_head(rows);
+}
+
+void GraphBuilder::build_lm_head(const Tensor& cur) {
     const int64_t n_out = cur.ne[1];
     Tensor logits = buf_.logits.reshaped(n_logits_, n_out);
     if (n_logits_ == n_vocab_) {
@@ -1136,7 +1151,7 @@ void GraphBuilder::build_output(const Tensor& x) {
 
 RopeParams rope_params_for(const ModelConfig& c) {
     RopeParams rope;
-    rope.mode = c.rope_type == RopeType::kNeox ? RopeMode::kNeox : RopeMode::kNorm;
+    rope.mode = c.rope_type == RopeType::kNorm ? RopeMode::kNorm : RopeMode::kNeox;  // IMROPE: NEOX pairs (qwen35.cpp)
     rope.n_rot = static_cast<int>(c.n_rot);
     rope.freq_base = static_cast<float>(c.rope_freq_base);
     const RopeScales scales = rope_scales(c);
@@ -1205,6 +1220,7 @@ Result<std::unique_ptr<ForwardPass>> make_forward(const Model& model, Backend& b
         case Arch::kGemma3: graph = make_gemma_graph(model, backend, options); break;
         case Arch::kDeepseek2: graph = make_deepseek2_graph(model, backend, options); break;
         case Arch::kGptOss: graph = make_gpt_oss_graph(model, backend, options); break;
+        case Arch::kQwen35: graph = make_qwen35_graph(model, backend, options); break;
         default:
             return make_error(ErrorCode::kUnsupported, fmt::format("{}: running {} models is not supported yet", model.path(),
                                                                    model.config().arch_name));

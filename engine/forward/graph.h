@@ -106,7 +106,7 @@ protected:
     Status load_moe(int64_t il, MoeWeights* w);
 
     // ---- helpers, each announcing its tensors under llama.cpp's names
-    Tensor build_inp_embd();                                                      // embd
+    Tensor build_inp_embd(const char* name = "embd");                             // embd (qwen35: model.input_embed)
     // rmsnorm then the weight: "norm-L" (RMS_NORM), then `name`-L (MUL)
     Tensor build_norm(const Tensor& x, const Tensor& weight, const char* name, int il);
     // The same into the given buffers (x contiguous, of any width).
@@ -160,6 +160,11 @@ protected:
     // result_norm, result_output; with final_logit_softcapping the logits capped as
     // cap * tanh(logits / cap) (result_output after each of the three steps).
     void build_output(const Tensor& x);
+    // qwen35's order: the output norm over every row (`norm_name`), then the rows whose logits are
+    // wanted picked (result_norm), then the LM head.
+    void build_output_all_rows(const Tensor& x, const char* norm_name);
+    // The LM head on the output norm's rows (result_output), and what build_output does after it.
+    void build_lm_head(const Tensor& cur);
     // y = x * s, announced as `name` (SCALE); the embeddings times sqrt(n_embd) for gemma (inp_scaled).
     Tensor build_scale(const Tensor& x, float s, const char* name, int il, const Tensor& out_buf);
 
@@ -300,5 +305,6 @@ std::unique_ptr<GraphBuilder> make_phi3_graph(const Model& model, Backend& backe
 std::unique_ptr<GraphBuilder> make_gemma_graph(const Model& model, Backend& backend, const ForwardOptions& options);
 std::unique_ptr<GraphBuilder> make_deepseek2_graph(const Model& model, Backend& backend, const ForwardOptions& options);
 std::unique_ptr<GraphBuilder> make_gpt_oss_graph(const Model& model, Backend& backend, const ForwardOptions& options);
+std::unique_ptr<GraphBuilder> make_qwen35_graph(const Model& model, Backend& backend, const ForwardOptions& options);
 
 }  // namespace ls

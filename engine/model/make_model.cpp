@@ -83,10 +83,11 @@ bool is_llama_moe(const MakeModelSpec& s) { return s.arch == "llama" && s.llama_
 bool is_phi3(const MakeModelSpec& s) { return s.arch == "phi3"; }
 bool is_gemma(const MakeModelSpec& s) { return s.arch == "gemma2" || s.arch == "gemma3"; }
 // qwen2 and qwen3 share Qwen's conventions here: NEOX rope base 1e6, eps 1e-6, padded token rows.
-bool is_qwen(const MakeModelSpec& s) { return is_qwen2(s) || is_qwen3(s); }
+bool is_qwen(const MakeModelSpec& s) { return is_qwen2(s) || is_qwen3(s) || s.arch == "qwen35"; }
 int head_dim_of(const MakeModelSpec& s) { return s.head_dim > 0 ? s.head_dim : s.n_embd / s.n_head; }
 bool is_deepseek2(const MakeModelSpec& s) { return s.arch == "deepseek2"; }
 bool is_gpt_oss(const MakeModelSpec& s) { return s.arch == "gpt-oss"; }
+bool is_qwen35(const MakeModelSpec& s) { return s.arch == "qwen35"; }
 
 int64_t padded_rows(const MakeModelSpec& s) {
     if (s.vocab_rows > 0) return s.vocab_rows;
@@ -319,7 +320,8 @@ const std::vector<std::string>& make_model_preset_names() {
                                                    "mixtral-8x7b",     "llama-moe-tiny", "phi-3.5-mini",
                                                    "phi-4-mini",       "phi3-tiny",      "gemma-2-2b",
                                                    "gemma-3-1b",       "gemma-3-4b",     "gemma2-tiny",
-                                                   "gemma3-tiny",      "gpt-oss-20b",    "gpt-oss-tiny"};
+                                                   "gemma3-tiny",      "gpt-oss-20b",    "gpt-oss-tiny",
+                                                   "qwen3.5-4b",       "qwen35-tiny"};
     return names;
 }
 
@@ -652,6 +654,44 @@ Result<MakeModelSpec> make_model_preset(const std::string& name) {
         s.n_ctx_train = 131072;
         s.rope_freq_base = 150000.0f;
         s.rms_eps = 1e-5f;
+    } else if (name == "qwen3.5-4b") {
+        // Qwen3.5-4B's shape as llama.cpp's loader knows it (32 layers 2560 wide: "4B"): every fourth
+        // layer gated attention (16 / 4 heads of 256, 64 dims rotated in sections 11, 11, 10), the
+        // others Gated DeltaNet (16 q/k heads and 32 value heads of 128, a 4-tap conv1d), a 9216-wide
+        // feed-forward, rope_theta 1e7, 248044 tokens in 248320 rows, the LM head tied.
+        s.arch = "qwen35";
+        s.n_embd = 2560;
+        s.n_layer = 32;
+        s.n_head = 16;
+        s.n_head_kv = 4;
+        s.head_dim = 256;
+        s.n_rot = 64;
+        s.n_ff = 9216;
+        s.ssm_state = 128;
+        s.ssm_k_heads = 16;
+        s.ssm_v_heads = 32;
+        s.rope_sections[0] = 11;
+        s.rope_sections[1] = 11;
+        s.rope_sections[2] = 10;
+        s.rope_sections[3] = 0;
+        s.vocab = 248044;
+        s.vocab_rows = 248320;
+        s.n_ctx_train = 262144;
+        s.rope_freq_base = 10000000.0f;
+        s.rms_eps = 1e-6f;
+        s.tied_output = true;
+    } else if (name == "qwen35-tiny") {
+        // For tests: three Gated DeltaNet layers (2 q/k heads and 4 value heads of 32) and one gated
+        // attention layer (4 / 2 heads of 64, 16 dims rotated in sections 3, 3, 2).
+        s.arch = "qwen35";
+        s.n_embd = 128;
+        s.n_layer = 4;
+        s.n_head = 4;
+        s.n_head_kv = 2;
+        s.head_dim = 64;
+        s.n_rot = 16;
+        s.n_ff = 256;
+        s.vocab = 512;
     } else {
         return make_error(ErrorCode::kUsage, fmt::format("unknown preset '{}'; presets: {}", name,
                                                          fmt::join(make_model_preset_names(), ", ")));
@@ -691,6 +731,18 @@ ModelConfig config_of(const MakeModelSpec& s) {
         c.n_expert = s.n_expert;
         c.n_expert_used = s.n_expert_used;
         c.n_ff_expert = s.n_ff_expert;
+    }
+    if (is_qwen35(s)) {
+        c.arch = Arch::kQwen35;
+        c.ssm_d_conv = s.ssm_conv;
+        c.ssm_d_state = s.ssm_state;
+        c.ssm_n_k_heads = s.ssm_k_heads;
+        c.ssm_n_v_heads = s.ssm_v_heads;
+        c.ssm_d_inner = static_cast<int64_t>(s.ssm_state) * s.ssm_v_heads;
+        c.recurrent_layers.assign(static_cast<size_t>(s.n_layer), 0);
+        for (int il = 0; il < s.n_layer; ++il)
+            c.recurrent_layers[static_cast<size_t>(il)] = s.full_attn_interval > 0 && (il + 1) % s.full_attn_interval != 0;
+        for (int i = 0; i < 4; ++i) c.rope_sections[i] = s.rope_sections[i];
     }
     if (is_deepseek2(s)) {
         c.n_rot = s.qk_rope_dim;
@@ -773,8 +825,8 @@ std::vector<PlannedTensor> plan_tensors(const MakeModelSpec& s) {
     std::vector<PlannedTensor> out;
     for (const TensorSpec& t : tensor_layout(config_of(s), padded_rows(s)))
         if (generated(s, t)) out.push_back({t.name, t.ne});
-    // deepseek2 and gpt-oss files keep the layout's order (llama.cpp's load order).
-    if (is_deepseek2(s) || is_gpt_oss(s)) return out;
+    // deepseek2, gpt-oss and qwen35 files keep the layout's order (llama.cpp's load order).
+    if (is_deepseek2(s) || is_gpt_oss(s) || is_qwen35(s)) return out;
     std::stable_sort(out.begin(), out.end(), [](const PlannedTensor& a, const PlannedTensor& b) {
         return file_position(a.name) < file_position(b.name);
     });
@@ -785,6 +837,35 @@ int64_t n_elements(const PlannedTensor& t) {
     int64_t n = 1;
     for (int64_t d : t.ne) n *= d;
     return n;
+}
+
+Status validate_qwen35(const MakeModelSpec& s) {
+    auto bad = [](std::string msg) { return Status(make_error(ErrorCode::kUsage, std::move(msg))); };
+    struct { const char* name; int value; int min; int max; } dims[] = {
+        {"ssm_state", s.ssm_state, 1, 4096}, {"ssm_k_heads", s.ssm_k_heads, 1, 1024}, {"ssm_v_heads", s.ssm_v_heads, 1, 1024},
+        {"ssm_conv", s.ssm_conv, 1, 64},      {"full_attn_interval", s.full_attn_interval, 1, 1024},
+    };
+    for (const auto& d : dims)
+        if (d.value < d.min || d.value > d.max)
+            return bad(fmt::format("{} is {}; it must be in {}..{}", d.name, d.value, d.min, d.max));
+    if (s.n_layer < s.full_attn_interval)
+        return bad(fmt::format("{} layers with full_attn_interval {}: no attention layer, and llama.cpp's qwen35 then "
+                               "aborts (its hybrid cache has no KV layer); use at least {} layers",
+                               s.n_layer, s.full_attn_interval, s.full_attn_interval));
+    if (s.ssm_v_heads % s.ssm_k_heads != 0)
+        return bad(fmt::format("ssm_k_heads {} does not divide ssm_v_heads {}", s.ssm_k_heads, s.ssm_v_heads));
+    const int rot = s.n_rot > 0 ? s.n_rot : head_dim_of(s);
+    int sum = 0;
+    for (int v : s.rope_sections) {
+        if (v < 0) return bad("rope sections must be >= 0");
+        sum += v;
+    }
+    if (s.rope_sections[0] + s.rope_sections[1] + s.rope_sections[2] == 0 || sum > head_dim_of(s) || rot / 2 < 1)
+        return bad(fmt::format("rope sections sum to {}; the first three cannot all be 0 and the sum must be at most the "
+                               "head width {}", sum, head_dim_of(s)));
+    if (s.out_biases || s.weight_scales)
+        return bad("biases and per-tensor scales are llama, qwen2 and qwen3 options");
+    return {};
 }
 
 Status validate_deepseek2(const MakeModelSpec& s) {
@@ -830,9 +911,12 @@ Status validate_deepseek2(const MakeModelSpec& s) {
 Status validate_make_model_spec(const MakeModelSpec& s) {
     auto bad = [](std::string msg) { return Status(make_error(ErrorCode::kUsage, std::move(msg))); };
     if (s.arch != "llama" && s.arch != "qwen2" && !is_qwen3(s) && s.arch != "phi3" && !is_gemma(s) &&
-        s.arch != "deepseek2" && !is_gpt_oss(s))
+        s.arch != "deepseek2" && !is_gpt_oss(s) && !is_qwen35(s))
         return bad(fmt::format("arch '{}' is not supported; use llama, qwen2, qwen3, qwen3moe, phi3, gemma2, gemma3, "
-                               "deepseek2 or gpt-oss", s.arch));
+                               "deepseek2, gpt-oss or qwen35", s.arch));
+    if (is_qwen35(s)) {
+        if (Status st = validate_qwen35(s); !st) return st;
+    }
     if (s.llama_experts && s.arch != "llama")
         return bad(fmt::format("llama_experts is a llama option; {} decides its experts itself", s.arch));
     if (s.fused_gate_up && !is_deepseek2(s))
@@ -858,7 +942,7 @@ Status validate_make_model_spec(const MakeModelSpec& s) {
         if (Status st = validate_deepseek2(s); !st) return st;
     } else {
         if (s.head_dim < 0 || s.head_dim > 65536) return bad(fmt::format("head_dim {} is out of range 0..65536", s.head_dim));
-        if (s.head_dim > 0 && !is_qwen3(s) && !is_gemma(s) && !is_gpt_oss(s))
+        if (s.head_dim > 0 && !is_qwen3(s) && !is_gemma(s) && !is_gpt_oss(s) && !is_qwen35(s))
             return bad(fmt::format("head_dim is a qwen3, gemma and gpt-oss option; {} heads are n_embd / n_head wide", s.arch));
         if (s.head_dim == 0 && s.n_embd % s.n_head != 0)
             return bad(fmt::format("n_embd {} is not divisible by n_head {}; pick a head count that divides it",
@@ -878,9 +962,10 @@ Status validate_make_model_spec(const MakeModelSpec& s) {
     if (s.n_ctx_train < 0) return bad(fmt::format("n_ctx_train {} is negative", s.n_ctx_train));
     if (s.arch != "llama" && s.rope_freqs_factor != 0.0f)
         return bad(fmt::format("rope_freqs is a llama option; llama.cpp's {} graph has no frequency factors", s.arch));
-    if (!is_phi3(s) && (s.n_rot != 0 || s.longrope))
+    if (!is_phi3(s) && !is_qwen35(s) && (s.n_rot != 0 || s.longrope))
         return bad(fmt::format("n_rot and LongRoPE are phi3 options; {} rotates the whole head", s.arch));
-    if (is_phi3(s) && (s.n_rot < 0 || s.n_rot % 2 != 0 || s.n_rot > head_dim_of(s)))
+    if (is_qwen35(s) && s.longrope) return bad("LongRoPE is a phi3 option");
+    if ((is_phi3(s) || is_qwen35(s)) && (s.n_rot < 0 || s.n_rot % 2 != 0 || s.n_rot > head_dim_of(s)))
         return bad(fmt::format("n_rot {} must be even and at most the head dimension {}", s.n_rot, head_dim_of(s)));
     if (is_phi3(s) && (s.out_biases || s.weight_scales))
         return bad("biases and per-tensor scales are llama, qwen2 and qwen3 options");
@@ -908,7 +993,7 @@ Status validate_make_model_spec(const MakeModelSpec& s) {
                    "always tied");
     if (is_gemma(s) && (s.out_biases || s.weight_scales))
         return bad("biases and per-tensor scales are llama, qwen2 and qwen3 options");
-    if (s.tied_output && s.arch != "llama" && !is_qwen3(s) && !is_phi3(s) && s.arch != "gemma3")
+    if (s.tied_output && s.arch != "llama" && !is_qwen3(s) && !is_phi3(s) && s.arch != "gemma3" && !is_qwen35(s))
         return bad(fmt::format("a tied output is a llama and qwen3 option; a {} model has {}", s.arch,
                                is_qwen2(s) ? "its LM head tied already" : "an output.weight"));
     if (is_deepseek2(s) && s.weight_scales)
@@ -1008,6 +1093,15 @@ double make_model_tensor_std(const MakeModelSpec& s, const std::string& name) {
         if (ends("ffn_gate_inp.bias")) return 0.1;
         if (ends("ffn_gate_exps.bias") || ends("ffn_up_exps.bias")) return 0.05;
     }
+    if (is_qwen35(s)) {
+        // The DeltaNet's projections like attention's; conv taps about 1/sqrt(taps); the decay
+        // gate's bias around 0 and A = -exp(N(0, 0.5)) (generate_values), so exp(g) spreads over (0, 1).
+        if (ends("attn_gate.weight") || ends("ssm_out.weight")) return 0.02;
+        if (ends("ssm_beta.weight") || ends("ssm_alpha.weight")) return 0.06 * width;
+        if (ends("ssm_conv1d.weight")) return 0.3;
+        if (ends("ssm_dt.bias")) return 0.5;
+        if (ends("ssm_a")) return 0.5;
+    }
     if (is_deepseek2(s)) {
         // The fixtures' deepseek2-mini: the query and key paths 0.06.
         if (ends("attn_q_a.weight") || ends("attn_q_b.weight") || ends("attn_kv_a_mqa.weight")) return 0.06 * width;
@@ -1053,6 +1147,8 @@ std::vector<float> generate_values(const MakeModelSpec& s, const PlannedTensor& 
         }
     });
     rng = rng.skip(static_cast<uint64_t>(n) * Rng::kDrawsPerNormal);
+    if (is_qwen35(s) && ends("ssm_a"))
+        for (float& x : v) x = -std::exp(x);  // -exp(A_log), as the converter stores it
     if ((t.name == "token_embd.weight" || t.name == "output.weight") && t.ne[1] > s.vocab) {
         // Padding rows stay small, like rows no token ever trained.
         for (int64_t r = s.vocab; r < t.ne[1]; ++r)
@@ -1087,6 +1183,8 @@ GgmlType recipe_type(const MakeModelSpec& s, const PlannedTensor& t) {
     for (const auto& [name, type] : s.tensor_types)
         if (name == t.name) return type;
     if (t.name.size() >= 5 && t.name.compare(t.name.size() - 5, 5, ".bias") == 0) return GgmlType::F32;  // gpt-oss's {n, E}
+    // ggml's SSM_CONV reads f32 taps; llama-quantize keeps them so.
+    if (t.name.size() >= 17 && t.name.compare(t.name.size() - 17, 17, "ssm_conv1d.weight") == 0) return GgmlType::F32;
     if (t.name.size() >= router.size() && t.name.compare(t.name.size() - router.size(), router.size(), router) == 0)
         return GgmlType::F32;
     if (s.type == GgmlType::MXFP4) return t.ne.size() >= 3 && t.ne[2] > 1 ? GgmlType::MXFP4 : GgmlType::Q8_0;
@@ -1133,7 +1231,20 @@ std::vector<GgufKV> build_metadata(const MakeModelSpec& s, int64_t* n_tokens) {
     // Real Qwen2.5 GGUFs omit rope.dimension_count (n_rot = head dim); llama files carry it.
     if (!qwen) put(a + ".rope.dimension_count", u32(c.n_rot));
     put(a + ".vocab_size", u32(rows));
-    if (is_qwen3(s) || is_gemma(s)) {
+    if (is_qwen35(s)) {
+        // As convert_hf_to_gguf writes Qwen3.5: the rotated dims, the sections, the DeltaNet widths.
+        put(a + ".rope.dimension_count", u32(c.n_rot));
+        std::vector<GgufValue> sections;
+        for (int v : s.rope_sections) sections.push_back(GgufValue::make_i32(v));
+        put(a + ".rope.dimension_sections", GgufValue::make_array(GgufValueType::INT32, std::move(sections)));
+        put(a + ".ssm.conv_kernel", u32(s.ssm_conv));
+        put(a + ".ssm.state_size", u32(s.ssm_state));
+        put(a + ".ssm.group_count", u32(s.ssm_k_heads));
+        put(a + ".ssm.time_step_rank", u32(s.ssm_v_heads));
+        put(a + ".ssm.inner_size", u32(c.ssm_d_inner));
+        put(a + ".full_attention_interval", u32(s.full_attn_interval));
+    }
+    if (is_qwen3(s) || is_gemma(s) || is_qwen35(s)) {
         put(a + ".attention.key_length", u32(c.head_dim_k));
         put(a + ".attention.value_length", u32(c.head_dim_v));
     }

@@ -112,6 +112,15 @@ struct MakeModelSpec {
     float yarn_factor = 40.0f;     // rope.scaling.factor; 0: no rope scaling keys
     int yarn_orig_ctx = 4096;      // rope.scaling.original_context_length
     float yarn_log_multiplier = 0.0707f;  // as convert_hf_to_gguf stores it: 0.1 * mscale_all_dim
+    // qwen35 only: Gated DeltaNet layers (every layer but each full_attn_interval-th) with heads of
+    // ssm_state wide (ssm_k_heads for q and k, ssm_v_heads for v and the gates) and a conv1d of
+    // ssm_conv taps; the attention layers' IMROPE sections (rope.dimension_sections) over n_rot dims.
+    int ssm_state = 32;
+    int ssm_k_heads = 2;
+    int ssm_v_heads = 4;
+    int ssm_conv = 4;
+    int full_attn_interval = 4;
+    int rope_sections[4] = {3, 3, 2, 0};
 };
 
 // Named specs with real models' shapes (random weights): "deepseek-v2-lite", "deepseek2-tiny" (for

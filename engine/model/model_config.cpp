@@ -23,11 +23,14 @@ const char* arch_name(Arch arch) {
         case Arch::kGemma3: return "gemma3";
         case Arch::kDeepseek2: return "deepseek2";
         case Arch::kGptOss: return "gpt-oss";
+        case Arch::kQwen35: return "qwen35";
     }
     return "?";
 }
 
-const char* rope_type_name(RopeType type) { return type == RopeType::kNeox ? "neox" : "norm"; }
+const char* rope_type_name(RopeType type) {
+    return type == RopeType::kNeox ? "neox" : type == RopeType::kImrope ? "imrope" : "norm";
+}
 
 const char* rope_scaling_name(RopeScaling scaling) {
     switch (scaling) {
@@ -49,6 +52,7 @@ bool arch_from_name(std::string_view name, Arch* out) {
     if (name == "gemma3") { *out = Arch::kGemma3; return true; }
     if (name == "deepseek2") { *out = Arch::kDeepseek2; return true; }
     if (name == "gpt-oss") { *out = Arch::kGptOss; return true; }
+    if (name == "qwen35") { *out = Arch::kQwen35; return true; }
     return false;
 }
 
@@ -353,6 +357,91 @@ Status read_gpt_oss(const GgufFile& file, const KeyReader& keys, ModelConfig& c)
     return {};
 }
 
+// qwen35 (llama.cpp's llama_model_qwen35 loader): the rope sections (required; an array of up to
+// four, or one value for all four), the DeltaNet widths (all required), which layers are recurrent
+// (attention.recurrent_layers, one bool per layer, or every full_attention_interval-th layer
+// attends: default 4). MTP draft layers (nextn_predict_layers) are refused: the main graph skips
+// them, and nothing here runs the draft graph.
+Status read_qwen35(const GgufFile& file, const KeyReader& keys, ModelConfig& c) {
+    const GgufValue* sections = file.find(keys.key("rope.dimension_sections"));
+    if (!sections)
+        return make_error(ErrorCode::kBadInput, fmt::format("{} is missing; qwen35 needs its IMROPE sections (llama.cpp "
+                                                            "refuses the file)", keys.key("rope.dimension_sections")));
+    if (sections->is_array()) {
+        if (sections->array_size() > 4)
+            return make_error(ErrorCode::kBadInput, fmt::format("{} has {} entries; at most 4",
+                                                                keys.key("rope.dimension_sections"), sections->array_size()));
+        for (size_t i = 0; i < sections->array_size(); ++i) {
+            int64_t v = 0;
+            if (!sections->item_int(i, &v) || v < 0 || v > (1 << 20))
+                return make_error(ErrorCode::kBadInput, fmt::format("{} entry {} is not a count",
+                                                                    keys.key("rope.dimension_sections"), i));
+            c.rope_sections[i] = static_cast<int>(v);
+        }
+    } else {
+        int64_t v = 0;
+        LS_ASSIGN(v, keys.required_int("rope.dimension_sections"));
+        if (v < 0 || v > (1 << 20)) return positive_error(keys, "rope.dimension_sections", v);
+        for (int& s : c.rope_sections) s = static_cast<int>(v);
+    }
+    const int64_t sect_dims = int64_t{c.rope_sections[0]} + c.rope_sections[1] + c.rope_sections[2] + c.rope_sections[3];
+    if (c.rope_sections[0] + c.rope_sections[1] + c.rope_sections[2] == 0 || sect_dims > c.head_dim_k)
+        return make_error(ErrorCode::kBadInput,
+                          fmt::format("{} is [{}, {}, {}, {}]; the first three cannot all be 0 and the sum must be at most "
+                                      "the head width {} (ggml's rope aborts)", keys.key("rope.dimension_sections"),
+                                      c.rope_sections[0], c.rope_sections[1], c.rope_sections[2], c.rope_sections[3],
+                                      c.head_dim_k));
+    LS_ASSIGN(c.ssm_d_conv, keys.required_int("ssm.conv_kernel"));
+    LS_ASSIGN(c.ssm_d_inner, keys.required_int("ssm.inner_size"));
+    LS_ASSIGN(c.ssm_d_state, keys.required_int("ssm.state_size"));
+    LS_ASSIGN(c.ssm_n_v_heads, keys.required_int("ssm.time_step_rank"));
+    LS_ASSIGN(c.ssm_n_k_heads, keys.required_int("ssm.group_count"));
+    constexpr int64_t kMaxSsm = int64_t{1} << 20;
+    for (auto [suffix, value] : {std::pair{"ssm.conv_kernel", c.ssm_d_conv}, {"ssm.inner_size", c.ssm_d_inner},
+                                 {"ssm.state_size", c.ssm_d_state}, {"ssm.time_step_rank", c.ssm_n_v_heads},
+                                 {"ssm.group_count", c.ssm_n_k_heads}})
+        if (value <= 0 || value > kMaxSsm)
+            return make_error(ErrorCode::kBadInput, fmt::format("{} is {}; it must be in 1..{}", keys.key(suffix), value, kMaxSsm));
+    if (c.ssm_d_inner != c.ssm_d_state * c.ssm_n_v_heads || c.ssm_n_v_heads % c.ssm_n_k_heads != 0)
+        return make_error(ErrorCode::kBadInput,
+                          fmt::format("{} {} with {} {} value heads and {} {} key heads: llama.cpp's delta net needs value "
+                                      "heads as wide as the state ({} = {} x {}) and a whole number of value heads per key head",
+                                      keys.key("ssm.inner_size"), c.ssm_d_inner, keys.key("ssm.time_step_rank"),
+                                      c.ssm_n_v_heads, keys.key("ssm.group_count"), c.ssm_n_k_heads,
+                                      keys.key("ssm.state_size"), c.ssm_d_state, c.ssm_n_v_heads));
+    int64_t nextn = 0;
+    LS_ASSIGN(nextn, keys.optional_int("nextn_predict_layers", 0));
+    if (nextn != 0)
+        return make_error(ErrorCode::kUnsupported,
+                          fmt::format("{} is {}: multi-token-prediction draft layers are not supported yet",
+                                      keys.key("nextn_predict_layers"), nextn));
+    c.recurrent_layers.assign(static_cast<size_t>(c.n_layer), 0);
+    if (const GgufValue* recr = file.find(keys.key("attention.recurrent_layers")); recr && recr->is_array()) {
+        if (recr->array_size() < static_cast<size_t>(c.n_layer))
+            return make_error(ErrorCode::kBadInput, fmt::format("{} has {} entries for {} layers",
+                                                                keys.key("attention.recurrent_layers"), recr->array_size(), c.n_layer));
+        for (int64_t il = 0; il < c.n_layer; ++il) {
+            int64_t v = 0;
+            if (!recr->item_int(static_cast<size_t>(il), &v))
+                return make_error(ErrorCode::kBadInput, fmt::format("{} holds {}; expected one bool per layer",
+                                                                    keys.key("attention.recurrent_layers"),
+                                                                    gguf_value_type_name(recr->elem_type)));
+            c.recurrent_layers[il] = v != 0;
+        }
+    } else {
+        int64_t interval = 0;
+        LS_ASSIGN(interval, keys.optional_int("full_attention_interval", 4));
+        if (interval <= 0) return positive_error(keys, "full_attention_interval", interval);
+        for (int64_t il = 0; il < c.n_layer; ++il) c.recurrent_layers[il] = (il + 1) % interval != 0;
+    }
+    if (std::all_of(c.recurrent_layers.begin(), c.recurrent_layers.end(), [](uint8_t r) { return r != 0; }))
+        return make_error(ErrorCode::kBadInput,
+                          fmt::format("every one of the {} layers is a DeltaNet layer ({}, {}): llama.cpp's hybrid cache "
+                                      "then holds no attention layer and aborts", c.n_layer,
+                                      keys.key("attention.recurrent_layers"), keys.key("full_attention_interval")));
+    return {};
+}
+
 }  // namespace
 
 namespace {
@@ -363,14 +452,14 @@ Result<ModelConfig> read_config(const GgufFile& file, bool check) {
     if (!arch_value)
         return make_error(ErrorCode::kBadInput,
                           "general.architecture is missing; every model needs it (llama, qwen2, qwen3, qwen3moe, phi3, "
-                          "gemma2, gemma3, deepseek2 or gpt-oss)");
+                          "gemma2, gemma3, deepseek2, gpt-oss or qwen35)");
     if (arch_value->type != GgufValueType::STRING)
         return make_error(ErrorCode::kBadInput, "general.architecture is not a string");
     c.arch_name = arch_value->str;
     if (!arch_from_name(c.arch_name, &c.arch))
         return make_error(ErrorCode::kUnsupported,
                           fmt::format("architecture {} is not supported; supported: llama, qwen2, qwen3, qwen3moe, phi3, gemma2, "
-                                      "gemma3, deepseek2, gpt-oss",
+                                      "gemma3, deepseek2, gpt-oss, qwen35",
                                       quote_text(c.arch_name)));
 
     KeyReader keys(file, c.arch_name);
@@ -468,6 +557,10 @@ Result<ModelConfig> read_config(const GgufFile& file, bool check) {
             c.rope_type = RopeType::kNorm;
             if (Status s = read_experts(file, keys, c, true); !s) return s.error();
             if (Status s = read_mla(keys, c); !s) return s.error();
+            break;
+        case Arch::kQwen35:
+            c.rope_type = RopeType::kImrope;
+            if (Status s = read_qwen35(file, keys, c); !s) return s.error();
             break;
         case Arch::kGptOss:
             c.rope_type = RopeType::kNeox;

@@ -13,10 +13,12 @@ namespace ls {
 
 class GgufFile;
 
-enum class Arch { kLlama, kQwen2, kQwen3, kQwen3Moe, kPhi3, kGemma2, kGemma3, kDeepseek2, kGptOss };
+enum class Arch { kLlama, kQwen2, kQwen3, kQwen3Moe, kPhi3, kGemma2, kGemma3, kDeepseek2, kGptOss, kQwen35 };
 
-// NORM rotates adjacent pairs (x0,x1),(x2,x3)...; NEOX rotates (x_i, x_{i+n_rot/2}).
-enum class RopeType { kNorm, kNeox };
+// NORM rotates adjacent pairs (x0,x1),(x2,x3)...; NEOX rotates (x_i, x_{i+n_rot/2}). IMROPE
+// (qwen35): NEOX pairs whose angles take one of four positions by an interleaved section pattern
+// (rope.dimension_sections); a text token's first three positions are its position, the fourth 0.
+enum class RopeType { kNorm, kNeox, kImrope };
 
 // kLongRope: Phi-3's short/long frequency factors (rope_factors_short/_long), chosen by context size.
 enum class RopeScaling { kNone, kLinear, kYarn, kLongRope };
@@ -83,12 +85,32 @@ struct ModelConfig {
     double attn_softcap = 0;            // attn_logit_softcapping: kq = cap * tanh(kq / cap) (gemma2); 0 = none
     double final_softcap = 0;           // final_logit_softcapping: the logits capped the same way; 0 = none
 
+    // Qwen3.5 (qwen35): Gated DeltaNet layers (recurrent: a causal conv1d and a delta-rule state)
+    // and, every full_attention_interval-th layer, gated full attention.
+    int64_t ssm_d_conv = 0;     // ssm.conv_kernel: the conv1d's taps
+    int64_t ssm_d_inner = 0;    // ssm.inner_size: value heads x their width
+    int64_t ssm_d_state = 0;    // ssm.state_size: the width of a DeltaNet head (q, k and v)
+    int64_t ssm_n_v_heads = 0;  // ssm.time_step_rank: value heads (and gates)
+    int64_t ssm_n_k_heads = 0;  // ssm.group_count: q/k heads
+    std::vector<uint8_t> recurrent_layers;  // per layer, 1 = Gated DeltaNet
+    int rope_sections[4] = {0, 0, 0, 0};    // rope.dimension_sections (IMROPE)
+
     int64_t n_embd_k_gqa() const { return head_dim_k * n_head_kv; }
     int64_t n_embd_v_gqa() const { return head_dim_v * n_head_kv; }
     int64_t qk_nope_dim() const { return head_dim_k_mla - n_rot; }  // deepseek2 only
     bool layer_is_moe(int64_t il) const { return n_expert > 0 && il >= n_layer_dense_lead; }
     bool layer_is_swa(int64_t il) const { return n_swa > 0 && il >= 0 && il < static_cast<int64_t>(swa_layers.size()) && swa_layers[il]; }
     bool has_swa() const { return n_swa > 0; }
+    bool layer_is_recurrent(int64_t il) const {
+        return il >= 0 && il < static_cast<int64_t>(recurrent_layers.size()) && recurrent_layers[il];
+    }
+    bool hybrid() const { return !recurrent_layers.empty(); }
+    // A DeltaNet layer's widths: q and k heads of ssm_d_state, conv channels (q, k, v), the
+    // conv state (d_conv - 1 columns per channel) and the delta-rule state (S x S per value head).
+    int64_t ssm_key_dim() const { return ssm_d_state * ssm_n_k_heads; }
+    int64_t ssm_conv_channels() const { return 2 * ssm_key_dim() + ssm_d_inner; }
+    int64_t ssm_conv_state() const { return (ssm_d_conv - 1) * ssm_conv_channels(); }
+    int64_t ssm_state() const { return ssm_d_state * ssm_d_inner; }
 };
 
 // RoPE scaling as llama.cpp's context derives it (llama-context.cpp) before any graph is built.

@@ -112,6 +112,50 @@ DerivedParams derive_params(const ModelConfig& c, const GgufFile* file) {
     return d;
 }
 
+std::string layer_list(const ModelConfig& c, bool recurrent) {
+    std::string out;
+    int64_t run_start = -1;
+    auto flush = [&](int64_t end) {  // [run_start, end)
+        if (run_start < 0) return;
+        out += (out.empty() ? "" : ", ") + (end - run_start > 2 ? fmt::format("{}..{}", run_start, end - 1)
+                                             : end - run_start == 2 ? fmt::format("{}, {}", run_start, end - 1)
+                                                                    : std::to_string(run_start));
+        run_start = -1;
+    };
+    for (int64_t il = 0; il <= c.n_layer; ++il) {
+        const bool match = il < c.n_layer && c.layer_is_recurrent(il) == recurrent;
+        if (match && run_start < 0) run_start = il;
+        if (!match) flush(il);
+    }
+    return out.empty() ? "none" : out;
+}
+
+std::vector<SummaryLine> hybrid_lines(const ModelConfig& c) {
+    std::vector<SummaryLine> lines;
+    int64_t n_recurrent = 0;
+    for (int64_t il = 0; il < c.n_layer; ++il) n_recurrent += c.layer_is_recurrent(il) ? 1 : 0;
+    lines.push_back({"layers", fmt::format("{} Gated DeltaNet (recurrent): {}; {} gated attention: {}", n_recurrent,
+                                           layer_list(c, true), c.n_layer - n_recurrent, layer_list(c, false))});
+    const int64_t S = c.ssm_d_state;
+    lines.push_back({"delta net", fmt::format("q/k {} heads x {}, v {} heads x {} (value head h reads q/k head h % {}); "
+                                              "conv1d of {} taps over {} channels; q and k L2-normalised, scaled 1/sqrt({}) "
+                                              "in the rule; decay exp(softplus(alpha + dt_bias) * ssm_a)",
+                                              c.ssm_n_k_heads, S, c.ssm_n_v_heads, S, c.ssm_n_k_heads, c.ssm_d_conv,
+                                              c.ssm_conv_channels(), S)});
+    const int64_t per_layer = c.ssm_conv_state() + c.ssm_state();
+    lines.push_back({"state", fmt::format("per DeltaNet layer {} conv values ({} x {}) + {} delta-rule values ({} heads of "
+                                          "{} x {}) = {} at f32; {} for the model, whatever the context",
+                                          c.ssm_conv_state(), c.ssm_d_conv - 1, c.ssm_conv_channels(), c.ssm_state(),
+                                          c.ssm_n_v_heads, S, S, bytes_text(static_cast<uint64_t>(per_layer) * 4),
+                                          bytes_text(static_cast<uint64_t>(per_layer * n_recurrent) * 4))});
+    const int* sec = c.rope_sections;
+    lines.push_back({"imrope", fmt::format("sections [{}, {}, {}, {}] interleaved over {} of {} dims (the rest unrotated); a "
+                                           "text token's first three positions are its position, the fourth 0; "
+                                           "attention output times sigmoid(gate) (attn_q's second half per head)",
+                                           sec[0], sec[1], sec[2], sec[3], c.n_rot, c.head_dim_k)});
+    return lines;
+}
+
 std::vector<SummaryLine> derived_lines(const ModelConfig& c, const GgufFile* file) {
     const DerivedParams d = derive_params(c, file);
     std::vector<SummaryLine> lines;
@@ -187,6 +231,7 @@ std::vector<SummaryLine> derived_lines(const ModelConfig& c, const GgufFile* fil
                                                   d.cache_latent, 2 * d.cache_latent, d.cache_mha, 2 * d.cache_mha,
                                                   ratio, d.llama_absorbs ? "absorbed" : "unabsorbed")});
     }
+    if (c.hybrid()) for (const SummaryLine& line : hybrid_lines(c)) lines.push_back(line);
     if (d.moe) {
         const std::string scale = c.expert_weights_scale != 0 ? fmt::format("{:g}", c.expert_weights_scale) : "none";
         const std::string groups = c.n_expert_groups > 1

@@ -88,6 +88,11 @@ struct SummaryLine {
     std::string value;
 };
 std::vector<SummaryLine> derived_lines(const ModelConfig& c, const GgufFile* file = nullptr);
+// A hybrid model's (qwen35) layer kinds, DeltaNet widths, recurrent state sizes and IMROPE
+// sections: part of derived_lines, and what the GUI's state view heads its table with.
+std::vector<SummaryLine> hybrid_lines(const ModelConfig& c);
+// The layers that are (or are not) recurrent, as "0..2, 4..6, 8": "none" when there are none.
+std::string layer_list(const ModelConfig& c, bool recurrent);
 
 struct TypeTotal {
     GgmlType type = GgmlType::F32;

@@ -1,4 +1,5 @@
-// The per-architecture tensor lists (llama, qwen2, qwen3, qwen3moe, phi3, gemma2, gemma3, deepseek2, gpt-oss): names,
+// The per-architecture tensor lists (llama, qwen2, qwen3, qwen3moe, phi3, gemma2, gemma3, deepseek2, gpt-oss, qwen35):
+// names,
 // ggml shapes,
 // which tensors are optional, refused or unused, in the order llama.cpp's loader creates them.
 #include "engine/model/tensor_layout.h"
@@ -250,6 +251,49 @@ void gpt_oss_layer(Layout& l, const ModelConfig& c, int64_t il) {
     }
 }
 
+// qwen35 (llama.cpp's llama_model_qwen35): every layer normalised before its mixer and after it
+// (post_attention_norm, before the feed-forward). A Gated DeltaNet layer: the fused q/k/v
+// projection (attn_qkv) and the output gate's (attn_gate), the conv1d, the decay gate's bias
+// (ssm_dt.bias) and -exp(A_log) (ssm_a), the beta and alpha projections, the gated norm
+// (ssm_norm) and ssm_out. A full-attention layer: attn_q twice as wide (each head's query, then its
+// gate), k, v, per-head q/k norms and attn_output.
+void qwen35_layer(Layout& l, const ModelConfig& c, int64_t il) {
+    l.need(blk(il, "attn_norm.weight"), {c.n_embd});
+    l.need(blk(il, "post_attention_norm.weight"), {c.n_embd});
+    const std::string not_yet = "per-tensor weight scales in a qwen35 file are not supported yet";
+    if (c.layer_is_recurrent(il)) {
+        const int64_t conv = c.ssm_conv_channels(), n_v = c.ssm_n_v_heads;
+        l.need(blk(il, "attn_qkv.weight"), {c.n_embd, conv});
+        l.need(blk(il, "attn_gate.weight"), {c.n_embd, c.ssm_d_inner});
+        l.need(blk(il, "ssm_conv1d.weight"), {c.ssm_d_conv, conv});
+        l.need(blk(il, "ssm_dt.bias"), {n_v});
+        l.need(blk(il, "ssm_a"), {n_v});
+        l.need(blk(il, "ssm_beta.weight"), {c.n_embd, n_v});
+        l.need(blk(il, "ssm_alpha.weight"), {c.n_embd, n_v});
+        l.need(blk(il, "ssm_norm.weight"), {c.ssm_d_state});
+        l.need(blk(il, "ssm_out.weight"), {c.ssm_d_inner, c.n_embd});
+        weight_scales(l, il, {"attn_qkv", "attn_gate", "ssm_beta", "ssm_alpha", "ssm_out"}, ScaleUse::kRefused);
+    } else {
+        const int64_t n_q = c.n_head * c.head_dim_k;
+        const std::string fused = "a fused attn_qkv in a qwen35 attention layer is not supported yet";
+        const std::string biases = "q/k/v biases in a qwen35 file are not supported yet";
+        l.refused(blk(il, "attn_qkv.weight"), {c.n_embd, 2 * n_q + c.n_embd_k_gqa() + c.n_embd_v_gqa()}, fused);
+        l.refused(blk(il, "attn_qkv.bias"), {2 * n_q + c.n_embd_k_gqa() + c.n_embd_v_gqa()}, fused);
+        l.need(blk(il, "attn_q.weight"), {c.n_embd, 2 * n_q});
+        l.need(blk(il, "attn_k.weight"), {c.n_embd, c.n_embd_k_gqa()});
+        l.need(blk(il, "attn_v.weight"), {c.n_embd, c.n_embd_v_gqa()});
+        l.refused(blk(il, "attn_q.bias"), {2 * n_q}, biases);
+        l.refused(blk(il, "attn_k.bias"), {c.n_embd_k_gqa()}, biases);
+        l.refused(blk(il, "attn_v.bias"), {c.n_embd_v_gqa()}, biases);
+        l.need(blk(il, "attn_output.weight"), {n_q, c.n_embd});
+        l.need(blk(il, "attn_q_norm.weight"), {c.head_dim_k});
+        l.need(blk(il, "attn_k_norm.weight"), {c.head_dim_k});
+        weight_scales(l, il, {"attn_q", "attn_k", "attn_v", "attn_output"}, ScaleUse::kRefused);
+    }
+    dense_ffn(l, il, c.n_embd, c.n_ff);
+    weight_scales(l, il, {"ffn_gate", "ffn_down", "ffn_up"}, ScaleUse::kRefused);
+}
+
 }  // namespace
 
 std::vector<TensorSpec> tensor_layout(const ModelConfig& c, int64_t n_vocab) {
@@ -286,6 +330,7 @@ std::vector<TensorSpec> tensor_layout(const ModelConfig& c, int64_t n_vocab) {
         else if (c.arch == Arch::kPhi3) phi3_layer(l, c, il);
         else if (c.arch == Arch::kGemma2 || c.arch == Arch::kGemma3) gemma_layer(l, c, il);
         else if (c.arch == Arch::kGptOss) gpt_oss_layer(l, c, il);
+        else if (c.arch == Arch::kQwen35) qwen35_layer(l, c, il);
         else llama_layer(l, c, il);
     }
     return out;

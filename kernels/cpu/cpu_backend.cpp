@@ -16,6 +16,7 @@
 #include "kernels/cpu/aligned_vector.h"
 #include "kernels/cpu/dequant.h"
 #include "kernels/cpu/exact_order.h"
+#include "kernels/cpu/delta_net.h"
 #include "kernels/cpu/ggml_order.h"
 #include "kernels/cpu/quantize.h"
 #include "kernels/cpu/thread_pool.h"
@@ -87,6 +88,7 @@ public:
             // The mixture-of-experts ops: kernels/host_ops.h's functions, on host memory here.
             case Op::kArgsort: case Op::kDiv: case Op::kSigmoid: case Op::kClamp: case Op::kSumRows:
             case Op::kScale: case Op::kGeglu: case Op::kTanh: case Op::kSwigluOai: case Op::kAddId: return true;
+            case Op::kSilu: case Op::kSoftplus: case Op::kSsmConv: case Op::kGatedDeltaNet: return true;
             // ggml's flash-attention kernel is reproduced for llama mode only.
             case Op::kFlashAttnExt: return mode == MathMode::kLlama;
             default: return false;
@@ -843,6 +845,34 @@ public:
         require_contiguous({&x, &y});
         pool_.parallel_for(x.n_elements(), 4096, [&](int64_t lo, int64_t hi) {
             host_unary(op, x.f32() + lo, hi - lo, y.f32() + lo, p0, p1);
+        });
+    }
+    // qwen35's Gated DeltaNet ops: host_ops.h's functions, split over channels or value heads.
+    // llama mode takes the vector width of the llama.cpp build it reproduces.
+    int llama_lanes(MathMode mode) const {
+        return mode == MathMode::kExact ? 0 : isa_ == LlamaIsa::kAvx2 ? 8 : 16;
+    }
+    void silu(const Tensor& x, Tensor& y, MathMode mode) override {
+        require_contiguous({&x, &y});
+        const int64_t n = x.ne[0];
+        const int lanes = llama_lanes(mode);
+        pool_.parallel_for(x.n_rows(), 4, [&](int64_t b, int64_t e) {
+            for (int64_t r = b; r < e; ++r) delta_net::silu(x.f32() + r * n, n, y.f32() + r * n, lanes);
+        });
+    }
+    void ssm_conv(const Tensor& x, const Tensor& w, Tensor& y) override {
+        require_contiguous({&x, &w, &y});
+        pool_.parallel_for(w.ne[1], 64, [&](int64_t c0, int64_t c1) {
+            delta_net::ssm_conv(x.f32(), w.f32(), w.ne[0], w.ne[1], y.ne[1], y.f32(), c0, c1);
+        });
+    }
+    void gated_delta_net(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
+                         Tensor& state, Tensor& out, MathMode mode) override {
+        require_contiguous({&q, &k, &v, &g, &beta, &state, &out});
+        const int lanes = llama_lanes(mode);
+        pool_.parallel_for(v.ne[1], 1, [&](int64_t h0, int64_t h1) {
+            delta_net::gated_delta_net(q.f32(), k.f32(), v.f32(), g.f32(), beta.f32(), state.f32(), out.f32(), v.ne[0], q.ne[1],
+                                 v.ne[1], v.ne[2], lanes, h0, h1);
         });
     }
     void swiglu_oai(const Tensor& gate, const Tensor& up, Tensor& y, float alpha, float limit, MathMode mode) override {

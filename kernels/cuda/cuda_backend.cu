@@ -15,6 +15,7 @@
 #include "kernels/common/host_memory.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/delta_net.h"
 #include "kernels/cuda/dequant.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/rope.h"
@@ -80,6 +81,7 @@ public:
             case Op::kFlashAttnExt: return mode == MathMode::kLlama;
             case Op::kArgsort: case Op::kDiv: case Op::kSigmoid: case Op::kClamp: case Op::kSumRows:
             case Op::kScale: case Op::kGeglu: case Op::kTanh: case Op::kSwigluOai: case Op::kAddId: return true;
+            case Op::kSilu: case Op::kSoftplus: case Op::kSsmConv: case Op::kGatedDeltaNet: return true;
             default: return false;
         }
     }
@@ -224,6 +226,19 @@ public:
     void add_id(const Tensor& a, const Tensor& table, const Tensor& ids, Tensor& y) override {
         LS_CUDA_CHECK(cuda::cuda_add_id(a.f32(), a.ne[0], a.ne[1] * a.ne[2], table.f32(), table.ne[1], ids.i32(), y.f32(),
                                         stream_));
+    }
+    // qwen35's Gated DeltaNet ops (kernels/cuda/delta_net.cu), on contiguous tensors. The delta
+    // rule sums in the CPU exact mode's order in both math modes.
+    void silu(const Tensor& x, Tensor& y, MathMode mode) override {
+        LS_CUDA_CHECK(cuda::cuda_silu(x.f32(), y.f32(), x.n_elements(), mode == MathMode::kLlama, stream_));
+    }
+    void ssm_conv(const Tensor& x, const Tensor& w, Tensor& y) override {
+        LS_CUDA_CHECK(cuda::cuda_ssm_conv(x.f32(), w.f32(), y.f32(), w.ne[0], w.ne[1], y.ne[1], stream_));
+    }
+    void gated_delta_net(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
+                         Tensor& state, Tensor& out, MathMode) override {
+        LS_CUDA_CHECK(cuda::cuda_gated_delta_net(q.f32(), k.f32(), v.f32(), g.f32(), beta.f32(), state.f32(), out.f32(),
+                                                 v.ne[0], q.ne[1], v.ne[1], v.ne[2], stream_));
     }
     void sum_rows(const Tensor& x, Tensor& y) override {
         LS_CUDA_CHECK(cuda::cuda_sum_rows(x.f32(), y.f32(), x.ne[0], x.n_rows(), stream_));

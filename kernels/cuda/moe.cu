@@ -50,6 +50,8 @@ __global__ void __launch_bounds__(kElementThreads) unary_kernel(Op op, const flo
             y[i] = v * p0;
         } else if (op == Op::kTanh) {
             y[i] = tanhf(v);
+        } else if (op == Op::kSoftplus) {
+            y[i] = v > 20.0f ? v : logf(1.0f + expf(v));
         } else {
             const float lo = p1 < v ? p1 : v;  // std::max(std::min(v, p1), p0), NaN passing through
             y[i] = lo < p0 ? p0 : lo;
@@ -127,7 +129,8 @@ cudaError_t cuda_binary(Op op, const float* dev_a, const int64_t a_ne[4], const 
 }
 
 cudaError_t cuda_unary(Op op, const float* dev_x, float* dev_y, int64_t n, float p0, float p1, cudaStream_t stream) {
-    if ((op != Op::kSigmoid && op != Op::kScale && op != Op::kClamp && op != Op::kTanh) || n < 0) return cudaErrorInvalidValue;
+    if ((op != Op::kSigmoid && op != Op::kScale && op != Op::kClamp && op != Op::kTanh && op != Op::kSoftplus) || n < 0)
+        return cudaErrorInvalidValue;
     if (n == 0) return cudaSuccess;
     LAUNCH_STREAM(unary_kernel, element_blocks(n), kElementThreads, 0, stream, op, dev_x, dev_y, n, p0, p1);
     return cudaGetLastError();
