@@ -1,7 +1,7 @@
 #!/bin/bash
 # Every performance figure the README quotes, measured here and now, with the machine and the date:
 # Layerscope's `bench` in rounds interleaved with llama.cpp's `llama-bench` on make-model files of
-# the TinyLlama-1.1B and Llama-3.1-8B shapes (Q4_K), long prompts and decoding after a deep cache,
+# the TinyLlama-1.1B, Llama-3.1-8B and Qwen3.5-4B shapes (Q4_K), long prompts and decoding after a deep cache,
 # `compare` of two dumps, what capturing costs, and make-model's own time.
 #
 #   tests/perf_figures.sh [--layerscope BIN] [--llama-bench BIN] [--work DIR] [--rounds N] [--parts LIST]
@@ -12,8 +12,8 @@
 #   --work         where the models and dumps go (default /tmp/layerscope-figures; the models are
 #                  kept between runs, the dumps removed)
 #   --rounds       interleaved rounds per figure (default 3); medians are reported
-#   --parts        a comma list of: tl, tl-long, 8b, compare, capture, make-model (default: all;
-#                  about an hour on 2 cores)
+#   --parts        a comma list of: tl, tl-long, 8b, qwen35, compare, capture, make-model (default:
+#                  all; about an hour on 2 cores)
 #
 # Each ratio is ours / llama.cpp's within a round; the summary gives the median over the rounds.
 # Nothing else should run meanwhile: the figures are memory-bound and the machine's bandwidth is
@@ -25,7 +25,7 @@ ls_bin="$here/build/app/layerscope"
 llama_bench=""
 work=/tmp/layerscope-figures
 rounds=3
-parts="tl,tl-long,8b,compare,capture,make-model"
+parts="tl,tl-long,8b,qwen35,compare,capture,make-model"
 while [ $# -gt 0 ]; do
     case "$1" in
         --layerscope) ls_bin="$2"; shift 2 ;;
@@ -130,6 +130,18 @@ if want 8b; then
         theirs "8B prompt 64" "$r" -m "$l8b" -p 64 -n 0 -r 3
     done
     ours "8B peak RSS, decode (MiB)" 1 peak_rss_bytes -m "$l8b" --prompt-tokens 1 --gen 4 -r 1
+fi
+
+if want qwen35; then
+    q35="$work/qwen35-4b.gguf"
+    [ -f "$q35" ] || "$ls_bin" make-model "$q35" --preset qwen3.5-4b --type q4_K > /dev/null
+    echo "Qwen3.5-4B shape (Gated DeltaNet): decode 16 from an empty context and prompt 64 (-r 3):"
+    for r in $(seq "$rounds"); do
+        ours "qwen35 4B decode, llama mode" "$r" gen_tps -m "$q35" --mode llama --prompt-tokens 1 --gen 16 -r 3
+        theirs "qwen35 4B decode" "$r" -m "$q35" -p 0 -n 16 -r 3
+        ours "qwen35 4B prompt 64, llama mode" "$r" prompt_tps -m "$q35" --mode llama --prompt-tokens 64 --gen 0 -r 3
+        theirs "qwen35 4B prompt 64" "$r" -m "$q35" -p 64 -n 0 -r 3
+    done
 fi
 
 if want capture; then

@@ -870,6 +870,22 @@ public:
                          Tensor& state, Tensor& out, MathMode mode) override {
         require_contiguous({&q, &k, &v, &g, &beta, &state, &out});
         const int lanes = llama_lanes(mode);
+#if defined(LS_HAVE_VEC_DOT_AVX2)
+        const int64_t S = v.ne[0], H_k = q.ne[1], H_v = v.ne[1], T = v.ne[2];
+        if (lanes == 8 && avx2_ && S % 32 == 0) {  // the same bits on AVX2 instructions
+            const float scale = 1.0f / std::sqrt(static_cast<float>(S));
+            pool_.parallel_for(H_v, 1, [&](int64_t h0, int64_t h1) {
+                std::vector<float> delta(static_cast<size_t>(S));
+                for (int64_t h = h0; h < h1; ++h)
+                    for (int64_t t = 0; t < T; ++t)
+                        delta_net_step_avx2(state.f32() + h * S * S, q.f32() + (t * H_k + h % H_k) * S,
+                                            k.f32() + (t * H_k + h % H_k) * S, v.f32() + (t * H_v + h) * S,
+                                            std::exp(g.f32()[t * H_v + h]), beta.f32()[t * H_v + h], scale, S,
+                                            delta.data(), out.f32() + (t * H_v + h) * S);
+            });
+            return;
+        }
+#endif
         pool_.parallel_for(v.ne[1], 1, [&](int64_t h0, int64_t h1) {
             delta_net::gated_delta_net(q.f32(), k.f32(), v.f32(), g.f32(), beta.f32(), state.f32(), out.f32(), v.ne[0], q.ne[1],
                                  v.ne[1], v.ne[2], lanes, h0, h1);

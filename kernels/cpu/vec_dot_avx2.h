@@ -63,6 +63,12 @@ void swiglu_row_avx2_vec(const float* x, const float* g, float* y, int64_t n);
 // Exact mode's SwiGLU (x / (1 + ggml_v_expf16(-x)) * g) on AVX2 instructions, bit for bit.
 void swiglu_exact_avx2(const float* x, const float* g, float* y, int64_t n);
 float dot_blocks8_avx2(const float* a, const float* b, int64_t np);
+// One token of the gated delta rule for one value head, as delta_net::gated_delta_net with lanes 8
+// (ggml_vec_scale_f32, ggml_vec_dot_f32 and ggml_vec_mad_f32 of an AVX2 build), bit for bit:
+// s (S x S, stored transposed) *= decay; delta[j] = (v[j] - s_j . k) beta; s_j += k delta[j];
+// out[j] = (s_j . q) scale. S a multiple of 32 (no leftovers); delta holds S floats of scratch.
+void delta_net_step_avx2(float* s, const float* q, const float* k, const float* v, float decay, float beta, float scale,
+                         int64_t S, float* delta, float* out);
 // dot_blocks8_avx2 of every column d < hd of V with p, from V's rows as the cache holds them (cell
 // j's hd values at v + j * v_stride), without transposing V: out[d] is the bits of
 // dot_blocks8_avx2(column d padded with zeros, p padded with zeros, np) for any np >= n (a decode

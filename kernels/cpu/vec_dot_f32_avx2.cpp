@@ -427,4 +427,18 @@ LS_AVX2 void dot_blocks8_columns_avx2(const float* v, int64_t v_stride, int64_t 
     }
 }
 
+LS_AVX2 void delta_net_step_avx2(float* s, const float* q, const float* k, const float* v, float decay, float beta,
+                                 float scale, int64_t S, float* delta, float* out) {
+    const __m256 d = _mm256_set1_ps(decay);
+    for (int64_t i = 0; i < S * S; i += 8) _mm256_storeu_ps(s + i, _mm256_mul_ps(_mm256_loadu_ps(s + i), d));
+    for (int64_t j = 0; j < S; ++j) delta[j] = (v[j] - dot_blocks8_avx2(s + j * S, k, S)) * beta;
+    for (int64_t j = 0; j < S; ++j) {
+        float* row = s + j * S;
+        const __m256 dj = _mm256_set1_ps(delta[j]);
+        for (int64_t i = 0; i < S; i += 8)
+            _mm256_storeu_ps(row + i, _mm256_fmadd_ps(_mm256_loadu_ps(k + i), dj, _mm256_loadu_ps(row + i)));
+    }
+    for (int64_t j = 0; j < S; ++j) out[j] = dot_blocks8_avx2(s + j * S, q, S) * scale;
+}
+
 }  // namespace ls
