@@ -33,6 +33,9 @@ void print_written(const MakeModelSpec& spec, const std::string& path, const Mak
     if (spec.arch == "qwen3moe" || spec.llama_experts)
         fmt::print("  moe: {} experts of {}, {} used (softmax, renormalised)\n", spec.n_expert,
                    spec.llama_experts ? spec.n_ff : spec.n_ff_expert, spec.n_expert_used);
+    if (spec.arch == "qwen35moe")
+        fmt::print("  moe: {} experts of {}, {} used (softmax, renormalised), a gated shared expert of {}{}\n", spec.n_expert,
+                   spec.n_ff_expert, spec.n_expert_used, spec.n_ff, spec.fused_gate_up ? "; gate and up fused" : "");
     if (deepseek2 && spec.n_expert_groups > 1)
         fmt::print("  grouped routing: {} groups of {} experts, the best {} kept\n", spec.n_expert_groups,
                    spec.n_expert / spec.n_expert_groups, spec.n_expert_groups_used);
@@ -68,7 +71,8 @@ int run_make_model(const MakeModelOptions& o) {
     if (!o.arch.empty() && o.arch != spec.arch) {
         spec.arch = o.arch;
         if (spec.arch == "gpt-oss" && spec.n_swa == 0) spec.n_swa = 128;  // gpt-oss's window unless --swa says
-        if (spec.arch == "qwen35" && spec.n_layer < spec.full_attn_interval) spec.n_layer = spec.full_attn_interval;
+        if ((spec.arch == "qwen35" || spec.arch == "qwen35moe") && spec.n_layer < spec.full_attn_interval)
+            spec.n_layer = spec.full_attn_interval;
     }
     // --type T, or a list T1,T2,...: one file per type from the same master weights.
     std::vector<GgmlType> types;

@@ -175,12 +175,12 @@ void add_make_model_command(CLI::App& app, ls::app::MakeModelOptions& o) {
                                          "llama3-tiny, qwen3-0.6b, qwen3-8b, qwen3-tiny, qwen3-30b-a3b, qwen3moe-tiny, "
                                          "mixtral-8x7b, llama-moe-tiny, phi-3.5-mini, phi-4-mini, phi3-tiny, gemma-2-2b, "
                                          "gemma-3-1b, gemma-3-4b, gemma2-tiny, gemma3-tiny, gpt-oss-20b, gpt-oss-tiny, "
-                                         "qwen3.5-4b, qwen35-tiny")
+                                         "qwen3.5-4b, qwen35-tiny, qwen3.5-35b-a3b, qwen35moe-tiny")
         ->excludes(demo);
     mk->add_option("--arch", o.arch, "llama (default), qwen2, qwen3, qwen3moe, phi3, gemma2, gemma3, deepseek2, gpt-oss or "
                                      "qwen35")
         ->check(CLI::IsMember({"llama", "qwen2", "qwen3", "qwen3moe", "phi3", "gemma2", "gemma3", "deepseek2", "gpt-oss",
-                               "qwen35"}));
+                               "qwen35", "qwen35moe"}));
     mk->add_option("--type", o.type, "Weight type: f32, f16 (default), bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_K..q6_K, "
                                      "mxfp4 (experts MXFP4, other matrices Q8_0, as llama-quantize's MXFP4_MOE), nvfp4 (every "
                                      "matrix but token_embd and the router NVFP4, as ModelOpt conversions); a list (f16,q8_0,q4_K) writes one "
@@ -199,9 +199,9 @@ void add_make_model_command(CLI::App& app, ls::app::MakeModelOptions& o) {
     mk->add_option("--q-lora-rank", o.q_lora_rank, "deepseek2: q compression rank, 0 = plain attn_q (default 0)")
         ->check(CLI::Range(0, 65536));
     mk->add_option("--kv-lora-rank", o.kv_lora_rank, "deepseek2: KV latent width (default 64)")->check(CLI::Range(1, 65536));
-    mk->add_option("--experts", o.experts, "deepseek2, qwen3moe, gpt-oss, llama --moe: routed experts (default 8)")
+    mk->add_option("--experts", o.experts, "deepseek2, qwen3moe, qwen35moe, gpt-oss, llama --moe: routed experts (default 8)")
         ->check(CLI::Range(1, 1024));
-    mk->add_option("--experts-used", o.experts_used, "deepseek2, qwen3moe, gpt-oss, llama --moe: experts per token (default 2)")
+    mk->add_option("--experts-used", o.experts_used, "deepseek2, qwen3moe, qwen35moe, gpt-oss, llama --moe: experts per token (default 2)")
         ->check(CLI::Range(1, 1024));
     mk->add_option("--expert-groups", o.expert_groups, "deepseek2: route within groups of experts "
                                                        "(expert_group_count, DeepSeek-V3's 8; default 1)")
@@ -209,11 +209,11 @@ void add_make_model_command(CLI::App& app, ls::app::MakeModelOptions& o) {
     mk->add_option("--expert-groups-used", o.expert_groups_used, "deepseek2: the groups kept per token "
                                                                  "(expert_group_used_count, DeepSeek-V3's 4)")
         ->check(CLI::Range(1, 1024));
-    mk->add_option("--expert-ff", o.expert_ff, "deepseek2, qwen3moe, gpt-oss: an expert's feed-forward width (default 256)")
+    mk->add_option("--expert-ff", o.expert_ff, "deepseek2, qwen3moe, qwen35moe, gpt-oss: an expert's feed-forward width (default 256)")
         ->check(CLI::Range(1, 1 << 20));
     mk->add_flag("--moe", o.llama_experts, "llama: experts in every layer instead of the dense feed-forward (Mixtral; "
                                            "they are --ff wide)");
-    mk->add_flag("--fused-gate-up", o.fused_gate_up, "deepseek2: gate and up experts fused in one ffn_gate_up_exps "
+    mk->add_flag("--fused-gate-up", o.fused_gate_up, "deepseek2, qwen35moe: gate and up experts fused in one ffn_gate_up_exps "
                                                      "(current converters)");
     mk->add_option("--gating", o.gating, "deepseek2: the router's gating, softmax (default) or sigmoid")
         ->check(CLI::IsMember({"softmax", "sigmoid"}));

@@ -1,4 +1,5 @@
-// qwen35 (Qwen3.5): Gated DeltaNet layers with a recurrent state beside gated attention, against
+// qwen35 and qwen35moe (Qwen3.5): Gated DeltaNet layers with a recurrent state beside gated
+// attention (qwen35moe: experts and a gated shared expert), against
 // llama.cpp's own dumps (tests/data/hybrid, made by its AVX2 build with the companion dumper) of
 // models make-model writes here: every tensor, the greedy tokens and the top-5 logits, in prompts,
 // across ubatches and over 8 decoded tokens; the CUDA kernels (emulated) against the CPU; the
@@ -30,6 +31,7 @@ struct HybridCase {
     const char* dump;                  // in tests/data/hybrid
     double limit;                      // largest NMSE accepted in llama mode
     const char* model_file = nullptr;  // a llama-quantize model in tests/data/hybrid instead of a made one
+    bool fused_gate_up = false;        // qwen35moe: gate and up experts in one ffn_gate_up_exps
 };
 
 const HybridCase kCases[] = {
@@ -38,6 +40,10 @@ const HybridCase kCases[] = {
     {"f16_flash_attention", "qwen35-tiny", GgmlType::F16, "qwen35-tiny-F16_hello_n8_fa-on.gguf", 1e-8},
     {"q8_0", "qwen35-tiny", GgmlType::Q8_0, "qwen35-tiny-Q8_0_hello_n8_fa-off.gguf", 1e-6},
     {"q4_k_m", nullptr, GgmlType::F16, "qwen35-wide-Q4_K_M_story_n8_fa-off.gguf", 1e-6, "qwen35-wide-Q4_K_M.gguf"},
+    {"moe_f16", "qwen35moe-tiny", GgmlType::F16, "qwen35moe-tiny-F16_story_n8_fa-off.gguf", 1e-8},
+    {"moe_fused_gate_up_flash", "qwen35moe-tiny", GgmlType::F16, "qwen35moe-tiny-fused-F16_hello_n8_fa-on.gguf", 1e-8,
+     nullptr, true},
+    {"moe_q8_0", "qwen35moe-tiny", GgmlType::Q8_0, "qwen35moe-tiny-Q8_0_hello_n8_fa-off.gguf", 1e-6},
 };
 
 std::string data_path(const char* file) { return std::string(LAYERSCOPE_TEST_DATA) + "/hybrid/" + file; }
@@ -54,6 +60,7 @@ struct CaseModel {
         if (!preset.ok()) return;
         MakeModelSpec spec = preset.value();
         spec.type = c.type;
+        spec.fused_gate_up = c.fused_gate_up;
         dir = test::make_temp_dir();
         path = dir + "/model.gguf";
         Status s = make_model(spec, path);
@@ -87,9 +94,11 @@ INSTANTIATE_TEST_SUITE_P(LlamaCppAvx2, HybridArchs, ::testing::ValuesIn(kCases),
                          [](const auto& info) { return std::string(info.param.name); });
 
 // The CUDA kernels (on the SIMT emulator) generate llama.cpp's tokens, and every event of their
-// exact-mode run agrees with the CPU backend's at NMSE <= 1e-6.
-TEST(HybridArchsCuda, CudaEmulatedAgreesWithTheCpuAndLlamaCpp) {
-    const HybridCase& c = kCases[0];
+// exact-mode run agrees with the CPU backend's at NMSE <= 1e-6: qwen35 and qwen35moe.
+class HybridArchsCuda : public ::testing::TestWithParam<size_t> {};
+
+TEST_P(HybridArchsCuda, CudaEmulatedAgreesWithTheCpuAndLlamaCpp) {
+    const HybridCase& c = kCases[GetParam()];
     const CaseModel made(c);
     auto model = Model::open(made.path);
     ASSERT_TRUE(model.ok()) << model.error().message;
@@ -125,6 +134,9 @@ TEST(HybridArchsCuda, CudaEmulatedAgreesWithTheCpuAndLlamaCpp) {
     EXPECT_EQ(r.value().summary.no_reference, 0);
     EXPECT_GT(r.value().summary.compared(), 600);
 }
+
+INSTANTIATE_TEST_SUITE_P(LlamaCppAvx2, HybridArchsCuda, ::testing::Values(size_t{0}, size_t{5}),
+                         [](const auto& info) { return std::string(kCases[info.param].name); });
 
 // Bugs of Qwen3.5 ports: the first divergent tensor is where the bug lives (everything before it
 // matches), and the doctor names it.
@@ -351,9 +363,9 @@ TEST(HybridArchsRefusals, WhatIsNotRunYetIsRefusedByName) {
     EXPECT_EQ(qkv->ne, (std::vector<int64_t>{128, 2 * 64 + 128}));
 }
 
-// The Qwen3.5-4B-shaped preset is what llama.cpp's loader calls a 4B model: 32 layers 2560 wide,
-// every fourth one attention, about 4.2 billion weights with the tied embeddings.
-TEST(HybridArchsPresets, Qwen35FourBIsShapedAsTheRealModel) {
+// The presets are what llama.cpp's loader calls a 4B and a 35B-A3B model: Qwen3.5-4B's 32 layers
+// 2560 wide, every fourth one attention, about 4.2 billion weights with the tied embeddings.
+TEST(HybridArchsPresets, ShapedAsTheRealModels) {
     auto spec = make_model_preset("qwen3.5-4b");
     ASSERT_TRUE(spec.ok());
     auto n = make_model_param_count(spec.value());
@@ -366,6 +378,13 @@ TEST(HybridArchsPresets, Qwen35FourBIsShapedAsTheRealModel) {
     for (const GgufKV& kv : meta.value())
         if (kv.key == "qwen35.full_attention_interval") interval = kv.value.u64 == 4;
     EXPECT_TRUE(interval);
+    // Qwen3.5-35B-A3B: 40 layers of 256 experts (8 used) and a shared expert, about 35 billion weights.
+    auto moe = make_model_preset("qwen3.5-35b-a3b");
+    ASSERT_TRUE(moe.ok());
+    auto n_moe = make_model_param_count(moe.value());
+    ASSERT_TRUE(n_moe.ok()) << n_moe.error().message;
+    EXPECT_GT(n_moe.value(), 30'000'000'000);
+    EXPECT_LT(n_moe.value(), 40'000'000'000);
 }
 
 }  // namespace

@@ -586,7 +586,7 @@ private:
         consider("norm-weight-missing", fmt::format("{} matches the reference if {} is applied", ours_.name, weight),
                  ours_aligned(twice));
         const Arch arch = model_->config().arch;
-        if (arch == Arch::kGemma2 || arch == Arch::kGemma3 || arch == Arch::kQwen35) {
+        if (arch == Arch::kGemma2 || arch == Arch::kGemma3 || model_->config().hybrid()) {
             // gemma's (and Qwen3.5's) norms are (1 + w) in the checkpoint; the converter stores 1 + w,
             // so an engine that adds the 1 again computes x (1 + w'), w' = 1 + w.
             std::vector<float> plain = ours_.data;

@@ -223,8 +223,8 @@ Result<FaultKnobs> fault_knobs(Fault fault, const FaultModelFacts& m) {
             break;
         case Fault::kGemmaNormPlusOne:
             // qwen35's norms are zero-centred in the checkpoint as gemma's are (its converter adds the 1 too).
-            if (c.arch != Arch::kGemma2 && c.arch != Arch::kGemma3 && c.arch != Arch::kQwen35)
-                return refuse("needs a gemma2, gemma3 or qwen35 model");
+            if (c.arch != Arch::kGemma2 && c.arch != Arch::kGemma3 && !c.hybrid())
+                return refuse("needs a gemma2, gemma3, qwen35 or qwen35moe model");
             k.norm_plus_one = true;
             break;
         case Fault::kEmbdScaleMissing:

@@ -1220,7 +1220,8 @@ Result<std::unique_ptr<ForwardPass>> make_forward(const Model& model, Backend& b
         case Arch::kGemma3: graph = make_gemma_graph(model, backend, options); break;
         case Arch::kDeepseek2: graph = make_deepseek2_graph(model, backend, options); break;
         case Arch::kGptOss: graph = make_gpt_oss_graph(model, backend, options); break;
-        case Arch::kQwen35: graph = make_qwen35_graph(model, backend, options); break;
+        case Arch::kQwen35:
+        case Arch::kQwen35Moe: graph = make_qwen35_graph(model, backend, options); break;
         default:
             return make_error(ErrorCode::kUnsupported, fmt::format("{}: running {} models is not supported yet", model.path(),
                                                                    model.config().arch_name));

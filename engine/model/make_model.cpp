@@ -83,11 +83,12 @@ bool is_llama_moe(const MakeModelSpec& s) { return s.arch == "llama" && s.llama_
 bool is_phi3(const MakeModelSpec& s) { return s.arch == "phi3"; }
 bool is_gemma(const MakeModelSpec& s) { return s.arch == "gemma2" || s.arch == "gemma3"; }
 // qwen2 and qwen3 share Qwen's conventions here: NEOX rope base 1e6, eps 1e-6, padded token rows.
-bool is_qwen(const MakeModelSpec& s) { return is_qwen2(s) || is_qwen3(s) || s.arch == "qwen35"; }
+bool is_qwen(const MakeModelSpec& s) { return is_qwen2(s) || is_qwen3(s) || s.arch == "qwen35" || s.arch == "qwen35moe"; }
 int head_dim_of(const MakeModelSpec& s) { return s.head_dim > 0 ? s.head_dim : s.n_embd / s.n_head; }
 bool is_deepseek2(const MakeModelSpec& s) { return s.arch == "deepseek2"; }
 bool is_gpt_oss(const MakeModelSpec& s) { return s.arch == "gpt-oss"; }
-bool is_qwen35(const MakeModelSpec& s) { return s.arch == "qwen35"; }
+bool is_qwen35(const MakeModelSpec& s) { return s.arch == "qwen35" || s.arch == "qwen35moe"; }
+bool is_qwen35moe(const MakeModelSpec& s) { return s.arch == "qwen35moe"; }
 
 int64_t padded_rows(const MakeModelSpec& s) {
     if (s.vocab_rows > 0) return s.vocab_rows;
@@ -321,7 +322,8 @@ const std::vector<std::string>& make_model_preset_names() {
                                                    "phi-4-mini",       "phi3-tiny",      "gemma-2-2b",
                                                    "gemma-3-1b",       "gemma-3-4b",     "gemma2-tiny",
                                                    "gemma3-tiny",      "gpt-oss-20b",    "gpt-oss-tiny",
-                                                   "qwen3.5-4b",       "qwen35-tiny"};
+                                                   "qwen3.5-4b",       "qwen35-tiny",    "qwen3.5-35b-a3b",
+                                                   "qwen35moe-tiny"};
     return names;
 }
 
@@ -680,6 +682,48 @@ Result<MakeModelSpec> make_model_preset(const std::string& name) {
         s.rope_freq_base = 10000000.0f;
         s.rms_eps = 1e-6f;
         s.tied_output = true;
+    } else if (name == "qwen3.5-35b-a3b") {
+        // Qwen3.5-35B-A3B's shape as llama.cpp's loader knows it (40 layers: "35B.A3B"): 2048 wide,
+        // every fourth layer gated attention (16 / 2 heads of 256, 64 dims rotated), the others Gated
+        // DeltaNet (16 q/k heads and 32 value heads of 128); 256 experts of 512, 8 per token, and a
+        // gated shared expert of 512; 248044 tokens in 248320 rows, an LM head.
+        s.arch = "qwen35moe";
+        s.n_embd = 2048;
+        s.n_layer = 40;
+        s.n_head = 16;
+        s.n_head_kv = 2;
+        s.head_dim = 256;
+        s.n_rot = 64;
+        s.n_ff = 512;
+        s.n_expert = 256;
+        s.n_expert_used = 8;
+        s.n_ff_expert = 512;
+        s.ssm_state = 128;
+        s.ssm_k_heads = 16;
+        s.ssm_v_heads = 32;
+        s.rope_sections[0] = 11;
+        s.rope_sections[1] = 11;
+        s.rope_sections[2] = 10;
+        s.rope_sections[3] = 0;
+        s.vocab = 248044;
+        s.vocab_rows = 248320;
+        s.n_ctx_train = 262144;
+        s.rope_freq_base = 10000000.0f;
+        s.rms_eps = 1e-6f;
+    } else if (name == "qwen35moe-tiny") {
+        // For tests: qwen35-tiny's layers with 8 experts of 64, 2 per token, and a shared expert of 96.
+        s.arch = "qwen35moe";
+        s.n_embd = 128;
+        s.n_layer = 4;
+        s.n_head = 4;
+        s.n_head_kv = 2;
+        s.head_dim = 64;
+        s.n_rot = 16;
+        s.n_ff = 96;
+        s.n_expert = 8;
+        s.n_expert_used = 2;
+        s.n_ff_expert = 64;
+        s.vocab = 512;
     } else if (name == "qwen35-tiny") {
         // For tests: three Gated DeltaNet layers (2 q/k heads and 4 value heads of 32) and one gated
         // attention layer (4 / 2 heads of 64, 16 dims rotated in sections 3, 3, 2).
@@ -733,7 +777,13 @@ ModelConfig config_of(const MakeModelSpec& s) {
         c.n_ff_expert = s.n_ff_expert;
     }
     if (is_qwen35(s)) {
-        c.arch = Arch::kQwen35;
+        c.arch = is_qwen35moe(s) ? Arch::kQwen35Moe : Arch::kQwen35;
+        if (is_qwen35moe(s)) {
+            c.n_expert = s.n_expert;
+            c.n_expert_used = s.n_expert_used;
+            c.n_ff_expert = s.n_ff_expert;
+            c.n_ff_shexp = s.n_ff;
+        }
         c.ssm_d_conv = s.ssm_conv;
         c.ssm_d_state = s.ssm_state;
         c.ssm_n_k_heads = s.ssm_k_heads;
@@ -913,20 +963,20 @@ Status validate_make_model_spec(const MakeModelSpec& s) {
     if (s.arch != "llama" && s.arch != "qwen2" && !is_qwen3(s) && s.arch != "phi3" && !is_gemma(s) &&
         s.arch != "deepseek2" && !is_gpt_oss(s) && !is_qwen35(s))
         return bad(fmt::format("arch '{}' is not supported; use llama, qwen2, qwen3, qwen3moe, phi3, gemma2, gemma3, "
-                               "deepseek2, gpt-oss or qwen35", s.arch));
+                               "deepseek2, gpt-oss, qwen35 or qwen35moe", s.arch));
     if (is_qwen35(s)) {
         if (Status st = validate_qwen35(s); !st) return st;
     }
     if (s.llama_experts && s.arch != "llama")
         return bad(fmt::format("llama_experts is a llama option; {} decides its experts itself", s.arch));
-    if (s.fused_gate_up && !is_deepseek2(s))
+    if (s.fused_gate_up && !is_deepseek2(s) && !is_qwen35moe(s))
         return bad(fmt::format("fused gate_up experts are a deepseek2 option; llama.cpp's {} loader takes only separate "
                                "ones", s.arch));
-    if (is_qwen3moe(s) || is_llama_moe(s) || is_gpt_oss(s)) {
+    if (is_qwen3moe(s) || is_llama_moe(s) || is_gpt_oss(s) || is_qwen35moe(s)) {
         if (s.n_expert < 1 || s.n_expert > 1024 || s.n_expert_used < 1 || s.n_expert_used > s.n_expert)
             return bad(fmt::format("{} experts with {} used: need 1..1024 experts and 1..n_expert used", s.n_expert,
                                    s.n_expert_used));
-        if ((is_qwen3moe(s) || is_gpt_oss(s)) && (s.n_ff_expert < 1 || s.n_ff_expert > (1 << 20)))
+        if ((is_qwen3moe(s) || is_gpt_oss(s) || is_qwen35moe(s)) && (s.n_ff_expert < 1 || s.n_ff_expert > (1 << 20)))
             return bad(fmt::format("n_ff_expert is {}; it must be in 1..{}", s.n_ff_expert, 1 << 20));
         if (s.out_biases)
             return bad(fmt::format("output biases are not an option of a {} model with experts", s.arch));
@@ -1101,6 +1151,7 @@ double make_model_tensor_std(const MakeModelSpec& s, const std::string& name) {
         if (ends("ssm_conv1d.weight")) return 0.3;
         if (ends("ssm_dt.bias")) return 0.5;
         if (ends("ssm_a")) return 0.5;
+        if (ends("ffn_gate_inp_shexp.weight")) return 0.1;  // the shared expert's gate: sigmoid spread around 0.5
     }
     if (is_deepseek2(s)) {
         // The fixtures' deepseek2-mini: the query and key paths 0.06.
@@ -1243,6 +1294,12 @@ std::vector<GgufKV> build_metadata(const MakeModelSpec& s, int64_t* n_tokens) {
         put(a + ".ssm.time_step_rank", u32(s.ssm_v_heads));
         put(a + ".ssm.inner_size", u32(c.ssm_d_inner));
         put(a + ".full_attention_interval", u32(s.full_attn_interval));
+        if (is_qwen35moe(s)) {
+            put(a + ".expert_count", u32(s.n_expert));
+            put(a + ".expert_used_count", u32(s.n_expert_used));
+            put(a + ".expert_feed_forward_length", u32(s.n_ff_expert));
+            put(a + ".expert_shared_feed_forward_length", u32(s.n_ff));
+        }
     }
     if (is_qwen3(s) || is_gemma(s) || is_qwen35(s)) {
         put(a + ".attention.key_length", u32(c.head_dim_k));

@@ -24,6 +24,7 @@ const char* arch_name(Arch arch) {
         case Arch::kDeepseek2: return "deepseek2";
         case Arch::kGptOss: return "gpt-oss";
         case Arch::kQwen35: return "qwen35";
+        case Arch::kQwen35Moe: return "qwen35moe";
     }
     return "?";
 }
@@ -53,6 +54,7 @@ bool arch_from_name(std::string_view name, Arch* out) {
     if (name == "deepseek2") { *out = Arch::kDeepseek2; return true; }
     if (name == "gpt-oss") { *out = Arch::kGptOss; return true; }
     if (name == "qwen35") { *out = Arch::kQwen35; return true; }
+    if (name == "qwen35moe") { *out = Arch::kQwen35Moe; return true; }
     return false;
 }
 
@@ -452,14 +454,14 @@ Result<ModelConfig> read_config(const GgufFile& file, bool check) {
     if (!arch_value)
         return make_error(ErrorCode::kBadInput,
                           "general.architecture is missing; every model needs it (llama, qwen2, qwen3, qwen3moe, phi3, "
-                          "gemma2, gemma3, deepseek2, gpt-oss or qwen35)");
+                          "gemma2, gemma3, deepseek2, gpt-oss, qwen35 or qwen35moe)");
     if (arch_value->type != GgufValueType::STRING)
         return make_error(ErrorCode::kBadInput, "general.architecture is not a string");
     c.arch_name = arch_value->str;
     if (!arch_from_name(c.arch_name, &c.arch))
         return make_error(ErrorCode::kUnsupported,
                           fmt::format("architecture {} is not supported; supported: llama, qwen2, qwen3, qwen3moe, phi3, gemma2, "
-                                      "gemma3, deepseek2, gpt-oss, qwen35",
+                                      "gemma3, deepseek2, gpt-oss, qwen35, qwen35moe",
                                       quote_text(c.arch_name)));
 
     KeyReader keys(file, c.arch_name);
@@ -558,6 +560,13 @@ Result<ModelConfig> read_config(const GgufFile& file, bool check) {
             if (Status s = read_experts(file, keys, c, true); !s) return s.error();
             if (Status s = read_mla(keys, c); !s) return s.error();
             break;
+        case Arch::kQwen35Moe:
+            // qwen3moe's experts (softmax, renormalised, no scale: its loader reads none of those keys)
+            // and one shared expert of expert_shared_feed_forward_length (n_ff without it).
+            if (Status s = read_qwen3moe_experts(keys, c); !s) return s.error();
+            LS_ASSIGN(c.n_ff_shexp, keys.optional_int("expert_shared_feed_forward_length", c.n_ff));
+            if (c.n_ff_shexp <= 0) return positive_error(keys, "expert_shared_feed_forward_length", c.n_ff_shexp);
+            [[fallthrough]];
         case Arch::kQwen35:
             c.rope_type = RopeType::kImrope;
             if (Status s = read_qwen35(file, keys, c); !s) return s.error();

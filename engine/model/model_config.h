@@ -13,7 +13,7 @@ namespace ls {
 
 class GgufFile;
 
-enum class Arch { kLlama, kQwen2, kQwen3, kQwen3Moe, kPhi3, kGemma2, kGemma3, kDeepseek2, kGptOss, kQwen35 };
+enum class Arch { kLlama, kQwen2, kQwen3, kQwen3Moe, kPhi3, kGemma2, kGemma3, kDeepseek2, kGptOss, kQwen35, kQwen35Moe };
 
 // NORM rotates adjacent pairs (x0,x1),(x2,x3)...; NEOX rotates (x_i, x_{i+n_rot/2}). IMROPE
 // (qwen35): NEOX pairs whose angles take one of four positions by an interleaved section pattern
@@ -63,6 +63,7 @@ struct ModelConfig {
     int64_t n_expert_used = 0;
     int64_t n_expert_shared = 0;
     int64_t n_ff_expert = 0;          // expert_feed_forward_length
+    int64_t n_ff_shexp = 0;           // qwen35moe: expert_shared_feed_forward_length (default n_ff), one gated shared expert
     int64_t n_layer_dense_lead = 0;   // leading_dense_block_count: layers before the first MoE one
     double expert_weights_scale = 0;  // 0 = no scaling
     bool expert_weights_norm = false;

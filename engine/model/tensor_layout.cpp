@@ -63,6 +63,18 @@ void weight_scales(Layout& l, int64_t il, std::initializer_list<const char*> pro
 // optional (the graph builder refuses a file without them); qwen3moe: all three separate.
 void moe_ffn(Layout& l, const ModelConfig& c, int64_t il) {
     const bool ds2 = c.arch == Arch::kDeepseek2;
+    if (c.arch == Arch::kQwen35Moe) {  // create_tensor_gate_up_exps: fused gate_up, or gate and up
+        l.need(blk(il, "ffn_gate_inp.weight"), {c.n_embd, c.n_expert});
+        l.maybe(blk(il, "ffn_gate_up_exps.weight"), {c.n_embd, 2 * c.n_ff_expert, c.n_expert});
+        l.maybe(blk(il, "ffn_gate_exps.weight"), {c.n_embd, c.n_ff_expert, c.n_expert});
+        l.need(blk(il, "ffn_down_exps.weight"), {c.n_ff_expert, c.n_embd, c.n_expert});
+        l.maybe(blk(il, "ffn_up_exps.weight"), {c.n_embd, c.n_ff_expert, c.n_expert});
+        for (const char* p : {"ffn_gate_exps", "ffn_down_exps", "ffn_up_exps"}) {
+            l.maybe(blk(il, fmt::format("{}.scale", p).c_str()), {c.n_expert});
+            l.unused(blk(il, fmt::format("{}.input_scale", p).c_str()), {c.n_expert}, "no graph of llama.cpp reads input scales");
+        }
+        return;
+    }
     l.need(blk(il, "ffn_gate_inp.weight"), {c.n_embd, c.n_expert});
     if (ds2) l.maybe(blk(il, "exp_probs_b.bias"), {c.n_expert});
     if (ds2) l.maybe(blk(il, "ffn_gate_up_exps.weight"), {c.n_embd, 2 * c.n_ff_expert, c.n_expert});
@@ -290,6 +302,17 @@ void qwen35_layer(Layout& l, const ModelConfig& c, int64_t il) {
         l.need(blk(il, "attn_k_norm.weight"), {c.head_dim_k});
         weight_scales(l, il, {"attn_q", "attn_k", "attn_v", "attn_output"}, ScaleUse::kRefused);
     }
+    if (c.arch == Arch::kQwen35Moe) {
+        // qwen35moe: routed experts (gate and up fused or separate) and one shared expert behind a
+        // sigmoid gate of its own (ffn_gate_inp_shexp, one value per token).
+        moe_ffn(l, c, il);
+        l.need(blk(il, "ffn_gate_inp_shexp.weight"), {c.n_embd});
+        l.need(blk(il, "ffn_gate_shexp.weight"), {c.n_embd, c.n_ff_shexp});
+        l.need(blk(il, "ffn_up_shexp.weight"), {c.n_embd, c.n_ff_shexp});
+        l.need(blk(il, "ffn_down_shexp.weight"), {c.n_ff_shexp, c.n_embd});
+        weight_scales(l, il, {"ffn_gate_shexp", "ffn_down_shexp", "ffn_up_shexp"}, ScaleUse::kRefused);
+        return;
+    }
     dense_ffn(l, il, c.n_embd, c.n_ff);
     weight_scales(l, il, {"ffn_gate", "ffn_down", "ffn_up"}, ScaleUse::kRefused);
 }
@@ -330,7 +353,7 @@ std::vector<TensorSpec> tensor_layout(const ModelConfig& c, int64_t n_vocab) {
         else if (c.arch == Arch::kPhi3) phi3_layer(l, c, il);
         else if (c.arch == Arch::kGemma2 || c.arch == Arch::kGemma3) gemma_layer(l, c, il);
         else if (c.arch == Arch::kGptOss) gpt_oss_layer(l, c, il);
-        else if (c.arch == Arch::kQwen35) qwen35_layer(l, c, il);
+        else if (c.arch == Arch::kQwen35 || c.arch == Arch::kQwen35Moe) qwen35_layer(l, c, il);
         else llama_layer(l, c, il);
     }
     return out;

@@ -20,6 +20,9 @@
 //
 // The last layer runs every row; the output norm's rows that reach the logits are picked after it
 // (h_nextn, then result_norm).
+//
+// qwen35moe: the same layers with a mixture-of-experts feed-forward (softmax router, the chosen
+// weights renormalised) and one shared expert behind a sigmoid gate of its own.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -44,7 +47,9 @@ struct Qwen35Layer {
     bool recurrent = false;
     DeltaNetWeights dn;
     AttnWeights attn;  // wq {n_embd, 2 n_q}: each head's query then its gate
-    FfnWeights ffn;
+    FfnWeights ffn;    // qwen35; qwen35moe: the shared expert
+    MoeWeights moe;    // qwen35moe: the routed experts
+    Tensor shexp_gate; // qwen35moe: ffn_gate_inp_shexp {n_embd}, the shared expert's gate
 };
 
 class Qwen35Graph final : public GraphBuilder {
@@ -90,6 +95,11 @@ private:
         q_full_ = buffer(2 * n_q, T), attn_gate_ = buffer(n_q, T), gate_sigmoid_ = buffer(n_q, T);
         attn_gated_ = buffer(n_q, T), pregate_ = buffer(n_q, T), mixer_out_ = buffer(cfg_.n_embd, T);
         attn_residual_ = buffer(cfg_.n_embd, T);
+        if (cfg_.n_expert > 0) {
+            shexp_gate_buf_ = buffer(cfg_.n_ff_shexp, T), shexp_up_ = buffer(cfg_.n_ff_shexp, T);
+            shexp_swiglu_ = buffer(cfg_.n_ff_shexp, T), shexp_out_ = buffer(cfg_.n_embd, T);
+            shared_gate_ = buffer(1, T), shared_gate_sigmoid_ = buffer(1, T), shexp_gated_ = buffer(cfg_.n_embd, T);
+        }
         // IMROPE: a text token's fourth position is 0, so the pairs its sections give that
         // position keep angle 0 (a factor of +inf divides their angle to 0, as ggml computes it).
         const int* sec = cfg_.rope_sections;
@@ -114,8 +124,17 @@ private:
             Qwen35Layer& w = layers_[il];
             w.recurrent = cfg_.layer_is_recurrent(il);
             for (Status s : {load_blk(il, "attn_norm.weight", &w.attn_norm),
-                             load_blk(il, "post_attention_norm.weight", &w.attn_post_norm), load_ffn(il, &w.ffn)})
+                             load_blk(il, "post_attention_norm.weight", &w.attn_post_norm)})
                 if (!s) return s;
+            if (cfg_.n_expert > 0) {
+                for (Status s : {load_moe(il, &w.moe), load_blk(il, "ffn_gate_inp_shexp.weight", &w.shexp_gate, true),
+                                 load_blk(il, "ffn_gate_shexp.weight", &w.ffn.gate, true),
+                                 load_blk(il, "ffn_up_shexp.weight", &w.ffn.up, true),
+                                 load_blk(il, "ffn_down_shexp.weight", &w.ffn.down, true)})
+                    if (!s) return s;
+            } else if (Status s = load_ffn(il, &w.ffn); !s) {
+                return s;
+            }
             if (w.recurrent) {
                 DeltaNetWeights& d = w.dn;
                 for (Status s : {load_blk(il, "attn_qkv.weight", &d.qkv, true), load_blk(il, "attn_gate.weight", &d.gate, true),
@@ -149,10 +168,29 @@ private:
             const Tensor mixed = w.recurrent ? build_delta_net(cur, w.dn, il) : build_gated_attention(cur, w.attn, il);
             const Tensor residual = build_add(mixed, inpL, "attn_residual", il, attn_residual_);
             const Tensor post = build_norm(residual, w.attn_post_norm, "attn_post_norm", il);
-            const Tensor ffn = build_ffn(post, w.ffn, il);
+            const Tensor ffn = cfg_.n_expert > 0 ? build_moe_shared(post, w, il) : build_ffn(post, w.ffn, il);
             inpL = build_add(ffn, residual, "l_out", il, buf_.x);
         }
         build_output_all_rows(inpL, "h_nextn");  // every row normed, then the wanted ones picked
+    }
+
+    // qwen35moe's feed-forward: the routed experts (ffn_moe_out), plus the shared expert
+    // (ffn_shexp) times sigmoid of its gate's one value per token (shared_expert_gate,
+    // shared_expert_gate_sigmoid, ffn_shexp_gated), summed (ffn_out).
+    Tensor build_moe_shared(const Tensor& cur, const Qwen35Layer& w, int il) {
+        const int64_t T = cur.ne[1];
+        const Tensor moe = build_moe(cur, w.moe, il);
+        const Tensor buffers[4] = {shexp_gate_buf_, shexp_up_, shexp_swiglu_, shexp_out_};
+        const Tensor shexp = build_ffn(cur, w.ffn, il, "ffn_shexp", buffers);
+        Tensor gate = cols(shared_gate_, T), gate_sig = cols(shared_gate_sigmoid_, T);
+        be_.matmul(w.shexp_gate.reshaped(cfg_.n_embd, 1), cur, gate, opt_.mode);
+        cb(gate, "shared_expert_gate", il, Op::kMulMat);
+        be_.unary(Op::kSigmoid, gate, gate_sig);
+        cb(gate_sig, "shared_expert_gate_sigmoid", il, Op::kSigmoid);
+        Tensor gated = cols(shexp_gated_, T);
+        be_.binary(Op::kMul, shexp, gate_sig, gated);
+        cb(gated, "ffn_shexp_gated", il, Op::kMul);
+        return build_add(moe, gated, "ffn_out", il, buf_.ffn_out);
     }
 
     // The first n columns of an arch buffer.
@@ -337,6 +375,7 @@ private:
     Tensor dn_out_, dn_norm_, dn_normed_, z_, z_silu_, dn_gated_;
     Tensor q_full_, attn_gate_, gate_sigmoid_, attn_gated_, pregate_;
     Tensor mixer_out_, attn_residual_;
+    Tensor shexp_gate_buf_, shexp_up_, shexp_swiglu_, shexp_out_, shared_gate_, shared_gate_sigmoid_, shexp_gated_;
 };
 
 }  // namespace
