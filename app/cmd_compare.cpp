@@ -362,6 +362,7 @@ int compare_backends(const CompareOptions& o, const CompareThresholds& th) {
     options.forward = forward;
     options.forward.fault = fault;
     mla_form_from_name(o.mla, &options.forward.mla);
+    options.forward.delta_chunked = o.delta_rule == "chunked";
     options.llama_isa = forward.llama_isa;
     auto ours = open_backend_for(*model.value(), o.backend, o.threads, options.forward);
     if (!ours) return fail(ours.error());
@@ -402,6 +403,7 @@ int compare_models(const CompareOptions& o, const CompareThresholds& given) {
     forward.mode = mode;
     if (Status s = parse_llama_isa(o.llama_isa, &forward.llama_isa); !s) return fail(s.error());
     mla_form_from_name(o.mla, &forward.mla);
+    forward.delta_chunked = o.delta_rule == "chunked";
     auto n_ctx = context_for_run(model->config(), static_cast<int64_t>(tokens.size()), n_generate, 0, false);
     if (!n_ctx) return fail(n_ctx.error());
     forward.n_ctx = n_ctx.value();
@@ -567,6 +569,7 @@ int run_compare(const CompareOptions& o) {
     options.forward.mode = mode;
     options.forward.fault = fault;
     mla_form_from_name(o.mla, &options.forward.mla);
+    options.forward.delta_chunked = o.delta_rule == "chunked";
     // Numerics as the reference was made: its batch size, flash attention and output rows.
     options.forward.n_ubatch = reference.value()->n_ubatch();
     if (options.forward.n_ubatch <= 0)

@@ -93,6 +93,7 @@ int run_run(const RunOptions& o) {
     fo.n_ubatch = o.ubatch;
     fo.flash_attn = o.flash_attn;
     mla_form_from_name(o.mla, &fo.mla);
+    fo.delta_chunked = o.delta_rule == "chunked";
     fo.all_logits = o.all_logits;
     if (Status s = parse_llama_isa(o.llama_isa, &fo.llama_isa); !s) return fail(s.error());
     auto n_ctx = context_for_run(model.value()->config(), static_cast<int64_t>(tokens.size()), o.n_predict, o.ctx,

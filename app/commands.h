@@ -81,6 +81,7 @@ struct RunOptions {
     int64_t ubatch = 512;
     bool flash_attn = false;
     std::string mla = "auto";  // deepseek2: auto, absorbed, unabsorbed
+    std::string delta_rule = "recurrent";  // qwen35 prompts: recurrent (llama.cpp's CPU form) or chunked
     bool all_logits = false;
     bool show_tokens = false;
     bool chat = false;          // wrap the prompt as one user message in the model's chat template
@@ -98,6 +99,7 @@ struct CompareOptions {
     std::string mode = "llama";
     std::string fault;
     std::string mla = "auto";        // deepseek2: auto, absorbed, unabsorbed
+    std::string delta_rule = "recurrent";  // qwen35 prompts: recurrent or chunked
     int n_decode = -1;               // decode calls; -1 = as many as the reference has
     double warn_nmse = 1e-6, diverged_nmse = 1e-4;
     bool thresholds_given = false;   // --warn or --diverged: no noise floor

@@ -91,6 +91,9 @@ void add_run_command(CLI::App& app, ls::app::RunOptions& o) {
                                     "attn_k_b/attn_v_b files), unabsorbed (keys and values per head; its form for legacy "
                                     "attn_kv_b files) or auto (default: as llama.cpp runs the file)")
         ->check(CLI::IsMember({"auto", "absorbed", "unabsorbed"}));
+    run->add_option("--delta-rule", o.delta_rule, "qwen35 prompts: recurrent (token by token, llama.cpp's CPU form; "
+                                                  "default) or chunked (chunks of 64 solved at once)")
+        ->check(CLI::IsMember({"recurrent", "chunked"}));
     run->add_flag("--all-logits", o.all_logits, "Keep every prompt row to the logits (llama.cpp --all-logits)");
     run->add_option("--backend", o.backend, "cpu, cuda, cuda-emulated (the CUDA kernels on the CPU) or auto (default: CUDA "
                                             "when a device is usable)")->check(CLI::IsMember({"cpu", "cuda", "cuda-emulated", "auto"}));
@@ -119,6 +122,9 @@ void add_compare_command(CLI::App& app, ls::app::CompareOptions& o) {
                                     "or unabsorbed")
         ->check(CLI::IsMember({"auto", "absorbed", "unabsorbed"}))
         ->each(run_flag("--mla"));
+    cmp->add_option("--delta-rule", o.delta_rule, "qwen35 prompts of our run: recurrent (default) or chunked")
+        ->check(CLI::IsMember({"recurrent", "chunked"}))
+        ->each(run_flag("--delta-rule"));
     cmp->add_option("-n,--decode-calls", o.n_decode, "Decode calls to run (default: as many as the reference)")
         ->check(CLI::Range(1, 1 << 20))
         ->each(run_flag("--decode-calls"));

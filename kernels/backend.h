@@ -239,6 +239,12 @@ public:
     // contiguous f32.
     virtual void gated_delta_net(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
                                  Tensor& state, Tensor& out, MathMode mode);
+    // The same rule in its chunked form (chunks of `chunk` tokens, in double; equal up to rounding):
+    // an engine's choice for prompts where llama.cpp's CPU runs the recurrent form. `in_chunk_decay`
+    // false leaves the decay between a chunk's tokens out (the delta-chunk-decay fault).
+    virtual void gated_delta_net_chunked(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+                                         const Tensor& beta, Tensor& state, Tensor& out, int64_t chunk,
+                                         bool in_chunk_decay = true);
 
     // Statistics and the histogram of an f32 tensor, computed where it lives.
     virtual void stats(const Tensor& x, TensorStats* out) = 0;

@@ -93,6 +93,12 @@ void host_gated_delta_net(const float* q, const float* k, const float* v, const 
     delta_net::gated_delta_net(q, k, v, g, beta, state, out, S, H_k, H_v, T, lanes, h0, h1);
 }
 
+void host_gated_delta_net_chunked(const float* q, const float* k, const float* v, const float* g, const float* beta,
+                                  float* state, float* out, int64_t S, int64_t H_k, int64_t H_v, int64_t T, int64_t chunk,
+                                  int64_t h0, int64_t h1, bool in_chunk_decay) {
+    delta_net::gated_delta_net_chunked(q, k, v, g, beta, state, out, S, H_k, H_v, T, chunk, h0, h1, in_chunk_decay);
+}
+
 void host_sum_rows(const float* x, int64_t n, int64_t rows, float* y) {
     for (int64_t r = 0; r < rows; ++r) {
         double sum = 0.0;
@@ -184,6 +190,18 @@ void Backend::gated_delta_net(const Tensor& q, const Tensor& k, const Tensor& v,
     const int64_t H_v = v.ne[1];
     host_gated_delta_net(hq.data(), hk.data(), hv.data(), hg.data(), hb.data(), hs.data(), ho.data(), v.ne[0], q.ne[1],
                          H_v, v.ne[2], mode == MathMode::kLlama ? 8 : 0, 0, H_v);
+    upload(state.data, hs.data(), hs.size() * sizeof(float));
+    upload(out.data, ho.data(), ho.size() * sizeof(float));
+}
+
+void Backend::gated_delta_net_chunked(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+                                      const Tensor& beta, Tensor& state, Tensor& out, int64_t chunk, bool in_chunk_decay) {
+    const std::vector<float> hq = fetch(*this, q), hk = fetch(*this, k), hv = fetch(*this, v), hg = fetch(*this, g),
+                             hb = fetch(*this, beta);
+    std::vector<float> hs = fetch(*this, state), ho(static_cast<size_t>(out.n_elements()));
+    const int64_t H_v = v.ne[1];
+    host_gated_delta_net_chunked(hq.data(), hk.data(), hv.data(), hg.data(), hb.data(), hs.data(), ho.data(), v.ne[0],
+                                 q.ne[1], H_v, v.ne[2], chunk, 0, H_v, in_chunk_decay);
     upload(state.data, hs.data(), hs.size() * sizeof(float));
     upload(out.data, ho.data(), ho.size() * sizeof(float));
 }

@@ -45,6 +45,11 @@ void host_ssm_conv(const float* x, const float* w, int64_t d_conv, int64_t chann
 // (exact mode): one fused multiply-add after another.
 void host_gated_delta_net(const float* q, const float* k, const float* v, const float* g, const float* beta, float* state,
                           float* out, int64_t S, int64_t H_k, int64_t H_v, int64_t T, int lanes, int64_t h0, int64_t h1);
+// The chunked form of GATED_DELTA_NET (Backend::gated_delta_net_chunked): the same result up to
+// rounding, chunks of `chunk` tokens solved at once (delta_net::gated_delta_net_chunked).
+void host_gated_delta_net_chunked(const float* q, const float* k, const float* v, const float* g, const float* beta,
+                                  float* state, float* out, int64_t S, int64_t H_k, int64_t H_v, int64_t T, int64_t chunk,
+                                  int64_t h0, int64_t h1, bool in_chunk_decay);
 // Per row of n values: the columns from the largest value to the smallest; ties keep column order,
 // or with `ggml_ties` the order std::sort leaves them in with ggml's comparator (its CPU ARGSORT).
 void host_argsort_desc(const float* x, int64_t n, int64_t rows, int32_t* idx, bool ggml_ties = false);

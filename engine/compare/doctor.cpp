@@ -118,7 +118,7 @@ public:
             if (starts_with(base, "gate-")) try_decay_gate(L);
             if (base == fmt::format("norm-{}", L) && ours_.occurrence == 2) try_gated_norm(L);
             if (starts_with(base, "new_state-") || (starts_with(base, "attn_output-") && ours_.op == Op::kView))
-                try_delta_heads(base, L);
+                try_delta_rule(base, L);
         }
         if (base == "result_output") try_vocab_crop();
         if (base == "inp_scaled") try_embd_scale();
@@ -686,25 +686,27 @@ private:
                 ours_aligned(before)}});
     }
 
-    // The delta rule rerun on the reference's inputs, each value head h reading q/k head h % H_k
-    // (llama.cpp) or h / (H_v / H_k) (interleaved).
-    void try_delta_heads(const std::string& base, int L) {
+    // The delta rule rerun on the reference's inputs: token by token with each value head h
+    // reading q/k head h % H_k (llama.cpp), or h / (H_v / H_k) (interleaved), or in chunks without
+    // the decay between a chunk's tokens.
+    void try_delta_rule(const std::string& base, int L) {
         const ModelConfig& c = model_->config();
         const std::string l = std::to_string(L);
         const std::vector<float> q = ref_named("q_conv_predelta-" + l), k = ref_named("k_conv_predelta-" + l),
                                  v = ref_named("v_conv_predelta-" + l), g = ref_named("gate-" + l),
                                  beta = ref_named("beta_sigmoid-" + l), state = ref_named("state_predelta-" + l);
         const int64_t S = c.ssm_d_state, H_k = c.ssm_n_k_heads, H_v = c.ssm_n_v_heads;
-        if (H_v == H_k || q.empty() || v.empty() || state.size() != static_cast<size_t>(S * S * H_v)) return;
+        if (q.empty() || v.empty() || state.size() != static_cast<size_t>(S * S * H_v)) return;
         const int64_t T = static_cast<int64_t>(v.size()) / (S * H_v), r = H_v / H_k;
         if (q.size() != k.size() || static_cast<int64_t>(q.size()) != S * H_k * T || static_cast<int64_t>(g.size()) != H_v * T ||
             beta.size() != g.size())
             return;
         const bool want_state = starts_with(base, "new_state-");
-        auto run = [&](bool interleaved) {
+        enum Form { kTiled, kInterleaved, kChunkNoDecay };
+        auto run = [&](Form form) {
             std::vector<float> s = state, out(v.size()), qr = q, kr = k;
             int64_t heads = H_k;
-            if (interleaved) {
+            if (form == kInterleaved) {
                 qr.assign(v.size(), 0.0f), kr.assign(v.size(), 0.0f), heads = H_v;
                 for (int64_t t = 0; t < T; ++t)
                     for (int64_t h = 0; h < H_v; ++h)
@@ -713,13 +715,24 @@ private:
                             kr[(t * H_v + h) * S + i] = k[(t * H_k + h / r) * S + i];
                         }
             }
-            host_gated_delta_net(qr.data(), kr.data(), v.data(), g.data(), beta.data(), s.data(), out.data(), S, heads, H_v,
-                                 T, 8, 0, H_v);
+            if (form == kChunkNoDecay)
+                host_gated_delta_net_chunked(qr.data(), kr.data(), v.data(), g.data(), beta.data(), s.data(), out.data(), S,
+                                             heads, H_v, T, 64, 0, H_v, false);
+            else
+                host_gated_delta_net(qr.data(), kr.data(), v.data(), g.data(), beta.data(), s.data(), out.data(), S, heads,
+                                     H_v, T, 8, 0, H_v);
             return want_state ? s : ours_aligned(out);
         };
-        judge("delta-heads", "each value head's q/k head",
-              {{fmt::format("h % {} (tiled, as llama.cpp's converted weights pair them)", H_k), run(false)},
-               {fmt::format("h / {} (interleaved, Hugging Face's repeat_interleave)", r), run(true)}});
+        std::vector<Candidate> cands = {
+            {fmt::format("run token by token, value head h reading q/k head h % {} (as llama.cpp's converted weights pair "
+                         "them)", H_k), run(kTiled)}};
+        if (r > 1)
+            cands.push_back({fmt::format("run token by token, value head h reading q/k head h / {} (interleaved, Hugging "
+                                         "Face's repeat_interleave)", r), run(kInterleaved)});
+        if (T > 1)
+            cands.push_back({"run in chunks of 64 without the decay between a chunk's tokens (the chunked form's masks "
+                             "left out)", run(kChunkNoDecay)});
+        if (cands.size() > 1) judge("delta-rule", "the delta rule", cands);
     }
 
     void try_embd_scale() {

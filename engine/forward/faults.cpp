@@ -136,6 +136,10 @@ const std::vector<FaultInfo>& fault_catalogue() {
          "qwen35's value heads paired with q/k heads interleaved (value head h reads q/k head h / (H_v / H_k), as "
          "Hugging Face's repeat_interleave) where llama.cpp's converted weights tile them (h % H_k)",
          "new_state-L (the first DeltaNet layer)"},
+        {Fault::kDeltaChunkDecay, "delta-chunk-decay",
+         "qwen35's delta rule in its chunked form for prompts without the decay between a chunk's tokens (the "
+         "exp(G_i - G_j) masks left out), so a prompt disagrees with the same tokens decoded one by one",
+         "new_state-L of a prompt (the first DeltaNet layer)"},
     };
     return kCatalogue;
 }
@@ -290,6 +294,10 @@ Result<FaultKnobs> fault_knobs(Fault fault, const FaultModelFacts& m) {
             if (!c.hybrid() || c.ssm_n_v_heads == c.ssm_n_k_heads)
                 return refuse("needs a model with Gated DeltaNet layers of more value heads than q/k heads (qwen35)");
             k.delta_heads_interleaved = true;
+            break;
+        case Fault::kDeltaChunkDecay:
+            if (!c.hybrid()) return refuse("needs a model with Gated DeltaNet layers (qwen35)");
+            k.delta_chunk_no_decay = true;
             break;
         case Fault::kMlaScaleWidth:
             if (c.arch != Arch::kDeepseek2) return refuse("needs a deepseek2 model (multi-head latent attention)");

@@ -55,6 +55,7 @@ enum class Fault {
     kDecayGateSign,        // qwen35: the decay gate's sign flipped (A = exp(A_log) instead of -exp(A_log))
     kOutputGateBeforeNorm, // qwen35: silu(z) multiplied in before the DeltaNet output's RMS norm, not after
     kDeltaHeadsInterleaved,// qwen35: value head h reads q/k head h / (H_v / H_k) instead of h % H_k
+    kDeltaChunkDecay,      // qwen35: the chunked delta rule without the decay between a chunk's tokens
 };
 
 struct FaultInfo {
@@ -107,6 +108,7 @@ struct FaultKnobs {
     bool decay_sign_flipped = false;     // qwen35: the decay gate times -1
     bool gate_before_norm = false;       // qwen35: rms_norm(out * silu(z)) * w instead of rms_norm(out) * w * silu(z)
     bool delta_heads_interleaved = false;  // qwen35: q/k heads repeated interleaved for the value heads
+    bool delta_chunk_no_decay = false;     // qwen35: prompts through the chunked form, its in-chunk decay left out
 };
 
 // The knobs of `fault` for a model, or a usage error when the model cannot have that bug

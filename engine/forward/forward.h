@@ -34,6 +34,9 @@ struct ForwardOptions {
     bool flash_attn = false;
     Fault fault = Fault::kNone;  // a bug from the fault catalogue, injected on purpose
     MlaForm mla = MlaForm::kAuto;  // deepseek2 only
+    // qwen35: prompts (ubatches of more than one token) through the chunked form of the delta rule,
+    // chunks of 64, instead of token by token (llama.cpp's CPU form; equal up to rounding).
+    bool delta_chunked = false;
     // llama mode: the llama.cpp CPU build whose arithmetic is reproduced.
     LlamaIsa llama_isa = host_llama_isa();
     // llama mode: the threads of the llama.cpp run reproduced (its flash attention splits a decode

@@ -891,6 +891,14 @@ public:
                                  v.ne[1], v.ne[2], lanes, h0, h1);
         });
     }
+    void gated_delta_net_chunked(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
+                                 Tensor& state, Tensor& out, int64_t chunk, bool in_chunk_decay) override {
+        require_contiguous({&q, &k, &v, &g, &beta, &state, &out});
+        pool_.parallel_for(v.ne[1], 1, [&](int64_t h0, int64_t h1) {
+            delta_net::gated_delta_net_chunked(q.f32(), k.f32(), v.f32(), g.f32(), beta.f32(), state.f32(), out.f32(), v.ne[0],
+                                               q.ne[1], v.ne[1], v.ne[2], chunk, h0, h1, in_chunk_decay);
+        });
+    }
     void swiglu_oai(const Tensor& gate, const Tensor& up, Tensor& y, float alpha, float limit, MathMode mode) override {
         require_contiguous({&gate, &up, &y});
         pool_.parallel_for(gate.n_elements(), 4096, [&](int64_t lo, int64_t hi) {

@@ -34,6 +34,8 @@
 namespace ls {
 namespace {
 
+constexpr int64_t kDeltaChunk = 64;  // the chunked form's chunk (Hugging Face's chunk_size)
+
 struct DeltaNetWeights {
     Tensor qkv, gate;         // attn_qkv {n_embd, conv channels}, attn_gate {n_embd, d_inner} (z)
     Tensor conv1d;            // ssm_conv1d {d_conv, conv channels}, f32
@@ -278,6 +280,8 @@ private:
             // value head, reads head h.
             const Tensor q_rep = repeat_interleaved(q, q_rep_, T), k_rep = repeat_interleaved(k, k_rep_, T);
             be_.gated_delta_net(q_rep, k_rep, v, gate, beta_sig, state, out, mode);
+        } else if (T > 1 && (opt_.delta_chunked || knobs_.delta_chunk_no_decay)) {
+            be_.gated_delta_net_chunked(q, k, v, gate, beta_sig, state, out, kDeltaChunk, !knobs_.delta_chunk_no_decay);
         } else {
             be_.gated_delta_net(q, k, v, gate, beta_sig, state, out, mode);
         }
