@@ -19,6 +19,7 @@
 #include "engine/forward/forward.h"
 #include "engine/forward/generate.h"
 #include "engine/forward/memory_estimate.h"
+#include "engine/model/make_model.h"
 #include "engine/session/event_plan.h"
 #include "engine/util/input_file.h"
 #include "kernels/backend.h"
@@ -158,31 +159,41 @@ private:
 };
 
 // The estimate is what the forward pass allocates, to the byte: a budget of exactly that runs,
-// one byte less is refused.
+// one byte less is refused. stories260K (llama), and qwen35's DeltaNet layers (no KV cache, a
+// recurrent state, buffers of their own).
 TEST(MemoryCheck, TheEstimateIsWhatTheForwardPassAllocates) {
     LS_REQUIRE_FIXTURES();
-    auto model = Model::open(test::fixture_path("models/stories260K.gguf"));
-    ASSERT_TRUE(model.ok()) << model.error().message;
+    auto stories = Model::open(test::fixture_path("models/stories260K.gguf"));
+    ASSERT_TRUE(stories.ok()) << stories.error().message;
+    auto spec = make_model_preset("qwen35-tiny");
+    ASSERT_TRUE(spec.ok());
+    const std::string dir = test::make_temp_dir();
+    ASSERT_TRUE(make_model(spec.value(), dir + "/qwen35.gguf").ok());
+    auto qwen35 = Model::open(dir + "/qwen35.gguf");
+    ASSERT_TRUE(qwen35.ok()) << qwen35.error().message;
+    for (const Model* model : {stories.value().get(), qwen35.value().get()})
     for (int64_t n_ctx : {256, 1000}) {
+        SCOPED_TRACE(model->path());
         SCOPED_TRACE(n_ctx);
         ForwardOptions fo;
         fo.n_ctx = n_ctx;
         fo.n_ubatch = 300;
         CountingBackend unlimited(UINT64_MAX);
-        auto forward = make_forward(*model.value(), unlimited, fo);
+        auto forward = make_forward(*model, unlimited, fo);
         ASSERT_TRUE(forward.ok()) << forward.error().message;
         const uint64_t needed = unlimited.allocated;
         EXPECT_GT(needed, 0u);
         forward.value().reset();
 
         CountingBackend exact(needed);
-        EXPECT_TRUE(make_forward(*model.value(), exact, fo).ok());
+        EXPECT_TRUE(make_forward(*model, exact, fo).ok());
         CountingBackend short_by_one(needed - 1);
-        auto refused = make_forward(*model.value(), short_by_one, fo);
+        auto refused = make_forward(*model, short_by_one, fo);
         ASSERT_FALSE(refused.ok());
         EXPECT_EQ(short_by_one.allocated, 0u) << "refused before allocating anything";
         EXPECT_NE(refused.error().message.find("the test's budget"), std::string::npos) << refused.error().message;
     }
+    std::filesystem::remove_all(dir);
 }
 
 // The closed form of a long run's events equals what a real run announces.

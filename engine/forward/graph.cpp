@@ -440,17 +440,42 @@ MemoryEstimate GraphBuilder::memory_estimate(bool weights_copied) const {
     MemoryEstimate e;
     e.add("attention scores", fmt::format("n_ctx {} x ubatch {} x {} heads x 2 (kq, kq_soft_max) x 4 bytes", n_ctx, T, n_head),
           mul_sat(2, f32({n_ctx, T, n_head})));
-    // gemma's local layers cache at most their window plus a ubatch (padded to 256 cells).
-    uint64_t n_local = 0;
-    for (int64_t il = 0; il < cfg_.n_layer; ++il) n_local += cfg_.layer_is_swa(il) ? 1 : 0;
+    // gemma's local layers cache at most their window plus a ubatch (padded to 256 cells); qwen35's
+    // DeltaNet layers none (their recurrent state below).
+    uint64_t n_local = 0, n_recurrent = 0;
+    for (int64_t il = 0; il < cfg_.n_layer; ++il) {
+        n_local += cfg_.layer_is_swa(il) ? 1 : 0;
+        n_recurrent += cfg_.layer_is_recurrent(il) ? 1 : 0;
+    }
+    const uint64_t n_attn = n_layer - n_recurrent;
     const uint64_t swa_cells = std::min(n_ctx, (add_sat(dim(cfg_.n_swa), T) + 255) / 256 * 256);
-    const uint64_t cells = add_sat(mul_sat(n_ctx, n_layer - n_local), mul_sat(swa_cells, n_local));
-    e.add("KV cache", n_local == 0 ? fmt::format("n_ctx {} x {} layers x {} KV heads x (head_dim {} + {}) x 4 bytes", n_ctx,
-                                                 n_layer, n_head_kv, hd, hd_v)
+    const uint64_t cells = add_sat(mul_sat(n_ctx, n_attn - n_local), mul_sat(swa_cells, n_local));
+    e.add("KV cache", n_local == 0 ? fmt::format("n_ctx {} x {} {}layers x {} KV heads x (head_dim {} + {}) x 4 bytes", n_ctx,
+                                                 n_attn, n_recurrent > 0 ? "attention " : "", n_head_kv, hd, hd_v)
                                    : fmt::format("(n_ctx {} x {} global layers + {} cells x {} local layers) x {} KV heads "
-                                                 "x (head_dim {} + {}) x 4 bytes", n_ctx, n_layer - n_local, swa_cells,
+                                                 "x (head_dim {} + {}) x 4 bytes", n_ctx, n_attn - n_local, swa_cells,
                                                  n_local, n_head_kv, hd, hd_v),
           f32({cells, n_head_kv, add_sat(hd, hd_v)}));
+    if (n_recurrent > 0) {
+        // qwen35 (models/qwen35.cpp's allocate_arch_buffers): each DeltaNet layer's conv and
+        // delta-rule states, and per token the q/k/v channels five times (product, transposed
+        // copy, conv input, conv output, its SiLU), q and k three times each, nine value-wide
+        // buffers (v, q/k repeated, the rule's output and its norms, z, silu(z), the gated
+        // output), six gates per value head, the gated attention's six query-wide buffers and two
+        // of n_embd; qwen35moe's shared expert three n_ff_shexp and two n_embd more.
+        const uint64_t state = add_sat(dim(cfg_.ssm_conv_state()), dim(cfg_.ssm_state()));
+        e.add("recurrent state", fmt::format("{} DeltaNet layers x ({} conv + {} delta-rule values) x 4 bytes", n_recurrent,
+                                             cfg_.ssm_conv_state(), cfg_.ssm_state()),
+              f32({n_recurrent, state}));
+        const uint64_t C = dim(cfg_.ssm_conv_channels()), d_inner = dim(cfg_.ssm_d_inner), qk = dim(cfg_.ssm_key_dim());
+        uint64_t per_token = add_sat(add_sat(mul_sat(5, C), mul_sat(6, qk)), add_sat(mul_sat(9, d_inner), mul_sat(6, dim(cfg_.ssm_n_v_heads))));
+        per_token = add_sat(per_token, add_sat(mul_sat(6, n_q), mul_sat(2, n_embd)));
+        if (cfg_.n_expert > 0) per_token = add_sat(per_token, add_sat(mul_sat(3, dim(cfg_.n_ff_shexp)), mul_sat(2, n_embd) + 2));
+        const uint64_t window = mul_sat(dim(cfg_.ssm_d_conv - 1), C);  // the conv input's state columns
+        e.add("DeltaNet activations", fmt::format("(ubatch {} x {} values + {} conv window values) x 4 bytes", T, per_token,
+                                                  window),
+              add_sat(f32({T, per_token}), f32({window})));
+    }
     const uint64_t ffn_bufs = 3 + (optional_buffers_.ffn ? 2 : 0) + (optional_buffers_.scales ? 2 : 0) + (optional_buffers_.fused_up ? 2 : 0);
     e.add("feed-forward activations", fmt::format("ubatch {} x n_ff {} x {} (gate, up, swiglu{}{}) x 4 bytes", T, n_ff,
                                                   ffn_bufs, optional_buffers_.ffn ? ", with their biases" : "",
