@@ -959,16 +959,15 @@ TEST(BackendOps, SsmConv) {
 // L2-normalised per head and token, g the log of a decay in (0, 1), beta in (0, 1), a nonzero
 // state), against the recurrence in double on the untransposed matrix S[i][j]; the output and the
 // updated state are each a case of their own.
-TEST(BackendOps, GatedDeltaNet) {
-    Tally tally;
-    struct Shape { int64_t S, H_k, H_v, T; const char* what; };
-    const Shape shapes[] = {
-        {32, 2, 4, 1, "small decode"}, {32, 2, 4, 9, "small prompt"},
-        {128, 16, 32, 1, "Qwen3.5-4B decode"}, {128, 16, 32, 3, "Qwen3.5-4B prompt"},
-    };
-    for (const Shape& s : shapes) {
-        const int64_t S = s.S, H_k = s.H_k, H_v = s.H_v, T = s.T;
-        std::vector<float> q = randn(S * H_k * T, 171), k = randn(S * H_k * T, 172);
+// Inputs like a DeltaNet layer's (q and k L2-normalised per head, log-decays of (0.05, 0.999),
+// beta in (0.02, 0.98), a starting state at scale 0.1) and the rule computed plainly in double on
+// the untransposed state, token by token: what both forms of GATED_DELTA_NET must give.
+struct DeltaRuleCase {
+    int64_t S, H_k, H_v, T;
+    std::vector<float> q, k, v, g, beta, state0, naive_out, naive_state;
+
+    DeltaRuleCase(int64_t S_, int64_t H_k_, int64_t H_v_, int64_t T_) : S(S_), H_k(H_k_), H_v(H_v_), T(T_) {
+        q = randn(S * H_k * T, 171), k = randn(S * H_k * T, 172);
         for (std::vector<float>* qk : {&q, &k})
             for (int64_t r = 0; r < H_k * T; ++r) {
                 double sq = 0;
@@ -976,13 +975,13 @@ TEST(BackendOps, GatedDeltaNet) {
                 const float inv = static_cast<float>(1.0 / std::sqrt(sq));
                 for (int64_t i = 0; i < S; ++i) (*qk)[r * S + i] *= inv;
             }
-        const std::vector<float> v = randn(S * H_v * T, 173), state0 = randn(S * S * H_v, 174, 0.1f);
-        std::vector<float> g(static_cast<size_t>(H_v * T)), beta(g.size());
+        v = randn(S * H_v * T, 173), state0 = randn(S * S * H_v, 174, 0.1f);
+        g.resize(static_cast<size_t>(H_v * T)), beta.resize(g.size());
         std::mt19937 rng(175);
         std::uniform_real_distribution<float> decay(0.05f, 0.999f), unit(0.02f, 0.98f);
         for (size_t i = 0; i < g.size(); ++i) g[i] = std::log(decay(rng)), beta[i] = unit(rng);
 
-        std::vector<float> naive_out(v.size()), naive_state(state0.size());
+        naive_out.resize(v.size()), naive_state.resize(state0.size());
         for (int64_t h = 0; h < H_v; ++h) {
             std::vector<double> M(static_cast<size_t>(S * S));  // M[i * S + j] = S[i][j]
             for (int64_t i = 0; i < S; ++i)
@@ -1010,26 +1009,63 @@ TEST(BackendOps, GatedDeltaNet) {
             for (int64_t i = 0; i < S; ++i)
                 for (int64_t j = 0; j < S; ++j) naive_state[h * S * S + j * S + i] = static_cast<float>(M[i * S + j]);
         }
+    }
 
-        // Runs the op on fresh copies of the inputs and the starting state; the case's `part`: the
-        // output (0) or the updated state (1), with the guard bytes of both.
-        auto runner = [&](int part) {
-            return [&, part](Backend& be, MathMode mode) {
-                Guarded tq(be, make_tensor(nullptr, S, H_k, T), q.data(), q.size() * 4);
-                Guarded tk(be, make_tensor(nullptr, S, H_k, T), k.data(), k.size() * 4);
-                Guarded tv(be, make_tensor(nullptr, S, H_v, T), v.data(), v.size() * 4);
-                Guarded tg(be, make_tensor(nullptr, H_v, T), g.data(), g.size() * 4);
-                Guarded tb(be, make_tensor(nullptr, H_v, T), beta.data(), beta.size() * 4);
-                Guarded ts(be, make_tensor(nullptr, S, S, H_v), state0.data(), state0.size() * 4);
-                Guarded out(be, make_tensor(nullptr, S, H_v, T));
-                be.gated_delta_net(tq.t(), tk.t(), tv.t(), tg.t(), tb.t(), ts.t(), out.t(), mode);
-                const std::string damage = out.guard_damage() + ts.guard_damage();
-                return Output{part == 0 ? out.floats() : ts.floats(), damage};
-            };
+    // Runs `op` (one form of the rule) on fresh copies of the inputs and the starting state; the
+    // case's `part`: the output (0) or the updated state (1), with the guard bytes of both.
+    template <typename Op>
+    auto runner(int part, Op op) const {
+        return [this, part, op](Backend& be, MathMode mode) {
+            Guarded tq(be, make_tensor(nullptr, S, H_k, T), q.data(), q.size() * 4);
+            Guarded tk(be, make_tensor(nullptr, S, H_k, T), k.data(), k.size() * 4);
+            Guarded tv(be, make_tensor(nullptr, S, H_v, T), v.data(), v.size() * 4);
+            Guarded tg(be, make_tensor(nullptr, H_v, T), g.data(), g.size() * 4);
+            Guarded tb(be, make_tensor(nullptr, H_v, T), beta.data(), beta.size() * 4);
+            Guarded ts(be, make_tensor(nullptr, S, S, H_v), state0.data(), state0.size() * 4);
+            Guarded out(be, make_tensor(nullptr, S, H_v, T));
+            Tensor state = ts.t(), output = out.t();
+            op(be, mode, tq.t(), tk.t(), tv.t(), tg.t(), tb.t(), state, output);
+            const std::string damage = out.guard_damage() + ts.guard_damage();
+            return Output{part == 0 ? out.floats() : ts.floats(), damage};
         };
-        const std::string what = shape_text({S, H_k, H_v, T}) + " (" + s.what + ")";
-        check_case(tally, Op::kGatedDeltaNet, GgmlType::F32, what + " out", &naive_out, 1e-12, runner(0));
-        check_case(tally, Op::kGatedDeltaNet, GgmlType::F32, what + " state", &naive_state, 1e-12, runner(1));
+    }
+};
+
+TEST(BackendOps, GatedDeltaNet) {
+    Tally tally;
+    struct Shape { int64_t S, H_k, H_v, T; const char* what; };
+    const Shape shapes[] = {
+        {32, 2, 4, 1, "small decode"}, {32, 2, 4, 9, "small prompt"},
+        {128, 16, 32, 1, "Qwen3.5-4B decode"}, {128, 16, 32, 3, "Qwen3.5-4B prompt"},
+    };
+    for (const Shape& s : shapes) {
+        const DeltaRuleCase c(s.S, s.H_k, s.H_v, s.T);
+        auto recurrent = [](Backend& be, MathMode mode, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+                            const Tensor& b, Tensor& state, Tensor& out) { be.gated_delta_net(q, k, v, g, b, state, out, mode); };
+        const std::string what = shape_text({s.S, s.H_k, s.H_v, s.T}) + " (" + s.what + ")";
+        check_case(tally, Op::kGatedDeltaNet, GgmlType::F32, what + " out", &c.naive_out, 1e-12, c.runner(0, recurrent));
+        check_case(tally, Op::kGatedDeltaNet, GgmlType::F32, what + " state", &c.naive_state, 1e-12, c.runner(1, recurrent));
+    }
+}
+
+// The chunked form (chunks of 64, in double): the same results as the token-by-token rule, over
+// prompts that cross chunk boundaries.
+TEST(BackendOps, GatedDeltaNetChunked) {
+    Tally tally;
+    struct Shape { int64_t S, H_k, H_v, T; const char* what; };
+    const Shape shapes[] = {
+        {32, 2, 4, 150, "small prompt: chunks of 64, 64, 22"}, {32, 4, 4, 5, "one short chunk"},
+        {128, 16, 32, 70, "Qwen3.5-4B prompt: chunks of 64 and 6"},
+    };
+    for (const Shape& s : shapes) {
+        const DeltaRuleCase c(s.S, s.H_k, s.H_v, s.T);
+        auto chunked = [](Backend& be, MathMode, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+                          const Tensor& b, Tensor& state, Tensor& out) {
+            be.gated_delta_net_chunked(q, k, v, g, b, state, out, 64);
+        };
+        const std::string what = shape_text({s.S, s.H_k, s.H_v, s.T}) + " chunked (" + s.what + ")";
+        check_case(tally, Op::kGatedDeltaNet, GgmlType::F32, what + " out", &c.naive_out, 1e-12, c.runner(0, chunked));
+        check_case(tally, Op::kGatedDeltaNet, GgmlType::F32, what + " state", &c.naive_state, 1e-12, c.runner(1, chunked));
     }
 }
 

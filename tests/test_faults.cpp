@@ -360,7 +360,8 @@ TEST(FaultsCatalogue, NamesRoundTripAndRefusals) {
                     Fault::kMoeGateUpSwapped, Fault::kAttnSinksIgnored, Fault::kSwigluOaiUnclamped, Fault::kSwigluOaiClampBelow,
                     Fault::kMoeSoftmaxBeforeTopk, Fault::kMxfp4NibbleOrder, Fault::kMxfp4ScaleExponent,
                     Fault::kConvStateNotRolled, Fault::kConvStateRolledWrong, Fault::kDecayGateSign,
-                    Fault::kOutputGateBeforeNorm, Fault::kDeltaHeadsInterleaved, Fault::kDeltaChunkDecay}) {
+                    Fault::kOutputGateBeforeNorm, Fault::kDeltaHeadsInterleaved, Fault::kDeltaChunkDecay,
+                    Fault::kImropeSectionsReversed}) {
         ForwardOptions fo;
         fo.fault = f;
         auto forward = make_forward(*model.value(), *backend, fo);

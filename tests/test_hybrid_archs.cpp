@@ -159,6 +159,7 @@ const HybridFault kFaults[] = {
     {Fault::kDeltaHeadsInterleaved, "new_state-0", "delta-rule", {"reading q/k head h % 2", "instead of run token by token, value head h reading q/k head h / 2 (interleaved"}},
     {Fault::kDeltaChunkDecay, "new_state-0", "delta-rule", {"reading q/k head h % 2", "instead of run in chunks of 64 without the decay"}},
     {Fault::kGemmaNormPlusOne, "attn_norm-0", "norm-plus-one", {"applied as stored", "ours applies 1 + w"}},
+    {Fault::kImropeSectionsReversed, "Qcur-3", "rope", {"halves (NEOX) at positions from 0 instead of", "IMROPE sections reversed ([0, 2, 3, 3] for [3, 3, 2, 0]"}},
 };
 
 class HybridArchsFaults : public ::testing::TestWithParam<HybridFault> {};

@@ -305,6 +305,18 @@ private:
                 if (s + shift >= 0)
                     cands.push_back({fmt::format("{} at positions from {}", pairing, s + shift), roped(clean, positions(s + shift))});
         }
+        if (cfg.rope_type == RopeType::kImrope && !starts.empty()) {
+            // qwen35's IMROPE with text positions: the sections as stored, or read in reverse.
+            const int* sec = cfg.rope_sections;
+            const int reversed[4] = {sec[3], sec[2], sec[1], sec[0]};
+            const std::vector<float> stored = imrope_text_factors(sec, cfg.n_rot), back = imrope_text_factors(reversed, cfg.n_rot);
+            if (stored != back)
+                cands.push_back({fmt::format("{} at positions from {} with the IMROPE sections reversed ([{}, {}, {}, {}] for "
+                                             "[{}, {}, {}, {}]: the pairs given the fourth position, 0 for text, unrotated)",
+                                             pairing, starts[0], reversed[0], reversed[1], reversed[2], reversed[3], sec[0],
+                                             sec[1], sec[2], sec[3]),
+                                 roped_with(clean, positions(starts[0]), back.empty() ? nullptr : &back)});
+        }
         if (model_->config().rope_scaling == RopeScaling::kYarn && !starts.empty()) {
             // YaRN's magnitude correction applied to cos/sin once more (it belongs in the scale).
             RopeParams twice = clean;

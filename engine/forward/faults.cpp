@@ -140,6 +140,10 @@ const std::vector<FaultInfo>& fault_catalogue() {
          "qwen35's delta rule in its chunked form for prompts without the decay between a chunk's tokens (the "
          "exp(G_i - G_j) masks left out), so a prompt disagrees with the same tokens decoded one by one",
          "new_state-L of a prompt (the first DeltaNet layer)"},
+        {Fault::kImropeSectionsReversed, "imrope-sections-reversed",
+         "qwen35's IMROPE sections (rope.dimension_sections) read in reverse order, so pairs of one position kind "
+         "take the fourth position, 0 for text tokens, and stay unrotated",
+         "Qcur-L after rope (the first attention layer)"},
     };
     return kCatalogue;
 }
@@ -299,6 +303,14 @@ Result<FaultKnobs> fault_knobs(Fault fault, const FaultModelFacts& m) {
             if (!c.hybrid()) return refuse("needs a model with Gated DeltaNet layers (qwen35)");
             k.delta_chunk_no_decay = true;
             break;
+        case Fault::kImropeSectionsReversed: {
+            if (c.rope_type != RopeType::kImrope) return refuse("needs a model with IMROPE sections (qwen35)");
+            const int reversed[4] = {c.rope_sections[3], c.rope_sections[2], c.rope_sections[1], c.rope_sections[0]};
+            if (imrope_text_factors(reversed, c.n_rot) == imrope_text_factors(c.rope_sections, c.n_rot))
+                return refuse("the model's sections give every rotated pair the same position in either order");
+            k.imrope_sections_reversed = true;
+            break;
+        }
         case Fault::kMlaScaleWidth:
             if (c.arch != Arch::kDeepseek2) return refuse("needs a deepseek2 model (multi-head latent attention)");
             k.kq_scale_latent_width = true;

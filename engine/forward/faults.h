@@ -56,6 +56,7 @@ enum class Fault {
     kOutputGateBeforeNorm, // qwen35: silu(z) multiplied in before the DeltaNet output's RMS norm, not after
     kDeltaHeadsInterleaved,// qwen35: value head h reads q/k head h / (H_v / H_k) instead of h % H_k
     kDeltaChunkDecay,      // qwen35: the chunked delta rule without the decay between a chunk's tokens
+    kImropeSectionsReversed,  // qwen35: the IMROPE sections read in reverse order
 };
 
 struct FaultInfo {
@@ -109,6 +110,7 @@ struct FaultKnobs {
     bool gate_before_norm = false;       // qwen35: rms_norm(out * silu(z)) * w instead of rms_norm(out) * w * silu(z)
     bool delta_heads_interleaved = false;  // qwen35: q/k heads repeated interleaved for the value heads
     bool delta_chunk_no_decay = false;     // qwen35: prompts through the chunked form, its in-chunk decay left out
+    bool imrope_sections_reversed = false; // qwen35: rope.dimension_sections taken from its last entry to its first
 };
 
 // The knobs of `fault` for a model, or a usage error when the model cannot have that bug

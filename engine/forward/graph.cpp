@@ -471,8 +471,11 @@ MemoryEstimate GraphBuilder::memory_estimate(bool weights_copied) const {
         uint64_t per_token = add_sat(add_sat(mul_sat(5, C), mul_sat(6, qk)), add_sat(mul_sat(9, d_inner), mul_sat(6, dim(cfg_.ssm_n_v_heads))));
         per_token = add_sat(per_token, add_sat(mul_sat(6, n_q), mul_sat(2, n_embd)));
         if (cfg_.n_expert > 0) per_token = add_sat(per_token, add_sat(mul_sat(3, dim(cfg_.n_ff_shexp)), mul_sat(2, n_embd) + 2));
-        const uint64_t window = mul_sat(dim(cfg_.ssm_d_conv - 1), C);  // the conv input's state columns
-        e.add("DeltaNet activations", fmt::format("(ubatch {} x {} values + {} conv window values) x 4 bytes", T, per_token,
+        // The conv input's state columns, and IMROPE's frequency factors when its sections give
+        // some pairs the fourth position.
+        const uint64_t window = add_sat(mul_sat(dim(cfg_.ssm_d_conv - 1), C),
+                                        imrope_text_factors(cfg_.rope_sections, cfg_.n_rot).size());
+        e.add("DeltaNet activations", fmt::format("(ubatch {} x {} values + {} conv window and rope values) x 4 bytes", T, per_token,
                                                   window),
               add_sat(f32({T, per_token}), f32({window})));
     }

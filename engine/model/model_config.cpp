@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "engine/gguf/gguf.h"
 #include "engine/util/quote.h"
@@ -688,6 +689,22 @@ float roped_qk_scale(const ModelConfig& c) {
 float yarn_log_mul(const ModelConfig& c) {
     const float stored = static_cast<float>(c.rope_yarn_log_multiplier);
     return c.arch == Arch::kDeepseek2 ? stored / 0.1f : stored;
+}
+
+std::vector<float> imrope_text_factors(const int sections[4], int64_t n_rot) {
+    // ggml_mrope_cache_init's interleaved choice: pair i's sector is i % (the sections' sum); sector
+    // s takes position t, h or w when s % 3 is 0, 1 or 2 and s < 3 x that section, else the fourth.
+    const int sect_dims = sections[0] + sections[1] + sections[2] + sections[3];
+    std::vector<float> factors(static_cast<size_t>(std::max<int64_t>(0, n_rot / 2)), 1.0f);
+    bool any_fourth = false;
+    for (size_t i = 0; i < factors.size() && sect_dims > 0; ++i) {
+        const int sector = static_cast<int>(i % static_cast<size_t>(sect_dims));
+        const bool t_h_w = (sector % 3 == 0 && sector < 3 * sections[0]) || (sector % 3 == 1 && sector < 3 * sections[1]) ||
+                           (sector % 3 == 2 && sector < 3 * sections[2]);
+        if (!t_h_w) factors[i] = std::numeric_limits<float>::infinity(), any_fourth = true;
+    }
+    if (!any_fourth) factors.clear();
+    return factors;
 }
 
 Result<ModelConfig> model_config_from_gguf(const GgufFile& file) { return read_config(file, true); }

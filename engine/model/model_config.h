@@ -150,6 +150,12 @@ float roped_qk_scale(const ModelConfig& c);
 // 0.1f on load, other architectures keep it.
 float yarn_log_mul(const ModelConfig& c);
 
+// IMROPE with text tokens (qwen35): a token's four positions are p, p, p and 0, so a rotated pair
+// whose interleaved section takes the fourth position keeps angle 0. The frequency factors that do
+// so in ggml's rope (each pair's angle divided by its factor): +inf for those pairs, 1 for the
+// others; empty when every pair takes p (Qwen3.5's sections cover all of its rotated pairs).
+std::vector<float> imrope_text_factors(const int sections[4], int64_t n_rot);
+
 // Reads the config of a supported architecture. Errors (kBadInput) name the missing or bad key:
 // "llama.block_count is missing; llama models need it".
 Result<ModelConfig> model_config_from_gguf(const GgufFile& file);

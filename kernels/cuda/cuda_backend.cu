@@ -240,6 +240,17 @@ public:
         LS_CUDA_CHECK(cuda::cuda_gated_delta_net(q.f32(), k.f32(), v.f32(), g.f32(), beta.f32(), state.f32(), out.f32(),
                                                  v.ne[0], q.ne[1], v.ne[1], v.ne[2], stream_));
     }
+    void gated_delta_net_chunked(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
+                                 Tensor& state, Tensor& out, int64_t chunk, bool in_chunk_decay) override {
+        const int64_t S = v.ne[0];
+        if (S > 256 || chunk > 64) {  // beyond the kernel's column in double and its shared matrices: on the host
+            Backend::gated_delta_net_chunked(q, k, v, g, beta, state, out, chunk, in_chunk_decay);
+            return;
+        }
+        LS_CUDA_CHECK(cuda::cuda_gated_delta_net_chunked(q.f32(), k.f32(), v.f32(), g.f32(), beta.f32(), state.f32(),
+                                                         out.f32(), S, q.ne[1], v.ne[1], v.ne[2], chunk, in_chunk_decay,
+                                                         stream_));
+    }
     void sum_rows(const Tensor& x, Tensor& y) override {
         LS_CUDA_CHECK(cuda::cuda_sum_rows(x.f32(), y.f32(), x.ne[0], x.n_rows(), stream_));
     }

@@ -2,7 +2,7 @@
 // output with the CPU's arithmetic, operation for operation (built with --fmad=false); the gated
 // delta rule gives each row of a head's stored state to one thread, which owns it for the whole
 // ubatch, so the recurrence over tokens needs no synchronisation and sums in the CPU exact mode's
-// order.
+// order; its chunked form does the same per column in double, with a block's shared matrices.
 #include "kernels/cuda/delta_net.h"
 
 #include <cmath>
@@ -100,6 +100,104 @@ __global__ void __launch_bounds__(kDeltaNetRows) gated_delta_net_kernel(const fl
     }
 }
 
+constexpr int kChunkMax = 64;     // the chunked form's largest chunk (its matrices live in shared memory)
+constexpr int kChunkStateMax = 256;  // the largest S: a thread keeps its column of the state in double
+
+// The chunked form, one block per value head and a thread per value index j (= key index i: S_k
+// = S_v). Thread j keeps column j of the state in double for the whole ubatch and computes
+// everything of its column; what the columns share (the chunk's cumulative decays, the solved
+// triangular system, then q k^T) lives in shared memory, built by the block together. For a chunk
+// of n tokens: T = (I - A)^-1 with A[t][u] = -beta_t (k_t . k_u) e^(G_t - G_u) below the diagonal
+// (by substitution, row after row); v_new[t] = sum_u T[t][u] beta_u (v_u[j] - e^(G_u) (k_u . m_j));
+// out[t] = e^(G_t) (q_t . m_j) + sum_(u <= t) (q_t . k_u) e^(G_t - G_u) v_new[u]; then
+// m_j = m_j e^(G_last) + sum_u k_u e^(G_last - G_u) v_new[u].
+__global__ void __launch_bounds__(kChunkStateMax) gated_delta_net_chunked_kernel(
+    const float* q, const float* k, const float* v, const float* g, const float* beta, float* state, float* out, int64_t S,
+    int64_t H_k, int64_t H_v, int64_t T, int64_t chunk, int in_chunk_decay) {
+    __shared__ double G[kChunkMax];
+    __shared__ double M[kChunkMax * kChunkMax];  // T (the solved system), then q k^T with its decay
+    __shared__ double row[kChunkMax];
+    const int64_t h = blockIdx.x, j = threadIdx.x, hk = h % H_k;
+    const bool active = j < S;
+    double m[kChunkStateMax];  // column j of the state: m[i] = S[i][j]
+    double p[kChunkMax], v_new[kChunkMax];
+    float* col = state + (h * S + j) * S;
+    if (active)
+        for (int64_t i = 0; i < S; ++i) m[i] = col[i];
+    const double scale = 1.0 / sqrt(static_cast<double>(S));
+    auto dot = [S](const float* a, const float* b) {
+        double d = 0;
+        for (int64_t i = 0; i < S; ++i) d += static_cast<double>(a[i]) * b[i];
+        return d;
+    };
+    for (int64_t c0 = 0; c0 < T; c0 += chunk) {
+        const int64_t n = T - c0 < chunk ? T - c0 : chunk;
+        const float* K = k + (c0 * H_k + hk) * S;  // token t's k: K + t * H_k * S
+        const float* Q = q + (c0 * H_k + hk) * S;
+        if (j == 0) {
+            double acc = 0;
+            for (int64_t t = 0; t < n; ++t) G[t] = acc += g[(c0 + t) * H_v + h];
+        }
+        __syncthreads();
+        auto decay = [&](int64_t a, int64_t b) { return in_chunk_decay ? exp(G[a] - G[b]) : 1.0; };
+        auto B = [&](int64_t t) { return static_cast<double>(beta[(c0 + t) * H_v + h]); };
+        for (int64_t e = j; e < n * n; e += blockDim.x) {
+            const int64_t t = e / n, u = e % n;
+            M[e] = u < t ? -B(t) * dot(K + t * H_k * S, K + u * H_k * S) * decay(t, u) : 0.0;
+        }
+        __syncthreads();
+        for (int64_t t = 1; t < n; ++t) {
+            for (int64_t u = j; u < t; u += blockDim.x) {
+                double acc = M[t * n + u];
+                for (int64_t w = u + 1; w < t; ++w) acc += M[t * n + w] * M[w * n + u];
+                row[u] = acc;
+            }
+            __syncthreads();
+            for (int64_t u = j; u < t; u += blockDim.x) M[t * n + u] = row[u];
+            __syncthreads();
+        }
+        for (int64_t t = j; t < n; t += blockDim.x) M[t * n + t] = 1.0;
+        __syncthreads();
+        if (active) {
+            for (int64_t u = 0; u < n; ++u) {
+                double d = 0;
+                for (int64_t i = 0; i < S; ++i) d += static_cast<double>(K[u * H_k * S + i]) * m[i];
+                p[u] = d;
+            }
+            for (int64_t t = 0; t < n; ++t) {
+                double x = 0;
+                for (int64_t u = 0; u <= t; ++u)
+                    x += M[t * n + u] * B(u) * (static_cast<double>(v[((c0 + u) * H_v + h) * S + j]) - exp(G[u]) * p[u]);
+                v_new[t] = x;
+            }
+        }
+        __syncthreads();
+        for (int64_t e = j; e < n * n; e += blockDim.x) {
+            const int64_t t = e / n, u = e % n;
+            M[e] = u <= t ? dot(Q + t * H_k * S, K + u * H_k * S) * decay(t, u) : 0.0;
+        }
+        __syncthreads();
+        if (active) {
+            for (int64_t t = 0; t < n; ++t) {
+                double o = 0;
+                for (int64_t i = 0; i < S; ++i) o += static_cast<double>(Q[t * H_k * S + i]) * m[i];
+                o *= exp(G[t]);
+                for (int64_t u = 0; u <= t; ++u) o += M[t * n + u] * v_new[u];
+                out[((c0 + t) * H_v + h) * S + j] = static_cast<float>(o * scale);
+            }
+            const double e_last = exp(G[n - 1]);
+            for (int64_t i = 0; i < S; ++i) {
+                double x = m[i] * e_last;
+                for (int64_t u = 0; u < n; ++u) x += static_cast<double>(K[u * H_k * S + i]) * exp(G[n - 1] - G[u]) * v_new[u];
+                m[i] = x;
+            }
+        }
+        __syncthreads();
+    }
+    if (active)
+        for (int64_t i = 0; i < S; ++i) col[i] = static_cast<float>(m[i]);
+}
+
 }  // namespace
 
 cudaError_t cuda_silu(const float* dev_x, float* dev_y, int64_t n, bool llama, cudaStream_t stream) {
@@ -128,6 +226,19 @@ cudaError_t cuda_gated_delta_net(const float* dev_q, const float* dev_k, const f
     if (row_blocks > 0x7fffffff) return cudaErrorInvalidValue;
     LAUNCH_STREAM(gated_delta_net_kernel, dim3(static_cast<unsigned>(row_blocks), static_cast<unsigned>(H_v)),
                   kDeltaNetRows, 0, stream, dev_q, dev_k, dev_v, dev_g, dev_beta, dev_state, dev_out, S, H_k, H_v, T);
+    return cudaGetLastError();
+}
+
+cudaError_t cuda_gated_delta_net_chunked(const float* dev_q, const float* dev_k, const float* dev_v, const float* dev_g,
+                                         const float* dev_beta, float* dev_state, float* dev_out, int64_t S, int64_t H_k,
+                                         int64_t H_v, int64_t T, int64_t chunk, bool in_chunk_decay, cudaStream_t stream) {
+    if (S < 0 || S > kChunkStateMax || H_k < 1 || H_v < 0 || H_v > 0x7fffffff || T < 0 || chunk < 1 || chunk > kChunkMax)
+        return cudaErrorInvalidValue;
+    if (S == 0 || H_v == 0 || T == 0) return cudaSuccess;
+    // A warp at least, so that the block's shared work spreads over its threads.
+    const unsigned threads = static_cast<unsigned>(S < 32 ? 32 : S);
+    LAUNCH_STREAM(gated_delta_net_chunked_kernel, static_cast<unsigned>(H_v), threads, 0, stream, dev_q, dev_k, dev_v,
+                  dev_g, dev_beta, dev_state, dev_out, S, H_k, H_v, T, chunk, in_chunk_decay ? 1 : 0);
     return cudaGetLastError();
 }
 

@@ -1,5 +1,6 @@
-// CUDA backend: qwen35's Gated DeltaNet ops (SILU, SSM_CONV, GATED_DELTA_NET), computing what
-// kernels/host_ops.h's host_silu, host_ssm_conv and host_gated_delta_net define. Included by .cu
+// CUDA backend: qwen35's Gated DeltaNet ops (SILU, SSM_CONV, GATED_DELTA_NET in both forms),
+// computing what kernels/host_ops.h's host_silu, host_ssm_conv, host_gated_delta_net and
+// host_gated_delta_net_chunked define. Included by .cu
 // sources (built by nvcc into the CUDA module, or as C++ against the SIMT emulator for tests).
 // Tensors are packed f32 in device memory; every function is asynchronous on `stream` and returns
 // the launch's error. SOFTPLUS is cuda_unary (kernels/cuda/moe.h).
@@ -29,5 +30,13 @@ cudaError_t cuda_ssm_conv(const float* dev_x, const float* dev_w, float* dev_y, 
 cudaError_t cuda_gated_delta_net(const float* dev_q, const float* dev_k, const float* dev_v, const float* dev_g,
                                  const float* dev_beta, float* dev_state, float* dev_out, int64_t S, int64_t H_k,
                                  int64_t H_v, int64_t T, cudaStream_t stream);
+
+// The same rule in its chunked form (chunks of `chunk` <= 64 tokens solved at once, in double), as
+// delta_net::gated_delta_net_chunked computes it up to the order of its double sums; `in_chunk_decay`
+// false leaves the decay between a chunk's tokens out (the delta-chunk-decay fault). S <= 256
+// (cudaErrorInvalidValue beyond: the backend then computes it on the host).
+cudaError_t cuda_gated_delta_net_chunked(const float* dev_q, const float* dev_k, const float* dev_v, const float* dev_g,
+                                         const float* dev_beta, float* dev_state, float* dev_out, int64_t S, int64_t H_k,
+                                         int64_t H_v, int64_t T, int64_t chunk, bool in_chunk_decay, cudaStream_t stream);
 
 }  // namespace ls::cuda

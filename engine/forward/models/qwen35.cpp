@@ -102,19 +102,12 @@ private:
             shexp_swiglu_ = buffer(cfg_.n_ff_shexp, T), shexp_out_ = buffer(cfg_.n_embd, T);
             shared_gate_ = buffer(1, T), shared_gate_sigmoid_ = buffer(1, T), shexp_gated_ = buffer(cfg_.n_embd, T);
         }
-        // IMROPE: a text token's fourth position is 0, so the pairs its sections give that
-        // position keep angle 0 (a factor of +inf divides their angle to 0, as ggml computes it).
-        const int* sec = cfg_.rope_sections;
-        const int sect_dims = sec[0] + sec[1] + sec[2] + sec[3];
-        std::vector<float> factors(static_cast<size_t>(cfg_.n_rot / 2), 1.0f);
-        bool any_fourth = false;
-        for (size_t i = 0; i < factors.size() && sect_dims > 0; ++i) {
-            const int sector = static_cast<int>(i) % sect_dims;
-            const bool t_h_w = (sector % 3 == 1 && sector < 3 * sec[1]) || (sector % 3 == 2 && sector < 3 * sec[2]) ||
-                               (sector % 3 == 0 && sector < 3 * sec[0]);
-            if (!t_h_w) factors[i] = std::numeric_limits<float>::infinity(), any_fourth = true;
-        }
-        if (any_fourth) {
+        // IMROPE: a text token's fourth position is 0; the pairs its sections give that position
+        // keep angle 0 (imrope_text_factors; the fault: the sections read in reverse order).
+        int sections[4];
+        for (int i = 0; i < 4; ++i) sections[i] = cfg_.rope_sections[knobs_.imrope_sections_reversed ? 3 - i : i];
+        const std::vector<float> factors = imrope_text_factors(sections, cfg_.n_rot);
+        if (!factors.empty()) {
             rope_freqs_ = buffer(static_cast<int64_t>(factors.size()));
             be_.upload(rope_freqs_.data, factors.data(), factors.size() * sizeof(float));
         }
