@@ -47,6 +47,7 @@ const HybridCase kCases[] = {
     {"moe_fused_gate_up_flash", "qwen35moe-tiny", GgmlType::F16, "qwen35moe-tiny-fused-F16_hello_n8_fa-on.gguf", 1e-8,
      nullptr, true},
     {"moe_q8_0", "qwen35moe-tiny", GgmlType::Q8_0, "qwen35moe-tiny-Q8_0_hello_n8_fa-off.gguf", 1e-6},
+    {"moe_q4_k_m", nullptr, GgmlType::F16, "qwen35moe-wide-Q4_K_M_story_n8_fa-off.gguf", 1e-6, "qwen35moe-wide-Q4_K_M.gguf"},
 };
 
 std::string data_path(const char* file) { return std::string(LAYERSCOPE_TEST_DATA) + "/hybrid/" + file; }
