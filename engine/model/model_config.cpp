@@ -282,27 +282,37 @@ Status read_mla(const KeyReader& keys, ModelConfig& c) {
     return {};
 }
 
+// A key given as one bool per layer (an array of at least n_layer numbers): `out` takes them and
+// `given` says it was such an array; anything else leaves both alone for the caller's default.
+Status read_layer_flags(const GgufFile& file, const KeyReader& keys, const char* suffix, int64_t n_layer,
+                        std::vector<uint8_t>* out, bool* given) {
+    *given = false;
+    const GgufValue* flags = file.find(keys.key(suffix));
+    if (!flags || !flags->is_array()) return {};
+    if (flags->array_size() < static_cast<size_t>(n_layer))
+        return make_error(ErrorCode::kBadInput,
+                          fmt::format("{} has {} entries for {} layers", keys.key(suffix), flags->array_size(), n_layer));
+    for (int64_t il = 0; il < n_layer; ++il) {
+        int64_t v = 0;
+        if (!flags->item_int(static_cast<size_t>(il), &v))
+            return make_error(ErrorCode::kBadInput, fmt::format("{} holds {}; expected one bool per layer", keys.key(suffix),
+                                                                gguf_value_type_name(flags->elem_type)));
+        (*out)[static_cast<size_t>(il)] = v != 0;
+    }
+    *given = true;
+    return {};
+}
+
 // Which layers attend over a sliding window (n_swa > 0): attention.sliding_window_pattern as one
 // bool per layer or as a period n (layer il is local when il % n < n - 1; 0: every layer; absent:
 // `default_period`), as llama.cpp's load_swa_pattern.
 Status read_swa_pattern(const GgufFile& file, const KeyReader& keys, ModelConfig& c, int64_t default_period) {
     c.swa_layers.assign(static_cast<size_t>(c.n_layer), 0);
     if (c.n_swa > 0) {
-        const GgufValue* pattern = file.find(keys.key("attention.sliding_window_pattern"));
-        if (pattern && pattern->is_array()) {
-            if (pattern->array_size() < static_cast<size_t>(c.n_layer))
-                return make_error(ErrorCode::kBadInput,
-                                  fmt::format("{} has {} entries for {} layers", keys.key("attention.sliding_window_pattern"),
-                                              pattern->array_size(), c.n_layer));
-            for (int64_t il = 0; il < c.n_layer; ++il) {
-                int64_t local = 0;
-                if (!pattern->item_int(static_cast<size_t>(il), &local))
-                    return make_error(ErrorCode::kBadInput, fmt::format("{} holds {}; expected one bool per layer",
-                                                                        keys.key("attention.sliding_window_pattern"),
-                                                                        gguf_value_type_name(pattern->elem_type)));
-                c.swa_layers[il] = local != 0;
-            }
-        } else {
+        bool given = false;
+        if (Status s = read_layer_flags(file, keys, "attention.sliding_window_pattern", c.n_layer, &c.swa_layers, &given); !s)
+            return s;
+        if (!given) {
             int64_t n = 0;
             LS_ASSIGN(n, keys.optional_int("attention.sliding_window_pattern", default_period));
             if (n < 0) return positive_error(keys, "attention.sliding_window_pattern", n);
@@ -419,19 +429,10 @@ Status read_qwen35(const GgufFile& file, const KeyReader& keys, ModelConfig& c) 
                           fmt::format("{} is {}: multi-token-prediction draft layers are not supported yet",
                                       keys.key("nextn_predict_layers"), nextn));
     c.recurrent_layers.assign(static_cast<size_t>(c.n_layer), 0);
-    if (const GgufValue* recr = file.find(keys.key("attention.recurrent_layers")); recr && recr->is_array()) {
-        if (recr->array_size() < static_cast<size_t>(c.n_layer))
-            return make_error(ErrorCode::kBadInput, fmt::format("{} has {} entries for {} layers",
-                                                                keys.key("attention.recurrent_layers"), recr->array_size(), c.n_layer));
-        for (int64_t il = 0; il < c.n_layer; ++il) {
-            int64_t v = 0;
-            if (!recr->item_int(static_cast<size_t>(il), &v))
-                return make_error(ErrorCode::kBadInput, fmt::format("{} holds {}; expected one bool per layer",
-                                                                    keys.key("attention.recurrent_layers"),
-                                                                    gguf_value_type_name(recr->elem_type)));
-            c.recurrent_layers[il] = v != 0;
-        }
-    } else {
+    bool given = false;
+    if (Status s = read_layer_flags(file, keys, "attention.recurrent_layers", c.n_layer, &c.recurrent_layers, &given); !s)
+        return s;
+    if (!given) {
         int64_t interval = 0;
         LS_ASSIGN(interval, keys.optional_int("full_attention_interval", 4));
         if (interval <= 0) return positive_error(keys, "full_attention_interval", interval);
