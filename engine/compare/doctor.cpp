@@ -611,19 +611,17 @@ private:
     }
 
     // ---- qwen35's Gated DeltaNet layers: what a reference tensor of this evaluation holds.
-    std::vector<float> ref_named(const std::string& base, int occurrence = 1) const {
-        for (const RefTensor& t : ref_.tensors())
-            if (t.base_name == base && t.occurrence == occurrence && t.decode == ours_.decode && t.ubatch == ours_.ubatch &&
-                t.kind == RefKind::kNode && t.complete())
-                return ref_.values(t);
-        return {};
-    }
+    // The reference's node `base` of this event's evaluation (its first occurrence), or none.
     const RefTensor* ref_tensor_named(const std::string& base) const {
         for (const RefTensor& t : ref_.tensors())
             if (t.base_name == base && t.occurrence == 1 && t.decode == ours_.decode && t.ubatch == ours_.ubatch &&
                 t.kind == RefKind::kNode && t.complete())
                 return &t;
         return nullptr;
+    }
+    std::vector<float> ref_named(const std::string& base) const {
+        const RefTensor* t = ref_tensor_named(base);
+        return t ? ref_.values(*t) : std::vector<float>{};
     }
 
     // The new conv state: the last d_conv - 1 inputs of each channel's window (the reference's
@@ -850,12 +848,7 @@ private:
     // within twice the largest difference between ours and the reference's is a near tie: either
     // order is what a correct engine may give, so it is named, not loosened into a pass.
     void near_tie(int L, const CapturedEvent& probs) {
-        const RefTensor* ref_probs = nullptr;
-        const std::string want = fmt::format("ffn_moe_probs-{}", L);
-        for (const RefTensor& t : ref_.tensors())
-            if (t.base_name == want && t.decode == ours_.decode && t.ubatch == ours_.ubatch && t.occurrence == 1 &&
-                t.complete())
-                ref_probs = &t;
+        const RefTensor* ref_probs = ref_tensor_named(fmt::format("ffn_moe_probs-{}", L));
         if (!ref_probs || ref_values_.empty()) return;
         const std::vector<float> rp = ref_.values(*ref_probs), op = ours_aligned(probs.data), ours = ours_aligned(ours_.data);
         const int64_t E = probs.ne[0];
