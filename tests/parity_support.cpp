@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include "engine/compare/backend_ab.h"
+#include "engine/compare/compare_run.h"
 #include "engine/compare/comparison.h"
 #include "engine/compare/llama_variant.h"
 
@@ -40,6 +42,27 @@ std::string rewrite_gguf(const std::string& in, const std::string& out,
     Status s = gguf_write(out, kv, tensors);
     EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error().message);
     return out;
+}
+
+void expect_agrees_with_cpu_exact(const Model& model, Backend& backend, ForwardOptions fo,
+                                  const std::vector<int32_t>& prompt, int n_decode, int64_t min_compared) {
+    fo.mode = MathMode::kExact;
+    auto cpu = make_cpu_backend(2);
+    auto cpu_run = run_as_reference(model, *cpu, fo, prompt, n_decode, "the cpu run");
+    ASSERT_TRUE(cpu_run.ok()) << cpu_run.error().message;
+    CompareRunOptions options;
+    options.forward = fo;
+    options.prompt = prompt;
+    options.thresholds.noise_floor = false;
+    options.thresholds.warn_nmse = 1e-6;
+    options.thresholds.diverged_nmse = 1e-6;
+    auto r = compare_with_reference(model, backend, *cpu_run.value(), options);
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    for (const EventComparison& e : r.value().comparisons)
+        EXPECT_TRUE(e.status == CompareStatus::kOk) << e.name << " " << compare_status_name(e.status) << " nmse "
+                                                    << e.metrics.nmse;
+    EXPECT_EQ(r.value().summary.no_reference, 0);
+    EXPECT_GT(r.value().summary.compared(), min_compared);
 }
 
 ParityResult run_parity(const std::string& dump_path, const std::string& model_path, MathMode mode, double limit) {

@@ -51,6 +51,13 @@ ParityResult run_parity(const std::string& dump_path, const std::string& model_p
 
 std::vector<int32_t> top_k(const float* logits, int64_t n, int k);
 
+// Runs `prompt` and the tokens of `n_decode` decode calls in all on `backend` (the emulated CUDA
+// kernels) and on the CPU backend, both in exact mode with `fo`'s other options, and expects every
+// event of ours to agree with the CPU's at NMSE <= 1e-6, each to have a CPU tensor, and at least
+// `min_compared` of them.
+void expect_agrees_with_cpu_exact(const Model& model, Backend& backend, ForwardOptions fo,
+                                  const std::vector<int32_t>& prompt, int n_decode, int64_t min_compared);
+
 // dump.generated_tokens of a dump file.
 std::vector<int32_t> reference_generated(const std::string& dump_path);
 

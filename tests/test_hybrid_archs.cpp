@@ -12,7 +12,6 @@
 #include <filesystem>
 #include <random>
 
-#include "engine/compare/backend_ab.h"
 #include "engine/compare/compare_run.h"
 #include "engine/compare/doctor.h"
 #include "engine/compare/metrics.h"
@@ -120,23 +119,7 @@ TEST_P(HybridArchsCuda, CudaEmulatedAgreesWithTheCpuAndLlamaCpp) {
         ASSERT_TRUE(g.ok()) << g.error().message;
         EXPECT_EQ(g.value().generated, want);
     }
-    fo.mode = MathMode::kExact;
-    auto cpu = make_cpu_backend(2);
-    auto cpu_run = run_as_reference(*model.value(), *cpu, fo, prompt, 3, "the cpu run");
-    ASSERT_TRUE(cpu_run.ok()) << cpu_run.error().message;
-    CompareRunOptions options;
-    options.forward = fo;
-    options.prompt = prompt;
-    options.thresholds.noise_floor = false;
-    options.thresholds.warn_nmse = 1e-6;
-    options.thresholds.diverged_nmse = 1e-6;
-    auto r = compare_with_reference(*model.value(), *cuda.backend, *cpu_run.value(), options);
-    ASSERT_TRUE(r.ok()) << r.error().message;
-    for (const EventComparison& e : r.value().comparisons)
-        EXPECT_TRUE(e.status == CompareStatus::kOk) << e.name << " " << compare_status_name(e.status) << " nmse "
-                                                    << e.metrics.nmse;
-    EXPECT_EQ(r.value().summary.no_reference, 0);
-    EXPECT_GT(r.value().summary.compared(), 600);
+    test::expect_agrees_with_cpu_exact(*model.value(), *cuda.backend, fo, prompt, 3, 600);
 }
 
 INSTANTIATE_TEST_SUITE_P(LlamaCppAvx2, HybridArchsCuda, ::testing::Values(size_t{0}, size_t{5}),
@@ -289,10 +272,8 @@ public:
 // (conv_states / conv_state_last, state_predelta / new_state), and one evaluation's new state is
 // the next one's old state; the attention layers have none.
 TEST(HybridArchsState, EveryDeltaNetLayerShowsItsStatesBeforeAndAfter) {
-    auto preset = make_model_preset("qwen35-tiny");
-    ASSERT_TRUE(preset.ok());
-    const std::string dir = test::make_temp_dir(), path = dir + "/m.gguf";
-    ASSERT_TRUE(make_model(preset.value(), path).ok());
+    const CaseModel made(kCases[0]);  // qwen35-tiny, removed with `made`
+    const std::string& path = made.path;
     auto model = Model::open(path);
     ASSERT_TRUE(model.ok()) << model.error().message;
     auto cpu = make_cpu_backend(2);
@@ -324,23 +305,20 @@ TEST(HybridArchsState, EveryDeltaNetLayerShowsItsStatesBeforeAndAfter) {
         EXPECT_EQ(conv1->values, conv_last0->values) << "layer " << il;
         EXPECT_NE(after1->values, after0->values);
     }
-    std::filesystem::remove_all(dir);
 }
 
 // Going back in a session (restart and replay) gives the states bit for bit.
 TEST(HybridArchsState, GoingBackRestoresTheStatesExactly) {
-    auto preset = make_model_preset("qwen35-tiny");
-    ASSERT_TRUE(preset.ok());
-    const std::string dir = test::make_temp_dir(), path = dir + "/m.gguf";
-    ASSERT_TRUE(make_model(preset.value(), path).ok());
+    const CaseModel made(kCases[0]);  // qwen35-tiny, removed with `made`
+    const std::string& path = made.path;
     auto opened = Model::open(path);
     ASSERT_TRUE(opened.ok()) << opened.error().message;
     std::shared_ptr<const Model> model(std::move(opened.value()));
     SessionOptions options;
     options.capture = CapturePolicy::all();
-    auto made = Session::create(model, options);
-    ASSERT_TRUE(made.ok()) << made.error().message;
-    Session& s = *made.value();
+    auto session = Session::create(model, options);
+    ASSERT_TRUE(session.ok()) << session.error().message;
+    Session& s = *session.value();
     constexpr std::chrono::seconds kWait{60};
     auto done = [&](CommandTicket t) {
         auto snap = s.wait_for_ticket(t, kWait);
@@ -367,15 +345,13 @@ TEST(HybridArchsState, GoingBackRestoresTheStatesExactly) {
         EXPECT_EQ(0, std::memcmp(a->values->data(), b->values->data(), a->values->size() * sizeof(float)))
             << a->info.name << " differs after going back";
     }
-    std::filesystem::remove_all(dir);
 }
 
 // What llama.cpp's qwen35 graph reads and Layerscope does not run yet is refused by name.
 TEST(HybridArchsRefusals, WhatIsNotRunYetIsRefusedByName) {
-    auto preset = make_model_preset("qwen35-tiny");
-    ASSERT_TRUE(preset.ok());
-    const std::string dir = test::make_temp_dir(), path = dir + "/m.gguf";
-    ASSERT_TRUE(make_model(preset.value(), path).ok());
+    const CaseModel made(kCases[0]);  // qwen35-tiny, removed with `made`
+    const std::string& dir = made.dir;
+    const std::string& path = made.path;
     int edits = 0;
     auto refused = [&](const char* label, const std::function<void(std::vector<GgufKV>&, std::vector<GgufWriteTensor>&)>& edit,
                        const char* expect) {
@@ -408,7 +384,6 @@ TEST(HybridArchsRefusals, WhatIsNotRunYetIsRefusedByName) {
         for (GgufKV& k : kv)
             if (k.key == "qwen35.full_attention_interval") k.value = GgufValue::make_u32(8);
     }, "llama.cpp's hybrid cache then holds no attention layer and aborts");
-    std::filesystem::remove_all(dir);
     // The layout: an attention layer's fused attn_qkv and the q/k/v biases, and every projection's
     // per-tensor scale, are refused with their reason; the DeltaNet's attn_qkv is required.
     auto config_of = [] {

@@ -168,6 +168,10 @@ TEST(MemoryCheck, TheEstimateIsWhatTheForwardPassAllocates) {
     auto spec = make_model_preset("qwen35-tiny");
     ASSERT_TRUE(spec.ok());
     const std::string dir = test::make_temp_dir();
+    struct RemoveDir {
+        std::string dir;
+        ~RemoveDir() { std::filesystem::remove_all(dir); }
+    } cleanup{dir};  // on a failed assertion too
     ASSERT_TRUE(make_model(spec.value(), dir + "/qwen35.gguf").ok());
     auto qwen35 = Model::open(dir + "/qwen35.gguf");
     ASSERT_TRUE(qwen35.ok()) << qwen35.error().message;
@@ -193,7 +197,6 @@ TEST(MemoryCheck, TheEstimateIsWhatTheForwardPassAllocates) {
         EXPECT_EQ(short_by_one.allocated, 0u) << "refused before allocating anything";
         EXPECT_NE(refused.error().message.find("the test's budget"), std::string::npos) << refused.error().message;
     }
-    std::filesystem::remove_all(dir);
 }
 
 // The closed form of a long run's events equals what a real run announces.

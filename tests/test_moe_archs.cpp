@@ -11,7 +11,6 @@
 
 #include <filesystem>
 
-#include "engine/compare/backend_ab.h"
 #include "engine/compare/compare_run.h"
 #include "engine/compare/doctor.h"
 #include "engine/forward/generate.h"
@@ -169,23 +168,7 @@ TEST_P(MoeArchsCuda, CudaEmulatedAgreesWithTheCpuAndLlamaCpp) {
         ASSERT_TRUE(g.ok()) << g.error().message;
         EXPECT_EQ(g.value().generated, want);
     }
-    fo.mode = MathMode::kExact;
-    auto cpu = make_cpu_backend(2);
-    auto cpu_run = run_as_reference(*model.value(), *cpu, fo, prompt, 2, "the cpu run");
-    ASSERT_TRUE(cpu_run.ok()) << cpu_run.error().message;
-    CompareRunOptions options;
-    options.forward = fo;
-    options.prompt = prompt;
-    options.thresholds.noise_floor = false;
-    options.thresholds.warn_nmse = 1e-6;
-    options.thresholds.diverged_nmse = 1e-6;
-    auto r = compare_with_reference(*model.value(), *cuda.backend, *cpu_run.value(), options);
-    ASSERT_TRUE(r.ok()) << r.error().message;
-    for (const EventComparison& e : r.value().comparisons)
-        EXPECT_TRUE(e.status == CompareStatus::kOk) << e.name << " " << compare_status_name(e.status) << " nmse "
-                                                    << e.metrics.nmse;
-    EXPECT_EQ(r.value().summary.no_reference, 0);
-    EXPECT_GT(r.value().summary.compared(), 100);
+    test::expect_agrees_with_cpu_exact(*model.value(), *cuda.backend, fo, prompt, 2, 100);
 }
 
 // One case per architecture and weight family (the flash dump's model is the first case's).
