@@ -67,6 +67,12 @@ struct TokenizeOptions {
 
 int run_tokenize(const TokenizeOptions& options);
 
+// --remote HOST:PORT [--token-file FILE] on run, compare and export.
+struct RemoteFlags {
+    std::string address;     // empty: run here
+    std::string token_file;  // empty: remote::default_token_path()
+};
+
 struct RunOptions {
     std::string model_path;
     std::string prompt;        // text (tokenized with BOS/EOS as the vocabulary says, special text parsed)
@@ -88,6 +94,7 @@ struct RunOptions {
     std::string chat_template;  // a template family name instead of the model's (implies chat)
     std::string backend = "auto";  // cpu, cuda, cuda-emulated, auto
     std::string llama_isa = "auto";  // the llama.cpp CPU build llama mode reproduces (auto: this processor's)
+    RemoteFlags remote;        // --remote: run on a server
 };
 
 int run_run(const RunOptions& options);
@@ -116,6 +123,7 @@ struct CompareOptions {
     std::string names = "auto";      // naming convention of the dumps: auto, llama, hf, meta or a map file
     double min_paired = 0.5;         // share of the smaller side that must pair (kDefaultMinPaired)
     std::vector<std::string> run_flags_given;  // flags of a model run given (--mode, --fault, ...), in order
+    RemoteFlags remote;        // --remote: run on a server
 };
 
 int run_compare(const CompareOptions& options);
@@ -168,6 +176,7 @@ struct ExportCmdOptions {
     std::string chat_template;
     std::string backend = "auto";
     std::string llama_isa = "auto";     // the llama.cpp CPU build llama mode reproduces (auto: this processor's)
+    RemoteFlags remote;        // --remote: run on a server
 };
 
 // Exports a run's events or converts a dump (0 ok, 2 bad usage, nothing selected, cannot write or
@@ -194,6 +203,8 @@ int run_bench(const BenchOptions& options);
 
 struct GuiOptions {
     std::string model_path;       // a model or a dump opened at start; empty: the built-in demo
+    std::string connect;          // --connect HOST:PORT: model_path (and reference_path) are that server's
+    std::string token_file;       // with --connect: the server's token (default: ~/.config/layerscope/serve-token)
     std::string reference_path;   // a reference loaded at start
     std::string against_model;    // the same model in another format, whose run is the reference
     std::string doctor_model_path;  // with a dump: the model it is diagnosed with (--model)
@@ -214,5 +225,25 @@ struct GuiOptions {
 
 // Opens the window; only built with the GUI (LAYERSCOPE_HAVE_GUI).
 int run_gui(const GuiOptions& options);
+
+struct ServeOptions {
+    std::string listen = "127.0.0.1:7070";  // HOST:PORT; port 0 picks a free one (printed)
+    std::string token_file;                 // empty: remote::default_token_path()
+    std::vector<std::string> roots;         // the folders inputs may come from (default: the current one)
+    int max_connections = 8;
+};
+
+int run_serve(const ServeOptions& options);
+
+// A headless command (run, compare, export) on a server: `args` are those typed after the
+// command's name; the output paths of `outputs` (file or folder, with --force) are this machine's.
+struct RemoteOutput {
+    std::string flag;   // "--dump", "--gguf", "--npy"
+    std::string path;   // where it goes here
+    bool folder = false;
+    bool force = false;
+};
+int run_remote(const std::string& command, const std::vector<std::string>& args, const RemoteFlags& flags,
+               const std::vector<RemoteOutput>& outputs);
 
 }  // namespace ls::app

@@ -1,6 +1,8 @@
 // Opening models, captures, references and the demo for the GUI.
 #include "app/debug_document.h"
 
+#include "engine/remote/access.h"
+
 #include <fmt/format.h>
 
 #include <chrono>
@@ -208,6 +210,7 @@ Status DebugDocument::open_demo() {
 
 std::shared_ptr<const SessionSnapshot> DebugDocument::snapshot() {
     if (session_) return session_->snapshot();
+    if (remote_) return remote_->snapshot();
     if (capture_snapshot_) return capture_snapshot_;
     return empty_;
 }
@@ -242,6 +245,24 @@ const std::vector<EventComparison>& DebugDocument::local_errors(const SessionSna
     for (size_t i = 0; i < snap.records.size(); ++i)
         if (snap.records[i]) local_errors_[i] = run.comparisons[k++];
     return local_errors_;
+}
+
+Status DebugDocument::connect(const std::string& address, const std::string& token_file, const std::string& model,
+                              const std::string& reference, const std::string& prompt) {
+    auto token = remote::read_token(token_file.empty() ? remote::default_token_path() : token_file);
+    if (!token) return token.error();
+    remote::Open open;
+    open.model = model;
+    open.backend = backend_;
+    open.prompt = reference.empty() ? prompt : "";  // with a reference, its prompt
+    open.reference = reference;
+    auto session = remote::RemoteSession::open(address, token.value(), open);
+    if (!session) return session.error();
+    remote_ = std::move(session.value());
+    path_ = model;
+    title_ = fmt::format("{} on {}", model, address);
+    reference_path_ = reference;
+    return {};
 }
 
 DebugDocument::~DebugDocument() { cancel_doctor(); }

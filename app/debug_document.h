@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/compare/doctor.h"
+#include "engine/remote/remote_session.h"
 #include "views/debug_context.h"
 #include "views/model_document.h"
 
@@ -41,6 +42,12 @@ public:
     Status set_fault(Fault fault);
     // The built-in demo: generated model, clean reference, one fault; runs to the first divergence.
     Status open_demo();
+    // A session on a server (`layerscope serve` at `address`): `model` and `reference` are the
+    // server's paths; the token is read from `token_file` ("" for the default).
+    Status connect(const std::string& address, const std::string& token_file, const std::string& model,
+                   const std::string& reference, const std::string& prompt);
+    // The server's session (nullptr when the session is local or there is none).
+    remote::RemoteSession* remote() { return remote_.get(); }
 
     // Opening `path` keeps this reference (set before open()).
     void use_reference(std::shared_ptr<const ReferenceDump> reference, std::string path, std::string against = "") {
@@ -61,8 +68,9 @@ public:
     std::shared_ptr<const ReferenceDump> reference_ptr() const { return reference_; }
 
     bool has_model() const { return session_ != nullptr; }
-    bool has_anything() const { return session_ || capture_snapshot_; }
-    Session* session() { return session_.get(); }
+    bool has_anything() const { return session_ || remote_ || capture_snapshot_; }
+    // The session the panels command: here, or on a server.
+    SessionControl* session() { return session_ ? static_cast<SessionControl*>(session_.get()) : remote_.get(); }
     const Model* model() const { return model_.get(); }
     const ReferenceDump* reference() const { return reference_.get(); }
     const std::string& reference_path() const { return reference_path_; }
@@ -90,6 +98,7 @@ private:
     std::string against_model_;  // see against_model()
     std::string against_;  // see against_backend()  // the model opened before a capture, for the doctor
     std::unique_ptr<Session> session_;
+    std::unique_ptr<remote::RemoteSession> remote_;
     std::string backend_ = "auto";
     std::string capture_budget_;
     std::shared_ptr<const views::ModelDocument> model_doc_;

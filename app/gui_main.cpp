@@ -193,12 +193,14 @@ int run_gui(const GuiOptions& options) {
     if (exit_code == kExitOk) {
         // The model (or dump) and its reference load as one step: a reference cannot wait for a
         // document still loading in the background.
-        bool opened = options.model_path.empty()        ? view->open_demo()
+        bool opened = !options.connect.empty()         ? view->connect(options.connect, options.token_file, options.model_path,
+                                                                       options.reference_path)
+                      : options.model_path.empty()        ? view->open_demo()
                       : !options.against_model.empty() ? view->compare_against_model(options.against_model, options.model_path)
                                                        : view->open(options.model_path, options.doctor_model_path,
                                                                     options.reference_path);
         if (opened && !options.against_model.empty()) view->set_panel("quant", true);
-        if (opened && options.model_path.empty() && !options.reference_path.empty())
+        if (opened && options.connect.empty() && options.model_path.empty() && !options.reference_path.empty())
             opened = view->load_reference(options.reference_path);
         if (!opened && !options.screenshot_path.empty()) exit_code = kExitBadInput;
         if (options.all_panels) view->open_all_panels();

@@ -151,6 +151,7 @@ bool MainView::finish_loading(bool block) {
     if (!block && loading_.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return false;
     Loaded l = loading_.get();
     report(l.status, loading_what_);
+    if (l.status && reconnecting_.valid()) reconnecting_.wait();  // it reconnects the document being replaced
     if (!queued_.empty()) {
         // The next queued document: it builds on what this one left (its reference, its fault).
         auto [what, job] = std::move(queued_.front());
@@ -206,6 +207,15 @@ bool MainView::compare_against_backend(const std::string& backend) {
 }
 
 bool MainView::load_reference(const std::string& path) {
+    if (remote::RemoteSession* r = doc_->remote()) {
+        // The server opens it (a path on its disk, inside its folders); the snapshot says when.
+        remote::Command c;
+        c.kind = remote::CommandKind::kSetReference;
+        c.text = path;
+        r->send(c);
+        log("reference asked of the server: " + path);
+        return true;
+    }
     if (!doc_->has_anything()) {
         report(make_error(ErrorCode::kUsage, "open a model or a dump first (Ctrl+O), then its reference"), "");
         return false;
@@ -224,6 +234,69 @@ bool MainView::load_reference(const std::string& path) {
 bool MainView::open_demo() {
     return start_loading("demo opened: a fault is injected; the reference is the clean engine's run",
                          [](DebugDocument& d) { return d.open_demo(); });
+}
+
+bool MainView::connect(const std::string& address, const std::string& token_file, const std::string& model,
+                       const std::string& reference) {
+    return start_loading(fmt::format("connected to {}: {}", address, model), [=](DebugDocument& d) {
+        return d.connect(address, token_file, model, reference, "Once upon a time");
+    });
+}
+
+bool MainView::reconnect() {
+    remote::RemoteSession* r = doc_->remote();
+    if (!r || r->connected() || reconnecting_.valid()) return false;
+    log("remote reconnecting " + r->address());
+    reconnecting_ = std::async(std::launch::async, [r] { return r->reconnect(); });
+    return true;
+}
+
+// A server's session: the focused event's full tensor and its layer's attention map are fetched
+// (only what is looked at travels); the connection's state goes to the log and the status bar; a
+// lost connection is taken up again every few seconds, everything fetched staying browsable.
+void MainView::follow_remote(const views::DebugContext& ctx) {
+    remote::RemoteSession* r = doc_->remote();
+    if (!r) return;
+    const int64_t focus = cursor_ >= 0 ? cursor_ : ctx.snap->cursor;
+    if (ctx.snap->record(focus)) r->fetch(focus);
+    if (const EventInfo* e = ctx.focus(); e && e->layer >= 0)
+        if (const EventRecord* softmax = ctx.snap->latest(fmt::format("kq_soft_max-{}", e->layer)))
+            r->fetch(softmax->info.index);
+    if (reconnecting_.valid() && reconnecting_.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+        Status s = reconnecting_.get();
+        if (!s) log("remote reconnect failed: " + s.error().message);
+        reconnect_after_ = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    }
+    if (const std::string refused = r->take_refusal(); !refused.empty()) report(make_error(ErrorCode::kBadInput, refused), "");
+    const std::string lost = r->lost_reason();
+    if (lost != logged_remote_) {
+        log(lost.empty() ? fmt::format("remote connected {} session {}", r->address(), r->session_id()) : "remote lost " + lost);
+        p_->status.message = lost.empty() ? fmt::format("connected to {}", r->address())
+                                          : fmt::format("connection to {} lost ({}); what was fetched stays, reconnecting", r->address(), lost);
+        p_->status.message_is_error = !lost.empty();
+        logged_remote_ = lost;
+    }
+    if (!lost.empty() && !reconnecting_.valid() && std::chrono::steady_clock::now() >= reconnect_after_) reconnect();
+}
+
+void MainView::draw_connect_dialog() {
+    if (connect_dialog_) {
+        ImGui::OpenPopup("Connect to a server");
+        connect_dialog_ = false;
+    }
+    if (!ImGui::BeginPopupModal("Connect to a server", nullptr, ImGuiWindowFlags_AlwaysAutoResize)) return;
+    ImGui::TextUnformatted("A `layerscope serve` (loopback: reach a GPU box with ssh -N -L 7070:127.0.0.1:7070 HOST)");
+    ImGui::InputText("address", connect_address_, sizeof connect_address_);
+    ImGui::InputText("token file", connect_token_, sizeof connect_token_);
+    ImGui::InputText("model (server path)", connect_model_, sizeof connect_model_);
+    ImGui::InputText("reference (server path, optional)", connect_reference_, sizeof connect_reference_);
+    if (ImGui::Button("Connect") && connect_model_[0]) {
+        connect(connect_address_, connect_token_, connect_model_, connect_reference_);
+        ImGui::CloseCurrentPopup();
+    }
+    ImGui::SameLine();
+    if (ImGui::Button("Cancel")) ImGui::CloseCurrentPopup();
+    ImGui::EndPopup();
 }
 
 bool MainView::open_quant_demo() {
@@ -280,7 +353,7 @@ bool MainView::continue_run() {
 }
 
 bool MainView::set_prompt(const std::string& text) {
-    Session* session = doc_->session();
+    SessionControl* session = doc_->session();
     if (!session) {
         report(make_error(ErrorCode::kUsage, "no model is open: nothing to prompt"), "");
         return false;
@@ -362,7 +435,8 @@ void MainView::open_all_panels() {
 }
 
 bool MainView::busy() {
-    return loading_.valid() || !queued_.empty() || doc_->doctor_working() || (doc_->session() && doc_->snapshot()->state == SessionState::kRunning);
+    return loading_.valid() || !queued_.empty() || doc_->doctor_working() || (doc_->remote() && doc_->remote()->busy()) ||
+           (doc_->session() && doc_->snapshot()->state == SessionState::kRunning);
 }
 
 views::DebugContext MainView::make_context() {
@@ -421,6 +495,8 @@ void MainView::draw_menu() {
     if (ImGui::BeginMenu("File")) {
         if (ImGui::MenuItem("Open model or dump...", "Ctrl+O")) p_->open_dialog.show(""), reference_dialog_ = false;
         if (ImGui::MenuItem("Load reference...", "Ctrl+R")) p_->open_dialog.show(""), reference_dialog_ = true;
+        if (ImGui::MenuItem("Connect to a server...")) connect_dialog_ = true;
+        if (doc_->remote() && ImGui::MenuItem("Reconnect", nullptr, false, !doc_->remote()->connected())) reconnect();
         if (ImGui::MenuItem("Open the demo")) open_demo();
         if (ImGui::MenuItem("Open the demo: what does Q4_K cost?")) open_quant_demo();
         if (ImGui::MenuItem("Export...", "Ctrl+E")) set_panel("export", true);
@@ -455,7 +531,9 @@ void MainView::draw() {
     finish_loading(false);
     handle_keys();
     draw_menu();
+    draw_connect_dialog();
     views::DebugContext ctx = make_context();
+    follow_remote(ctx);
     if (ctx.snap->first_divergent >= 0) {
         p_->status.doctor = doc_->doctor_verdict(ctx.snap);
         // Its verdict once in the state log (not each step while it works).

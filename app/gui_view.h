@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdio>
+#include <chrono>
 #include <functional>
 #include <future>
 #include <map>
@@ -42,6 +43,10 @@ public:
     // Backend A/B: the model's run on `backend` becomes the reference (see DebugDocument).
     bool compare_against_backend(const std::string& backend);
     bool open_demo();
+    // A session on a server: `model` and `reference` are the server's paths.
+    bool connect(const std::string& address, const std::string& token_file, const std::string& model,
+                 const std::string& reference = "");
+    bool reconnect();  // takes up the lost server session again
     // "What does Q4_K cost": the demo model in Q4_K against its F16 run, the quantization panel open.
     bool open_quant_demo();
     // The open model (or `model_path`) against another format of it: that file's run is the reference.
@@ -130,6 +135,15 @@ private:
     std::string logged_layout_;   // the panel rectangles last written to the state log
     std::string logged_doctor_;   // the doctor's verdict last written to it
     bool reference_dialog_ = false;
+    std::string logged_remote_ = "-";  // the connection state last written to the state log
+    std::future<Status> reconnecting_;
+    std::chrono::steady_clock::time_point reconnect_after_;
+    // File > Connect's fields.
+    bool connect_dialog_ = false;
+    char connect_address_[128] = "127.0.0.1:7070", connect_token_[512] = "", connect_model_[1024] = "",
+         connect_reference_[1024] = "";
+    void draw_connect_dialog();
+    void follow_remote(const views::DebugContext& ctx);
 };
 
 }  // namespace ls::app

@@ -7,6 +7,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   libfmt-dev nlohmann-json3-dev libcli11-dev libhwy-dev libicu-dev
   libboost-context-dev libgtest-dev libgmock-dev
+  libasio-dev libzstd-dev libssl-dev
   libimgui-dev libglfw3-dev libgl-dev libstb-dev fonts-dejavu-core
   xvfb xauth xdotool imagemagick python3-numpy
   clang-14 libclang-rt-14-dev llvm-14

@@ -17,9 +17,9 @@ namespace ls::views {
 struct DebugContext {
     // Never null while a model or a capture is open; an empty snapshot otherwise.
     std::shared_ptr<const SessionSnapshot> snap;
-    // The live session, or nullptr when a capture (a dump) is opened without its model: panels
-    // then show what the capture holds and offer no commands.
-    Session* session = nullptr;
+    // The live session (here or on a server), or nullptr when a capture (a dump) is opened without
+    // its model: panels then show what the capture holds and offer no commands.
+    SessionControl* session = nullptr;
     const Model* model = nullptr;              // nullptr without a model
     const ReferenceDump* reference = nullptr;  // the loaded reference, if any
     std::string reference_path;

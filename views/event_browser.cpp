@@ -88,8 +88,7 @@ std::string decode_label(const DebugContext& ctx, int decode) {
     }
     if (decode >= static_cast<int>(s->decode_inputs.size())) return fmt::format("token {} (not generated yet)", decode);
     int32_t id = s->decode_inputs[static_cast<size_t>(decode)];
-    const Model* model = ctx.model ? ctx.model : ctx.session ? &ctx.session->model() : nullptr;
-    const Tokenizer* tok = model ? model->tokenizer() : nullptr;
+    const Tokenizer* tok = ctx.model ? ctx.model->tokenizer() : nullptr;
     if (tok && tok->valid(id)) return fmt::format("token {} ('{}')", decode, tok->token_to_piece(id));
     return fmt::format("token {} (id {})", decode, id);
 }

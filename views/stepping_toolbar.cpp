@@ -201,8 +201,9 @@ void SteppingToolbar::draw_breakpoints(DebugContext& ctx) {
     bool valid = new_kind_ != 0 || new_pattern_[0] != '\0';
     ImGui::BeginDisabled(!valid);
     if (ImGui::Button("Add breakpoint")) {
-        int id = ctx.session->add_breakpoint(spec);
-        ctx.log(fmt::format("breakpoint #{}: {}", id, condition_text(spec)));
+        const int id = ctx.session->add_breakpoint(spec);
+        ctx.log(id > 0 ? fmt::format("breakpoint #{}: {}", id, condition_text(spec))
+                       : fmt::format("breakpoint asked of the server: {}", condition_text(spec)));
     }
     ImGui::EndDisabled();
     ImGui::EndDisabled();

@@ -15,6 +15,7 @@
 #include "engine/session/capture_store.h"
 #include "engine/session/derived.h"
 #include "engine/session/event_plan.h"
+#include "engine/session/session_control.h"
 
 namespace ls {
 
@@ -52,8 +53,6 @@ struct EventRecord {
     std::shared_ptr<const HeadNorms> ref_head_norms;
     std::shared_ptr<const TopLogits> top_logits;      // result_output
 };
-
-using CommandTicket = uint64_t;
 
 struct SessionSnapshot {
     uint64_t version = 0;                 // grows with every publication
@@ -100,11 +99,11 @@ struct SessionSnapshot {
 
 class SessionWorker;
 
-class Session {
+class Session : public SessionControl {
 public:
     static Result<std::unique_ptr<Session>> create(std::shared_ptr<const Model> model, SessionOptions options = {});
     static Result<std::unique_ptr<Session>> open(const std::string& model_path, SessionOptions options = {});
-    ~Session();  // abandons any evaluation and joins the worker
+    ~Session() override;  // abandons any evaluation and joins the worker
     Session(const Session&) = delete;
     Session& operator=(const Session&) = delete;
 
@@ -113,20 +112,20 @@ public:
     // command of the same kind replaces an older one still queued (tokens, seek, run, reference,
     // capture policy, restart, pause, cancel); steps are never merged, each one is a step.
     CommandTicket set_tokens(std::vector<int32_t> ids);
-    CommandTicket set_prompt(std::string text, bool add_special = true, bool parse_special = false);
-    CommandTicket step_op();        // to the next event
-    CommandTicket step_layer();     // to the next event whose layer differs from the current one (event 0 from the start)
-    CommandTicket step_token();     // to the end of the current decode call, or through the next
-    CommandTicket run_to_event(int64_t index);  // breakpoints on the way stop it
+    CommandTicket set_prompt(std::string text, bool add_special = true, bool parse_special = false) override;
+    CommandTicket step_op() override;        // to the next event
+    CommandTicket step_layer() override;     // to the next event whose layer differs from the current one (event 0 from the start)
+    CommandTicket step_token() override;     // to the end of the current decode call, or through the next
+    CommandTicket run_to_event(int64_t index) override;  // breakpoints on the way stop it
     CommandTicket run_to_event(std::string dump_name);
     CommandTicket run_to_breakpoint();          // until a breakpoint hits or the plan ends
-    CommandTicket continue_run() { return run_to_breakpoint(); }
-    CommandTicket pause();          // stop at the next event
-    CommandTicket restart();        // empty the KV cache and re-run to event 0
-    CommandTicket go_to(int64_t index);         // deterministic re-run to `index`, breakpoints ignored
+    CommandTicket continue_run() override { return run_to_breakpoint(); }
+    CommandTicket pause() override;          // stop at the next event
+    CommandTicket restart() override;        // empty the KV cache and re-run to event 0
+    CommandTicket go_to(int64_t index) override;  // deterministic re-run to `index`, breakpoints ignored
     // Greedy decode calls after the prompt (1 + n in all); forced[d] replaces the argmax as the
     // input of decode call d + 1 (teacher forcing). Runs like continue: breakpoints stop it.
-    CommandTicket generate(int n, std::vector<int32_t> forced = {});
+    CommandTicket generate(int n, std::vector<int32_t> forced = {}) override;
     CommandTicket cancel();         // abandon the evaluation now (EvalCancelled)
     // Compares every event with `reference` from now on; the run is replayed to the cursor so the
     // events already shown are compared too.
@@ -134,15 +133,15 @@ public:
     CommandTicket set_capture_policy(CapturePolicy policy);
 
     // Breakpoints apply at once (the worker reads them on every event) and publish a snapshot.
-    int add_breakpoint(BreakpointSpec spec);
-    bool remove_breakpoint(int id);
-    bool enable_breakpoint(int id, bool enabled);
+    int add_breakpoint(BreakpointSpec spec) override;
+    bool remove_breakpoint(int id) override;
+    bool enable_breakpoint(int id, bool enabled) override;
 
     // Queued commands wait while held: a GUI batching a burst of edits, and tests of replacement.
     void hold_commands();
     void release_commands();
 
-    std::shared_ptr<const SessionSnapshot> snapshot() const;
+    std::shared_ptr<const SessionSnapshot> snapshot() const override;
     // The first snapshot with version >= v, or null after `timeout`.
     std::shared_ptr<const SessionSnapshot> wait_for_version(uint64_t v, std::chrono::milliseconds timeout) const;
     // The first snapshot where command `ticket` is done, or null after `timeout`.
@@ -150,7 +149,7 @@ public:
 
     const Model& model() const;
     // The backend the session runs on, and why auto chose it when it chose the CPU.
-    std::string backend_description() const;
+    std::string backend_description() const override;
 
 private:
     explicit Session(std::unique_ptr<SessionWorker> worker);

@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "engine/compare/reference_formats.h"
+#include "engine/remote/session_wire.h"
+#include "engine/session/session.h"
 #include "engine/gguf/gguf.h"
 #include "engine/tokenizer/chat_template.h"
 
@@ -117,7 +119,7 @@ int main(int argc, char** argv) {
         return 2;
     }
     const fs::path fixtures = argv[1], out = argv[2];
-    for (const char* target : {"gguf", "dump", "vocab", "npy", "eval_log", "tokenizer", "chat_template"})
+    for (const char* target : {"gguf", "dump", "vocab", "npy", "eval_log", "tokenizer", "chat_template", "wire"})
         fs::create_directories(out / target);
     int n = 0;
     bool ok = true;
@@ -190,6 +192,25 @@ int main(int argc, char** argv) {
         write_text(out / "chat_template" / name, "\x01" + name + turns), ++n;
     for (size_t i = 0; i < 3; ++i)
         write_text(out / "chat_template" / ("template" + std::to_string(i)), "\x01" + std::string(templates[i]) + turns), ++n;
+
+    // Remote: a live session's snapshot deltas (the first, with its plan; then one after a step),
+    // as the frames a client reads, each raw and compressed.
+    if (auto session = Session::open((fixtures / "models" / "stories260K.gguf").string()); session) {
+        Session& s = *session.value();
+        s.set_tokens({1, 403, 407});
+        s.wait_for_ticket(s.run_to_event(12), std::chrono::seconds(60));
+        remote::SentState sent;
+        const std::string first = remote::encode_snapshot_delta(*s.snapshot(), sent);
+        s.wait_for_ticket(s.step_op(), std::chrono::seconds(60));
+        const std::string next = remote::encode_snapshot_delta(*s.snapshot(), sent);
+        for (const auto& [name, delta] : {std::pair<const char*, std::string>{"first", first}, {"next", next}}) {
+            auto raw = remote::decompress_chunk(delta, 64u << 20);
+            ok &= raw.ok();
+            if (!raw) continue;
+            write_text(out / "wire" / (std::string("snapshot_") + name), remote::make_frame(remote::MsgType::kSnapshot, raw.value())), ++n;
+            write_text(out / "wire" / (std::string("snapshot_") + name + ".zst"), remote::make_frame(remote::MsgType::kSnapshot, delta)), ++n;
+        }
+    }
 
     std::printf("make_seeds: %d seeds in %s\n", n, out.string().c_str());
     return ok ? 0 : 1;

@@ -19,7 +19,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 export LAYERSCOPE_FIXTURES=${LAYERSCOPE_FIXTURES:-$(cd "$here/../../.." && pwd)/shared/fixtures}
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  targets=(gguf dump npy manifest eval_log tokenizer vocab chat_template)
+  targets=(gguf dump npy manifest eval_log tokenizer vocab chat_template wire)
 fi
 
 work=$build/fuzz

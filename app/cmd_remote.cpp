@@ -1,0 +1,57 @@
+// run, compare and export with --remote HOST:PORT: the command runs on a `layerscope serve`,
+// its output is printed here as it comes, its output files are written here, and its exit code is
+// this process's.
+#include <fmt/format.h>
+
+#include <cstdio>
+
+#include "app/commands.h"
+#include "engine/remote/access.h"
+#include "engine/remote/client.h"
+#include "engine/util/safe_write.h"
+
+namespace ls::app {
+
+int run_remote(const std::string& command, const std::vector<std::string>& args, const RemoteFlags& flags,
+               const std::vector<RemoteOutput>& outputs) {
+    auto fail = [&](const Error& e) {
+        std::fprintf(stderr, "layerscope %s: %s\n", command.c_str(), e.message.c_str());
+        return exit_code_for(e);
+    };
+    // Outputs are refused here, before anything runs, as the command refuses them locally.
+    std::vector<remote::ClientTarget> targets;
+    for (const RemoteOutput& o : outputs) {
+        if (Status s = o.folder ? check_folder_target(o.path, o.force) : check_file_target(o.path, o.force); !s) return fail(s.error());
+        targets.push_back({o.path, o.folder, o.force});
+    }
+    auto token = remote::read_token(flags.token_file.empty() ? remote::default_token_path() : flags.token_file);
+    if (!token) return fail(token.error());
+
+    // The output flags' values become "@out<N>": the server writes them to its scratch folder
+    // and sends them back for targets[N].
+    std::vector<std::string> sent;
+    for (size_t i = 0; i < args.size(); ++i) {
+        const std::string& a = args[i];
+        size_t n = outputs.size();
+        for (size_t k = 0; k < outputs.size(); ++k) {
+            if (a == outputs[k].flag && i + 1 < args.size()) {
+                sent.push_back(a);
+                sent.push_back(fmt::format("@out{}", k));
+                ++i;
+                n = k;
+                break;
+            }
+            if (a.rfind(outputs[k].flag + "=", 0) == 0) {
+                sent.push_back(fmt::format("{}=@out{}", outputs[k].flag, k));
+                n = k;
+                break;
+            }
+        }
+        if (n == outputs.size()) sent.push_back(a);
+    }
+    auto outcome = remote::remote_exec(flags.address, token.value(), remote::Exec{command, sent}, targets, stdout, stderr);
+    if (!outcome) return fail(outcome.error());
+    return outcome.value().exit_code;
+}
+
+}  // namespace ls::app

@@ -1,0 +1,48 @@
+// The client side of a headless command run on a server: sends it, prints its output as it
+// comes, and writes the output files it sends back where the user asked, each through a staging
+// name renamed into place only once the command has finished (a cut connection leaves nothing).
+#pragma once
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/remote/wire.h"
+#include "engine/util/result.h"
+
+namespace ls::remote {
+
+struct ClientTarget {
+    std::string path;     // on this machine
+    bool folder = false;  // a folder of files (written as StagedFolder writes one)
+    bool overwrite = false;
+};
+
+struct ExecOutcome {
+    int exit_code = 0;
+    uint64_t bytes_sent = 0, bytes_received = 0;
+};
+
+struct ClientOptions {
+    std::chrono::milliseconds connect_timeout{10000};
+    // Without a message for this long (the server pings every 5 s while a command is quiet), the
+    // connection counts as lost.
+    std::chrono::milliseconds silence_timeout{30000};
+};
+
+class Connection;
+
+// Connects to `address` and presents `token`: the connection once the server has welcomed it,
+// or why not (refused: wrong token, busy, another protocol version; nothing listening).
+Result<std::unique_ptr<Connection>> connect_and_hello(const std::string& address, const std::string& token,
+                                                      const ClientOptions& options);
+
+// Runs `exec` on the server at `address`; the command's stdout and stderr go to `out` and `err`.
+// Errors (kBadInput): the connection refused or lost, the token refused, a malformed stream.
+Result<ExecOutcome> remote_exec(const std::string& address, const std::string& token, const Exec& exec,
+                                const std::vector<ClientTarget>& targets, std::FILE* out, std::FILE* err,
+                                const ClientOptions& options = {});
+
+}  // namespace ls::remote

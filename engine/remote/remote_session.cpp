@@ -1,0 +1,488 @@
+#include "engine/remote/remote_session.h"
+
+#include <fmt/format.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "engine/remote/connection.h"
+#include "engine/session/derived.h"
+
+namespace ls::remote {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Connects and presents the token; then sends `type` (open or attach) and reads the answer up
+// to the session's first snapshot.
+struct Started {
+    std::unique_ptr<Connection> connection;
+    Opened opened;
+    std::string first_snapshot;
+};
+Result<Started> connect_session(const std::string& address, const std::string& token, MsgType type,
+                                const std::string& payload, const ClientOptions& options) {
+    auto connected = connect_and_hello(address, token, options);
+    if (!connected) return connected.error();
+    Started st;
+    st.connection = std::move(connected.value());
+    Connection& c = *st.connection;
+    if (Status s = c.send(type, payload); !s) return s.error();
+    // Opening loads the model on the server (no pings meanwhile): its answer may take minutes.
+    auto answer = c.receive(kMaxFrameBytes, std::chrono::minutes(30));
+    if (!answer) return answer.error();
+    if (answer.value().type == MsgType::kCommandDone) {
+        auto done = decode_command_done(answer.value().payload);
+        return make_error(ErrorCode::kBadInput, fmt::format("the server at {} could not {} the session: {}", address,
+                                                            type == MsgType::kOpen ? "open" : "attach",
+                                                            done ? done.value().error : done.error().message));
+    }
+    if (answer.value().type != MsgType::kOpened)
+        return make_error(ErrorCode::kBadInput, fmt::format("{} answered with a {} message", address, msg_type_name(answer.value().type)));
+    auto opened = decode_opened(answer.value().payload);
+    if (!opened) return opened.error();
+    st.opened = opened.value();
+    auto snap = c.receive(kMaxFrameBytes, options.silence_timeout);
+    if (!snap) return snap.error();
+    if (snap.value().type != MsgType::kSnapshot)
+        return make_error(ErrorCode::kBadInput, fmt::format("{} sent a {} message before the session's snapshot", address, msg_type_name(snap.value().type)));
+    st.first_snapshot = std::move(snap.value().payload);
+    return st;
+}
+
+bool same_values(const EventRecord& a, const EventRecord& b) {
+    const TensorStats &x = a.stats, &y = b.stats;
+    return a.info.name == b.info.name && x.count == y.count && x.nan_count == y.nan_count && x.inf_count == y.inf_count &&
+           std::memcmp(&x.min, &y.min, sizeof x.min) == 0 && std::memcmp(&x.max, &y.max, sizeof x.max) == 0 &&
+           std::memcmp(&x.mean, &y.mean, sizeof x.mean) == 0 && std::memcmp(&x.rms, &y.rms, sizeof x.rms) == 0;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<RemoteSession>> RemoteSession::open(const std::string& address, const std::string& token,
+                                                           const Open& open, const ClientOptions& options) {
+    return begin(address, token, MsgType::kOpen, encode(open), options);
+}
+
+Result<std::unique_ptr<RemoteSession>> RemoteSession::attach(const std::string& address, const std::string& token,
+                                                             uint64_t id, const ClientOptions& options) {
+    return begin(address, token, MsgType::kAttach, encode(Attach{id}), options);
+}
+
+Result<std::unique_ptr<RemoteSession>> RemoteSession::begin(const std::string& address, const std::string& token,
+                                                            MsgType type, const std::string& payload,
+                                                            const ClientOptions& options) {
+    auto started = connect_session(address, token, type, payload, options);
+    if (!started) return started.error();
+    std::unique_ptr<RemoteSession> s(new RemoteSession());
+    s->address_ = address;
+    s->token_ = token;
+    s->options_ = options;
+    s->opened_ = started.value().opened;
+    {
+        std::lock_guard<std::mutex> lock(s->mu_);
+        s->connection_ = std::move(started.value().connection);
+        if (Status st = s->handle(MsgType::kSnapshot, started.value().first_snapshot, {}); !st) return st.error();
+    }
+    s->wake_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (s->wake_ < 0) return make_error(ErrorCode::kInternal, "eventfd failed");
+    RemoteSession* raw = s.get();
+    s->io_ = std::thread([raw] { raw->io_loop(); });
+    return s;
+}
+
+RemoteSession::~RemoteSession() {
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        quit_ = true;
+    }
+    changed_.notify_all();
+    wake();
+    if (io_.joinable()) io_.join();
+    if (wake_ >= 0) ::close(wake_);
+}
+
+void RemoteSession::wake() {
+    const uint64_t one = 1;
+    if (wake_ >= 0) (void)!::write(wake_, &one, sizeof one);
+}
+
+void RemoteSession::publish(std::shared_ptr<SessionSnapshot> next) {
+    next->version = ++local_version_;
+    snapshot_ = std::move(next);
+    changed_.notify_all();
+}
+
+void RemoteSession::lose(const std::string& why) {
+    if (connection_) {
+        sent_bytes_ += connection_->bytes_sent();
+        received_bytes_ += connection_->bytes_received();
+        connection_.reset();
+    }
+    lost_ = why;
+    for (const auto& [request, ticketed] : awaiting_) answers_[request] = CommandDone{0, "the connection was lost: " + why};
+    awaiting_.clear();
+    for (int64_t index : fetches_) fetch_errors_[index] = "the connection was lost: " + why;
+    fetches_.clear();
+    outgoing_.clear();
+    changed_.notify_all();
+}
+
+// With mu_ held; `tensor` holds a kTensor's bytes, read before the lock was taken.
+Status RemoteSession::handle(MsgType type, const std::string& payload, const std::string& tensor) {
+    switch (type) {
+        case MsgType::kPing:
+        case MsgType::kOpened: return {};
+        case MsgType::kSnapshot: {
+            auto next = apply_snapshot_delta(payload, snapshot_);
+            if (!next) return next.error();
+            // Fetched tensors stay while the server's record says the same values; one whose
+            // record is not there for now (a replay under way) waits in the cache.
+            std::shared_ptr<SessionSnapshot> s = next.value();
+            auto captures = std::make_shared<CaptureMap>();
+            for (auto it = fetched_.begin(); it != fetched_.end();) {
+                const EventRecord* now = s->record(it->first);
+                if (!now) {
+                    ++it;
+                    continue;
+                }
+                if (!same_values(*now, it->second.record)) {
+                    it = fetched_.erase(it);
+                    continue;
+                }
+                (*captures)[it->first] = it->second.tensor;
+                if (it->second.attention) {
+                    auto rec = std::make_shared<EventRecord>(*now);
+                    rec->attention = it->second.attention;
+                    s->records[static_cast<size_t>(it->first)] = std::move(rec);
+                }
+                ++it;
+            }
+            s->captures = std::move(captures);
+            fetch_errors_.clear();
+            publish(std::move(s));
+            return {};
+        }
+        case MsgType::kCommandDone: {
+            auto done = decode_command_done(payload);
+            if (!done) return done.error();
+            if (awaiting_.empty()) return make_error(ErrorCode::kBadInput, "an answer to no command");
+            const auto [request, ticketed] = awaiting_.front();
+            answers_[request] = done.value();
+            awaiting_.pop_front();
+            if (ticketed && done.value().error.empty()) highest_ticket_ = std::max(highest_ticket_, done.value().ticket);
+            if (!done.value().error.empty()) refusal_ = done.value().error;
+            // The panels' commands are answered too, and nobody waits for those answers.
+            while (answers_.size() > 1024) answers_.erase(answers_.begin());
+            changed_.notify_all();
+            return {};
+        }
+        case MsgType::kTensor: {
+            auto header = decode_tensor_header(payload);
+            if (!header) return header.error();
+            const TensorHeader& h = header.value();
+            if (fetches_.empty() || fetches_.front() != h.index) return make_error(ErrorCode::kBadInput, "a tensor nobody asked for");
+            fetches_.pop_front();
+            if (!h.error.empty()) {
+                fetch_errors_[h.index] = h.error;
+                changed_.notify_all();
+                return {};
+            }
+            const std::string& bytes = tensor;
+            if (bytes.size() != h.bytes) return make_error(ErrorCode::kBadInput, "a tensor shorter than announced");
+            const SessionSnapshot& base = *snapshot_;
+            if (!base.events || h.index < 0 || h.index >= static_cast<int64_t>(base.events->size()))
+                return make_error(ErrorCode::kBadInput, "a tensor of an event outside the plan");
+            auto values = std::make_shared<std::vector<float>>(h.bytes / sizeof(float));
+            std::memcpy(values->data(), bytes.data(), h.bytes);
+            auto tensor = std::make_shared<CapturedTensor>();
+            tensor->info = (*base.events)[static_cast<size_t>(h.index)];
+            for (int k = 0; k < 4; ++k) tensor->info.ne[k] = h.ne[k];
+            tensor->values = values;
+            auto next = std::make_shared<SessionSnapshot>(base);
+            auto captures = std::make_shared<CaptureMap>(base.captures ? *base.captures : CaptureMap{});
+            (*captures)[h.index] = tensor;
+            next->captures = std::move(captures);
+            next->capture_bytes = 0;
+            const EventRecord* rec = next->record(h.index);
+            if (!rec) return make_error(ErrorCode::kBadInput, "a tensor of an event not evaluated");
+            Fetched& f = fetched_[h.index];
+            f.tensor = tensor;
+            f.record = *rec;
+            // An attention map from the fetched softmax, as the session computes it.
+            f.attention = attention_from_softmax(tensor->info, values);
+            if (f.attention) {
+                auto copy = std::make_shared<EventRecord>(*rec);
+                copy->attention = f.attention;
+                next->records[static_cast<size_t>(h.index)] = std::move(copy);
+            }
+            fetch_errors_.erase(h.index);
+            publish(std::move(next));
+            return {};
+        }
+        default: return make_error(ErrorCode::kBadInput, fmt::format("an unexpected {} message", msg_type_name(type)));
+    }
+}
+
+// A tensor's bytes after its header: chunks until the file end, at most `bytes`.
+static Result<std::string> read_tensor(Connection& c, uint64_t bytes, std::chrono::milliseconds timeout) {
+    std::string out;
+    for (;;) {
+        auto part = c.receive(kMaxFrameBytes, timeout);
+        if (!part) return part.error();
+        if (part.value().type == MsgType::kFileEnd) break;
+        if (part.value().type != MsgType::kFileChunk) return make_error(ErrorCode::kBadInput, "a tensor cut by another message");
+        auto chunk = decode_file_chunk(part.value().payload);
+        if (!chunk) return chunk.error();
+        auto data = decompress_chunk(chunk.value().compressed, kChunkBytes);
+        if (!data) return data.error();
+        if (out.size() + data.value().size() > bytes) return make_error(ErrorCode::kBadInput, "a tensor longer than announced");
+        out += data.value();
+    }
+    return out;
+}
+
+// The network is read and written without mu_ held: the UI takes it only to read the snapshot
+// and queue commands, never waiting on a socket.
+void RemoteSession::io_loop() {
+    auto heard = Clock::now();
+    for (;;) {
+        std::unique_lock<std::mutex> lock(mu_);
+        if (quit_) return;
+        if (!connection_) {
+            changed_.wait_for(lock, std::chrono::milliseconds(50));
+            heard = Clock::now();
+            continue;
+        }
+        std::deque<std::string> out;
+        out.swap(outgoing_);
+        Connection* c = connection_.get();
+        lock.unlock();
+
+        Status status;
+        for (const std::string& f : out)
+            if (status) status = c->send(static_cast<MsgType>(f[0]), std::string_view(f).substr(1));
+        Result<Frame> frame = make_error(ErrorCode::kBadInput, "");
+        std::string tensor;
+        bool got = false;
+        if (status) {
+            pollfd p[2] = {{c->native_handle(), POLLIN | POLLRDHUP, 0}, {wake_, POLLIN, 0}};
+            if (::poll(p, 2, 50) > 0 && p[1].revents) {
+                uint64_t count;
+                (void)!::read(wake_, &count, sizeof count);
+            }
+            if (p[0].revents) {
+                frame = c->receive(kMaxFrameBytes, options_.silence_timeout);
+                got = true;
+                if (frame && frame.value().type == MsgType::kTensor) {
+                    auto header = decode_tensor_header(frame.value().payload);
+                    if (header && header.value().error.empty()) {
+                        auto bytes = read_tensor(*c, header.value().bytes, options_.silence_timeout);
+                        if (bytes) tensor = std::move(bytes.value());
+                        else status = bytes.error();
+                    }
+                }
+            }
+        }
+
+        lock.lock();
+        if (quit_) return;
+        if (!status) {
+            lose(status.error().message);
+        } else if (!got) {
+            if (Clock::now() - heard > options_.silence_timeout)
+                lose(fmt::format("no word from {} for {} s", address_,
+                                 std::chrono::duration_cast<std::chrono::seconds>(options_.silence_timeout).count()));
+        } else if (!frame) {
+            lose(frame.error().message);
+        } else {
+            heard = Clock::now();
+            if (Status s = handle(frame.value().type, frame.value().payload, tensor); !s) lose(s.error().message);
+        }
+    }
+}
+
+uint64_t RemoteSession::send(const Command& command) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const uint64_t request = next_request_++;
+    if (!connection_) {
+        answers_[request] = CommandDone{0, "not connected: " + lost_};
+        return request;
+    }
+    outgoing_.push_back(static_cast<char>(MsgType::kCommand) + encode(command));  // type byte, then payload
+    const bool ticketed = command.kind != CommandKind::kAddBreakpoint && command.kind != CommandKind::kRemoveBreakpoint &&
+                          command.kind != CommandKind::kEnableBreakpoint && command.kind != CommandKind::kClose;
+    awaiting_.emplace_back(request, ticketed);
+    changed_.notify_all();
+    wake();
+    return request;
+}
+
+CommandTicket RemoteSession::set_prompt(std::string text, bool, bool) {
+    // The server tokenizes as the GUI's prompt does (special tokens added, special text kept text).
+    Command c = simple(CommandKind::kSetPrompt);
+    c.text = std::move(text);
+    return send(c);
+}
+CommandTicket RemoteSession::generate(int n, std::vector<int32_t> forced) {
+    Command c = simple(CommandKind::kGenerate, n);
+    c.ids = std::move(forced);
+    return send(c);
+}
+int RemoteSession::add_breakpoint(BreakpointSpec spec) {
+    Command c = simple(CommandKind::kAddBreakpoint);
+    c.breakpoint = std::move(spec);
+    send(c);
+    return 0;
+}
+bool RemoteSession::remove_breakpoint(int id) {
+    send(simple(CommandKind::kRemoveBreakpoint, id));
+    return connected();
+}
+bool RemoteSession::enable_breakpoint(int id, bool enabled) {
+    Command c = simple(CommandKind::kEnableBreakpoint, id);
+    c.arg2 = enabled;
+    send(c);
+    return connected();
+}
+std::string RemoteSession::backend_description() const {
+    const std::string lost = lost_reason();
+    return fmt::format("{} on {}{}", opened_.backend, address_, lost.empty() ? "" : " (connection lost: " + lost + ")");
+}
+
+Result<CommandDone> RemoteSession::wait_command(uint64_t request, std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!changed_.wait_for(lock, timeout, [&] { return answers_.count(request) > 0; }))
+        return make_error(ErrorCode::kBadInput, fmt::format("no answer from {} within {} ms", address_, timeout.count()));
+    CommandDone done = answers_[request];
+    answers_.erase(request);
+    if (!done.error.empty()) return make_error(ErrorCode::kBadInput, done.error);
+    return done;
+}
+
+std::shared_ptr<const SessionSnapshot> RemoteSession::wait_for_ticket(uint64_t ticket, std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!changed_.wait_for(lock, timeout, [&] { return snapshot_->completed_ticket >= ticket || !lost_.empty(); })) return nullptr;
+    return snapshot_->completed_ticket >= ticket ? snapshot_ : nullptr;
+}
+
+Result<std::shared_ptr<const SessionSnapshot>> RemoteSession::run(const Command& command, std::chrono::milliseconds timeout) {
+    auto done = wait_command(send(command), timeout);
+    if (!done) return done.error();
+    auto snap = wait_for_ticket(done.value().ticket, timeout);
+    if (!snap) return make_error(ErrorCode::kBadInput, lost_reason().empty() ? "the command did not complete in time" : lost_reason());
+    return snap;
+}
+
+std::shared_ptr<const SessionSnapshot> RemoteSession::snapshot() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return snapshot_;
+}
+
+void RemoteSession::fetch(int64_t index) {
+    std::lock_guard<std::mutex> lock(mu_);
+    // Already here, on its way, or refused since the last snapshot (asked again once it changes).
+    if (!connection_ || (snapshot_->captures && snapshot_->captures->count(index)) || fetch_errors_.count(index)) return;
+    for (int64_t f : fetches_)
+        if (f == index) return;
+    outgoing_.push_back(static_cast<char>(MsgType::kFetch) + encode(Fetch{index}));
+    fetches_.push_back(index);
+    changed_.notify_all();
+    wake();
+}
+
+Result<std::shared_ptr<const CapturedTensor>> RemoteSession::fetch_wait(int64_t index, std::chrono::milliseconds timeout) {
+    fetch(index);
+    std::unique_lock<std::mutex> lock(mu_);
+    auto ready = [&] { return (snapshot_->captures && snapshot_->captures->count(index)) || fetch_errors_.count(index) || !connection_; };
+    if (!changed_.wait_for(lock, timeout, ready)) return make_error(ErrorCode::kBadInput, fmt::format("event {} did not arrive in time", index));
+    if (snapshot_->captures && snapshot_->captures->count(index)) return snapshot_->captures->at(index);
+    if (fetch_errors_.count(index)) return make_error(ErrorCode::kBadInput, fetch_errors_[index]);
+    return make_error(ErrorCode::kBadInput, "not connected: " + lost_);
+}
+
+std::string RemoteSession::fetch_error(int64_t index) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = fetch_errors_.find(index);
+    return it == fetch_errors_.end() ? std::string() : it->second;
+}
+
+std::string RemoteSession::take_refusal() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return std::exchange(refusal_, std::string());
+}
+
+bool RemoteSession::busy() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return connection_ && (!awaiting_.empty() || !fetches_.empty() || snapshot_->completed_ticket < highest_ticket_);
+}
+
+bool RemoteSession::connected() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return connection_ != nullptr;
+}
+
+std::string RemoteSession::lost_reason() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return connection_ ? std::string() : lost_;
+}
+
+Status RemoteSession::reconnect() {
+    auto started = connect_session(address_, token_, MsgType::kAttach, encode(Attach{opened_.session}), options_);
+    if (!started) return started.error();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (connection_) return {};
+    connection_ = std::move(started.value().connection);
+    lost_.clear();
+    if (Status s = handle(MsgType::kSnapshot, started.value().first_snapshot, {}); !s) {
+        lose(s.error().message);
+        return s;
+    }
+    changed_.notify_all();
+    return {};
+}
+
+Status RemoteSession::close(std::chrono::milliseconds timeout) {
+    Command c;
+    c.kind = CommandKind::kClose;
+    auto done = wait_command(send(c), timeout);
+    if (!done) return done.error();
+    return {};
+}
+
+uint64_t RemoteSession::bytes_received() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return received_bytes_ + (connection_ ? connection_->bytes_received() : 0);
+}
+uint64_t RemoteSession::bytes_sent() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return sent_bytes_ + (connection_ ? connection_->bytes_sent() : 0);
+}
+
+Result<ExportSummary> export_remote(RemoteSession& session, const std::vector<std::string>& globs,
+                                    const ExportOptions& options, size_t* skipped, std::chrono::milliseconds timeout) {
+    auto snap = session.snapshot();
+    std::vector<std::shared_ptr<const CapturedTensor>> tensors;
+    size_t missing = 0;
+    for (int64_t i = 0; i < static_cast<int64_t>(snap->records.size()); ++i) {
+        const EventRecord* rec = snap->record(i);
+        if (!rec || !export_selected(globs, rec->info.base_name, rec->info.name)) continue;
+        auto tensor = session.fetch_wait(i, timeout);
+        if (!tensor) {
+            if (!session.connected()) return tensor.error();
+            ++missing;
+            continue;
+        }
+        tensors.push_back(tensor.value());
+    }
+    if (skipped) *skipped = missing;
+    ExportSet set = export_set_from_captures(tensors, globs);
+    if (set.tensors.empty()) return make_error(ErrorCode::kUsage, "no fetched event matches the export's patterns");
+    return export_tensors(set, options);
+}
+
+}  // namespace ls::remote

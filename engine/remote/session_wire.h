@@ -1,0 +1,107 @@
+// The messages of a live session on a server: opening a model, commands, and the snapshot as it
+// changes. A snapshot travels as a delta against what the client already holds: the event plan
+// only when it changed, and of the records only those that are new or were replaced (a reference
+// loaded re-compares them); statistics, comparisons, top logits and Q/K norms go with each record,
+// full tensors only when fetched (and attention maps are rebuilt from a fetched kq_soft_max on the
+// client). Every delta is zstd-compressed.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/remote/wire.h"
+#include "engine/session/session.h"
+
+namespace ls::remote {
+
+struct Open {
+    std::string model;    // the server's path (inside its roots)
+    std::string backend = "auto";
+    std::string mode = "llama";  // exact or llama
+    std::string prompt;          // tokenized on the server ...
+    std::vector<int32_t> tokens; // ... unless ids are given; neither: the reference's prompt
+    int32_t n_generate = 0;      // decode calls after the prompt (generate(n)); the session waits at event -1
+    std::string reference;       // a reference on the server (inside its roots), or ""
+    uint64_t capture_budget = 0; // bytes of full tensors the session keeps; 0: its default
+};
+struct Opened {
+    uint64_t session = 0;
+    std::string model;    // "tiny.gguf: llama, 2 layers, n_embd 256"
+    std::string backend;  // Session::backend_description()
+};
+struct Attach {
+    uint64_t session = 0;
+};
+
+enum class CommandKind : uint8_t {
+    kStepOp = 1, kStepLayer, kStepToken, kContinue, kPause, kRestart, kGoTo, kRunToEvent, kGenerate, kCancel,
+    kSetPrompt, kSetTokens, kSetReference, kAddBreakpoint, kRemoveBreakpoint, kEnableBreakpoint, kClose,
+};
+inline constexpr uint8_t kLastCommandKind = 17;
+struct Command {
+    CommandKind kind = CommandKind::kStepOp;
+    int64_t arg = 0;             // go_to / run_to_event index, generate n, breakpoint id, enable flag
+    std::string text;            // prompt, reference path
+    std::vector<int32_t> ids;    // tokens
+    BreakpointSpec breakpoint;   // kAddBreakpoint
+    int64_t arg2 = 0;            // kEnableBreakpoint: 1 enable, 0 disable
+};
+struct CommandDone {
+    uint64_t ticket = 0;  // the session's ticket (queued commands), or a breakpoint id
+    std::string error;    // "" when accepted
+};
+struct Fetch {
+    int64_t index = 0;
+};
+// Followed by FileChunk messages and a FileEnd when `error` is empty.
+struct TensorHeader {
+    int64_t index = 0;
+    int64_t ne[4] = {1, 1, 1, 1};
+    uint64_t bytes = 0;
+    std::string error;  // "not captured (the capture budget dropped it)", ...
+};
+
+std::string encode(const Open& m);
+std::string encode(const Opened& m);
+std::string encode(const Attach& m);
+std::string encode(const Command& m);
+std::string encode(const CommandDone& m);
+std::string encode(const Fetch& m);
+std::string encode(const TensorHeader& m);
+Result<Open> decode_open(std::string_view payload);
+Result<Opened> decode_opened(std::string_view payload);
+Result<Attach> decode_attach(std::string_view payload);
+Result<Command> decode_command(std::string_view payload);
+Result<CommandDone> decode_command_done(std::string_view payload);
+Result<Fetch> decode_fetch(std::string_view payload);
+Result<TensorHeader> decode_tensor_header(std::string_view payload);
+
+// What the server last sent a client of one session: the plan and each record, compared by
+// identity (records are immutable; a replaced one is a new object).
+struct SentState {
+    const void* plan = nullptr;
+    std::vector<std::weak_ptr<const EventRecord>> records;
+    uint64_t version = 0;
+};
+
+// The delta from `sent` to `snap` (updating `sent`), zstd-compressed.
+std::string encode_snapshot_delta(const SessionSnapshot& snap, SentState& sent);
+
+// Applies a delta to the client's copy: `base` (null for the first) gives the plan and the
+// records that did not change. The result has no captures (fetched tensors are the client's own
+// to add) and no attention maps (rebuilt from fetched tensors). Refuses a malformed delta, one
+// that names records beyond the plan, or one that needs a plan it does not carry.
+Result<std::shared_ptr<SessionSnapshot>> apply_snapshot_delta(std::string_view compressed,
+                                                              const std::shared_ptr<const SessionSnapshot>& base);
+
+// The same on the delta's bytes as decompressed (the fuzz target's way in).
+Result<std::shared_ptr<SessionSnapshot>> decode_snapshot_delta(std::string_view bytes,
+                                                               const std::shared_ptr<const SessionSnapshot>& base);
+
+// Bounds: a plan and a delta hold at most this many events.
+inline constexpr size_t kMaxPlanEvents = 1u << 22;
+
+}  // namespace ls::remote

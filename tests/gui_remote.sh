@@ -1,0 +1,91 @@
+#!/bin/bash
+# The real window on a session served by `layerscope serve`, through a proxy standing for the
+# network: it connects (--connect), steps and continues against a reference on the server's disk
+# (clean to the end), draws the attention panel from a fetched kq_soft_max; when the network is
+# cut it stays up saying so, with what it fetched, and when the network is back it takes up the
+# same session and steps on; a reference outside the server's folders is refused by name.
+# usage: gui_remote.sh LAYERSCOPE_BINARY FIXTURES_DIR
+set -eu
+binary=$1 fixtures=$2
+here=$(cd "$(dirname "$0")" && pwd)
+[ -f "$fixtures/models/stories260K.gguf" ] || { echo "SKIP: $fixtures not found"; exit 77; }
+dir=$(mktemp -d "${TMPDIR:-/tmp}/layerscope-gui-remote.XXXXXX")
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2> /dev/null || true; done
+  wait 2> /dev/null || true
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+fail() {
+  echo "FAIL: $*"
+  echo "---- state log:"; cat "$dir/log" 2> /dev/null || true
+  echo "---- server log:"; cat "$dir/serve.log" 2> /dev/null || true
+  exit 1
+}
+export XDG_CONFIG_HOME=$dir/config
+"$binary" serve --listen 127.0.0.1:0 --root "$fixtures" > "$dir/serve.out" 2> "$dir/serve.log" &
+pids+=($!)
+for _ in $(seq 100); do grep -q "listening on" "$dir/serve.out" 2> /dev/null && break; sleep 0.1; done
+addr=$(sed -n 's/^layerscope serve: listening on //p' "$dir/serve.out")
+[ -n "$addr" ] || fail "the server did not start"
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+start_proxy() {
+  python3 "$here/remote_proxy.py" "$addr" --port "$port" > "$dir/proxy.port" &
+  proxy=$!
+  pids+=($proxy)
+  for _ in $(seq 50); do [ -s "$dir/proxy.port" ] && break; sleep 0.1; done
+}
+start_proxy
+
+cat > "$dir/script" << END
+wait
+key F10
+key F10
+wait
+key F5
+wait
+select kq_soft_max-0
+panel attention on
+frames 20
+screenshot $dir/attention.png
+log cut the network
+frames 1500
+prompt Once upon a time there was
+wait
+key F10
+wait
+frames 5
+log stepped after the reconnect
+reference /etc/passwd
+frames 60
+quit
+END
+xvfb-run -a -s "-screen 0 1280x800x24" "$binary" --connect "127.0.0.1:$port" \
+  --token-file "$XDG_CONFIG_HOME/layerscope/serve-token" "models/stories260K.gguf" \
+  -r "dumps/stories260K_once_n0_fa-off.gguf" --backend cpu --script "$dir/script" --state-log "$dir/log" &
+gui=$!
+pids+=($gui)
+wait_log() {  # wait_log PATTERN: up to 60 s for it in the state log
+  for _ in $(seq 600); do grep -q -- "$1" "$dir/log" 2> /dev/null && return 0; sleep 0.1; done
+  fail "no '$1' in the state log"
+}
+wait_log "note cut the network"
+kill "$proxy"
+wait "$proxy" 2> /dev/null || true
+wait_log "remote lost"
+sleep 1
+start_proxy
+wait_log "stepped after the reconnect"
+wait "$gui" || fail "the GUI exited with $?"
+cat "$dir/log"
+grep -q "^remote connected 127.0.0.1:$port session 1$" "$dir/log" || fail "the GUI did not connect"
+grep -q "^state finished cursor [0-9]* .* first_divergent -1$" "$dir/log" || fail "the remote run did not finish clean"
+[ "$(grep -c "^remote connected" "$dir/log")" -ge 2 ] || fail "the GUI did not reconnect"
+grep -q "session 1 attached" "$dir/serve.log" || fail "the server did not see the same session taken up"
+awk '/^remote connected/ { n++ } n >= 2 && /^state paused cursor 0 / { found = 1 } END { exit !found }' "$dir/log" ||
+  fail "no step after the reconnect"
+test -s "$dir/attention.png" || fail "no screenshot"
+grep -q "^error /etc/passwd is outside the folders this server reads" "$dir/log" ||
+  fail "a reference outside the server's folders was not refused by name"
+echo "PASS: connected, clean to the end against the server's reference, survived a network cut and reconnected"

@@ -1,0 +1,651 @@
+// Remote sessions: the wire format's bounds, the token and the folders a server reads, and a
+// server on loopback driven by clients through commands, refusals and faults (a client gone
+// mid-command, the server stopped mid-command, a frame above the limit). Threads: the server's
+// accept loop and one thread per connection (this suite runs under ThreadSanitizer too).
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <thread>
+
+#include "engine/capture/export.h"
+#include "engine/compare/reference.h"
+#include "engine/remote/access.h"
+#include "engine/remote/remote_session.h"
+#include "engine/remote/client.h"
+#include "engine/remote/connection.h"
+#include "engine/remote/server.h"
+#include "engine/remote/wire.h"
+#include "tests/test_support.h"
+
+namespace ls::remote {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+std::string read_all(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// --- wire -------------------------------------------------------------------------------------
+
+TEST(RemoteWire, EveryMessageDecodesToWhatWasEncoded) {
+    auto hello = decode_hello(encode(Hello{kProtocolVersion, "secret-token-0123"}));
+    ASSERT_TRUE(hello);
+    EXPECT_EQ(hello.value().token, "secret-token-0123");
+    auto welcome = decode_welcome(encode(Welcome{1, "srv", {"/a", "/b"}}));
+    ASSERT_TRUE(welcome);
+    EXPECT_EQ(welcome.value().roots, (std::vector<std::string>{"/a", "/b"}));
+    auto exec = decode_exec(encode(Exec{"run", {"-m", "x.gguf", "", "--dump=@out0"}}));
+    ASSERT_TRUE(exec);
+    EXPECT_EQ(exec.value().command, "run");
+    EXPECT_EQ(exec.value().args, (std::vector<std::string>{"-m", "x.gguf", "", "--dump=@out0"}));
+    auto out = decode_output(encode(Output{2, std::string("a\0b", 3)}));
+    ASSERT_TRUE(out);
+    EXPECT_EQ(out.value().stream, 2);
+    EXPECT_EQ(out.value().bytes, std::string("a\0b", 3));
+    auto begin = decode_file_begin(encode(FileBegin{3, "t.npy", 1ull << 40}));
+    ASSERT_TRUE(begin);
+    EXPECT_EQ(begin.value().output, 3u);
+    EXPECT_EQ(begin.value().size, 1ull << 40);
+    auto exit = decode_exit(encode(Exit{3}));
+    ASSERT_TRUE(exit);
+    EXPECT_EQ(exit.value().code, 3);
+}
+
+TEST(RemoteWire, HeadersAreRefusedBeforeTheirPayload) {
+    std::string frame = make_frame(MsgType::kExec, std::string(100, 'x'));
+    const auto* h = reinterpret_cast<const uint8_t*>(frame.data());
+    ASSERT_TRUE(parse_frame_header(h, 100));
+    auto over = parse_frame_header(h, 99);
+    ASSERT_FALSE(over);
+    EXPECT_NE(over.error().message.find("above the limit of 99 bytes"), std::string::npos) << over.error().message;
+    frame[0] = 'X';
+    EXPECT_FALSE(parse_frame_header(h, 100));
+    frame[0] = 'L';
+    frame[4] = 0;  // no message type 0
+    EXPECT_FALSE(parse_frame_header(h, 100));
+    frame[4] = kLastMsgType + 1;
+    EXPECT_FALSE(parse_frame_header(h, 100));
+}
+
+TEST(RemoteWire, LengthsAndCountsAreCheckedAgainstThePayload) {
+    // A count of 2^31 arguments in a 12-byte payload: refused, nothing reserved for them.
+    PayloadWriter w;
+    w.str("run");
+    w.u32(0x80000000u);
+    EXPECT_FALSE(decode_exec(w.take()));
+    // A string longer than what follows.
+    PayloadWriter s;
+    s.u32(1);
+    s.u32(1000);
+    s.u8('a');
+    EXPECT_FALSE(decode_hello(s.take()));
+    // Every prefix of a valid message is refused, and so is one byte more.
+    const std::string good = encode(Exec{"export", {"--gguf", "@out0", "-m", "m.gguf"}});
+    for (size_t n = 0; n < good.size(); ++n) EXPECT_FALSE(decode_exec(good.substr(0, n))) << n;
+    EXPECT_FALSE(decode_exec(good + "x"));
+    // Names inside a folder output are one plain component.
+    EXPECT_FALSE(decode_file_begin(encode(FileBegin{0, "../x", 1})));
+    EXPECT_FALSE(decode_file_begin(encode(FileBegin{0, "..", 1})));
+    EXPECT_FALSE(decode_exit(encode(Exit{256})));
+    EXPECT_FALSE(decode_output(encode(Output{3, "x"})));
+}
+
+TEST(RemoteWire, ChunksDecompressWithinTheirBound) {
+    const std::string data(100000, 'q');
+    const std::string z = compress_chunk(data);
+    EXPECT_LT(z.size(), data.size() / 10);
+    auto back = decompress_chunk(z, data.size());
+    ASSERT_TRUE(back);
+    EXPECT_EQ(back.value(), data);
+    EXPECT_FALSE(decompress_chunk(z, data.size() - 1));  // says more than allowed
+    EXPECT_FALSE(decompress_chunk("not zstd", 100));
+    EXPECT_FALSE(decompress_chunk(z.substr(0, z.size() - 3), data.size()));
+}
+
+// --- token and folders ------------------------------------------------------------------------
+
+TEST(RemoteAccess, TheTokenIsMadeOnceWithMode0600AndCheckedOnRead) {
+    const std::string dir = test::make_temp_dir();
+    const std::string path = dir + "/cfg/serve-token";
+    bool created = false;
+    auto token = load_or_create_token(path, &created);
+    ASSERT_TRUE(token) << token.error().message;
+    EXPECT_TRUE(created);
+    EXPECT_EQ(token.value().size(), 64u);
+    struct stat st {};
+    ASSERT_EQ(::stat(path.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0600u);
+    auto again = load_or_create_token(path, &created);
+    ASSERT_TRUE(again);
+    EXPECT_FALSE(created);
+    EXPECT_EQ(again.value(), token.value());
+    auto client = read_token(path);
+    ASSERT_TRUE(client);
+    EXPECT_TRUE(tokens_equal(client.value(), token.value()));
+    EXPECT_FALSE(tokens_equal(client.value(), token.value().substr(1)));
+    EXPECT_FALSE(tokens_equal(client.value(), ""));
+
+    ::chmod(path.c_str(), 0644);
+    auto open = read_token(path);
+    ASSERT_FALSE(open);
+    EXPECT_NE(open.error().message.find("chmod 600"), std::string::npos) << open.error().message;
+    EXPECT_FALSE(load_or_create_token(path));
+    auto missing = read_token(dir + "/nothing");
+    ASSERT_FALSE(missing);
+    EXPECT_NE(missing.error().message.find("no token file at"), std::string::npos);
+    {
+        std::ofstream(dir + "/short") << "abc\n";
+        ::chmod((dir + "/short").c_str(), 0600);
+    }
+    EXPECT_FALSE(read_token(dir + "/short"));
+}
+
+TEST(RemoteAccess, InputsMustLieInsideARoot) {
+    const std::string dir = test::make_temp_dir();
+    fs::create_directories(dir + "/root/sub");
+    fs::create_directories(dir + "/rootx");
+    std::ofstream(dir + "/root/sub/m.gguf") << "x";
+    std::ofstream(dir + "/rootx/m.gguf") << "x";
+    std::ofstream(dir + "/secret") << "x";
+    fs::create_symlink(dir + "/secret", dir + "/root/link");
+    auto roots = Roots::make({dir + "/root"});
+    ASSERT_TRUE(roots);
+    auto rel = roots.value().resolve_input("sub/m.gguf");
+    ASSERT_TRUE(rel) << rel.error().message;
+    EXPECT_EQ(rel.value(), fs::canonical(dir + "/root/sub/m.gguf").string());
+    EXPECT_TRUE(roots.value().resolve_input(dir + "/root/sub/m.gguf"));
+    auto up = roots.value().resolve_input("../secret");
+    ASSERT_FALSE(up);
+    EXPECT_NE(up.error().message.find("is outside the folders this server reads"), std::string::npos) << up.error().message;
+    EXPECT_FALSE(roots.value().resolve_input("link"));               // a link out of the root
+    EXPECT_FALSE(roots.value().resolve_input(dir + "/rootx/m.gguf"));  // a sibling sharing the prefix
+    EXPECT_FALSE(roots.value().resolve_input("/etc/passwd"));
+    EXPECT_FALSE(roots.value().resolve_input("sub/absent.gguf"));
+    EXPECT_FALSE(Roots::make({dir + "/secret"}));  // a file is no root
+}
+
+// --- a server on loopback ----------------------------------------------------------------------
+
+// A server whose "commands" are shell scripts: exec.command "sh" runs args[0] with /bin/sh in the
+// first root; an argument "@out0" becomes the scratch path of output 0 (a file), "@dir0" of a
+// folder output 0.
+class LoopbackServer {
+public:
+    explicit LoopbackServer(int max_connections = 8, std::chrono::milliseconds ping = 5000ms, std::vector<std::string> more_roots = {}) {
+        dir_ = test::make_temp_dir();
+        fs::create_directories(dir_ + "/root");
+        std::vector<std::string> roots = {dir_ + "/root"};
+        roots.insert(roots.end(), more_roots.begin(), more_roots.end());
+        token_ = "0123456789abcdef0123456789abcdef";
+        ServerOptions o;
+        o.listen = "127.0.0.1:0";
+        o.token = token_;
+        o.roots = Roots::make(roots).value();
+        o.max_connections = max_connections;
+        o.ping_interval = ping;
+        o.log = [this](const std::string& line) {
+            std::lock_guard<std::mutex> lock(mu_);
+            log_ += line + "\n";
+        };
+        o.policy = [](const Exec& exec, const Roots& roots, const std::string& scratch) {
+            ExecPlan plan;
+            if (exec.command != "sh" || exec.args.empty()) {
+                plan.refuse_code = 2;
+                plan.refuse_message = "layerscope " + exec.command + ": not a command here";
+                return plan;
+            }
+            plan.argv = {"/bin/sh", "-c", exec.args[0]};
+            for (size_t i = 1; i < exec.args.size(); ++i) {
+                const std::string& a = exec.args[i];
+                if (a == "@out0" || a == "@dir0") {
+                    plan.outputs = {{scratch + "/out0", a == "@dir0"}};
+                    plan.argv.push_back(plan.outputs[0].path);
+                } else {
+                    plan.argv.push_back(a);
+                }
+            }
+            if (plan.argv.size() > 3) plan.argv.insert(plan.argv.begin() + 3, "script");  // $0
+            plan.cwd = roots.folders().front();
+            return plan;
+        };
+        auto s = Server::start(std::move(o));
+        EXPECT_TRUE(s) << (s ? "" : s.error().message);
+        server_ = std::move(s.value());
+        thread_ = std::thread([this] { server_->run(); });
+    }
+    ~LoopbackServer() { stop(); }
+    void stop() {
+        if (!server_) return;
+        server_->stop();
+        thread_.join();
+        server_.reset();
+    }
+    std::string address() const { return server_->address(); }
+    const std::string& token() const { return token_; }
+    const std::string& dir() const { return dir_; }
+    std::string log() {
+        std::lock_guard<std::mutex> lock(mu_);
+        return log_;
+    }
+    // Waits up to 10 s for `text` in the log.
+    bool wait_for_log(const std::string& text) {
+        for (int i = 0; i < 1000; ++i) {
+            if (log().find(text) != std::string::npos) return true;
+            std::this_thread::sleep_for(10ms);
+        }
+        return false;
+    }
+
+private:
+    std::string dir_, token_;
+    std::unique_ptr<Server> server_;
+    std::thread thread_;
+    std::mutex mu_;
+    std::string log_;
+};
+
+// Runs `exec` with its stdout and stderr captured.
+struct Captured {
+    Result<ExecOutcome> outcome = make_error(ErrorCode::kInternal, "not run");
+    std::string out, err;
+};
+Captured exec_on(const LoopbackServer& s, const std::string& token, Exec exec, std::vector<ClientTarget> targets = {},
+                 ClientOptions options = {}) {
+    Captured c;
+    std::FILE* out = std::tmpfile();
+    std::FILE* err = std::tmpfile();
+    c.outcome = remote_exec(s.address(), token, exec, targets, out, err, options);
+    auto slurp = [](std::FILE* f) {
+        std::string text;
+        std::rewind(f);
+        char buf[4096];
+        size_t n;
+        while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
+        std::fclose(f);
+        return text;
+    };
+    c.out = slurp(out);
+    c.err = slurp(err);
+    return c;
+}
+
+TEST(RemoteServer, RelaysOutputExitCodeAndFiles) {
+    LoopbackServer s;
+    const std::string target = s.dir() + "/here.bin";
+    // 9 MB of output file: three chunks.
+    auto r = exec_on(s, s.token(),
+                     Exec{"sh", {"printf 'to out\\n'; printf 'to err\\n' >&2; head -c 9000000 /dev/zero | tr '\\0' 'z' > \"$1\"; exit 3", "@out0"}},
+                     {{target, false, false}});
+    ASSERT_TRUE(r.outcome) << r.outcome.error().message;
+    EXPECT_EQ(r.outcome.value().exit_code, 3);
+    EXPECT_EQ(r.out, "to out\n");
+    EXPECT_EQ(r.err, "to err\n");
+    const std::string got = read_all(target);
+    EXPECT_EQ(got.size(), 9000000u);
+    EXPECT_EQ(got.find_first_not_of('z'), std::string::npos);
+    EXPECT_LT(r.outcome.value().bytes_received, 100000u);  // compressed
+    // A folder output: each file, written as a StagedFolder.
+    const std::string folder = s.dir() + "/outdir";
+    auto f = exec_on(s, s.token(), Exec{"sh", {"mkdir \"$1\" && echo a > \"$1\"/a.npy && echo bb > \"$1\"/b.npy", "@dir0"}},
+                     {{folder, true, false}});
+    ASSERT_TRUE(f.outcome) << f.outcome.error().message;
+    EXPECT_EQ(f.outcome.value().exit_code, 0);
+    EXPECT_EQ(read_all(folder + "/a.npy"), "a\n");
+    EXPECT_EQ(read_all(folder + "/b.npy"), "bb\n");
+    // The command runs in the first root.
+    auto pwd = exec_on(s, s.token(), Exec{"sh", {"pwd"}});
+    ASSERT_TRUE(pwd.outcome);
+    EXPECT_EQ(pwd.out, fs::canonical(s.dir() + "/root").string() + "\n");
+    // A refusal of the policy is the command's own stderr and exit code.
+    auto refused = exec_on(s, s.token(), Exec{"rm", {"-rf", "/"}});
+    ASSERT_TRUE(refused.outcome);
+    EXPECT_EQ(refused.outcome.value().exit_code, 2);
+    EXPECT_EQ(refused.err, "layerscope rm: not a command here\n");
+}
+
+TEST(RemoteServer, AWrongTokenIsRefusedAndLogged) {
+    LoopbackServer s;
+    auto r = exec_on(s, "0123456789abcdef0123456789abcdeX", Exec{"sh", {"echo hi"}});
+    ASSERT_FALSE(r.outcome);
+    EXPECT_NE(r.outcome.error().message.find("refused the connection: wrong token"), std::string::npos) << r.outcome.error().message;
+    EXPECT_TRUE(s.wait_for_log("refused: wrong token")) << s.log();
+    EXPECT_EQ(r.out, "");
+}
+
+TEST(RemoteServer, AFrameAboveTheLimitIsRefusedFromItsHeader) {
+    LoopbackServer s;
+    auto c = Connection::connect(s.address(), 5s);
+    ASSERT_TRUE(c);
+    // Before the token: a hello one byte above its limit.
+    ASSERT_TRUE(c.value()->send(MsgType::kHello, std::string(kMaxHelloBytes + 1, 't')));
+    EXPECT_TRUE(s.wait_for_log("above the limit of 4096 bytes")) << s.log();
+    // The server goes on: a real client is served.
+    auto r = exec_on(s, s.token(), Exec{"sh", {"echo still here"}});
+    ASSERT_TRUE(r.outcome) << r.outcome.error().message;
+    EXPECT_EQ(r.out, "still here\n");
+    // After the token: an exec above the frame limit.
+    auto c2 = Connection::connect(s.address(), 5s);
+    ASSERT_TRUE(c2);
+    ASSERT_TRUE(c2.value()->send(MsgType::kHello, encode(Hello{kProtocolVersion, s.token()})));
+    auto welcome = c2.value()->receive(kMaxFrameBytes, 5s);
+    ASSERT_TRUE(welcome);
+    EXPECT_EQ(welcome.value().type, MsgType::kWelcome);
+    (void)c2.value()->send(MsgType::kExec, std::string(kMaxFrameBytes + 1, 'x'), 5s);
+    EXPECT_TRUE(s.wait_for_log("above the limit of 8388608 bytes")) << s.log();
+}
+
+TEST(RemoteServer, AClientGoneMidCommandStopsItAndTheServerGoesOn) {
+    LoopbackServer s;
+    // Another client's command runs meanwhile, undisturbed.
+    std::thread other([&] {
+        auto r = exec_on(s, s.token(), Exec{"sh", {"sleep 1; touch other-finished; echo other"}});
+        ASSERT_TRUE(r.outcome) << r.outcome.error().message;
+        EXPECT_EQ(r.out, "other\n");
+    });
+    // A client that vanishes (as a killed process does: its socket closes) mid-command.
+    auto raw = Connection::connect(s.address(), 5s);
+    ASSERT_TRUE(raw);
+    ASSERT_TRUE(raw.value()->send(MsgType::kHello, encode(Hello{kProtocolVersion, s.token()})));
+    ASSERT_TRUE(raw.value()->receive(kMaxFrameBytes, 5s));
+    ASSERT_TRUE(raw.value()->send(MsgType::kExec, encode(Exec{"sh", {"echo raw; sleep 30; touch raw-finished"}})));
+    auto first = raw.value()->receive(kMaxFrameBytes, 5s);
+    ASSERT_TRUE(first);
+    EXPECT_EQ(first.value().type, MsgType::kOutput);
+    raw.value().reset();
+    EXPECT_TRUE(s.wait_for_log("went away during sh; the command was stopped")) << s.log();
+    other.join();
+    EXPECT_TRUE(fs::exists(s.dir() + "/root/other-finished"));
+    EXPECT_FALSE(fs::exists(s.dir() + "/root/raw-finished"));
+    // The next connection is served.
+    auto r = exec_on(s, s.token(), Exec{"sh", {"echo next"}});
+    ASSERT_TRUE(r.outcome);
+    EXPECT_EQ(r.out, "next\n");
+}
+
+TEST(RemoteServer, TheServerStoppedMidCommandLeavesNoOutputFile) {
+    auto s = std::make_unique<LoopbackServer>();
+    const std::string target = s->dir() + "/never.bin";
+    std::thread stopper([&] {
+        EXPECT_TRUE(s->wait_for_log("connected"));
+        std::this_thread::sleep_for(300ms);
+        s->stop();
+    });
+    auto r = exec_on(*s, s->token(), Exec{"sh", {"echo x > \"$1\"; sleep 20", "@out0"}}, {{target, false, false}});
+    stopper.join();
+    ASSERT_FALSE(r.outcome);
+    EXPECT_NE(r.outcome.error().message.find("nothing was written here"), std::string::npos) << r.outcome.error().message;
+    EXPECT_FALSE(fs::exists(target));
+    for (const auto& e : fs::directory_iterator(s->dir())) EXPECT_EQ(e.path().filename().string().find(".never.bin"), std::string::npos);
+    // Nothing listens any more: a client is told so.
+    auto after = remote_exec("127.0.0.1:1", s->token(), Exec{"sh", {"true"}}, {}, stdout, stderr);
+    ASSERT_FALSE(after);
+    EXPECT_NE(after.error().message.find("cannot connect to 127.0.0.1:1"), std::string::npos) << after.error().message;
+}
+
+TEST(RemoteServer, QuietCommandsArePingedAndBusyServersSaySo) {
+    LoopbackServer s(1, 100ms);
+    std::thread first([&] {
+        auto r = exec_on(s, s.token(), Exec{"sh", {"sleep 1; echo done"}}, {}, ClientOptions{5s, 400ms});
+        ASSERT_TRUE(r.outcome) << r.outcome.error().message;  // 1 s of silence, pinged every 100 ms
+        EXPECT_EQ(r.out, "done\n");
+    });
+    ASSERT_TRUE(s.wait_for_log("connected"));
+    auto busy = exec_on(s, s.token(), Exec{"sh", {"true"}});
+    ASSERT_FALSE(busy.outcome);
+    EXPECT_NE(busy.outcome.error().message.find("busy: 1 connections are open"), std::string::npos) << busy.outcome.error().message;
+    first.join();
+}
+
+TEST(RemoteServer, OnlyLoopbackIsServed) {
+    ServerOptions o;
+    o.listen = "0.0.0.0:0";
+    o.token = "0123456789abcdef";
+    o.roots = Roots::make({test::make_temp_dir()}).value();
+    o.policy = [](const Exec&, const Roots&, const std::string&) { return ExecPlan{}; };
+    auto s = Server::start(o);
+    ASSERT_FALSE(s);
+    EXPECT_NE(s.error().message.find("not a loopback address"), std::string::npos) << s.error().message;
+    o.listen = "127.0.0.1:99999";
+    EXPECT_FALSE(Server::start(o));
+    o.listen = "127.0.0.1:0";
+    o.token.clear();
+    EXPECT_FALSE(Server::start(o));
+}
+
+// --- live sessions -----------------------------------------------------------------------------
+
+std::string fixtures() { return fs::path(test::fixture_path("models")).parent_path().string(); }
+
+Open stories_open(const std::vector<int32_t>& tokens) {
+    Open o;
+    o.model = fixtures() + "/models/stories260K.gguf";
+    o.backend = "cpu";
+    o.tokens = tokens;
+    return o;
+}
+
+Command command(CommandKind kind, int64_t arg = 0) {
+    Command c;
+    c.kind = kind;
+    c.arg = arg;
+    return c;
+}
+
+std::shared_ptr<const SessionSnapshot> local_done(Session& s, CommandTicket t) {
+    auto snap = s.wait_for_ticket(t, 60s);
+    EXPECT_TRUE(snap && !snap->error);
+    return snap;
+}
+
+bool same_stats(const TensorStats& a, const TensorStats& b) {
+    return a.count == b.count && a.nan_count == b.nan_count && a.min == b.min && a.max == b.max && a.mean == b.mean &&
+           a.rms == b.rms && std::equal(std::begin(a.hist), std::end(a.hist), std::begin(b.hist));
+}
+
+TEST(RemoteSession, SteppingFetchingAReferenceAndAnExportAsLocally) {
+    LS_REQUIRE_FIXTURES();
+    auto ref = ReferenceDump::open(fixtures() + "/dumps/stories260K_once_n0_fa-off.gguf");
+    ASSERT_TRUE(ref);
+    const std::vector<int32_t> tokens = ref.value()->prompt_tokens();
+    LoopbackServer server(8, 5000ms, {fixtures()});
+    auto remote = RemoteSession::open(server.address(), server.token(), stories_open(tokens));
+    ASSERT_TRUE(remote) << remote.error().message;
+    RemoteSession& r = *remote.value();
+    EXPECT_NE(r.opened().model.find("llama, 5 layers"), std::string::npos) << r.opened().model;
+    EXPECT_EQ(r.snapshot()->cursor, -1);
+    // The same session here, for what the remote one must show.
+    SessionOptions so;
+    so.backend = "cpu";
+    auto local = Session::open(fixtures() + "/models/stories260K.gguf", so);
+    ASSERT_TRUE(local);
+    Session& l = *local.value();
+    local_done(l, l.set_tokens(tokens));
+
+    // Stepping: op, layer, token; every record's statistics as the local session's, bit for bit.
+    for (CommandKind k : {CommandKind::kStepOp, CommandKind::kStepOp, CommandKind::kStepLayer}) {
+        auto snap = r.run(command(k), 60s);
+        ASSERT_TRUE(snap) << snap.error().message;
+    }
+    local_done(l, l.step_op());
+    local_done(l, l.step_op());
+    auto lsnap = local_done(l, l.step_layer());
+    auto rsnap = r.snapshot();
+    ASSERT_EQ(rsnap->cursor, lsnap->cursor);
+    ASSERT_EQ(rsnap->events->size(), lsnap->events->size());
+    for (int64_t i = 0; i <= rsnap->cursor; ++i) {
+        ASSERT_TRUE(rsnap->record(i));
+        EXPECT_EQ(rsnap->record(i)->info.name, lsnap->record(i)->info.name);
+        EXPECT_TRUE(same_stats(rsnap->record(i)->stats, lsnap->record(i)->stats)) << i;
+    }
+    const uint64_t before = r.bytes_received();
+    auto token = r.run(command(CommandKind::kStepToken), 60s);
+    ASSERT_TRUE(token) << token.error().message;
+    const uint64_t per_token = r.bytes_received() - before;
+    lsnap = local_done(l, l.step_token());
+    rsnap = token.value();
+    ASSERT_EQ(rsnap->cursor, lsnap->cursor);
+    std::printf("remote: a stepped token (the prompt's decode call, %lld events) cost %llu bytes\n",
+                static_cast<long long>(rsnap->cursor + 1), static_cast<unsigned long long>(per_token));
+    EXPECT_LT(per_token, 200u * static_cast<uint64_t>(rsnap->cursor + 1));  // statistics, not tensors
+    // The top logits travel with their record.
+    const EventRecord* logits = rsnap->latest("result_output");
+    ASSERT_TRUE(logits && logits->top_logits);
+    EXPECT_EQ(logits->top_logits->entries.front().token, lsnap->latest("result_output")->top_logits->entries.front().token);
+
+    // Fetching: the values are the local session's; a kq_soft_max gives its attention map.
+    const int64_t at = rsnap->cursor;
+    auto fetched = r.fetch_wait(at, 60s);
+    ASSERT_TRUE(fetched) << fetched.error().message;
+    auto mine = lsnap->capture(at);
+    ASSERT_TRUE(mine);
+    ASSERT_EQ(fetched.value()->values->size(), mine->values->size());
+    EXPECT_EQ(std::memcmp(fetched.value()->values->data(), mine->values->data(), mine->bytes()), 0);
+    EXPECT_TRUE(r.snapshot()->capture(at));
+    const TensorStats fetched_stats = r.snapshot()->record(at)->stats;
+    const EventRecord* softmax = r.snapshot()->latest("kq_soft_max-0");
+    ASSERT_TRUE(softmax);
+    EXPECT_FALSE(softmax->attention);
+    ASSERT_TRUE(r.fetch_wait(softmax->info.index, 60s));
+    softmax = r.snapshot()->record(softmax->info.index);
+    ASSERT_TRUE(softmax->attention);
+    EXPECT_EQ(softmax->attention->n_head, lsnap->record(softmax->info.index)->attention->n_head);
+    auto missing = r.fetch_wait(static_cast<int64_t>(rsnap->events->size()) + 5, 10s);
+    ASSERT_FALSE(missing);
+    EXPECT_NE(missing.error().message.find("no event"), std::string::npos) << missing.error().message;
+
+    // A reference on the server's disk: every event compared, none diverged, as locally.
+    Command set_ref;
+    set_ref.kind = CommandKind::kSetReference;
+    set_ref.text = "dumps/stories260K_once_n0_fa-off.gguf";  // relative: the first root's, which holds no dumps
+    auto refused = r.wait_command(r.send(set_ref), 30s);
+    ASSERT_FALSE(refused);
+    set_ref.text = fixtures() + "/dumps/stories260K_once_n0_fa-off.gguf";
+    auto compared = r.run(set_ref, 60s);
+    ASSERT_TRUE(compared) << compared.error().message;
+    EXPECT_TRUE(compared.value()->has_reference);
+    local_done(l, l.set_reference(std::shared_ptr<const ReferenceDump>(std::move(ref.value()))));
+    lsnap = l.snapshot();
+    rsnap = compared.value();
+    ASSERT_EQ(rsnap->cursor, lsnap->cursor);
+    EXPECT_EQ(rsnap->first_divergent, lsnap->first_divergent);
+    int n_compared = 0;
+    for (int64_t i = 0; i <= rsnap->cursor; ++i) {
+        ASSERT_EQ(rsnap->record(i)->compared, lsnap->record(i)->compared);
+        if (!rsnap->record(i)->compared) continue;
+        ++n_compared;
+        EXPECT_EQ(rsnap->record(i)->comparison.status, lsnap->record(i)->comparison.status) << i;
+        EXPECT_EQ(rsnap->record(i)->comparison.metrics.nmse, lsnap->record(i)->comparison.metrics.nmse) << i;
+        EXPECT_EQ(rsnap->record(i)->comparison.ref_name, lsnap->record(i)->comparison.ref_name) << i;
+    }
+    EXPECT_GT(n_compared, 20);
+    // A fetched tensor stays while its record says the same values. (With the reference, llama
+    // mode reproduces its llama.cpp build, which may change them: then the tensor goes.)
+    EXPECT_EQ(static_cast<bool>(rsnap->capture(at)), same_stats(rsnap->record(at)->stats, fetched_stats));
+    ASSERT_TRUE(r.fetch_wait(at, 60s));
+    auto rerun = r.run(command(CommandKind::kGoTo, 3), 60s);  // back: a re-run from the start
+    ASSERT_TRUE(rerun);
+    EXPECT_FALSE(rerun.value()->capture(at));  // not evaluated again yet
+    rerun = r.run(command(CommandKind::kRunToEvent, at), 60s);
+    ASSERT_TRUE(rerun);
+    EXPECT_TRUE(rerun.value()->capture(at));
+
+    // Breakpoints: one on a name stops a continued run there.
+    Command bp;
+    bp.kind = CommandKind::kAddBreakpoint;
+    bp.breakpoint = BreakpointSpec::name("ffn_out-3");
+    auto id = r.wait_command(r.send(bp), 30s);
+    ASSERT_TRUE(id) << id.error().message;
+    auto restarted = r.run(command(CommandKind::kRestart), 60s);
+    ASSERT_TRUE(restarted);
+    auto hit = r.run(command(CommandKind::kContinue), 60s);
+    ASSERT_TRUE(hit);
+    ASSERT_TRUE(hit.value()->hit);
+    EXPECT_EQ(hit.value()->hit->event_name.rfind("ffn_out-3", 0), 0u) << hit.value()->hit->event_name;
+    EXPECT_EQ(hit.value()->breakpoints.size(), 1u);
+
+    // Export to this machine's disk: what was fetched and what matches.
+    const std::string out = test::make_temp_dir() + "/export.gguf";
+    ExportOptions eo;
+    eo.path = out;
+    size_t skipped = 0;
+    auto exported = export_remote(r, split_export_globs("attn_norm-*"), eo, &skipped);
+    ASSERT_TRUE(exported) << exported.error().message;
+    EXPECT_EQ(exported.value().n_tensors, 4u);  // layers 0-3 before the breakpoint in layer 3's FFN
+    auto back = ReferenceDump::open(out);
+    ASSERT_TRUE(back) << back.error().message;
+    EXPECT_EQ(back.value()->tensors().size(), 4u);
+    EXPECT_TRUE(r.close());
+}
+
+TEST(RemoteSession, AClientGoneLeavesTheSessionForTheNextConnection) {
+    LS_REQUIRE_FIXTURES();
+    LoopbackServer server(8, 5000ms, {fixtures()});
+    uint64_t id = 0;
+    int64_t cursor = -1;
+    {
+        auto remote = RemoteSession::open(server.address(), server.token(), stories_open({1, 403, 407}));
+        ASSERT_TRUE(remote) << remote.error().message;
+        auto snap = remote.value()->run(command(CommandKind::kRunToEvent, 17), 60s);
+        ASSERT_TRUE(snap) << snap.error().message;
+        cursor = snap.value()->cursor;
+        id = remote.value()->session_id();
+    }  // the client goes away without closing
+    EXPECT_TRUE(server.wait_for_log("it stays open for the next connection")) << server.log();
+    auto again = RemoteSession::attach(server.address(), server.token(), id);
+    ASSERT_TRUE(again) << again.error().message;
+    EXPECT_EQ(again.value()->snapshot()->cursor, cursor);
+    EXPECT_EQ(cursor, 17);
+    // Attached once only.
+    auto twice = RemoteSession::attach(server.address(), server.token(), id);
+    ASSERT_FALSE(twice);
+    EXPECT_NE(twice.error().message.find("attached to another connection"), std::string::npos) << twice.error().message;
+    auto step = again.value()->run(command(CommandKind::kStepOp), 60s);
+    ASSERT_TRUE(step);
+    EXPECT_EQ(step.value()->cursor, 18);
+    auto unknown = RemoteSession::attach(server.address(), server.token(), 999);
+    ASSERT_FALSE(unknown);
+    EXPECT_NE(unknown.error().message.find("no session 999"), std::string::npos);
+    // Opening a model outside the served folders is refused by name.
+    Open outside = stories_open({1});
+    outside.model = "/etc/hostname";
+    auto refused = RemoteSession::open(server.address(), server.token(), outside);
+    ASSERT_FALSE(refused);
+    EXPECT_NE(refused.error().message.find("is outside the folders this server reads"), std::string::npos) << refused.error().message;
+}
+
+TEST(RemoteSession, TheServerGoneLeavesWhatWasFetchedAndReconnectSaysWhy) {
+    LS_REQUIRE_FIXTURES();
+    auto server = std::make_unique<LoopbackServer>(8, 5000ms, std::vector<std::string>{fixtures()});
+    auto remote = RemoteSession::open(server->address(), server->token(), stories_open({1, 403, 407}));
+    ASSERT_TRUE(remote) << remote.error().message;
+    RemoteSession& r = *remote.value();
+    ASSERT_TRUE(r.run(command(CommandKind::kRunToEvent, 10), 60s));
+    ASSERT_TRUE(r.fetch_wait(10, 60s));
+    server->stop();
+    for (int i = 0; i < 500 && r.connected(); ++i) std::this_thread::sleep_for(10ms);
+    EXPECT_FALSE(r.connected());
+    EXPECT_FALSE(r.lost_reason().empty());
+    // Everything already here stays.
+    auto snap = r.snapshot();
+    EXPECT_EQ(snap->cursor, 10);
+    EXPECT_TRUE(snap->capture(10));
+    // Commands say they cannot go; reconnecting says why not.
+    auto refused = r.wait_command(r.send(command(CommandKind::kStepOp)), 5s);
+    ASSERT_FALSE(refused);
+    EXPECT_NE(refused.error().message.find("not connected"), std::string::npos) << refused.error().message;
+    Status again = r.reconnect();
+    ASSERT_FALSE(again);
+    EXPECT_NE(again.error().message.find("cannot connect"), std::string::npos) << again.error().message;
+}
+
+}  // namespace
+}  // namespace ls::remote
