@@ -28,7 +28,7 @@ mkdir -p "$work/root" "$work/client" "$work/local"
 export XDG_CONFIG_HOME=$work/server-config
 
 "$bin" make-model "$work/root/tiny.gguf" --seed 3 > /dev/null
-"$bin" make-model "$work/root/wide.gguf" --seed 4 --embd 1024 --layers 8 --ff 4096 --heads 8 --kv-heads 8 > /dev/null
+"$bin" make-model "$work/root/wide.gguf" --seed 4 --embd 512 --layers 4 --ff 2048 --heads 8 --kv-heads 8 > /dev/null
 
 start_server() {
   "$bin" serve --listen 127.0.0.1:0 --root "$work/root" > "$work/serve.out" 2>> "$work/serve.log" &
