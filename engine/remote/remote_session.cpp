@@ -195,8 +195,13 @@ Status RemoteSession::handle(MsgType type, const std::string& payload, const std
             const std::string& bytes = tensor;
             if (bytes.size() != h.bytes) return make_error(ErrorCode::kBadInput, "a tensor shorter than announced");
             const SessionSnapshot& base = *snapshot_;
-            if (!base.events || h.index < 0 || h.index >= static_cast<int64_t>(base.events->size()))
-                return make_error(ErrorCode::kBadInput, "a tensor of an event outside the plan");
+            // The session may have moved on between the fetch and its answer (a new plan, a replay
+            // under way): the tensor is dropped and asked for again after the next snapshot.
+            if (!base.record(h.index)) {
+                fetch_errors_[h.index] = "the event was evaluated again meanwhile";
+                changed_.notify_all();
+                return {};
+            }
             auto values = std::make_shared<std::vector<float>>(h.bytes / sizeof(float));
             std::memcpy(values->data(), bytes.data(), h.bytes);
             auto tensor = std::make_shared<CapturedTensor>();
@@ -207,9 +212,7 @@ Status RemoteSession::handle(MsgType type, const std::string& payload, const std
             auto captures = std::make_shared<CaptureMap>(base.captures ? *base.captures : CaptureMap{});
             (*captures)[h.index] = tensor;
             next->captures = std::move(captures);
-            next->capture_bytes = 0;
             const EventRecord* rec = next->record(h.index);
-            if (!rec) return make_error(ErrorCode::kBadInput, "a tensor of an event not evaluated");
             Fetched& f = fetched_[h.index];
             f.tensor = tensor;
             f.record = *rec;
