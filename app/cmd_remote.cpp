@@ -24,8 +24,10 @@ int run_remote(const std::string& command, const std::vector<std::string>& args,
         if (Status s = o.folder ? check_folder_target(o.path, o.force) : check_file_target(o.path, o.force); !s) return fail(s.error());
         targets.push_back({o.path, o.folder, o.force});
     }
-    auto token = remote::read_token(flags.token_file.empty() ? remote::default_token_path() : flags.token_file);
-    if (!token) return fail(token.error());
+    auto credentials = remote::read_credentials(flags.token_file.empty() ? remote::default_token_path() : flags.token_file);
+    if (!credentials) return fail(credentials.error());
+    remote::ClientOptions options;
+    options.tls_sha256 = credentials.value().tls_sha256;
 
     // The output flags' values become "@out<N>": the server writes them to its scratch folder
     // and sends them back for targets[N].
@@ -49,7 +51,8 @@ int run_remote(const std::string& command, const std::vector<std::string>& args,
         }
         if (n == outputs.size()) sent.push_back(a);
     }
-    auto outcome = remote::remote_exec(flags.address, token.value(), remote::Exec{command, sent}, targets, stdout, stderr);
+    auto outcome = remote::remote_exec(flags.address, credentials.value().token, remote::Exec{command, sent}, targets,
+                                       stdout, stderr, options);
     if (!outcome) return fail(outcome.error());
     return outcome.value().exit_code;
 }

@@ -1,4 +1,4 @@
-// `layerscope serve`: holds the token, listens on loopback, and runs the headless commands
+// `layerscope serve`: holds the token, listens (loopback, or TLS elsewhere), and runs the headless commands
 // clients send (run, compare, export) as this same program, with their input paths confined to
 // the --root folders and their output files sent back to the client.
 #include <fmt/format.h>
@@ -13,7 +13,9 @@
 
 #include "app/cli.h"
 #include "app/commands.h"
+#include "engine/remote/connection.h"
 #include "engine/remote/server.h"
+#include "engine/remote/tls.h"
 
 namespace ls::app {
 namespace {
@@ -130,6 +132,21 @@ int run_serve(const ServeOptions& o) {
     bool created = false;
     auto token = remote::load_or_create_token(token_path, &created);
     if (!token) return fail(token.error());
+    // TLS off loopback, or when asked: the identity made at first start, its fingerprint written
+    // into the token file (the file the client copies).
+    std::string tls_pem, tls_line;
+    auto listen = remote::split_address(o.listen, true);
+    if (!listen) return fail(listen.error());
+    if (o.tls || !o.tls_identity.empty() || !remote::is_loopback_host(listen.value().first)) {
+        const std::string identity_path = o.tls_identity.empty() ? remote::default_tls_identity_path(token_path) : o.tls_identity;
+        bool made = false;
+        auto identity = remote::load_or_create_tls_identity(identity_path, &made);
+        if (!identity) return fail(identity.error());
+        if (Status s = remote::record_tls_fingerprint(token_path, identity.value().sha256); !s) return fail(s.error());
+        tls_pem = identity.value().pem;
+        tls_line = fmt::format("tls:     TLS 1.3, certificate {}{} (sha256 {}, in the token file)\n", identity_path,
+                               made ? ", new" : "", identity.value().sha256);
+    }
     auto roots = remote::Roots::make(o.roots);
     if (!roots) return fail(roots.error());
     const std::string program = self_executable();
@@ -139,6 +156,7 @@ int run_serve(const ServeOptions& o) {
     remote::ServerOptions so;
     so.listen = o.listen;
     so.token = token.value();
+    so.tls_identity_pem = tls_pem;
     so.roots = roots.value();
     so.max_connections = o.max_connections;
     so.name = "layerscope 0.1.0";
@@ -160,8 +178,14 @@ int run_serve(const ServeOptions& o) {
     std::printf("layerscope serve: listening on %s\n", server.value()->address().c_str());
     std::printf("token:   %s%s (clients need a copy, mode 0600)\n", token_path.c_str(), created ? ", new" : "");
     std::printf("folders: %s (inputs are read from these only)\n", folders.c_str());
-    std::printf("client:  ssh -N -L 7070:%s GPU-BOX, then: layerscope run --remote 127.0.0.1:7070 -m MODEL.gguf -p TEXT\n",
-                server.value()->address().c_str());
+    if (!tls_line.empty()) {
+        std::fputs(tls_line.c_str(), stdout);
+        std::printf("client:  layerscope run --remote %s --token-file COPY-OF-THE-TOKEN-FILE -m MODEL.gguf -p TEXT\n",
+                    server.value()->address().c_str());
+    } else {
+        std::printf("client:  ssh -N -L 7070:%s GPU-BOX, then: layerscope run --remote 127.0.0.1:7070 -m MODEL.gguf -p TEXT\n",
+                    server.value()->address().c_str());
+    }
     std::fflush(stdout);
 
     remote::Server* s = server.value().get();

@@ -231,6 +231,8 @@ struct ServeOptions {
     std::string token_file;                 // empty: remote::default_token_path()
     std::vector<std::string> roots;         // the folders inputs may come from (default: the current one)
     int max_connections = 8;
+    bool tls = false;           // TLS on loopback too (off loopback it always is)
+    std::string tls_identity;   // key + certificate; empty: serve-tls.pem beside the token file
 };
 
 int run_serve(const ServeOptions& options);

@@ -249,14 +249,16 @@ const std::vector<EventComparison>& DebugDocument::local_errors(const SessionSna
 
 Status DebugDocument::connect(const std::string& address, const std::string& token_file, const std::string& model,
                               const std::string& reference, const std::string& prompt) {
-    auto token = remote::read_token(token_file.empty() ? remote::default_token_path() : token_file);
-    if (!token) return token.error();
+    auto credentials = remote::read_credentials(token_file.empty() ? remote::default_token_path() : token_file);
+    if (!credentials) return credentials.error();
+    remote::ClientOptions options;
+    options.tls_sha256 = credentials.value().tls_sha256;
     remote::Open open;
     open.model = model;
     open.backend = backend_;
     open.prompt = reference.empty() ? prompt : "";  // with a reference, its prompt
     open.reference = reference;
-    auto session = remote::RemoteSession::open(address, token.value(), open);
+    auto session = remote::RemoteSession::open(address, credentials.value().token, open, options);
     if (!session) return session.error();
     remote_ = std::move(session.value());
     path_ = model;

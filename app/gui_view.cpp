@@ -285,7 +285,8 @@ void MainView::draw_connect_dialog() {
         connect_dialog_ = false;
     }
     if (!ImGui::BeginPopupModal("Connect to a server", nullptr, ImGuiWindowFlags_AlwaysAutoResize)) return;
-    ImGui::TextUnformatted("A `layerscope serve` (loopback: reach a GPU box with ssh -N -L 7070:127.0.0.1:7070 HOST)");
+    ImGui::TextUnformatted("A `layerscope serve`: through an SSH tunnel (ssh -N -L 7070:127.0.0.1:7070 HOST), or at the\n"
+                           "GPU box's address when it serves TLS (its token file, copied here, names its certificate)");
     ImGui::InputText("address", connect_address_, sizeof connect_address_);
     ImGui::InputText("token file", connect_token_, sizeof connect_token_);
     ImGui::InputText("model (server path)", connect_model_, sizeof connect_model_);

@@ -176,13 +176,16 @@ void add_bench_command(CLI::App& app, ls::app::BenchOptions& o) {
 
 void add_serve_command(CLI::App& app, ls::app::ServeOptions& o) {
     CLI::App* sv = app.add_subcommand("serve", "Serve this machine's GPU to a client elsewhere: run, compare and export "
-                                               "with --remote HOST:PORT run here (loopback only: reach it through an SSH tunnel)");
+                                               "with --remote HOST:PORT run here, and GUI sessions (--connect)");
     sv->add_option("--listen", o.listen, "HOST:PORT to listen on (default 127.0.0.1:7070; port 0 picks a free one)");
     sv->add_option("--token-file", o.token_file, "The token clients present: made (mode 0600) when absent (default: "
                                                  "~/.config/layerscope/serve-token)");
     sv->add_option("--root", o.roots, "A folder clients may read models and dumps from (repeatable; default: the current "
                                       "folder); relative paths are relative to the first");
     sv->add_option("--max-connections", o.max_connections, "Connections served at once (default 8)")->check(CLI::Range(1, 256));
+    sv->add_flag("--tls", o.tls, "Speak TLS on a loopback address too (a non-loopback --listen always does)");
+    sv->add_option("--tls-identity", o.tls_identity, "The TLS key and certificate (PEM, mode 0600): made when absent "
+                                                     "(default: serve-tls.pem beside the token file)");
 }
 
 // The arguments typed after `command`, without --remote and --token-file (the server never sees

@@ -19,13 +19,15 @@ int main(int argc, char** argv) {
         return 2;
     }
     const int steps = argc > 4 ? std::atoi(argv[4]) : 20;
-    auto token = read_token(argv[2]);
-    if (!token) return std::fprintf(stderr, "bench_remote: %s\n", token.error().message.c_str()), 3;
+    auto credentials = read_credentials(argv[2]);
+    if (!credentials) return std::fprintf(stderr, "bench_remote: %s\n", credentials.error().message.c_str()), 3;
+    ClientOptions options;
+    options.tls_sha256 = credentials.value().tls_sha256;
     Open open;
     open.model = argv[3];
     open.backend = "cpu";
     open.tokens = {1, 403, 407, 261, 378};
-    auto session = RemoteSession::open(argv[1], token.value(), open);
+    auto session = RemoteSession::open(argv[1], credentials.value().token, open, options);
     if (!session) return std::fprintf(stderr, "bench_remote: %s\n", session.error().message.c_str()), 3;
     RemoteSession& r = *session.value();
     std::vector<double> ms;

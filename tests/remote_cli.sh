@@ -166,6 +166,61 @@ for delay in 0 20 100; do
   fi
 done
 
+# --- TLS: what a non-loopback --listen always speaks; --tls gives it on loopback, to test here ---
+tls=$work/tls
+mkdir -p "$tls"
+start_tls_server() {
+  "$bin" serve --tls --listen 127.0.0.1:0 --token-file "$tls/token" --root "$work/root" > "$tls/serve.out" 2>> "$work/serve.log" &
+  tls_pid=$!
+  pids+=("$tls_pid")
+  for _ in $(seq 100); do
+    grep -q "listening on" "$tls/serve.out" 2> /dev/null && break
+    sleep 0.1
+  done
+  tls_addr=$(sed -n 's/^layerscope serve: listening on //p' "$tls/serve.out")
+  [ -n "$tls_addr" ] || fail "the TLS server did not start: $(cat "$tls/serve.out")"
+}
+start_tls_server
+sha=$(sed -n 's/^tls-sha256 //p' "$tls/token")
+[ ${#sha} = 64 ] || fail "the token file holds no certificate fingerprint: $(cat "$tls/token")"
+[ "$(stat -c %a "$tls/token")" = 600 ] || fail "the token file's mode is $(stat -c %a "$tls/token") after the fingerprint was added"
+[ "$(stat -c %a "$tls/serve-tls.pem")" = 600 ] || fail "the TLS identity's mode is $(stat -c %a "$tls/serve-tls.pem"), not 600"
+grep -q "^tls:     TLS 1.3, certificate $tls/serve-tls.pem, new (sha256 $sha" "$tls/serve.out" || fail "serve does not print its TLS certificate: $(cat "$tls/serve.out")"
+cp -p "$tls/token" "$work/client/tls-token"
+# Through a proxy that records every byte: the same output as locally; neither the token nor a
+# frame's magic crosses in the clear.
+python3 "$here/remote_proxy.py" "$tls_addr" --record "$tls/wire.bin" > "$tls/proxy.port" &
+pids+=($!)
+for _ in $(seq 50); do [ -s "$tls/proxy.port" ] && break; sleep 0.1; done
+(cd "$work/client" && "$bin" run --remote "127.0.0.1:$(head -1 "$tls/proxy.port")" --token-file tls-token -m tiny.gguf \
+  --tokens 1,2,3 -n 4 > "$work/client/tls-run.txt") || fail "a run over TLS failed"
+diff <(grep -v '^time:' "$work/local/run.txt") <(grep -v '^time:' "$work/client/tls-run.txt") || fail "a run over TLS printed something else"
+python3 - "$tls/wire.bin" "$(head -1 "$tls/token")" << 'PY' || fail "the TLS connection carried something in the clear"
+import sys
+data = open(sys.argv[1], "rb").read()
+assert len(data) > 1000, f"only {len(data)} bytes were recorded"
+assert data[0] == 0x16, "the first byte is not a TLS handshake record"
+assert sys.argv[2].encode() not in data, "the token crossed in the clear"
+assert b"LSR1" not in data and b"generated" not in data, "a frame crossed in the clear"
+PY
+# A client whose token file names no certificate: refused, and told why.
+head -1 "$tls/token" > "$work/client/plain-token"
+chmod 600 "$work/client/plain-token"
+expect 3 "speaks TLS only" "$bin" run --remote "$tls_addr" --token-file "$work/client/plain-token" -m tiny.gguf --tokens 1
+# A client pinned to another certificate: refused before its token is sent.
+sed "s/^tls-sha256 .*/tls-sha256 $(printf '%064d' 0)/" "$tls/token" > "$work/client/wrong-pin"
+chmod 600 "$work/client/wrong-pin"
+expect 3 "is not the one the token file names" "$bin" run --remote "$tls_addr" --token-file "$work/client/wrong-pin" -m tiny.gguf --tokens 1
+# TLS asked of a plain server; plain asked of a non-loopback address (refused before connecting).
+expect 3 "TLS handshake with $addr failed" "$bin" run --remote "$addr" --token-file "$work/client/tls-token" -m tiny.gguf --tokens 1
+expect 3 "is not a loopback address" "$bin" run --remote 192.0.2.1:7070 --token-file "$work/client/plain-token" -m tiny.gguf --tokens 1
+# A restart keeps the identity: the copied token file still works.
+kill "$tls_pid"
+wait "$tls_pid" 2> /dev/null || true
+start_tls_server
+grep -q "certificate $tls/serve-tls.pem (sha256 $sha" "$tls/serve.out" || fail "a restarted TLS server made a new identity: $(cat "$tls/serve.out")"
+"$bin" run --remote "$tls_addr" --token-file "$work/client/tls-token" -m tiny.gguf --tokens 1,2 -n 1 > /dev/null || fail "the restarted TLS server refused the copied token file"
+
 # The server killed: clients are told nothing listens, and a restarted server serves them.
 kill -9 "$server_pid"
 wait "$server_pid" 2> /dev/null || true

@@ -1,16 +1,17 @@
 #!/usr/bin/env python3
 """A TCP proxy for the remote tests: forwards 127.0.0.1:PORT to a server, adding DELAY_MS to
 every piece of data in each direction (network latency), and optionally cutting every connection
-once CUT_AFTER bytes have come from the server (a network failure mid-transfer). Prints its port
-on the first line of stdout.
-    remote_proxy.py SERVER_HOST:PORT [--delay-ms N] [--cut-after BYTES] [--port PORT]
+once CUT_AFTER bytes have come from the server (a network failure mid-transfer), and optionally
+appending every byte it forwards to FILE (what an eavesdropper sees). Prints its port on the first
+line of stdout.
+    remote_proxy.py SERVER_HOST:PORT [--delay-ms N] [--cut-after BYTES] [--port PORT] [--record FILE]
 """
 import argparse
 import asyncio
 import sys
 
 
-async def pipe(reader, writer, delay, budget):
+async def pipe(reader, writer, delay, budget, record):
     """Forwards reader to writer; each piece leaves `delay` seconds after it arrived (pieces in
     flight overlap, as on a network with that one-way latency)."""
     loop = asyncio.get_running_loop()
@@ -38,6 +39,9 @@ async def pipe(reader, writer, delay, budget):
     try:
         while not sender.done():
             data = await reader.read(65536)
+            if record is not None and data:
+                record.write(data)
+                record.flush()
             await queue.put((loop.time() + delay, data if data else None))
             if not data:
                 break
@@ -58,15 +62,17 @@ async def main():
     ap.add_argument("--delay-ms", type=float, default=0)
     ap.add_argument("--cut-after", type=int, default=None)
     ap.add_argument("--port", type=int, default=0, help="listen on this port (default: a free one)")
+    ap.add_argument("--record", default=None, help="append every byte forwarded, both ways, to this file")
     args = ap.parse_args()
+    record = open(args.record, "ab") if args.record else None
     host, port = args.server.rsplit(":", 1)
     delay = args.delay_ms / 1000.0
 
     async def handle(client_reader, client_writer):
         server_reader, server_writer = await asyncio.open_connection(host, int(port))
         budget = [args.cut_after] if args.cut_after is not None else None
-        up = asyncio.create_task(pipe(client_reader, server_writer, delay, None))
-        down = asyncio.create_task(pipe(server_reader, client_writer, delay, budget))
+        up = asyncio.create_task(pipe(client_reader, server_writer, delay, None, record))
+        down = asyncio.create_task(pipe(server_reader, client_writer, delay, budget, record))
         done, pending = await asyncio.wait({up, down}, return_when=asyncio.FIRST_COMPLETED)
         if down in done and down.result() == "cut":
             server_writer.transport.abort()

@@ -325,8 +325,9 @@ TEST(BackendOps, RmsNorm) {
     Tally tally;
     // Rows shorter than a warp, of a warp and one, not a multiple of the CUDA block (256), and the
     // hidden and FFN widths of TinyLlama-1.1B (2048, 5632), Qwen2.5-0.5B (896, 4864), DeepSeek-V2-Lite.
-    for (auto [n, T] : {std::pair<int64_t, int64_t>{1, 1}, {7, 3}, {33, 2}, {64, 5}, {300, 3}, {896, 4}, {2048, 3},
+    for (auto [n_, T_] : {std::pair<int64_t, int64_t>{1, 1}, {7, 3}, {33, 2}, {64, 5}, {300, 3}, {896, 4}, {2048, 3},
                         {4864, 2}, {5632, 1}}) {
+        const int64_t n = n_, T = T_;  // clang 14 lambdas cannot capture structured bindings
         const std::vector<float> x = randn(n * T, 11, 2.0f);
         const float eps = 1e-5f;
         std::vector<float> naive(x.size());
@@ -347,7 +348,8 @@ TEST(BackendOps, RmsNorm) {
 
 TEST(BackendOps, Mul) {
     Tally tally;
-    for (auto [n, T] : {std::pair<int64_t, int64_t>{1, 1}, {5, 3}, {300, 3}, {896, 4}, {2048, 2}, {5632, 2}}) {
+    for (auto [n_, T_] : {std::pair<int64_t, int64_t>{1, 1}, {5, 3}, {300, 3}, {896, 4}, {2048, 2}, {5632, 2}}) {
+        const int64_t n = n_, T = T_;  // clang 14 lambdas cannot capture structured bindings
         const std::vector<float> x = randn(n * T, 12), w = randn(n, 13);
         std::vector<float> naive(x.size());
         for (int64_t i = 0; i < n * T; ++i) naive[i] = x[i] * w[i % n];
@@ -363,7 +365,8 @@ TEST(BackendOps, Mul) {
 
 TEST(BackendOps, Add) {
     Tally tally;
-    for (auto [n, T] : {std::pair<int64_t, int64_t>{1, 1}, {5, 3}, {300, 3}, {896, 4}, {2048, 2}, {4864, 2}})
+    for (auto [n_, T_] : {std::pair<int64_t, int64_t>{1, 1}, {5, 3}, {300, 3}, {896, 4}, {2048, 2}, {4864, 2}}) {
+        const int64_t n = n_, T = T_;  // clang 14 lambdas cannot capture structured bindings
         for (bool broadcast : {false, true}) {
             const std::vector<float> a = randn(n * T, 14), b = randn(broadcast ? n : n * T, 15);
             std::vector<float> naive(a.size());
@@ -377,6 +380,7 @@ TEST(BackendOps, Add) {
                            return Output{y.floats(), y.guard_damage()};
                        });
         }
+    }
 }
 
 TEST(BackendOps, MulMat) {
@@ -511,7 +515,8 @@ TEST(BackendOps, Unary) {
         {Op::kClamp, -1.0f, 1.0f, "[-1, 1]"},
     };
     for (const Case& c : cases)
-        for (auto [n, T] : {std::pair<int64_t, int64_t>{1, 1}, {8, 3}, {64, 5}, {300, 7}}) {
+        for (auto [n_, T_] : {std::pair<int64_t, int64_t>{1, 1}, {8, 3}, {64, 5}, {300, 7}}) {
+            const int64_t n = n_, T = T_;  // clang 14 lambdas cannot capture structured bindings
             std::vector<float> x = randn(n * T, 141, 3.0f);
             // Saturating inputs, zero, and values under the clamp's floor.
             const float specials[] = {-100.0f, 100.0f, 0.0f, -0.0f, 1e-7f, 6.103515625e-5f, -2e-5f};
@@ -539,7 +544,8 @@ TEST(BackendOps, Unary) {
 TEST(BackendOps, SumRows) {
     Tally tally;
     // The top-k weights of a token (k 2 and 6), a row of one, rows of several warps, a long row.
-    for (auto [n, T] : {std::pair<int64_t, int64_t>{1, 4}, {2, 3}, {6, 5}, {64, 9}, {1000, 3}, {2048, 2}}) {
+    for (auto [n_, T_] : {std::pair<int64_t, int64_t>{1, 4}, {2, 3}, {6, 5}, {64, 9}, {1000, 3}, {2048, 2}}) {
+        const int64_t n = n_, T = T_;  // clang 14 lambdas cannot capture structured bindings
         const std::vector<float> x = randn(n * T, 151, 2.0f);
         std::vector<float> naive(T);
         for (int64_t t = 0; t < T; ++t) {
@@ -559,7 +565,8 @@ TEST(BackendOps, SumRows) {
 TEST(BackendOps, Argsort) {
     Tally tally;
     // Router rows of 8 to 256 experts; ties among them (equal values, 0 and -0) keep column order.
-    for (auto [n, T] : {std::pair<int64_t, int64_t>{1, 2}, {8, 3}, {64, 4}, {160, 2}, {256, 2}}) {
+    for (auto [n_, T_] : {std::pair<int64_t, int64_t>{1, 2}, {8, 3}, {64, 4}, {160, 2}, {256, 2}}) {
+        const int64_t n = n_, T = T_;  // clang 14 lambdas cannot capture structured bindings
         std::vector<float> x = randn(n * T, 161);
         for (int64_t t = 0; t < T && n >= 8; ++t) {
             float* row = &x[t * n];
@@ -806,7 +813,8 @@ TEST(BackendOps, Rope) {
 
 TEST(BackendOps, Swiglu) {
     Tally tally;
-    for (auto [n, T] : {std::pair<int64_t, int64_t>{1, 1}, {15, 2}, {17, 3}, {33, 2}, {5632, 2}, {4864, 2}, {1408, 4}}) {
+    for (auto [n_, T_] : {std::pair<int64_t, int64_t>{1, 1}, {15, 2}, {17, 3}, {33, 2}, {5632, 2}, {4864, 2}, {1408, 4}}) {
+        const int64_t n = n_, T = T_;  // clang 14 lambdas cannot capture structured bindings
         const std::vector<float> g = randn(n * T, 41, 4.0f), u = randn(n * T, 42);
         std::vector<float> naive(g.size());
         for (size_t i = 0; i < g.size(); ++i) naive[i] = static_cast<float>(g[i] / (1.0 + std::exp(-static_cast<double>(g[i]))) * u[i]);
@@ -825,7 +833,8 @@ TEST(BackendOps, Swiglu) {
 // against the formula in double. Shapes up to Gemma-3-4B's n_ff.
 TEST(BackendOps, Geglu) {
     Tally tally;
-    for (auto [n, T] : {std::pair<int64_t, int64_t>{1, 1}, {15, 2}, {33, 2}, {6912, 2}, {9216, 1}, {10240, 2}}) {
+    for (auto [n_, T_] : {std::pair<int64_t, int64_t>{1, 1}, {15, 2}, {33, 2}, {6912, 2}, {9216, 1}, {10240, 2}}) {
+        const int64_t n = n_, T = T_;  // clang 14 lambdas cannot capture structured bindings
         std::vector<float> g = randn(n * T, 43, 4.0f), u = randn(n * T, 44);
         if (n * T > 4) g[0] = -12.0f, g[1] = 11.0f, g[2] = -10.0f, g[3] = 10.0f;  // ggml's cut-offs
         std::vector<float> naive(g.size());
@@ -847,7 +856,8 @@ TEST(BackendOps, Geglu) {
 // -7, 7), against the formula in double; gate and up values on both sides of the clamp.
 TEST(BackendOps, SwigluOai) {
     Tally tally;
-    for (auto [n, T] : {std::pair<int64_t, int64_t>{1, 1}, {15, 2}, {64, 4}, {2880, 4}}) {
+    for (auto [n_, T_] : {std::pair<int64_t, int64_t>{1, 1}, {15, 2}, {64, 4}, {2880, 4}}) {
+        const int64_t n = n_, T = T_;  // clang 14 lambdas cannot capture structured bindings
         std::vector<float> g = randn(n * T, 45, 6.0f), u = randn(n * T, 46, 6.0f);
         std::vector<float> naive(g.size());
         for (size_t i = 0; i < g.size(); ++i) {
@@ -867,7 +877,8 @@ TEST(BackendOps, SwigluOai) {
 // ADD_ID (gpt-oss's expert biases): each column plus the table row its id picks; exact in f32.
 TEST(BackendOps, AddId) {
     Tally tally;
-    for (auto [n, k, T, E] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{1, 1, 1, 1}, {64, 2, 3, 8}, {2880, 4, 2, 32}}) {
+    for (auto [n_, k_, T_, E_] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{1, 1, 1, 1}, {64, 2, 3, 8}, {2880, 4, 2, 32}}) {
+        const int64_t n = n_, k = k_, T = T_, E = E_;  // clang 14 lambdas cannot capture structured bindings
         const std::vector<float> a = randn(n * k * T, 47), table = randn(n * E, 48);
         std::vector<int32_t> ids(static_cast<size_t>(k * T));
         for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 7 + 3) % E);
@@ -892,7 +903,8 @@ TEST(BackendOps, AddId) {
 // lengths that leave a tail after ggml's groups of 8 and 16, saturating inputs.
 TEST(BackendOps, Silu) {
     Tally tally;
-    for (auto [n, T] : {std::pair<int64_t, int64_t>{1, 1}, {15, 2}, {17, 3}, {1003, 2}, {4096, 3}, {8192, 4}}) {
+    for (auto [n_, T_] : {std::pair<int64_t, int64_t>{1, 1}, {15, 2}, {17, 3}, {1003, 2}, {4096, 3}, {8192, 4}}) {
+        const int64_t n = n_, T = T_;  // clang 14 lambdas cannot capture structured bindings
         std::vector<float> x = randn(n * T, 161, 4.0f);
         const float specials[] = {-100.0f, 100.0f, 0.0f, -0.0f, -20.0f, 20.0f, 88.0f, -88.0f};
         if (x.size() > 3 * std::size(specials))
@@ -914,7 +926,8 @@ TEST(BackendOps, Silu) {
 // where e^x is small, so no case is a handful of negative values alone (the NMSE would show it).
 TEST(BackendOps, Softplus) {
     Tally tally;
-    for (auto [n, T] : {std::pair<int64_t, int64_t>{17, 2}, {32, 3}, {1003, 2}, {4096, 4}}) {
+    for (auto [n_, T_] : {std::pair<int64_t, int64_t>{17, 2}, {32, 3}, {1003, 2}, {4096, 4}}) {
+        const int64_t n = n_, T = T_;  // clang 14 lambdas cannot capture structured bindings
         std::vector<float> x = randn(n * T, 163, 8.0f);
         const float specials[] = {20.0f, 20.5f, 19.9f, 25.0f, 100.0f, -30.0f, -90.0f, -100.0f, 0.0f, -0.0f, 1e-7f};
         if (x.size() > 3 * std::size(specials))
@@ -935,7 +948,8 @@ TEST(BackendOps, Softplus) {
 TEST(BackendOps, SsmConv) {
     Tally tally;
     const int64_t d_conv = 4;
-    for (auto [C, T] : {std::pair<int64_t, int64_t>{1, 1}, {256, 1}, {256, 7}, {8192, 1}, {8192, 7}}) {
+    for (auto [C_, T_] : {std::pair<int64_t, int64_t>{1, 1}, {256, 1}, {256, 7}, {8192, 1}, {8192, 7}}) {
+        const int64_t C = C_, T = T_;  // clang 14 lambdas cannot capture structured bindings
         const int64_t n_x = d_conv - 1 + T;
         const std::vector<float> x = randn(n_x * C, 165), w = randn(d_conv * C, 166, 0.5f);
         std::vector<float> naive(static_cast<size_t>(C * T));
@@ -1392,7 +1406,8 @@ TEST(BackendOps, Cpy) {
     Tally tally;
     // A permuted view made contiguous (axes 0 and 2 swapped), and a contiguous tensor copied into
     // every other column of a wider one: strides on either side.
-    for (auto [a, b, c] : {std::tuple<int64_t, int64_t, int64_t>{3, 4, 5}, {64, 7, 16}, {192, 2, 16}})
+    for (auto [a_, b_, c_] : {std::tuple<int64_t, int64_t, int64_t>{3, 4, 5}, {64, 7, 16}, {192, 2, 16}}) {
+        const int64_t a = a_, b = b_, c = c_;  // clang 14 lambdas cannot capture structured bindings
         for (int direction = 0; direction < 2; ++direction) {
             const std::vector<float> x = randn(a * b * c, 111);
             std::vector<float> naive;
@@ -1429,6 +1444,7 @@ TEST(BackendOps, Cpy) {
                            });
             }
         }
+    }
 }
 
 TEST(BackendOps, Stats) {

@@ -118,8 +118,9 @@ Backend* CudaKernels::cuda_ = nullptr;
 // hidden and FFN sizes of the three models. The CPU sums the squares in double in order, the block
 // in a tree: the f32 mean may round differently, by one ulp at most.
 TEST_P(CudaKernels, RmsNormMatchesTheCpu) {
-    for (auto [n, rows] : {std::pair<int64_t, int64_t>{1, 2}, {7, 3}, {33, 4}, {300, 3}, {896, 5}, {2048, 3},
+    for (auto [n_, rows_] : {std::pair<int64_t, int64_t>{1, 2}, {7, 3}, {33, 4}, {300, 3}, {896, 5}, {2048, 3},
                            {4864, 2}, {5632, 2}}) {
+        const int64_t n = n_, rows = rows_;  // clang 14 lambdas cannot capture structured bindings
         const std::vector<float> x = randn(n * rows, 5, 3.0f);
         expect_same_as_cpu("rms_norm " + std::to_string(n) + "x" + std::to_string(rows), 1, [&](Backend& be, MathMode) {
             Dev in(be, make_tensor(nullptr, n, rows), x.data()), y(be, make_tensor(nullptr, n, rows));
@@ -130,7 +131,8 @@ TEST_P(CudaKernels, RmsNormMatchesTheCpu) {
 }
 
 TEST_P(CudaKernels, MulAddAndMergeHeadsEqualTheCpu) {
-    for (auto [n, rows] : {std::pair<int64_t, int64_t>{1, 1}, {7, 3}, {300, 3}, {896, 4}, {2048, 2}, {5632, 2}}) {
+    for (auto [n_, rows_] : {std::pair<int64_t, int64_t>{1, 1}, {7, 3}, {300, 3}, {896, 4}, {2048, 2}, {5632, 2}}) {
+        const int64_t n = n_, rows = rows_;  // clang 14 lambdas cannot capture structured bindings
         const std::vector<float> a = randn(n * rows, 6), b = randn(n * rows, 7), w = randn(n, 8);
         const std::string size = std::to_string(n) + "x" + std::to_string(rows);
         expect_same_as_cpu("mul_row " + size, 0, [&](Backend& be, MathMode) {
@@ -149,7 +151,8 @@ TEST_P(CudaKernels, MulAddAndMergeHeadsEqualTheCpu) {
             });
     }
     // {head_dim, T, n_head}: stories260K, TinyLlama, Qwen2.5-0.5B, DeepSeek-V2-Lite's value heads.
-    for (auto [hd, T, heads] : {std::tuple<int64_t, int64_t, int64_t>{8, 5, 8}, {64, 3, 32}, {64, 2, 14}, {128, 2, 16}}) {
+    for (auto [hd_, T_, heads_] : {std::tuple<int64_t, int64_t, int64_t>{8, 5, 8}, {64, 3, 32}, {64, 2, 14}, {128, 2, 16}}) {
+        const int64_t hd = hd_, T = T_, heads = heads_;  // clang 14 lambdas cannot capture structured bindings
         const std::vector<float> x = randn(hd * T * heads, 9);
         expect_same_as_cpu("merge_heads " + std::to_string(hd) + "x" + std::to_string(T) + "x" + std::to_string(heads), 0,
                            [&](Backend& be, MathMode) {
@@ -167,7 +170,8 @@ TEST_P(CudaKernels, SwigluEqualsTheCpuForEachLlamaBuild) {
     for (LlamaIsa isa : {LlamaIsa::kAvx2, LlamaIsa::kAvx512}) {
         cpu_->set_llama_isa(isa);
         cuda_->set_llama_isa(isa);
-        for (auto [n, rows] : {std::pair<int64_t, int64_t>{5, 2}, {17, 3}, {33, 2}, {1408, 3}, {4864, 2}, {5632, 2}}) {
+        for (auto [n_, rows_] : {std::pair<int64_t, int64_t>{5, 2}, {17, 3}, {33, 2}, {1408, 3}, {4864, 2}, {5632, 2}}) {
+            const int64_t n = n_, rows = rows_;  // clang 14 lambdas cannot capture structured bindings
             std::vector<float> g = randn(n * rows, 10, 4.0f);
             g[0] = -100.0f;  // exp(100) overflows the polynomial's range: ggml's large-|n| path
             const std::vector<float> u = randn(n * rows, 11);

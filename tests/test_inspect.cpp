@@ -283,6 +283,10 @@ TEST(Inspect, Deepseek2YarnWithoutLogMultiplierKeepsTheYarnFactor) {
     EXPECT_NEAR(d.rope_attn_factor, 1.0, 1e-6);
     EXPECT_NEAR(d.mscale, 1.368888, 5e-7);
     EXPECT_NEAR(d.rope_magnitude, 1.368888, 5e-7);
+    // No n_ctx_orig: ggml_rope_yarn_corr_dims takes log(0), and its upper end is -inf (a float there
+    // and here; it was converted to int, which is undefined).
+    EXPECT_EQ(d.corr_dims[0], 0.0f);
+    EXPECT_TRUE(std::isinf(d.corr_dims[1]) && d.corr_dims[1] < 0) << d.corr_dims[1];
 }
 
 TEST(Inspect, ExitCodes) {

@@ -20,6 +20,7 @@
 #include "engine/remote/client.h"
 #include "engine/remote/connection.h"
 #include "engine/remote/server.h"
+#include "engine/remote/tls.h"
 #include "engine/remote/wire.h"
 #include "tests/test_support.h"
 
@@ -149,6 +150,69 @@ TEST(RemoteAccess, TheTokenIsMadeOnceWithMode0600AndCheckedOnRead) {
     EXPECT_FALSE(read_token(dir + "/short"));
 }
 
+TEST(RemoteAccess, TheTlsIdentityIsMadeOnceAndItsFingerprintGoesInTheTokenFile) {
+    const std::string dir = test::make_temp_dir();
+    const std::string token_path = dir + "/cfg/serve-token";
+    ASSERT_TRUE(load_or_create_token(token_path));
+    const std::string path = default_tls_identity_path(token_path);
+    EXPECT_EQ(path, dir + "/cfg/serve-tls.pem");
+    bool created = false;
+    auto identity = load_or_create_tls_identity(path, &created);
+    ASSERT_TRUE(identity) << identity.error().message;
+    EXPECT_TRUE(created);
+    EXPECT_TRUE(is_sha256_hex(identity.value().sha256)) << identity.value().sha256;
+    EXPECT_NE(identity.value().pem.find("PRIVATE KEY"), std::string::npos);
+    EXPECT_NE(identity.value().pem.find("BEGIN CERTIFICATE"), std::string::npos);
+    struct stat st {};
+    ASSERT_EQ(::stat(path.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0600u);
+    auto again = load_or_create_tls_identity(path, &created);
+    ASSERT_TRUE(again);
+    EXPECT_FALSE(created);
+    EXPECT_EQ(again.value().sha256, identity.value().sha256);
+    EXPECT_EQ(again.value().pem, identity.value().pem);
+    // Another identity's certificate under this one's key is refused.
+    auto other = load_or_create_tls_identity(dir + "/other.pem");
+    ASSERT_TRUE(other);
+    EXPECT_NE(other.value().sha256, identity.value().sha256);
+    const std::string& pem = identity.value().pem;
+    const std::string& other_pem = other.value().pem;
+    {
+        std::ofstream(dir + "/mixed.pem") << pem.substr(0, pem.find("-----BEGIN CERTIFICATE"))
+                                           << other_pem.substr(other_pem.find("-----BEGIN CERTIFICATE"));
+        ::chmod((dir + "/mixed.pem").c_str(), 0600);
+    }
+    auto mixed = load_or_create_tls_identity(dir + "/mixed.pem");
+    ASSERT_FALSE(mixed);
+    EXPECT_NE(mixed.error().message.find("its certificate is not its key's"), std::string::npos) << mixed.error().message;
+    ::chmod(path.c_str(), 0640);
+    auto open = load_or_create_tls_identity(path);
+    ASSERT_FALSE(open);
+    EXPECT_NE(open.error().message.find("chmod 600"), std::string::npos) << open.error().message;
+
+    // The fingerprint in the token file: the token stays, the mode stays 0600, a second record
+    // with the same fingerprint changes nothing and a new one replaces the line.
+    const std::string token = load_or_create_token(token_path).value();
+    ASSERT_TRUE(record_tls_fingerprint(token_path, identity.value().sha256));
+    auto credentials = read_credentials(token_path);
+    ASSERT_TRUE(credentials) << credentials.error().message;
+    EXPECT_EQ(credentials.value().token, token);
+    EXPECT_EQ(credentials.value().tls_sha256, identity.value().sha256);
+    EXPECT_EQ(load_or_create_token(token_path).value(), token);
+    ASSERT_EQ(::stat(token_path.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0600u);
+    ASSERT_TRUE(record_tls_fingerprint(token_path, other.value().sha256));
+    EXPECT_EQ(read_all(token_path), token + "\ntls-sha256 " + other.value().sha256 + "\n");
+    // A line that is neither: refused with its number.
+    {
+        std::ofstream(dir + "/odd-token") << token << "\ntls-sha256 XYZ\n";
+        ::chmod((dir + "/odd-token").c_str(), 0600);
+    }
+    auto odd = read_credentials(dir + "/odd-token");
+    ASSERT_FALSE(odd);
+    EXPECT_NE(odd.error().message.find("line 2"), std::string::npos) << odd.error().message;
+}
+
 TEST(RemoteAccess, InputsMustLieInsideARoot) {
     const std::string dir = test::make_temp_dir();
     fs::create_directories(dir + "/root/sub");
@@ -180,7 +244,8 @@ TEST(RemoteAccess, InputsMustLieInsideARoot) {
 // folder output 0.
 class LoopbackServer {
 public:
-    explicit LoopbackServer(int max_connections = 8, std::chrono::milliseconds ping = 5000ms, std::vector<std::string> more_roots = {}) {
+    explicit LoopbackServer(int max_connections = 8, std::chrono::milliseconds ping = 5000ms, std::vector<std::string> more_roots = {},
+                            std::string tls_identity_pem = {}) {
         dir_ = test::make_temp_dir();
         fs::create_directories(dir_ + "/root");
         std::vector<std::string> roots = {dir_ + "/root"};
@@ -192,6 +257,7 @@ public:
         o.roots = Roots::make(roots).value();
         o.max_connections = max_connections;
         o.ping_interval = ping;
+        o.tls_identity_pem = tls_identity_pem;
         o.log = [this](const std::string& line) {
             std::lock_guard<std::mutex> lock(mu_);
             log_ += line + "\n";
@@ -413,12 +479,62 @@ TEST(RemoteServer, OnlyLoopbackIsServed) {
     o.policy = [](const Exec&, const Roots&, const std::string&) { return ExecPlan{}; };
     auto s = Server::start(o);
     ASSERT_FALSE(s);
-    EXPECT_NE(s.error().message.find("not a loopback address"), std::string::npos) << s.error().message;
+    EXPECT_NE(s.error().message.find("not a loopback address, and the connections would not be encrypted"), std::string::npos)
+        << s.error().message;
+    // With TLS it listens there.
+    auto identity = load_or_create_tls_identity(test::make_temp_dir() + "/tls.pem");
+    ASSERT_TRUE(identity);
+    o.tls_identity_pem = identity.value().pem;
+    auto tls = Server::start(o);
+    ASSERT_TRUE(tls) << tls.error().message;
+    EXPECT_EQ(tls.value()->address().rfind("0.0.0.0:", 0), 0u) << tls.value()->address();
+    tls.value().reset();
+    o.tls_identity_pem = "not a PEM";
+    EXPECT_FALSE(Server::start(o));
+    o.tls_identity_pem.clear();
     o.listen = "127.0.0.1:99999";
     EXPECT_FALSE(Server::start(o));
     o.listen = "127.0.0.1:0";
     o.token.clear();
     EXPECT_FALSE(Server::start(o));
+}
+
+TEST(RemoteServer, TlsConnectionsArePinnedToTheTokenFilesCertificate) {
+    auto identity = load_or_create_tls_identity(test::make_temp_dir() + "/tls.pem");
+    ASSERT_TRUE(identity);
+    LoopbackServer s(8, 5000ms, {}, identity.value().pem);
+    ClientOptions pinned;
+    pinned.tls_sha256 = identity.value().sha256;
+    // Output, exit code and a 9 MB file (many TLS records) as over a plain connection.
+    const std::string target = s.dir() + "/here.bin";
+    auto r = exec_on(s, s.token(), Exec{"sh", {"echo over tls; head -c 9000000 /dev/urandom > \"$1\"; exit 4", "@out0"}},
+                     {{target, false, false}}, pinned);
+    ASSERT_TRUE(r.outcome) << r.outcome.error().message;
+    EXPECT_EQ(r.outcome.value().exit_code, 4);
+    EXPECT_EQ(r.out, "over tls\n");
+    EXPECT_EQ(fs::file_size(target), 9000000u);
+    EXPECT_GT(r.outcome.value().bytes_received, 9000000u);  // random bytes do not compress
+    // Another certificate's fingerprint: refused before the token goes out.
+    ClientOptions wrong = pinned;
+    wrong.tls_sha256[0] = wrong.tls_sha256[0] == '0' ? '1' : '0';
+    auto w = exec_on(s, s.token(), Exec{"sh", {"echo no"}}, {}, wrong);
+    ASSERT_FALSE(w.outcome);
+    EXPECT_NE(w.outcome.error().message.find("is not the one the token file names"), std::string::npos) << w.outcome.error().message;
+    // A plain client is refused, and told why.
+    auto plain = exec_on(s, s.token(), Exec{"sh", {"echo no"}});
+    ASSERT_FALSE(plain.outcome);
+    EXPECT_NE(plain.outcome.error().message.find("this server speaks TLS only"), std::string::npos) << plain.outcome.error().message;
+    EXPECT_TRUE(s.wait_for_log("a plain hello to a TLS server")) << s.log();
+    EXPECT_EQ(s.log().find("wrong token"), std::string::npos) << s.log();
+    // TLS asked of a plain server fails in the handshake, saying so.
+    LoopbackServer clear;
+    auto tls_to_plain = exec_on(clear, clear.token(), Exec{"sh", {"echo no"}}, {}, pinned);
+    ASSERT_FALSE(tls_to_plain.outcome);
+    EXPECT_NE(tls_to_plain.outcome.error().message.find("the TLS handshake with"), std::string::npos) << tls_to_plain.outcome.error().message;
+    // Without a pinned certificate, only a loopback address is tried.
+    auto off = remote_exec("192.0.2.1:7070", s.token(), Exec{"sh", {"true"}}, {}, stdout, stderr);
+    ASSERT_FALSE(off);
+    EXPECT_NE(off.error().message.find("is not a loopback address"), std::string::npos) << off.error().message;
 }
 
 // --- live sessions -----------------------------------------------------------------------------
@@ -583,6 +699,59 @@ TEST(RemoteSession, SteppingFetchingAReferenceAndAnExportAsLocally) {
     auto back = ReferenceDump::open(out);
     ASSERT_TRUE(back) << back.error().message;
     EXPECT_EQ(back.value()->tensors().size(), 4u);
+    EXPECT_TRUE(r.close());
+}
+
+// Over TLS, frames that arrive back to back (a command's answer, then its snapshot) are each read
+// when they arrive: the server's pings are a minute apart here, so a frame left waiting in a
+// buffer poll() cannot see would time the command out.
+TEST(RemoteSession, OverTlsEveryFrameIsReadAsItArrives) {
+    LS_REQUIRE_FIXTURES();
+    auto identity = load_or_create_tls_identity(test::make_temp_dir() + "/tls.pem");
+    ASSERT_TRUE(identity);
+    LoopbackServer server(8, 60000ms, {fixtures()}, identity.value().pem);
+    ClientOptions options;
+    options.tls_sha256 = identity.value().sha256;
+    const std::vector<int32_t> tokens = {1, 403, 407, 261};
+    auto remote = RemoteSession::open(server.address(), server.token(), stories_open(tokens), options);
+    ASSERT_TRUE(remote) << remote.error().message;
+    RemoteSession& r = *remote.value();
+    SessionOptions so;
+    so.backend = "cpu";
+    auto local = Session::open(fixtures() + "/models/stories260K.gguf", so);
+    ASSERT_TRUE(local);
+    Session& l = *local.value();
+    local_done(l, l.set_tokens(tokens));
+    for (int i = 0; i < 3; ++i) {
+        auto snap = r.run(command(CommandKind::kStepOp), 20s);
+        ASSERT_TRUE(snap) << snap.error().message;
+        local_done(l, l.step_op());
+    }
+    auto token = r.run(command(CommandKind::kStepToken), 20s);
+    ASSERT_TRUE(token) << token.error().message;
+    auto lsnap = local_done(l, l.step_token());
+    ASSERT_EQ(token.value()->cursor, lsnap->cursor);
+    for (int64_t i = 0; i <= lsnap->cursor; ++i) EXPECT_TRUE(same_stats(token.value()->record(i)->stats, lsnap->record(i)->stats)) << i;
+    // A fetched tensor (the logits) as the local session's, bit for bit.
+    const int64_t at = lsnap->latest("result_output")->info.index;
+    auto fetched = r.fetch_wait(at, 20s);
+    ASSERT_TRUE(fetched) << fetched.error().message;
+    auto mine = lsnap->capture(at);
+    ASSERT_TRUE(mine);
+    ASSERT_EQ(fetched.value()->values->size(), mine->values->size());
+    EXPECT_EQ(std::memcmp(fetched.value()->values->data(), mine->values->data(), mine->bytes()), 0);
+    // Every event's tensor asked at once: the answers come back to back, and each is read.
+    for (int64_t i = 0; i <= lsnap->cursor; ++i) r.fetch(i);
+    for (int64_t i = 0; i <= lsnap->cursor; ++i) {
+        auto t = r.fetch_wait(i, 20s);
+        ASSERT_TRUE(t) << i << ": " << t.error().message;
+        auto want = lsnap->capture(i);
+        ASSERT_TRUE(want) << i;
+        ASSERT_EQ(t.value()->bytes(), want->bytes()) << i;
+        EXPECT_EQ(std::memcmp(t.value()->values->data(), want->values->data(), want->bytes()), 0) << i;
+    }
+    auto next = r.run(command(CommandKind::kStepToken), 20s);
+    ASSERT_TRUE(next) << next.error().message;
     EXPECT_TRUE(r.close());
 }
 

@@ -195,7 +195,7 @@ TEST(VecDotX86, Mxfp4SameBitsAsAPlainReference) {
             ++checked;
         }
 #if defined(__x86_64__)
-        if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {
+        if (ls::avx2_kernels_usable()) {
             dot_q8_0_family_avx2_rows(GgmlType::MXFP4, n, w.data(), nb * sizeof(block_mxfp4), 2, a.data(), rows);
             for (int r = 0; r < 2; ++r)
                 ASSERT_EQ(bits_of(rows[r]), bits_of(mxfp4_dot_reference(n, w.data() + r * nb, a.data())))
@@ -285,7 +285,7 @@ TEST(VecDotX86, Nvfp4SameBitsAsAPlainReference) {
 // exponent with random mantissas and signs (f16 subnormals, ties, overflow to infinity), zeros.
 TEST(VecDotX86, RoundF16RowSameAsTheSoftwareConversion) {
 #if defined(__x86_64__)
-    if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")))
+    if (!(ls::avx2_kernels_usable()))
         GTEST_SKIP() << "no AVX2/FMA/F16C here";
     uint32_t state = 5;
     std::vector<float> x;
@@ -444,7 +444,7 @@ float exact_order_dot(const float* a, const float* b, int64_t n) {
 // Q4_0, Q5_0, Q8_0 and IQ4_NL (vec_dot and tinyBLAS forms) against Q8_0, and IQ4_XS against Q8_K:
 // random bytes everywhere with sane scales, odd and even block counts (IQ4_NL's scalar tail).
 TEST(VecDotAvx2, BlockFormatsSameBitsAsTheEmulation) {
-    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") || !__builtin_cpu_supports("f16c"))
+    if (!ls::avx2_kernels_usable())
         GTEST_SKIP() << "this processor has no AVX2/FMA/F16C: the emulation runs everywhere";
     uint32_t state = 11;
     auto next = [&] { return state = state * 1664525u + 1013904223u; };
@@ -620,7 +620,7 @@ TEST(VecDotAvx2, BlockFormatsSameBitsAsTheEmulation) {
 }
 
 TEST(VecDotAvx2, SameBitsAsTheEmulation) {
-    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") || !__builtin_cpu_supports("f16c"))
+    if (!ls::avx2_kernels_usable())
         GTEST_SKIP() << "this processor has no AVX2/FMA/F16C: the emulation runs everywhere";
     uint32_t state = 7;
     auto next = [&] { return state = state * 1664525u + 1013904223u; };
@@ -709,7 +709,7 @@ struct ExactKernels {
 };
 
 ExactKernels avx2_exact() {
-    const bool usable = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    const bool usable = ls::avx2_kernels_usable();
     return {"AVX2", usable, kExactMatmulRows, matmul_exact_avx2, dot_q4_K_f32_avx2_rows, dot_f32_exact_avx2,
             dequantize_q4_K_avx2};
 }
@@ -903,7 +903,7 @@ TEST(ExactOrder, PortableLoopIsTheOrderWrittenOut) {
 // input: signed zeros, ties between +max and -max (the first wins), NaNs with any payload,
 // infinities, subnormals, the largest magnitude in any lane.
 TEST(QuantizeQ8KAvx2, SameBytesAsTheScalarLoop) {
-    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") || !__builtin_cpu_supports("f16c"))
+    if (!ls::avx2_kernels_usable())
         GTEST_SKIP() << "this processor has no AVX2/FMA/F16C: the scalar loop runs everywhere";
     uint32_t state = 12345;
     auto next = [&] { return state = state * 1664525u + 1013904223u; };
@@ -944,7 +944,7 @@ TEST(QuantizeQ8KAvx2, SameBytesAsTheScalarLoop) {
 
 // llama mode's f32 attention dots on AVX2 give the bits of the scalar emulation of ggml's orders.
 TEST(AttentionDotsAvx2, SameBitsAsTheEmulation) {
-    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") || !__builtin_cpu_supports("f16c"))
+    if (!ls::avx2_kernels_usable())
         GTEST_SKIP() << "this processor has no AVX2/FMA/F16C: the emulation runs everywhere";
     int checked = 0;
     for (int64_t n : {8, 32, 64, 96, 128, 256, 1024}) {
@@ -1068,7 +1068,7 @@ TEST(ExactAvx2, TiledDotsSameBitsAsTheExactOrder) {
 // ggml's AVX2 expf (llama mode) and of ggml_v_expf16 (exact mode), over every range of the
 // exponent (the scaled, the two-factor and the saturated ones), -inf (masked cells) and NaN.
 TEST(AttentionDotsAvx2, ExponentialsAndSwigluSameBitsAsTheEmulation) {
-    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") || !__builtin_cpu_supports("f16c"))
+    if (!ls::avx2_kernels_usable())
         GTEST_SKIP() << "this processor has no AVX2/FMA/F16C: the emulation runs everywhere";
     uint32_t state = 5;
     auto next = [&] { return state = state * 1664525u + 1013904223u; };

@@ -80,8 +80,8 @@ DerivedParams derive_params(const ModelConfig& c, const GgufFile* file) {
         const float base = static_cast<float>(c.rope_freq_base);
         const float start = std::floor(yarn_corr_dim(c.n_rot, d.n_ctx_orig, d.beta_fast, base));
         const float end = std::ceil(yarn_corr_dim(c.n_rot, d.n_ctx_orig, d.beta_slow, base));
-        d.corr_dims[0] = static_cast<int>(std::max(0.0f, start));
-        d.corr_dims[1] = static_cast<int>(std::min(static_cast<float>(c.n_rot - 1), end));
+        d.corr_dims[0] = std::max(0.0f, start);
+        d.corr_dims[1] = std::min(static_cast<float>(c.n_rot - 1), end);
     }
 
     if (c.arch == Arch::kDeepseek2) {

@@ -51,7 +51,8 @@ struct DerivedParams {
     float beta_fast = 0, beta_slow = 0;
     // The pair ramp's ends (ggml_rope_yarn_corr_dims): pairs below corr_dims[0] extrapolate,
     // above corr_dims[1] interpolate, over the n_rot rotated dims.
-    int corr_dims[2] = {0, 0};
+    // Floats as in llama.cpp: a short n_ctx_orig can make the upper end -inf (every pair interpolates).
+    float corr_dims[2] = {0, 0};
 
     // Llama 3.1+'s rope_freqs.weight: the angle divisors of the rotated pairs.
     bool rope_freqs = false;

@@ -13,6 +13,8 @@
 #include <cstring>
 #include <filesystem>
 
+#include "engine/remote/tls.h"
+
 namespace ls::remote {
 namespace fs = std::filesystem;
 
@@ -23,38 +25,86 @@ std::string default_token_path() {
     return std::string(home && *home ? home : ".") + "/.config/layerscope/serve-token";
 }
 
-namespace {
-
-Result<std::string> read_checked(const std::string& path) {
+Result<std::string> read_private_file(const std::string& path, const char* what, size_t max_bytes) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0)
-        return make_error(ErrorCode::kBadInput, fmt::format("cannot open the token file {}: {}", path, std::strerror(errno)));
+    if (fd < 0) return make_error(ErrorCode::kBadInput, fmt::format("cannot open the {} file {}: {}", what, path, std::strerror(errno)));
     struct stat st {};
-    std::string token;
+    std::string content;
     Status status;
     if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        status = make_error(ErrorCode::kBadInput, fmt::format("the token file {} is not a regular file", path));
+        status = make_error(ErrorCode::kBadInput, fmt::format("the {} file {} is not a regular file", what, path));
     } else if ((st.st_mode & 077) != 0) {
         status = make_error(ErrorCode::kBadInput,
-                            fmt::format("the token file {} may be read or written by others (mode {:04o}); run: chmod 600 {}",
-                                        path, st.st_mode & 07777, path));
-    } else if (st.st_size > 1024) {
-        status = make_error(ErrorCode::kBadInput, fmt::format("the token file {} holds {} bytes; a token is at most 1024",
-                                                              path, static_cast<long long>(st.st_size)));
+                            fmt::format("the {} file {} may be read or written by others (mode {:04o}); run: chmod 600 {}",
+                                        what, path, st.st_mode & 07777, path));
+    } else if (static_cast<uint64_t>(st.st_size) > max_bytes) {
+        status = make_error(ErrorCode::kBadInput, fmt::format("the {} file {} holds {} bytes; at most {} are expected", what,
+                                                              path, static_cast<long long>(st.st_size), max_bytes));
     } else {
-        token.resize(static_cast<size_t>(st.st_size));
-        const ssize_t n = ::read(fd, token.data(), token.size());
-        if (n != static_cast<ssize_t>(token.size()))
-            status = make_error(ErrorCode::kBadInput, fmt::format("cannot read the token file {}", path));
+        content.resize(static_cast<size_t>(st.st_size));
+        const ssize_t n = ::read(fd, content.data(), content.size());
+        if (n != static_cast<ssize_t>(content.size()))
+            status = make_error(ErrorCode::kBadInput, fmt::format("cannot read the {} file {}", what, path));
     }
     ::close(fd);
     if (!status) return status.error();
-    while (!token.empty() && (token.back() == '\n' || token.back() == '\r' || token.back() == ' ')) token.pop_back();
-    if (token.size() < 16)
-        return make_error(ErrorCode::kBadInput, fmt::format("the token file {} holds a token of {} characters; at least 16 "
-                                                            "are needed (delete it and the server makes a new one)",
-                                                            path, token.size()));
-    return token;
+    return content;
+}
+
+Status create_private_file(const std::string& path, const std::string& content, const char* what) {
+    std::error_code ec;
+    const fs::path parent = fs::path(path).parent_path();
+    if (!parent.empty() && !fs::exists(parent, ec)) {
+        fs::create_directories(parent, ec);
+        if (ec) return make_error(ErrorCode::kIo, fmt::format("cannot make the folder {} for the {}: {}", parent.string(), what, ec.message()));
+        fs::permissions(parent, fs::perms::owner_all, ec);
+    }
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) return make_error(ErrorCode::kIo, fmt::format("cannot create the {} file {}: {}", what, path, std::strerror(errno)));
+    const bool written = ::write(fd, content.data(), content.size()) == static_cast<ssize_t>(content.size()) && ::fsync(fd) == 0;
+    ::close(fd);
+    if (!written) {
+        ::unlink(path.c_str());
+        return make_error(ErrorCode::kIo, fmt::format("cannot write the {} file {}", what, path));
+    }
+    return {};
+}
+
+namespace {
+
+// The token file: the token on its first line; then, for a server that speaks TLS, a line
+// "tls-sha256 <its certificate's fingerprint>".
+Result<Credentials> parse_token_file(const std::string& path, const std::string& content) {
+    Credentials c;
+    size_t line_no = 0;
+    for (size_t pos = 0; pos < content.size();) {
+        size_t end = content.find('\n', pos);
+        if (end == std::string::npos) end = content.size();
+        std::string line = content.substr(pos, end - pos);
+        pos = end + 1;
+        ++line_no;
+        while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.pop_back();
+        if (line.empty()) continue;
+        if (c.token.empty() && line_no == 1) {
+            c.token = line;
+        } else if (line.rfind("tls-sha256 ", 0) == 0 && is_sha256_hex(line.substr(11))) {
+            c.tls_sha256 = line.substr(11);
+        } else {
+            return make_error(ErrorCode::kBadInput,
+                              fmt::format("the token file {}, line {}: expected \"tls-sha256\" and 64 lowercase hex digits", path, line_no));
+        }
+    }
+    if (c.token.size() < 16)
+        return make_error(ErrorCode::kBadInput, fmt::format("the token file {} holds a token of {} characters on its first line; "
+                                                            "at least 16 are needed (delete it and the server makes a new one)",
+                                                            path, c.token.size()));
+    return c;
+}
+
+Result<Credentials> read_checked(const std::string& path) {
+    auto content = read_private_file(path, "token", 1024);
+    if (!content) return content.error();
+    return parse_token_file(path, content.value());
 }
 
 }  // namespace
@@ -62,37 +112,49 @@ Result<std::string> read_checked(const std::string& path) {
 Result<std::string> load_or_create_token(const std::string& path, bool* created) {
     if (created) *created = false;
     std::error_code ec;
-    if (fs::symlink_status(path, ec).type() != fs::file_type::not_found) return read_checked(path);
-    const fs::path parent = fs::path(path).parent_path();
-    if (!parent.empty() && !fs::exists(parent, ec)) {
-        fs::create_directories(parent, ec);
-        if (ec) return make_error(ErrorCode::kIo, fmt::format("cannot make the folder {} for the token: {}", parent.string(), ec.message()));
-        fs::permissions(parent, fs::perms::owner_all, ec);
+    if (fs::symlink_status(path, ec).type() != fs::file_type::not_found) {
+        auto c = read_checked(path);
+        if (!c) return c.error();
+        return c.value().token;
     }
     unsigned char raw[32];
     if (RAND_bytes(raw, sizeof raw) != 1) return make_error(ErrorCode::kInternal, "OpenSSL could not generate a random token");
     std::string token;
     for (unsigned char b : raw) token += fmt::format("{:02x}", b);
-    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0) return make_error(ErrorCode::kIo, fmt::format("cannot create the token file {}: {}", path, std::strerror(errno)));
-    const std::string line = token + "\n";
-    const bool written = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()) && ::fsync(fd) == 0;
-    ::close(fd);
-    if (!written) {
-        ::unlink(path.c_str());
-        return make_error(ErrorCode::kIo, fmt::format("cannot write the token file {}", path));
-    }
+    if (Status s = create_private_file(path, token + "\n", "token"); !s) return s.error();
     if (created) *created = true;
     return token;
 }
 
-Result<std::string> read_token(const std::string& path) {
+Result<Credentials> read_credentials(const std::string& path) {
     std::error_code ec;
     if (fs::symlink_status(path, ec).type() == fs::file_type::not_found)
         return make_error(ErrorCode::kBadInput,
                           fmt::format("no token file at {}: copy the server's (`layerscope serve` prints where it is) "
                                       "to this path with mode 0600, or give --token-file", path));
     return read_checked(path);
+}
+
+Result<std::string> read_token(const std::string& path) {
+    auto c = read_credentials(path);
+    if (!c) return c.error();
+    return c.value().token;
+}
+
+Status record_tls_fingerprint(const std::string& path, const std::string& sha256) {
+    auto c = read_checked(path);
+    if (!c) return c.error();
+    if (c.value().tls_sha256 == sha256) return {};
+    // A new file beside the old one, renamed over it: the token is never missing from the path.
+    const std::string staging = fmt::format("{}.layerscope-staging.{}", path, ::getpid());
+    ::unlink(staging.c_str());
+    if (Status s = create_private_file(staging, fmt::format("{}\ntls-sha256 {}\n", c.value().token, sha256), "token"); !s) return s;
+    if (::rename(staging.c_str(), path.c_str()) != 0) {
+        const int e = errno;
+        ::unlink(staging.c_str());
+        return make_error(ErrorCode::kIo, fmt::format("cannot update the token file {}: {}", path, std::strerror(e)));
+    }
+    return {};
 }
 
 bool tokens_equal(const std::string& a, const std::string& b) {

@@ -25,7 +25,15 @@ Error lost(const Error& e) {
 
 Result<std::unique_ptr<Connection>> connect_and_hello(const std::string& address, const std::string& token,
                                                       const ClientOptions& options) {
-    auto connected = Connection::connect(address, options.connect_timeout);
+    auto parts = split_address(address, false);
+    if (!parts) return parts.error();
+    if (options.tls_sha256.empty() && !is_loopback_host(parts.value().first))
+        return make_error(ErrorCode::kBadInput,
+                          fmt::format("{} is not a loopback address, and the token file names no TLS certificate "
+                                      "(a line tls-sha256): the token would cross the network in the clear. Copy the "
+                                      "token file of a server started on that address (it speaks TLS), or reach the "
+                                      "server through an SSH tunnel and --remote 127.0.0.1:PORT", address));
+    auto connected = Connection::connect(address, options.connect_timeout, options.tls_sha256);
     if (!connected) return connected.error();
     Connection& c = *connected.value();
     if (Status s = c.send(MsgType::kHello, encode(Hello{kProtocolVersion, token})); !s) return s.error();

@@ -30,6 +30,9 @@ struct ClientOptions {
     // Without a message for this long (the server pings every 5 s while a command is quiet), the
     // connection counts as lost.
     std::chrono::milliseconds silence_timeout{30000};
+    // The server's TLS certificate fingerprint (the token file's tls-sha256 line): TLS, pinned to
+    // it. Empty: plain, which only a loopback address may be (an SSH tunnel's end, say).
+    std::string tls_sha256;
 };
 
 class Connection;

@@ -24,6 +24,11 @@ Result<std::pair<std::string, uint16_t>> split_address(const std::string& addres
 // 127.0.0.0/8, ::1 and "localhost".
 bool is_loopback_host(const std::string& host);
 
+// TLS settings (engine/remote/connection_impl.h); a server makes one from its identity.
+struct TlsContext;
+// The server's side: its key and certificate (PEM, as engine/remote/tls.h makes them), TLS 1.3.
+Result<std::shared_ptr<TlsContext>> make_server_tls(const std::string& identity_pem);
+
 class Connection {
 public:
     struct Impl;
@@ -32,8 +37,19 @@ public:
     Connection(const Connection&) = delete;
     Connection& operator=(const Connection&) = delete;
 
-    // Connects to HOST:PORT within `timeout`; the error says what failed and what to check.
-    static Result<std::unique_ptr<Connection>> connect(const std::string& address, std::chrono::milliseconds timeout);
+    // Connects to HOST:PORT within `timeout`; the error says what failed and what to check. With
+    // `tls_sha256` (a certificate's fingerprint, engine/remote/tls.h) the connection speaks TLS 1.3
+    // and is refused unless the server's certificate has that fingerprint.
+    static Result<std::unique_ptr<Connection>> connect(const std::string& address, std::chrono::milliseconds timeout,
+                                                       const std::string& tls_sha256 = {});
+    // The server's side of TLS, before anything else is read: the client's first bytes must open a
+    // TLS handshake (a plain hello is answered with a plain Refused frame saying why), and the
+    // handshake must finish within `timeout`.
+    Status accept_tls(const std::shared_ptr<TlsContext>& context, std::chrono::milliseconds timeout);
+    bool uses_tls() const;
+    // Bytes of a frame already taken off the socket (decrypted, not handed out yet): a receive
+    // will not wait for the socket, though poll() on native_handle() says nothing is there.
+    bool has_buffered() const;
 
     Status send(MsgType type, std::string_view payload, std::chrono::milliseconds timeout = std::chrono::seconds(60));
     // The next frame; refused when its header says more than `limit` bytes (before any

@@ -273,12 +273,13 @@ void RemoteSession::io_loop() {
         std::string tensor;
         bool got = false;
         if (status) {
+            const bool buffered = c->has_buffered();
             pollfd p[2] = {{c->native_handle(), POLLIN | POLLRDHUP, 0}, {wake_, POLLIN, 0}};
-            if (::poll(p, 2, 50) > 0 && p[1].revents) {
+            if (::poll(p, 2, buffered ? 0 : 50) > 0 && p[1].revents) {
                 uint64_t count;
                 (void)!::read(wake_, &count, sizeof count);
             }
-            if (p[0].revents) {
+            if (buffered || p[0].revents) {
                 frame = c->receive(kMaxFrameBytes, options_.silence_timeout);
                 got = true;
                 if (frame && frame.value().type == MsgType::kTensor) {

@@ -34,6 +34,7 @@ struct Server::State {
     ServerOptions opt;
     asio::io_context io;
     asio::ip::tcp::acceptor acceptor{io};
+    std::shared_ptr<TlsContext> tls;  // null: plain connections
     std::string address;
     struct Worker {
         std::thread thread;
@@ -232,6 +233,12 @@ void Server::State::serve(const std::shared_ptr<Connection>& c, bool busy) {
         opt.log(fmt::format("{}: refused: {}", peer, reason));
         (void)c->send(MsgType::kRefused, encode(Refused{reason}), std::chrono::seconds(5));
     };
+    if (tls) {
+        if (Status s = c->accept_tls(tls, opt.hello_timeout); !s) {
+            opt.log(fmt::format("{}: refused: {}", peer, s.error().message));
+            return;
+        }
+    }
     auto first = c->receive(kMaxHelloBytes, opt.hello_timeout);
     if (!first) {
         opt.log(fmt::format("{}: dropped before presenting a token: {}", peer, first.error().message));
@@ -514,11 +521,13 @@ bool Server::State::serve_session(Connection& c, const std::shared_ptr<Held>& he
             if (!c.send(MsgType::kPing, {})) break;  // the client hears from us while nothing changes
             last_sent = std::chrono::steady_clock::now();
         }
-        pollfd p{c.native_handle(), POLLIN | POLLRDHUP, 0};
-        const int n = ::poll(&p, 1, 1);
-        if (n < 0 && errno != EINTR) break;
-        if (n <= 0) continue;
-        if ((p.revents & POLLIN) == 0) break;  // hung up
+        if (!c.has_buffered()) {
+            pollfd p{c.native_handle(), POLLIN | POLLRDHUP, 0};
+            const int n = ::poll(&p, 1, 1);
+            if (n < 0 && errno != EINTR) break;
+            if (n <= 0) continue;
+            if ((p.revents & POLLIN) == 0) break;  // hung up
+        }
         auto frame = c.receive(kMaxFrameBytes, std::chrono::seconds(30));
         if (!frame) break;
         if (frame.value().type == MsgType::kCommand) {
@@ -558,12 +567,17 @@ Result<std::unique_ptr<Server>> Server::start(ServerOptions options) {
     auto parts = split_address(options.listen, true);
     if (!parts) return parts.error();
     const std::string host = parts.value().first;
-    if (!is_loopback_host(host))
+    if (!is_loopback_host(host) && options.tls_identity_pem.empty())
         return make_error(ErrorCode::kUsage,
-                          fmt::format("--listen {}: not a loopback address. This build serves loopback only (its "
-                                      "connections are not encrypted): keep the default 127.0.0.1 and reach it through "
-                                      "an SSH tunnel (ssh -N -L 7070:127.0.0.1:7070 GPU-BOX)", options.listen));
+                          fmt::format("--listen {}: not a loopback address, and the connections would not be encrypted: "
+                                      "serve it with TLS, or keep the default 127.0.0.1 and reach it through an SSH tunnel "
+                                      "(ssh -N -L 7070:127.0.0.1:7070 GPU-BOX)", options.listen));
     auto state = std::make_unique<State>();
+    if (!options.tls_identity_pem.empty()) {
+        auto tls = make_server_tls(options.tls_identity_pem);
+        if (!tls) return tls.error();
+        state->tls = tls.value();
+    }
     state->opt = std::move(options);
     asio::error_code ec;
     const asio::ip::address address = asio::ip::make_address(host == "localhost" ? "127.0.0.1" : host, ec);

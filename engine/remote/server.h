@@ -38,6 +38,9 @@ using ExecPolicy = std::function<ExecPlan(const Exec& exec, const Roots& roots, 
 struct ServerOptions {
     std::string listen = "127.0.0.1:7070";
     std::string token;
+    // The key and certificate (engine/remote/tls.h) when connections speak TLS; empty: plain,
+    // which only a loopback address may be.
+    std::string tls_identity_pem;
     Roots roots;
     ExecPolicy policy;
     std::string name = "layerscope";  // sent in the welcome
@@ -51,8 +54,7 @@ struct ServerOptions {
 
 class Server {
 public:
-    // Binds the address; refuses a non-loopback address (this build has no TLS yet: use an SSH
-    // tunnel) and an empty token.
+    // Binds the address; refuses an empty token, and a non-loopback address without TLS.
     static Result<std::unique_ptr<Server>> start(ServerOptions options);
     ~Server();  // stops and joins every connection's thread
     Server(const Server&) = delete;

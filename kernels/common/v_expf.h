@@ -20,7 +20,8 @@ LS_HD static inline float ggml_v_expf16(float x) {
     const float u = b * b;
     const float j = fmaf(fmaf(fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)), u,
                          fmaf(0x1.ffffecp-1f, b, 1.0f));
-    return ldexpf(j, static_cast<int>(n));
+    // A NaN x makes j NaN, whatever the exponent; converting a NaN n to int would be undefined.
+    return ldexpf(j, n == n ? static_cast<int>(n) : 0);
 }
 
 }  // namespace ls
