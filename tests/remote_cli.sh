@@ -30,18 +30,24 @@ export XDG_CONFIG_HOME=$work/server-config
 "$bin" make-model "$work/root/tiny.gguf" --seed 3 > /dev/null
 "$bin" make-model "$work/root/wide.gguf" --seed 4 --embd 512 --layers 4 --ff 2048 --heads 8 --kv-heads 8 > /dev/null
 
-start_server() {
-  "$bin" serve --listen 127.0.0.1:0 --root "$work/root" > "$work/serve.out" 2>> "$work/serve.log" &
-  server_pid=$!
-  pids+=("$server_pid")
+# serve_on OUT SERVE-ARGS...: a `layerscope serve` in the background printing to OUT; sets
+# served_pid and served_addr once it listens.
+serve_on() {
+  local out=$1
+  shift
+  "$bin" serve --listen 127.0.0.1:0 --root "$work/root" "$@" > "$out" 2>> "$work/serve.log" &
+  served_pid=$!
+  pids+=("$served_pid")
   for _ in $(seq 100); do
-    grep -q "listening on" "$work/serve.out" 2> /dev/null && break
+    grep -q "listening on" "$out" 2> /dev/null && break
     sleep 0.1
   done
-  addr=$(sed -n 's/^layerscope serve: listening on //p' "$work/serve.out")
-  [ -n "$addr" ] || fail "the server did not start: $(cat "$work/serve.out")"
+  served_addr=$(sed -n 's/^layerscope serve: listening on //p' "$out")
+  [ -n "$served_addr" ] || fail "the server ($*) did not start: $(cat "$out")"
 }
-start_server
+serve_on "$work/serve.out"
+server_pid=$served_pid
+addr=$served_addr
 token=$XDG_CONFIG_HOME/layerscope/serve-token
 [ "$(stat -c %a "$token")" = 600 ] || fail "the token file's mode is $(stat -c %a "$token"), not 600"
 grep -q "token:   $token, new" "$work/serve.out" || fail "serve does not say where the new token is"
@@ -170,15 +176,9 @@ done
 tls=$work/tls
 mkdir -p "$tls"
 start_tls_server() {
-  "$bin" serve --tls --listen 127.0.0.1:0 --token-file "$tls/token" --root "$work/root" > "$tls/serve.out" 2>> "$work/serve.log" &
-  tls_pid=$!
-  pids+=("$tls_pid")
-  for _ in $(seq 100); do
-    grep -q "listening on" "$tls/serve.out" 2> /dev/null && break
-    sleep 0.1
-  done
-  tls_addr=$(sed -n 's/^layerscope serve: listening on //p' "$tls/serve.out")
-  [ -n "$tls_addr" ] || fail "the TLS server did not start: $(cat "$tls/serve.out")"
+  serve_on "$tls/serve.out" --tls --token-file "$tls/token"
+  tls_pid=$served_pid
+  tls_addr=$served_addr
 }
 start_tls_server
 sha=$(sed -n 's/^tls-sha256 //p' "$tls/token")

@@ -114,6 +114,16 @@ TEST(RemoteWire, ChunksDecompressWithinTheirBound) {
 
 // --- token and folders ------------------------------------------------------------------------
 
+unsigned mode_of(const std::string& path) {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0 ? st.st_mode & 0777 : 0;
+}
+// A file of mode 0600 holding `text`.
+void write_private(const std::string& path, const std::string& text) {
+    std::ofstream(path) << text;
+    ::chmod(path.c_str(), 0600);
+}
+
 TEST(RemoteAccess, TheTokenIsMadeOnceWithMode0600AndCheckedOnRead) {
     const std::string dir = test::make_temp_dir();
     const std::string path = dir + "/cfg/serve-token";
@@ -122,9 +132,7 @@ TEST(RemoteAccess, TheTokenIsMadeOnceWithMode0600AndCheckedOnRead) {
     ASSERT_TRUE(token) << token.error().message;
     EXPECT_TRUE(created);
     EXPECT_EQ(token.value().size(), 64u);
-    struct stat st {};
-    ASSERT_EQ(::stat(path.c_str(), &st), 0);
-    EXPECT_EQ(st.st_mode & 0777, 0600u);
+    EXPECT_EQ(mode_of(path), 0600u);
     auto again = load_or_create_token(path, &created);
     ASSERT_TRUE(again);
     EXPECT_FALSE(created);
@@ -143,10 +151,7 @@ TEST(RemoteAccess, TheTokenIsMadeOnceWithMode0600AndCheckedOnRead) {
     auto missing = read_token(dir + "/nothing");
     ASSERT_FALSE(missing);
     EXPECT_NE(missing.error().message.find("no token file at"), std::string::npos);
-    {
-        std::ofstream(dir + "/short") << "abc\n";
-        ::chmod((dir + "/short").c_str(), 0600);
-    }
+    write_private(dir + "/short", "abc\n");
     EXPECT_FALSE(read_token(dir + "/short"));
 }
 
@@ -163,9 +168,7 @@ TEST(RemoteAccess, TheTlsIdentityIsMadeOnceAndItsFingerprintGoesInTheTokenFile) 
     EXPECT_TRUE(is_sha256_hex(identity.value().sha256)) << identity.value().sha256;
     EXPECT_NE(identity.value().pem.find("PRIVATE KEY"), std::string::npos);
     EXPECT_NE(identity.value().pem.find("BEGIN CERTIFICATE"), std::string::npos);
-    struct stat st {};
-    ASSERT_EQ(::stat(path.c_str(), &st), 0);
-    EXPECT_EQ(st.st_mode & 0777, 0600u);
+    EXPECT_EQ(mode_of(path), 0600u);
     auto again = load_or_create_tls_identity(path, &created);
     ASSERT_TRUE(again);
     EXPECT_FALSE(created);
@@ -177,11 +180,8 @@ TEST(RemoteAccess, TheTlsIdentityIsMadeOnceAndItsFingerprintGoesInTheTokenFile) 
     EXPECT_NE(other.value().sha256, identity.value().sha256);
     const std::string& pem = identity.value().pem;
     const std::string& other_pem = other.value().pem;
-    {
-        std::ofstream(dir + "/mixed.pem") << pem.substr(0, pem.find("-----BEGIN CERTIFICATE"))
-                                           << other_pem.substr(other_pem.find("-----BEGIN CERTIFICATE"));
-        ::chmod((dir + "/mixed.pem").c_str(), 0600);
-    }
+    write_private(dir + "/mixed.pem", pem.substr(0, pem.find("-----BEGIN CERTIFICATE")) +
+                                          other_pem.substr(other_pem.find("-----BEGIN CERTIFICATE")));
     auto mixed = load_or_create_tls_identity(dir + "/mixed.pem");
     ASSERT_FALSE(mixed);
     EXPECT_NE(mixed.error().message.find("its certificate is not its key's"), std::string::npos) << mixed.error().message;
@@ -199,15 +199,11 @@ TEST(RemoteAccess, TheTlsIdentityIsMadeOnceAndItsFingerprintGoesInTheTokenFile) 
     EXPECT_EQ(credentials.value().token, token);
     EXPECT_EQ(credentials.value().tls_sha256, identity.value().sha256);
     EXPECT_EQ(load_or_create_token(token_path).value(), token);
-    ASSERT_EQ(::stat(token_path.c_str(), &st), 0);
-    EXPECT_EQ(st.st_mode & 0777, 0600u);
+    EXPECT_EQ(mode_of(token_path), 0600u);
     ASSERT_TRUE(record_tls_fingerprint(token_path, other.value().sha256));
     EXPECT_EQ(read_all(token_path), token + "\ntls-sha256 " + other.value().sha256 + "\n");
     // A line that is neither: refused with its number.
-    {
-        std::ofstream(dir + "/odd-token") << token << "\ntls-sha256 XYZ\n";
-        ::chmod((dir + "/odd-token").c_str(), 0600);
-    }
+    write_private(dir + "/odd-token", token + "\ntls-sha256 XYZ\n");
     auto odd = read_credentials(dir + "/odd-token");
     ASSERT_FALSE(odd);
     EXPECT_NE(odd.error().message.find("line 2"), std::string::npos) << odd.error().message;
@@ -460,7 +456,10 @@ TEST(RemoteServer, TheServerStoppedMidCommandLeavesNoOutputFile) {
 TEST(RemoteServer, QuietCommandsArePingedAndBusyServersSaySo) {
     LoopbackServer s(1, 100ms);
     std::thread first([&] {
-        auto r = exec_on(s, s.token(), Exec{"sh", {"sleep 1; echo done"}}, {}, ClientOptions{5s, 400ms});
+        ClientOptions quick;
+        quick.connect_timeout = 5s;
+        quick.silence_timeout = 400ms;
+        auto r = exec_on(s, s.token(), Exec{"sh", {"sleep 1; echo done"}}, {}, quick);
         ASSERT_TRUE(r.outcome) << r.outcome.error().message;  // 1 s of silence, pinged every 100 ms
         EXPECT_EQ(r.out, "done\n");
     });

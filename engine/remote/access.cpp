@@ -146,6 +146,7 @@ Status record_tls_fingerprint(const std::string& path, const std::string& sha256
     if (!c) return c.error();
     if (c.value().tls_sha256 == sha256) return {};
     // A new file beside the old one, renamed over it: the token is never missing from the path.
+    // (Not StagedFile: its staging file takes the umask's mode, and this one holds the token.)
     const std::string staging = fmt::format("{}.layerscope-staging.{}", path, ::getpid());
     ::unlink(staging.c_str());
     if (Status s = create_private_file(staging, fmt::format("{}\ntls-sha256 {}\n", c.value().token, sha256), "token"); !s) return s;

@@ -34,6 +34,13 @@ asio::error_code run_op(Connection::Impl& impl, std::chrono::milliseconds timeou
     return result;
 }
 
+// Calls f with the stream frames travel on: the TLS stream once a handshake has started, else the socket.
+template <class F>
+void on_stream(Connection::Impl& impl, F&& f) {
+    if (impl.tls) f(*impl.tls);
+    else f(impl.socket);
+}
+
 std::string why(const asio::error_code& ec) {
     // Over TLS a peer that closes without a close_notify alert (every close here) truncates the stream.
     if (ec == asio::error::eof || ec == asio::ssl::error::stream_truncated) return "the other side closed the connection";
@@ -140,10 +147,7 @@ Result<std::unique_ptr<Connection>> Connection::connect(const std::string& addre
                                           address, why(ec)));
         std::string presented;
         if (X509* cert = SSL_get1_peer_certificate(impl->tls->native_handle())) {
-            unsigned char* der = nullptr;
-            const int n = i2d_X509(cert, &der);
-            if (n > 0) presented = certificate_sha256(der, static_cast<size_t>(n));
-            OPENSSL_free(der);
+            presented = certificate_sha256(cert);
             X509_free(cert);
         }
         if (presented != tls_sha256)
@@ -181,15 +185,12 @@ Status Connection::accept_tls(const std::shared_ptr<TlsContext>& context, std::c
     return {};
 }
 
-bool Connection::uses_tls() const { return impl_->tls != nullptr; }
-
 bool Connection::has_buffered() const { return impl_->tls && SSL_pending(impl_->tls->native_handle()) > 0; }
 
 Status Connection::send(MsgType type, std::string_view payload, std::chrono::milliseconds timeout) {
     const std::string frame = make_frame(type, payload);
     const asio::error_code ec = run_op(*impl_, timeout, [&](auto handler) {
-        if (impl_->tls) asio::async_write(*impl_->tls, asio::buffer(frame), handler);
-        else asio::async_write(impl_->socket, asio::buffer(frame), handler);
+        on_stream(*impl_, [&](auto& stream) { asio::async_write(stream, asio::buffer(frame), handler); });
     });
     if (ec) return make_error(ErrorCode::kBadInput, fmt::format("the connection to {} was lost while sending: {}", impl_->peer, why(ec)));
     impl_->sent += frame.size();
@@ -199,8 +200,7 @@ Status Connection::send(MsgType type, std::string_view payload, std::chrono::mil
 Result<Frame> Connection::receive(uint32_t limit, std::chrono::milliseconds timeout) {
     uint8_t header[kHeaderBytes];
     asio::error_code ec = run_op(*impl_, timeout, [&](auto handler) {
-        if (impl_->tls) asio::async_read(*impl_->tls, asio::buffer(header, sizeof header), handler);
-        else asio::async_read(impl_->socket, asio::buffer(header, sizeof header), handler);
+        on_stream(*impl_, [&](auto& stream) { asio::async_read(stream, asio::buffer(header, sizeof header), handler); });
     });
     if (ec) return make_error(ErrorCode::kBadInput, fmt::format("the connection to {} was lost: {}", impl_->peer, why(ec)));
     auto parsed = parse_frame_header(header, limit);
@@ -208,8 +208,7 @@ Result<Frame> Connection::receive(uint32_t limit, std::chrono::milliseconds time
     Frame frame{parsed.value().type, std::string(parsed.value().length, '\0')};
     if (!frame.payload.empty()) {
         ec = run_op(*impl_, timeout, [&](auto handler) {
-            if (impl_->tls) asio::async_read(*impl_->tls, asio::buffer(frame.payload), handler);
-            else asio::async_read(impl_->socket, asio::buffer(frame.payload), handler);
+            on_stream(*impl_, [&](auto& stream) { asio::async_read(stream, asio::buffer(frame.payload), handler); });
         });
         if (ec) return make_error(ErrorCode::kBadInput, fmt::format("the connection to {} was lost: {}", impl_->peer, why(ec)));
     }

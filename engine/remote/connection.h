@@ -46,7 +46,6 @@ public:
     // TLS handshake (a plain hello is answered with a plain Refused frame saying why), and the
     // handshake must finish within `timeout`.
     Status accept_tls(const std::shared_ptr<TlsContext>& context, std::chrono::milliseconds timeout);
-    bool uses_tls() const;
     // Bytes of a frame already taken off the socket (decrypted, not handed out yet): a receive
     // will not wait for the socket, though poll() on native_handle() says nothing is there.
     bool has_buffered() const;

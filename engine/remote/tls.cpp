@@ -26,15 +26,6 @@ using KeyPtr = std::unique_ptr<EVP_PKEY, FreeKey>;
 using CertPtr = std::unique_ptr<X509, FreeCert>;
 using BioPtr = std::unique_ptr<BIO, FreeBio>;
 
-std::string cert_sha256(X509* cert) {
-    unsigned char* der = nullptr;
-    const int n = i2d_X509(cert, &der);
-    if (n <= 0) return {};
-    std::string hex = certificate_sha256(der, static_cast<size_t>(n));
-    OPENSSL_free(der);
-    return hex;
-}
-
 Result<TlsIdentity> make_identity() {
     KeyPtr key(EVP_EC_gen("P-256"));
     CertPtr cert(X509_new());
@@ -59,7 +50,7 @@ Result<TlsIdentity> make_identity() {
         return make_error(ErrorCode::kInternal, "OpenSSL could not write the TLS certificate");
     char* data = nullptr;
     const long size = BIO_get_mem_data(bio.get(), &data);
-    return TlsIdentity{std::string(data, static_cast<size_t>(size)), cert_sha256(cert.get())};
+    return TlsIdentity{std::string(data, static_cast<size_t>(size)), certificate_sha256(cert.get())};
 }
 
 // The key and certificate in `pem`, checked to belong together.
@@ -72,7 +63,7 @@ Result<TlsIdentity> parse_identity(const std::string& path, std::string pem) {
     if (!cert) return make_error(ErrorCode::kBadInput, fmt::format("the TLS identity {} holds no certificate (PEM)", path));
     if (X509_check_private_key(cert.get(), key.get()) != 1)
         return make_error(ErrorCode::kBadInput, fmt::format("the TLS identity {}: its certificate is not its key's", path));
-    return TlsIdentity{std::move(pem), cert_sha256(cert.get())};
+    return TlsIdentity{std::move(pem), certificate_sha256(cert.get())};
 }
 
 }  // namespace
@@ -82,10 +73,15 @@ std::string default_tls_identity_path(const std::string& token_path) {
     return (parent.empty() ? fs::path("serve-tls.pem") : parent / "serve-tls.pem").string();
 }
 
-std::string certificate_sha256(const unsigned char* der, size_t size) {
+std::string certificate_sha256(X509* cert) {
+    unsigned char* der = nullptr;
+    const int size = i2d_X509(cert, &der);
+    if (size <= 0) return {};
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned int n = 0;
-    if (EVP_Digest(der, size, md, &n, EVP_sha256(), nullptr) != 1) return {};
+    const bool ok = EVP_Digest(der, static_cast<size_t>(size), md, &n, EVP_sha256(), nullptr) == 1;
+    OPENSSL_free(der);
+    if (!ok) return {};
     std::string hex;
     for (unsigned int i = 0; i < n; ++i) hex += fmt::format("{:02x}", md[i]);
     return hex;

@@ -8,6 +8,8 @@
 
 #include "engine/util/result.h"
 
+struct x509_st;  // OpenSSL's X509
+
 namespace ls::remote {
 
 struct TlsIdentity {
@@ -23,8 +25,9 @@ std::string default_tls_identity_path(const std::string& token_path);
 // is not a regular file, and one without a key and a certificate that belong together.
 Result<TlsIdentity> load_or_create_tls_identity(const std::string& path, bool* created = nullptr);
 
-// SHA-256 over a DER-encoded certificate, as 64 lowercase hex digits.
-std::string certificate_sha256(const unsigned char* der, size_t size);
+// A certificate's fingerprint: SHA-256 over its DER encoding, as 64 lowercase hex digits ("" when
+// OpenSSL cannot encode it).
+std::string certificate_sha256(x509_st* cert);
 
 // "64 lowercase hex digits": what a fingerprint line in a token file must hold.
 bool is_sha256_hex(const std::string& text);
