@@ -4,16 +4,19 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <filesystem>
+#include <map>
 
 #include "app/commands.h"
 #include "engine/remote/access.h"
 #include "engine/remote/client.h"
+#include "engine/remote/session_wire.h"
 #include "engine/util/safe_write.h"
 
 namespace ls::app {
 
 int run_remote(const std::string& command, const std::vector<std::string>& args, const RemoteFlags& flags,
-               const std::vector<RemoteOutput>& outputs) {
+               const std::vector<RemoteOutput>& outputs, const std::vector<std::string>& inputs) {
     auto fail = [&](const Error& e) {
         std::fprintf(stderr, "layerscope %s: %s\n", command.c_str(), e.message.c_str());
         return exit_code_for(e);
@@ -51,8 +54,31 @@ int run_remote(const std::string& command, const std::vector<std::string>& args,
         }
         if (n == outputs.size()) sent.push_back(a);
     }
+    // Inputs here (a reference, a dump) are uploaded for the command and named "upload:NAME" in
+    // its arguments; "server:PATH", or a path not here, is the server's.
+    std::vector<std::pair<std::string, std::string>> uploads;  // local path, name
+    std::map<std::string, std::string> renamed;                  // argument -> what the server reads
+    for (const std::string& in : inputs) {
+        std::error_code ec;
+        if (in.rfind("server:", 0) == 0) {
+            renamed[in] = in.substr(7);
+        } else if (!in.empty() && !renamed.count(in) && std::filesystem::exists(in, ec)) {
+            std::string name = remote::upload_name(in);
+            for (const auto& u : uploads)
+                if (u.second == name) name = fmt::format("{}-{}", uploads.size() + 1, name);
+            uploads.emplace_back(in, name);
+            renamed[in] = remote::kUploadedPrefix + name;
+        }
+    }
+    for (std::string& a : sent) {
+        if (auto it = renamed.find(a); it != renamed.end()) {
+            a = it->second;
+        } else if (const size_t eq = a.find('='); a.rfind("--", 0) == 0 && eq != std::string::npos) {
+            if (auto v = renamed.find(a.substr(eq + 1)); v != renamed.end()) a = a.substr(0, eq + 1) + v->second;
+        }
+    }
     auto outcome = remote::remote_exec(flags.address, credentials.value().token, remote::Exec{command, sent}, targets,
-                                       stdout, stderr, options);
+                                       stdout, stderr, options, uploads);
     if (!outcome) return fail(outcome.error());
     return outcome.value().exit_code;
 }

@@ -238,7 +238,9 @@ struct ServeOptions {
 int run_serve(const ServeOptions& options);
 
 // A headless command (run, compare, export) on a server: `args` are those typed after the
-// command's name; the output paths of `outputs` (file or folder, with --force) are this machine's.
+// command's name; the output paths of `outputs` (file or folder, with --force) are this machine's;
+// `inputs` are the values of input flags that may be files here (references, dumps): those found
+// here are uploaded ("server:PATH" is the server's PATH).
 struct RemoteOutput {
     std::string flag;   // "--dump", "--gguf", "--npy"
     std::string path;   // where it goes here
@@ -246,6 +248,6 @@ struct RemoteOutput {
     bool force = false;
 };
 int run_remote(const std::string& command, const std::vector<std::string>& args, const RemoteFlags& flags,
-               const std::vector<RemoteOutput>& outputs);
+               const std::vector<RemoteOutput>& outputs, const std::vector<std::string>& inputs);
 
 }  // namespace ls::app

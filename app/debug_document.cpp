@@ -10,8 +10,8 @@
 
 #include "engine/capture/snapshot_tools.h"
 #include "engine/compare/backend_ab.h"
-#include "engine/compare/local_error.h"
 #include "engine/compare/model_pair.h"
+#include "engine/compare/snapshot_diagnosis.h"
 #include "engine/compare/tensor_names.h"
 #include "kernels/common/host_memory.h"
 #include "app/demo.h"
@@ -26,15 +26,20 @@ bool is_dump(const std::string& path) {
     return f.ok() && f.value()->find("dump.format_version") != nullptr;
 }
 
-// An engine's own tensor names (Hugging Face, Meta) given llama.cpp's, as `compare --names auto`
-// does, so that a capture pairs with a reference whoever named them.
-Status name_as_llama(ReferenceDump& dump, const BiasedProjection& biased) {
-    auto conventions = name_conventions("auto");
-    if (!conventions) return conventions.error();
-    auto named = apply_names(dump, conventions.value(), biased);
-    if (!named) return named.error();
-    return {};
-}
+// The export panel's view of a server's session: fetched here, or written there.
+class ServerEvents : public views::RemoteEvents {
+public:
+    explicit ServerEvents(std::shared_ptr<remote::RemoteSession> session) : session_(std::move(session)) {}
+    Result<ExportSummary> export_here(const std::vector<int64_t>& events, const ExportOptions& options, size_t* skipped) override {
+        return remote::export_remote_events(*session_, events, options, skipped);
+    }
+    Result<std::string> export_on_server(const std::vector<std::string>& names, const ExportOptions& options) override {
+        return session_->export_on_server(names, options.format, options.path, options.overwrite);
+    }
+
+private:
+    std::shared_ptr<remote::RemoteSession> session_;
+};
 
 BiasedProjection no_bias() {
     return [](const std::string&) { return false; };
@@ -88,15 +93,8 @@ Status DebugDocument::start_session(std::vector<int32_t> tokens, int n_generate)
     if (!budget) return budget.error();
     options.capture = CapturePolicy::memory_budget(budget.value());
     options.forward.fault = fault_;
-    if (reference_) {
-        options.forward.n_ubatch = reference_->n_ubatch();
-        if (options.forward.n_ubatch <= 0)
-            return make_error(ErrorCode::kBadInput, fmt::format("{}: dump.n_ubatch is {}; it records the batch size the "
-                                                                "reference was made with, which is at least 1",
-                                                                reference_->source(), options.forward.n_ubatch));
-        options.forward.flash_attn = reference_->flash_attention();
-        options.forward.all_logits = reference_->all_logits();
-    }
+    if (reference_)
+        if (Status s = use_reference_numerics(*reference_, options.forward); !s) return s;
     auto session = Session::create(model_, options);
     if (!session) return session.error();
     session_ = std::move(session.value());
@@ -216,6 +214,20 @@ std::shared_ptr<const SessionSnapshot> DebugDocument::snapshot() {
 }
 
 const std::vector<EventComparison>& DebugDocument::local_errors(const SessionSnapshot& snap) {
+    if (remote_) {
+        // Worked out on the server with the doctor (remote_verdict asks for them).
+        auto d = remote_->diagnosis();
+        if (divergence_key(snap) != remote_asked_) d.reset();  // the answer is to another state of the run
+        if (d.get() == local_diagnosis_ && snap.records.size() == local_errors_.size()) return local_errors_;
+        local_diagnosis_ = d.get();
+        local_errors_.clear();
+        if (!d || !d->has_local || d->local.empty()) return local_errors_;
+        local_errors_.resize(snap.records.size());
+        for (const EventComparison& c : d->local)
+            if (c.event_index >= 0 && c.event_index < static_cast<int64_t>(local_errors_.size()))
+                local_errors_[static_cast<size_t>(c.event_index)] = c;
+        return local_errors_;
+    }
     if (snap.version == local_version_ && snap.events.get() == local_events_) return local_errors_;
     local_version_ = snap.version;
     local_events_ = snap.events.get();
@@ -224,26 +236,12 @@ const std::vector<EventComparison>& DebugDocument::local_errors(const SessionSna
     // capture's own ops (the model's op on its inputs), as `compare OURS REF -m MODEL` does.
     const bool checks_capture = !session_ && capture_ && doctor_model_;
     if (!reference_ || (!(model_ && session_) && !checks_capture)) return local_errors_;
-    bool flagged = false;
-    for (const auto& r : snap.records)
-        flagged = flagged || (r && (r->comparison.status == CompareStatus::kWarn || r->comparison.status == CompareStatus::kDiverged));
-    if (!flagged) return local_errors_;
     // Our op as the session runs it (start_session): llama mode, the reference's numerics, the fault.
-    LocalErrorOptions options;
-    options.forward.fault = checks_capture ? Fault::kNone : fault_;
-    if (checks_capture) options.source = "our dump";
-    options.forward.n_ubatch = reference_->n_ubatch();
-    options.forward.flash_attn = reference_->flash_attention();
-    options.forward.all_logits = reference_->all_logits();
-    options.thresholds = snap.thresholds;
-    CompareRunResult run = compare_run_from_snapshot(snap);
-    run.llama_isa = options.forward.llama_isa;
-    if (checks_capture) compute_local_errors(doctor_model_.get(), *capture_, options, run);
-    else compute_local_errors(model_.get(), *reference_, options, run);
-    local_errors_.resize(snap.records.size());
-    size_t k = 0;
-    for (size_t i = 0; i < snap.records.size(); ++i)
-        if (snap.records[i]) local_errors_[i] = run.comparisons[k++];
+    ForwardOptions forward;
+    forward.fault = checks_capture ? Fault::kNone : fault_;
+    if (!use_reference_numerics(*reference_, forward)) return local_errors_;
+    if (checks_capture) local_errors_ = snapshot_local_errors(snap, *doctor_model_, *capture_, forward, "our dump");
+    else local_errors_ = snapshot_local_errors(snap, *model_, *reference_, forward);
     return local_errors_;
 }
 
@@ -253,27 +251,67 @@ Status DebugDocument::connect(const std::string& address, const std::string& tok
     if (!credentials) return credentials.error();
     remote::ClientOptions options;
     options.tls_sha256 = credentials.value().tls_sha256;
+    // A reference here is uploaded once the session is open; "server:PATH", or a path not here,
+    // is opened from the server's disk.
+    std::error_code ec;
+    const bool on_server = reference.rfind("server:", 0) == 0;
+    const bool here = !reference.empty() && !on_server && std::filesystem::exists(reference, ec);
     remote::Open open;
     open.model = model;
     open.backend = backend_;
     open.prompt = reference.empty() ? prompt : "";  // with a reference, its prompt
-    open.reference = reference;
+    open.reference = here ? "" : on_server ? reference.substr(7) : reference;
     auto session = remote::RemoteSession::open(address, credentials.value().token, open, options);
     if (!session) return session.error();
     remote_ = std::move(session.value());
+    if (here) {
+        auto uploaded = remote_->upload(reference);
+        if (!uploaded) return uploaded.error();
+        remote::Command c;
+        c.kind = remote::CommandKind::kSetReference;
+        c.text = uploaded.value();
+        if (auto set = remote_->wait_command(remote_->send(c), std::chrono::minutes(10)); !set) return set.error();
+    }
+    path_ = model;
+    title_ = fmt::format("{} on {}", model, address);
+    if (Status s = use_uploaded_reference(here ? reference : ""); !s) return s;
+    reference_path_ = reference;
+    remote_events_ = std::make_shared<ServerEvents>(remote_);
     path_ = model;
     title_ = fmt::format("{} on {}", model, address);
     reference_path_ = reference;
     return {};
 }
 
+Status DebugDocument::use_uploaded_reference(const std::string& path) {
+    reference_.reset();
+    reference_path_ = path;
+    if (path.empty()) return {};
+    auto ref = ReferenceDump::open(path);
+    if (!ref) return ref.error();
+    // Named as the server names it (which projections have biases aside: the model is there).
+    if (Status s = name_as_llama(*ref.value(), no_bias()); !s) return s;
+    reference_ = std::shared_ptr<const ReferenceDump>(std::move(ref.value()));
+    return {};
+}
+
 DebugDocument::~DebugDocument() { cancel_doctor(); }
 
+bool DebugDocument::doctor_working() const {
+    if (remote_) {
+        auto d = remote_->diagnosis();
+        return d && !d->done;
+    }
+    return doctor_future_.valid();
+}
+
 void DebugDocument::cancel_doctor() {
+    if (remote_) remote_->stop_diagnosis();
     if (doctor_job_) doctor_job_->cancel = true;
 }
 
 const std::string& DebugDocument::doctor_verdict(const std::shared_ptr<const SessionSnapshot>& snap) {
+    if (remote_) return remote_verdict(*snap);
     const int64_t first = snap->first_divergent;
     if (first != doctor_event_) {
         // A new first divergence: the doctor at work on the old one stops, a new one starts.
@@ -288,17 +326,12 @@ const std::string& DebugDocument::doctor_verdict(const std::shared_ptr<const Ses
         std::shared_ptr<const ReferenceDump> reference = reference_;
         std::shared_ptr<const Model> model = model_ ? model_ : doctor_model_;
         doctor_future_ = std::async(std::launch::async, [job, snap, reference, model, first]() -> std::string {
-            const CompareRunResult run = compare_run_from_snapshot(*snap);
-            const DoctorReport report =
-                diagnose(run, static_cast<size_t>(first), *reference, model.get(), CompareThresholds{},
-                         [&job](const std::string& step, size_t tried) {
-                             const std::lock_guard<std::mutex> lock(job->mu);
-                             job->step = step;
-                             job->tried = tried;
-                             return !job->cancel.load();
-                         });
-            if (report.cancelled) return fmt::format("cancelled after {} transforms", report.tried.size());
-            return report.findings.empty() ? "no known transform explains it" : report.findings.front().verdict;
+            return snapshot_doctor_verdict(*snap, first, *reference, model.get(), [&job](const std::string& step, size_t tried) {
+                const std::lock_guard<std::mutex> lock(job->mu);
+                job->step = step;
+                job->tried = tried;
+                return !job->cancel.load();
+            });
         });
     }
     if (!doctor_future_.valid()) return doctor_verdict_;
@@ -309,6 +342,30 @@ const std::string& DebugDocument::doctor_verdict(const std::shared_ptr<const Ses
         doctor_verdict_ = fmt::format("working: {} ({} tried; Esc cancels)", doctor_job_->step.empty() ? "starting" : doctor_job_->step,
                                       doctor_job_->tried);
     }
+    return doctor_verdict_;
+}
+
+std::pair<int64_t, size_t> DebugDocument::divergence_key(const SessionSnapshot& snap) {
+    size_t flagged = 0;
+    for (const auto& r : snap.records)
+        flagged += r && (r->comparison.status == CompareStatus::kWarn || r->comparison.status == CompareStatus::kDiverged);
+    return {snap.first_divergent, flagged};
+}
+
+const std::string& DebugDocument::remote_verdict(const SessionSnapshot& snap) {
+    // The server has the model and the reference: it is asked again when the first divergence or
+    // the flagged events change, once the session has settled (and again after a reconnect).
+    const auto key = divergence_key(snap);
+    if (!remote_->connected()) remote_asked_ = {-2, 0};
+    else if (key != remote_asked_ && !remote_->busy() && snap.has_reference && key.second > 0) {
+        remote_->diagnose(snap.first_divergent);
+        remote_asked_ = key;
+    }
+    auto d = remote_->diagnosis();
+    doctor_verdict_.clear();
+    if (!d || key.second == 0 || key != remote_asked_) return doctor_verdict_;
+    if (!d->done) doctor_verdict_ = fmt::format("working on the server: {} ({} tried; Esc cancels)", d->step, d->tried);
+    else doctor_verdict_ = d->verdict;
     return doctor_verdict_;
 }
 

@@ -13,6 +13,7 @@
 #include "engine/compare/doctor.h"
 #include "engine/remote/remote_session.h"
 #include "views/debug_context.h"
+#include "views/export_panel.h"
 #include "views/model_document.h"
 
 namespace ls::app {
@@ -46,8 +47,13 @@ public:
     // server's paths; the token is read from `token_file` ("" for the default).
     Status connect(const std::string& address, const std::string& token_file, const std::string& model,
                    const std::string& reference, const std::string& prompt);
+    // A server's session compares with a reference uploaded from `path` here ("": one on the
+    // server's disk): the panels that show the reference's side read this copy.
+    Status use_uploaded_reference(const std::string& path);
     // The server's session (nullptr when the session is local or there is none).
     remote::RemoteSession* remote() { return remote_.get(); }
+    // The export panel's way to the server's events (nullptr when the session is not remote).
+    const std::shared_ptr<views::RemoteEvents>& remote_events() const { return remote_events_; }
 
     // Opening `path` keeps this reference (set before open()).
     void use_reference(std::shared_ptr<const ReferenceDump> reference, std::string path, std::string against = "") {
@@ -84,7 +90,7 @@ public:
     // The doctor's verdict on the snapshot's first divergent event ("" when none or not yet run),
     // worked out on a thread of its own: while it works, the step it is at ("working: ...").
     const std::string& doctor_verdict(const std::shared_ptr<const SessionSnapshot>& snap);
-    bool doctor_working() const { return doctor_future_.valid(); }
+    bool doctor_working() const;
     void cancel_doctor();  // it stops at its next step and says what it tried
     // Local vs inherited error of the snapshot's warn/diverged events, by event index (empty
     // without a model and a reference); recomputed when the snapshot changes.
@@ -92,13 +98,17 @@ public:
 
 private:
     Status start_session(std::vector<int32_t> tokens, int n_generate);
+    const std::string& remote_verdict(const SessionSnapshot& snap);  // doctor_verdict() on a server's session
+    // What a diagnosis depends on: the first divergent event and the number of flagged ones.
+    static std::pair<int64_t, size_t> divergence_key(const SessionSnapshot& snap);
 
     std::shared_ptr<const Model> model_;
     std::shared_ptr<const Model> doctor_model_;
     std::string against_model_;  // see against_model()
     std::string against_;  // see against_backend()  // the model opened before a capture, for the doctor
     std::unique_ptr<Session> session_;
-    std::unique_ptr<remote::RemoteSession> remote_;
+    std::shared_ptr<remote::RemoteSession> remote_;  // shared with the export panel's worker (remote_events)
+    std::shared_ptr<views::RemoteEvents> remote_events_;
     std::string backend_ = "auto";
     std::string capture_budget_;
     std::shared_ptr<const views::ModelDocument> model_doc_;
@@ -128,6 +138,8 @@ private:
     uint64_t local_version_ = UINT64_MAX;
     const void* local_events_ = nullptr;
     std::vector<EventComparison> local_errors_;
+    const void* local_diagnosis_ = nullptr;          // the server's diagnosis local_errors_ came from
+    std::pair<int64_t, size_t> remote_asked_{-2, 0};  // (first divergent, flagged events) last asked of the server
 };
 
 }  // namespace ls::app

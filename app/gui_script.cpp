@@ -89,6 +89,11 @@ Result<std::string> GuiScript::step(MainView& view) {
             view.open_all_panels();
         } else if (cmd == "prompt") {
             if (!view.set_prompt(arg)) return bad("no session to prompt");
+        } else if (cmd == "export") {
+            std::istringstream a(arg);
+            std::string where, path;
+            a >> where >> path;
+            if (!view.export_to(where, path)) return bad("export here|server PATH (server: in a server's session), one at a time");
         } else if (cmd == "select") {
             if (!view.select_event(arg)) return bad("no such event");
         } else if (cmd == "wait") {

@@ -1,6 +1,8 @@
 // --script FILE: UI actions, one per line, run by the GUI loop between frames (the same actions
 // keys and menus trigger), for tests and reproducible screenshots.
 //   open PATH | reference PATH | demo | demo quant | fault NAME
+//                                                   (on a server's session a reference here is uploaded;
+//                                                   "server:PATH" or a path not here is the server's)
 //   against BACKEND                                 backend A/B: that backend's run is the reference
 //   against-model PATH                              the open model against another format of it
 //   key F10 | key F11 | key Shift+F11 | key F5        step op / layer / token, continue
@@ -11,7 +13,10 @@
 //   zoom NAME | zoom off                            one panel alone over the whole window
 //   select DUMP_NAME                                move the cursor
 //   prompt TEXT                                     the session's prompt (the rest of the line)
-//   wait                                            until the session stops running
+//   export here|server PATH                         every evaluated event, as the export panel writes it
+//                                                   (.gguf: a GGUF dump, else a .npy folder; server: on its disk)
+//   wait                                            until the session stops running (and the doctor, an
+//                                                   upload or an export)
 //   frames N                                        render N frames
 //   screenshot PATH                                 save the window as PNG
 //   log TEXT | quit

@@ -161,6 +161,8 @@ bool MainView::finish_loading(bool block) {
         return false;
     }
     if (!l.status) return false;
+    if (uploading_.valid()) uploading_.wait();  // it sends through the session about to go
+    uploading_ = {};
     doc_ = std::move(l.doc);
     p_->faults.active = doc_->fault();
     p_->backends.against = doc_->against_backend();
@@ -208,12 +210,34 @@ bool MainView::compare_against_backend(const std::string& backend) {
 
 bool MainView::load_reference(const std::string& path) {
     if (remote::RemoteSession* r = doc_->remote()) {
-        // The server opens it (a path on its disk, inside its folders); the snapshot says when.
-        remote::Command c;
-        c.kind = remote::CommandKind::kSetReference;
-        c.text = path;
-        r->send(c);
-        log("reference asked of the server: " + path);
+        // A file (or .npy folder) here is uploaded, kept by the server for this session; a path
+        // that is not here, or "server:PATH", is opened from the server's disk. The snapshot says
+        // when it is compared.
+        const bool on_server = path.rfind("server:", 0) == 0;
+        std::error_code ec;
+        if (on_server || !std::filesystem::exists(path, ec)) {
+            remote::Command c;
+            c.kind = remote::CommandKind::kSetReference;
+            c.text = on_server ? path.substr(7) : path;
+            r->send(c);
+            (void)doc_->use_uploaded_reference("");  // its side is the server's alone
+            log("reference asked of the server: " + c.text);
+            return true;
+        }
+        if (uploading_.valid()) {
+            report(make_error(ErrorCode::kUsage, fmt::format("{} is still being uploaded; load the next reference after it", uploading_path_)), "");
+            return false;
+        }
+        uploading_path_ = path;
+        upload_sent_ = std::make_shared<std::atomic<uint64_t>>(0);
+        upload_total_ = std::make_shared<std::atomic<uint64_t>>(0);
+        log("reference uploading " + path);
+        uploading_ = std::async(std::launch::async, [r, path, sent = upload_sent_, total = upload_total_] {
+            return r->upload(path, [sent, total](uint64_t s, uint64_t t) {
+                *sent = s;
+                *total = t;
+            });
+        });
         return true;
     }
     if (!doc_->has_anything()) {
@@ -243,6 +267,20 @@ bool MainView::connect(const std::string& address, const std::string& token_file
     });
 }
 
+bool MainView::export_to(const std::string& where, const std::string& path) {
+    views::ExportPanel& e = p_->export_panel;
+    if ((where != "here" && where != "server") || path.empty() || e.busy()) return false;
+    if (where == "server" && !doc_->remote()) return false;
+    e.on_server = where == "server";
+    e.path = path;
+    const bool gguf = path.size() > 5 && path.compare(path.size() - 5, 5, ".gguf") == 0;
+    e.format = gguf ? ExportFormat::kGgufDump : ExportFormat::kNpyFolder;
+    e.selection = views::ExportPanel::Selection::kAllCaptured;
+    set_panel("export", true);  // as Ctrl+E: the panel shows the progress and says what was written
+    e.export_now(make_context(), false);
+    return true;
+}
+
 bool MainView::reconnect() {
     remote::RemoteSession* r = doc_->remote();
     if (!r || r->connected() || reconnecting_.valid()) return false;
@@ -267,6 +305,30 @@ void MainView::follow_remote(const views::DebugContext& ctx) {
         if (!s) log("remote reconnect failed: " + s.error().message);
         reconnect_after_ = std::chrono::steady_clock::now() + std::chrono::seconds(2);
     }
+    if (uploading_.valid()) {
+        if (uploading_.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+            auto uploaded = uploading_.get();
+            p_->status.message = fmt::format("{} {} to {} ({:.1f} MiB)", uploaded ? "uploaded" : "could not upload", uploading_path_,
+                                             r->address(), *upload_total_ / 1048576.0);
+            p_->status.message_is_error = !uploaded;
+            if (!uploaded) {
+                report(uploaded.error(), "");
+            } else {
+                remote::Command c;
+                c.kind = remote::CommandKind::kSetReference;
+                c.text = uploaded.value();
+                r->send(c);
+                log(fmt::format("reference uploaded {} as {}", uploading_path_, uploaded.value()));
+                if (Status here = doc_->use_uploaded_reference(uploading_path_); !here) report(here, "");
+                else log(fmt::format("reference here {} ({} tensors) for the panels' reference side", uploading_path_,
+                                     doc_->reference()->tensors().size()));
+            }
+        } else {
+            p_->status.message = fmt::format("uploading {} to {}: {:.1f} of {:.1f} MiB", uploading_path_, r->address(),
+                                             *upload_sent_ / 1048576.0, *upload_total_ / 1048576.0);
+            p_->status.message_is_error = false;
+        }
+    }
     if (const std::string refused = r->take_refusal(); !refused.empty()) report(make_error(ErrorCode::kBadInput, refused), "");
     const std::string lost = r->lost_reason();
     if (lost != logged_remote_) {
@@ -290,7 +352,8 @@ void MainView::draw_connect_dialog() {
     ImGui::InputText("address", connect_address_, sizeof connect_address_);
     ImGui::InputText("token file", connect_token_, sizeof connect_token_);
     ImGui::InputText("model (server path)", connect_model_, sizeof connect_model_);
-    ImGui::InputText("reference (server path, optional)", connect_reference_, sizeof connect_reference_);
+    ImGui::InputText("reference (optional: a file here is uploaded; server:PATH is the server's)", connect_reference_,
+                     sizeof connect_reference_);
     if (ImGui::Button("Connect") && connect_model_[0]) {
         connect(connect_address_, connect_token_, connect_model_, connect_reference_);
         ImGui::CloseCurrentPopup();
@@ -436,7 +499,8 @@ void MainView::open_all_panels() {
 }
 
 bool MainView::busy() {
-    return loading_.valid() || !queued_.empty() || doc_->doctor_working() || (doc_->remote() && doc_->remote()->busy()) ||
+    return loading_.valid() || !queued_.empty() || doc_->doctor_working() || uploading_.valid() || p_->export_panel.busy() ||
+           (doc_->remote() && doc_->remote()->busy()) ||
            (doc_->session() && doc_->snapshot()->state == SessionState::kRunning);
 }
 
@@ -450,6 +514,7 @@ views::DebugContext MainView::make_context() {
     ctx.reference_path = doc_->reference_path();
     ctx.local_errors = &doc_->local_errors(*ctx.snap);
     ctx.two_formats = !doc_->against_model().empty();
+    ctx.remote = doc_->remote_events();
     ctx.cursor = cursor_;
     ctx.log = [this](const std::string& line) { log(line); };
     return ctx;

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <chrono>
 #include <functional>
+#include <atomic>
 #include <future>
 #include <map>
 #include <memory>
@@ -59,6 +60,10 @@ public:
     bool select_event(const std::string& dump_name);
     // The session's prompt (tokenized with the special tokens, as the prompt panel's default).
     bool set_prompt(const std::string& text);
+    // The export panel's export of every evaluated (or captured) event to `path`: "here", or
+    // "server" for a server's session (a path on its disk); a .gguf name writes a GGUF dump, any
+    // other a .npy folder. Its line goes to the log when it is done.
+    bool export_to(const std::string& where, const std::string& path);
     bool set_panel(const std::string& name, bool open);  // also makes it its pane's shown tab
     void open_all_panels();
     // The tensor history panel on an element or head (at.head >= 0), or on a KV cache cell.
@@ -138,6 +143,10 @@ private:
     std::string logged_remote_ = "-";  // the connection state last written to the state log
     std::future<Status> reconnecting_;
     std::chrono::steady_clock::time_point reconnect_after_;
+    // A reference from this machine on its way to the server (then set as the session's reference).
+    std::future<Result<std::string>> uploading_;
+    std::string uploading_path_;
+    std::shared_ptr<std::atomic<uint64_t>> upload_sent_, upload_total_;
     // File > Connect's fields.
     bool connect_dialog_ = false;
     char connect_address_[128] = "127.0.0.1:7070", connect_token_[512] = "", connect_model_[1024] = "",

@@ -253,7 +253,7 @@ int main(int argc, char** argv) {
     app.add_option("--model,-m", gui.doctor_model_path,
                    "With a dump: the GGUF model it was made from, for the doctor and the local errors");
     app.add_option("--connect", gui.connect, "Open MODEL (a path on the server) in a session on a `layerscope serve` at "
-                                             "HOST:PORT; --reference is the server's too")
+                                             "HOST:PORT; --reference is uploaded when it is a file here (server:PATH: the server's)")
         ->check(kNonEmptyPath);
     app.add_option("--token-file", gui.token_file, "With --connect: the server's token (default: "
                                                    "~/.config/layerscope/serve-token)");
@@ -324,7 +324,15 @@ int main(int argc, char** argv) {
     if (run.remote.address.size() || compare.remote.address.size() || export_options.remote.address.size()) {
         const std::string command = app.got_subcommand("run") ? "run" : app.got_subcommand("compare") ? "compare" : "export";
         std::vector<ls::app::RemoteOutput> outputs;
+        std::vector<std::string> inputs;  // references and dumps, uploaded when they are here
         const ls::app::RemoteFlags* flags = &compare.remote;
+        if (command == "compare") {
+            inputs = compare.files;
+            inputs.push_back(compare.reference_path);
+            if (!compare.names.empty() && compare.names != "auto" && compare.names != "llama" && compare.names != "hf" &&
+                compare.names != "meta")
+                inputs.push_back(compare.names);
+        }
         if (command == "run") {
             flags = &run.remote;
             if (!run.dump_path.empty()) outputs.push_back({"--dump", run.dump_path, false, run.force});
@@ -332,9 +340,10 @@ int main(int argc, char** argv) {
             flags = &export_options.remote;
             if (!export_options.gguf_path.empty()) outputs.push_back({"--gguf", export_options.gguf_path, false, export_options.force});
             if (!export_options.npy_path.empty()) outputs.push_back({"--npy", export_options.npy_path, true, export_options.force});
+            inputs.push_back(export_options.from_path);
         }
         return guarded("layerscope " + command, [&] {
-            return ls::app::run_remote(command, command_args(argc, argv, command), *flags, outputs);
+            return ls::app::run_remote(command, command_args(argc, argv, command), *flags, outputs, inputs);
         });
     }
     if (app.got_subcommand("inspect")) return guarded("layerscope inspect", [&] { return ls::app::run_inspect(inspect); });

@@ -3,7 +3,10 @@
 # network: it connects (--connect), steps and continues against a reference on the server's disk
 # (clean to the end), draws the attention panel from a fetched kq_soft_max; when the network is
 # cut it stays up saying so, with what it fetched, and when the network is back it takes up the
-# same session and steps on; a reference outside the server's folders is refused by name.
+# same session and steps on; a reference outside the server's folders is refused by name. Then,
+# on a second model: a reference on this machine is uploaded and compared on the server, the
+# doctor's verdict and the local errors come from there, and the export panel writes every event
+# on the server's disk and here (fetched).
 # usage: gui_remote.sh LAYERSCOPE_BINARY FIXTURES_DIR
 set -eu
 binary=$1 fixtures=$2
@@ -24,7 +27,8 @@ fail() {
   exit 1
 }
 export XDG_CONFIG_HOME=$dir/config
-"$binary" serve --listen 127.0.0.1:0 --root "$fixtures" > "$dir/serve.out" 2> "$dir/serve.log" &
+mkdir -p "$dir/srv" "$dir/here"
+"$binary" serve --listen 127.0.0.1:0 --root "$fixtures" --root "$dir/srv" > "$dir/serve.out" 2> "$dir/serve.log" &
 pids+=($!)
 for _ in $(seq 100); do grep -q "listening on" "$dir/serve.out" 2> /dev/null && break; sleep 0.1; done
 addr=$(sed -n 's/^layerscope serve: listening on //p' "$dir/serve.out")
@@ -57,7 +61,7 @@ key F10
 wait
 frames 5
 log stepped after the reconnect
-reference /etc/passwd
+reference server:/etc/passwd
 frames 60
 quit
 END
@@ -88,4 +92,45 @@ awk '/^remote connected/ { n++ } n >= 2 && /^state paused cursor 0 / { found = 1
 test -s "$dir/attention.png" || fail "no screenshot"
 grep -q "^error /etc/passwd is outside the folders this server reads" "$dir/log" ||
   fail "a reference outside the server's folders was not refused by name"
-echo "PASS: connected, clean to the end against the server's reference, survived a network cut and reconnected"
+
+# A reference here (a copy outside the server's folders): uploaded, then the F16 model's run on the
+# server diverges from its Q4_K_M run; the doctor and the local errors are the server's; exports.
+cp "$fixtures/dumps/llama-gqa-mini-Q4_K_M_lily_n0_nocache.gguf" "$dir/here/lily-q4.gguf"
+cat > "$dir/script2" << END
+wait
+reference $dir/here/lily-q4.gguf
+wait
+key F5
+wait
+panel divergence on
+select Qcur-0
+panel tensor on
+panel attention on
+frames 20
+screenshot $dir/uploaded.png
+wait
+export server $dir/srv/lily.gguf
+wait
+export here $dir/here/lily-npy
+wait
+quit
+END
+xvfb-run -a -s "-screen 0 1280x800x24" "$binary" --connect "$addr" --token-file "$XDG_CONFIG_HOME/layerscope/serve-token" \
+  "models/llama-gqa-mini-F16.gguf" --backend cpu --script "$dir/script2" --state-log "$dir/log2" ||
+  { cp "$dir/log2" "$dir/log"; fail "the second GUI exited with $?"; }
+cat "$dir/log2"
+cp "$dir/log2" "$dir/log"  # for fail()
+grep -q "^reference uploaded $dir/here/lily-q4.gguf as upload:lily-q4.gguf$" "$dir/log2" || fail "the reference was not uploaded"
+grep -q "uploaded lily-q4.gguf" "$dir/serve.log" || fail "the server did not take the upload"
+grep -q "^reference here $dir/here/lily-q4.gguf ([0-9]* tensors) for the panels' reference side$" "$dir/log2" ||
+  fail "the uploaded reference was not opened here for the panels"
+grep -q "^state finished cursor [0-9]* .* first_divergent 0$" "$dir/log2" || fail "the run did not diverge at the first event"
+grep -q "^doctor no known transform explains it$" "$dir/log2" || fail "no doctor's verdict from the server"
+grep -q "^export: Wrote [0-9]* tensors .* to $dir/srv/lily.gguf on the server$" "$dir/log2" || fail "no export on the server's disk"
+grep -q "^export: Wrote [0-9]* tensors .* to $dir/here/lily-npy, fetched from the server$" "$dir/log2" || fail "no export here"
+"$binary" inspect "$dir/srv/lily.gguf" > /dev/null || fail "the server's export does not read back"
+test -s "$dir/here/lily-npy/manifest.json" || fail "the export here has no manifest"
+test -s "$dir/here/lily-q4.gguf" || fail "the uploaded file is gone from here"
+test -s "$dir/uploaded.png" || fail "no screenshot of the panels on the uploaded reference"
+echo "PASS: connected, clean to the end against the server's reference, survived a network cut and reconnected;"
+echo "      an uploaded reference compared on the server, its doctor's verdict shown here, exported there and here"

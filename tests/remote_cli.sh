@@ -92,6 +92,23 @@ rc_remote=$?
 set -e
 [ $rc_local = $rc_remote ] || fail "compare: exit $rc_remote remotely, $rc_local locally"
 diff <(grep -v -i 'time\|seconds\| ms' "$work/local/compare.txt") <(grep -v -i 'time\|seconds\| ms' "$work/client/compare.txt") > /dev/null || fail "compare printed something else remotely"
+# compare: a reference here (outside the server's folders) is uploaded for the command, and the
+# report names it by its path here; "server:PATH" is the server's.
+cp "$work/local/tiny.gguf" "$work/client/mine.gguf"
+set +e
+(cd "$work/root" && "$bin" compare -m tiny.gguf -r "$work/client/mine.gguf" --mode exact > "$work/local/compare-here.txt")
+rc_local=$?
+"$bin" compare "${remote[@]}" -m tiny.gguf -r "$work/client/mine.gguf" --mode exact > "$work/client/compare-here.txt"
+rc_remote=$?
+"$bin" compare "${remote[@]}" -m tiny.gguf -r server:ref.gguf --mode exact > "$work/client/compare-server.txt"
+rc_server=$?
+set -e
+[ $rc_local = $rc_remote ] || fail "compare of an uploaded reference: exit $rc_remote remotely, $rc_local locally"
+diff <(grep -v -i 'time\|seconds\| ms' "$work/local/compare-here.txt") <(grep -v -i 'time\|seconds\| ms' "$work/client/compare-here.txt") ||
+  fail "compare of an uploaded reference printed something else remotely"
+grep -q "uploaded mine.gguf" "$work/serve.log" || fail "the server did not take the upload: $(cat "$work/serve.log")"
+[ $rc_server = $rc_local ] || fail "compare -r server:ref.gguf: exit $rc_server"
+[ -f "$work/client/mine.gguf" ] || fail "the uploaded reference is gone from here"
 
 # --- refusals ---
 expect() {  # expect EXIT_CODE TEXT command...
@@ -107,7 +124,7 @@ expect() {  # expect EXIT_CODE TEXT command...
 expect 2 "--mode" "$bin" run "${remote[@]}" -m tiny.gguf --tokens 1 --mode bogus
 expect 3 "is outside the folders this server reads" "$bin" run "${remote[@]}" -m /etc/hostname --tokens 1
 expect 3 "is outside the folders this server reads" "$bin" run "${remote[@]}" -m ../serve.log --tokens 1
-expect 3 "is outside the folders this server reads" "$bin" compare "${remote[@]}" -m tiny.gguf -r /etc/passwd
+expect 3 "is outside the folders this server reads" "$bin" compare "${remote[@]}" -m tiny.gguf -r server:/etc/passwd
 printf '0123456789abcdef0123456789abcdeX\n' > "$work/client/bad-token"
 chmod 600 "$work/client/bad-token"
 expect 3 "refused the connection: wrong token" "$bin" run --remote "$addr" --token-file "$work/client/bad-token" -m tiny.gguf --tokens 1

@@ -15,6 +15,9 @@
 
 #include "engine/capture/export.h"
 #include "engine/compare/reference.h"
+#include "engine/compare/snapshot_diagnosis.h"
+#include "engine/forward/forward.h"
+#include "kernels/backend.h"
 #include "engine/remote/access.h"
 #include "engine/remote/remote_session.h"
 #include "engine/remote/client.h"
@@ -59,6 +62,43 @@ TEST(RemoteWire, EveryMessageDecodesToWhatWasEncoded) {
     auto exit = decode_exit(encode(Exit{3}));
     ASSERT_TRUE(exit);
     EXPECT_EQ(exit.value().code, 3);
+    auto diagnose = decode_diagnose(encode(Diagnose{7, 42, true}));
+    ASSERT_TRUE(diagnose);
+    EXPECT_EQ(diagnose.value().request, 7u);
+    EXPECT_EQ(diagnose.value().event, 42);
+    EXPECT_TRUE(diagnose.value().stop);
+    Diagnosis d;
+    d.request = 7;
+    d.event = 42;
+    d.step = "rope";
+    d.tried = 3;
+    d.verdict = "halves";
+    d.has_local = true;
+    d.local.resize(2);
+    d.local[0].event_index = 5;
+    d.local[1].event_index = 40;
+    d.local[1].local_origin = LocalOrigin::kLocal;
+    d.local[1].local_nmse = 0.25;
+    auto diagnosis = decode_diagnosis(encode(d));
+    ASSERT_TRUE(diagnosis);
+    EXPECT_EQ(diagnosis.value().verdict, "halves");
+    ASSERT_EQ(diagnosis.value().local.size(), 2u);
+    EXPECT_EQ(diagnosis.value().local[1].event_index, 40);
+    EXPECT_EQ(diagnosis.value().local[1].local_origin, LocalOrigin::kLocal);
+    EXPECT_EQ(diagnosis.value().local[1].local_nmse, 0.25);
+    d.local[0].event_index = -1;  // an event index no snapshot has
+    EXPECT_FALSE(decode_diagnosis(encode(d)));
+    auto upload = decode_upload(encode(Upload{3, "npy_ref/manifest.json", 1ull << 33}));
+    ASSERT_TRUE(upload);
+    EXPECT_EQ(upload.value().name, "npy_ref/manifest.json");
+    EXPECT_EQ(upload.value().size, 1ull << 33);
+    // An uploaded file's name is a plain name, or one folder and a plain name: nothing else.
+    for (const char* bad : {"", "../x", "a/../b", "/etc/passwd", ".hidden", "a/.b", "a/b/c", "a//b", "a/", "a b", "a\\b"}) {
+        EXPECT_FALSE(is_upload_name(bad)) << bad;
+        EXPECT_FALSE(decode_upload(encode(Upload{3, bad, 1}))) << bad;
+    }
+    for (const char* good : {"ref.gguf", "ref_npy/manifest.json", "a-1.b_2"}) EXPECT_TRUE(is_upload_name(good)) << good;
+    EXPECT_FALSE(is_upload_name(std::string(256, 'a')));
 }
 
 TEST(RemoteWire, HeadersAreRefusedBeforeTheirPayload) {
@@ -637,7 +677,9 @@ TEST(RemoteSession, SteppingFetchingAReferenceAndAnExportAsLocally) {
     ASSERT_FALSE(missing);
     EXPECT_NE(missing.error().message.find("no event"), std::string::npos) << missing.error().message;
 
-    // A reference on the server's disk: every event compared, none diverged, as locally.
+    // A reference on the server's disk. It was made with another batch size (256): the session
+    // runs again with its numerics, from the start, as a local session loading it does; back at
+    // the event, every event compared, none diverged, as locally.
     Command set_ref;
     set_ref.kind = CommandKind::kSetReference;
     set_ref.text = "dumps/stories260K_once_n0_fa-off.gguf";  // relative: the first root's, which holds no dumps
@@ -647,9 +689,21 @@ TEST(RemoteSession, SteppingFetchingAReferenceAndAnExportAsLocally) {
     auto compared = r.run(set_ref, 60s);
     ASSERT_TRUE(compared) << compared.error().message;
     EXPECT_TRUE(compared.value()->has_reference);
-    local_done(l, l.set_reference(std::shared_ptr<const ReferenceDump>(std::move(ref.value()))));
-    lsnap = l.snapshot();
-    rsnap = compared.value();
+    EXPECT_EQ(compared.value()->cursor, -1);
+    std::shared_ptr<const ReferenceDump> reference(std::move(ref.value()));
+    SessionOptions ro;
+    ro.backend = "cpu";
+    ASSERT_TRUE(use_reference_numerics(*reference, ro.forward));
+    EXPECT_EQ(ro.forward.n_ubatch, 256);
+    auto with_ref = Session::open(fixtures() + "/models/stories260K.gguf", ro);
+    ASSERT_TRUE(with_ref);
+    Session& lr = *with_ref.value();
+    lr.set_tokens(tokens);
+    lr.set_reference(reference);
+    lsnap = local_done(lr, lr.run_to_event(at));
+    auto back_at = r.run(command(CommandKind::kRunToEvent, at), 60s);
+    ASSERT_TRUE(back_at) << back_at.error().message;
+    rsnap = back_at.value();
     ASSERT_EQ(rsnap->cursor, lsnap->cursor);
     EXPECT_EQ(rsnap->first_divergent, lsnap->first_divergent);
     int n_compared = 0;
@@ -751,6 +805,217 @@ TEST(RemoteSession, OverTlsEveryFrameIsReadAsItArrives) {
     }
     auto next = r.run(command(CommandKind::kStepToken), 20s);
     ASSERT_TRUE(next) << next.error().message;
+    EXPECT_TRUE(r.close());
+}
+
+// A reference our engine made with RoPE's pairing wrong (as `like` was made): the clean model's
+// run diverges from it at the first rotated Q.
+void write_faulted_reference(const std::string& path, const ReferenceDump& like) {
+    auto model = Model::open(fixtures() + "/models/stories260K.gguf");
+    ASSERT_TRUE(model) << model.error().message;
+    auto backend = make_cpu_backend(0);
+    ForwardOptions fo;
+    fo.fault = Fault::kRopeWrongPairing;
+    ASSERT_TRUE(use_reference_numerics(like, fo));
+    auto forward = make_forward(*model.value(), *backend, fo);
+    ASSERT_TRUE(forward) << forward.error().message;
+    ExportCollector collector({});
+    ASSERT_TRUE(forward.value()->eval(like.prompt_tokens(), &collector));
+    ExportSet set;
+    set.tensors = std::move(collector.tensors());
+    set.info.tool = "an engine";
+    set.info.prompt_tokens = like.prompt_tokens();
+    set.info.decode_n_tokens = {static_cast<int32_t>(like.prompt_tokens().size())};
+    set.info.n_ubatch = static_cast<uint32_t>(fo.n_ubatch);
+    ExportOptions o;
+    o.path = path;
+    auto written = export_tensors(set, o);
+    ASSERT_TRUE(written) << written.error().message;
+}
+
+size_t flagged_in(const SessionSnapshot& snap) {
+    size_t n = 0;
+    for (const auto& r : snap.records)
+        n += r && (r->comparison.status == CompareStatus::kWarn || r->comparison.status == CompareStatus::kDiverged);
+    return n;
+}
+
+std::shared_ptr<const Diagnosis> wait_diagnosis(RemoteSession& r) {
+    for (int i = 0; i < 6000; ++i) {
+        auto d = r.diagnosis();
+        if (d && d->done) return d;
+        std::this_thread::sleep_for(10ms);
+    }
+    return nullptr;
+}
+
+// A reference uploaded from the client's disk (the server does not serve it), compared on the
+// server; the doctor's verdict and the local errors worked out there, as a local session's.
+TEST(RemoteSession, AnUploadedReferenceAndTheDoctorOnTheServerAsLocally) {
+    LS_REQUIRE_FIXTURES();
+    auto like = ReferenceDump::open(fixtures() + "/dumps/stories260K_once_n0_fa-off.gguf");
+    ASSERT_TRUE(like);
+    const std::string here = test::make_temp_dir();  // this machine's folder: not one the server reads
+    const std::string ref_path = here + "/faulted.gguf";
+    write_faulted_reference(ref_path, *like.value());
+    LoopbackServer server(8, 5000ms, {fixtures()});
+    auto remote = RemoteSession::open(server.address(), server.token(), stories_open(like.value()->prompt_tokens()));
+    ASSERT_TRUE(remote) << remote.error().message;
+    RemoteSession& r = *remote.value();
+
+    Command set_ref;
+    set_ref.kind = CommandKind::kSetReference;
+    set_ref.text = ref_path;
+    auto not_served = r.wait_command(r.send(set_ref), 30s);
+    ASSERT_FALSE(not_served);
+    EXPECT_NE(not_served.error().message.find("is outside the folders this server reads"), std::string::npos);
+    uint64_t last_sent = 0, last_total = 0;
+    auto uploaded = r.upload(ref_path, [&](uint64_t sent, uint64_t total) { last_sent = sent, last_total = total; });
+    ASSERT_TRUE(uploaded) << uploaded.error().message;
+    EXPECT_EQ(uploaded.value(), "upload:faulted.gguf");
+    EXPECT_EQ(last_sent, fs::file_size(ref_path));
+    EXPECT_EQ(last_total, last_sent);
+    EXPECT_TRUE(server.wait_for_log("uploaded faulted.gguf")) << server.log();
+    set_ref.text = uploaded.value();
+    ASSERT_TRUE(r.run(set_ref, 60s));
+    auto ran = r.run(command(CommandKind::kContinue), 60s);
+    ASSERT_TRUE(ran) << ran.error().message;
+    const std::shared_ptr<const SessionSnapshot> rsnap = ran.value();
+    ASSERT_TRUE(rsnap->has_reference);
+    const int64_t first = rsnap->first_divergent;
+    ASSERT_GE(first, 0);
+
+    // The same run here.
+    auto ref = ReferenceDump::open(ref_path);
+    ASSERT_TRUE(ref);
+    std::shared_ptr<const ReferenceDump> reference(std::move(ref.value()));
+    auto opened = Model::open(fixtures() + "/models/stories260K.gguf");
+    ASSERT_TRUE(opened);
+    std::shared_ptr<const Model> model(std::move(opened.value()));
+    SessionOptions so;
+    so.backend = "cpu";
+    ASSERT_TRUE(use_reference_numerics(*reference, so.forward));
+    auto local = Session::create(model, so);
+    ASSERT_TRUE(local);
+    Session& l = *local.value();
+    l.set_tokens(reference->prompt_tokens());
+    l.set_reference(reference);
+    auto lsnap = local_done(l, l.continue_run());
+    ASSERT_EQ(lsnap->first_divergent, first);
+    EXPECT_EQ(rsnap->record(first)->info.name, "Qcur-0#3");
+    const std::string verdict = snapshot_doctor_verdict(*lsnap, first, *reference, model.get());
+    EXPECT_FALSE(verdict.empty());
+    EXPECT_NE(verdict, "no known transform explains it");
+    const std::vector<EventComparison> local_errors = snapshot_local_errors(*lsnap, *model, *reference, so.forward);
+    const size_t flagged = flagged_in(*lsnap);
+    ASSERT_GT(flagged, 0u);
+
+    r.diagnose(first);
+    auto d = wait_diagnosis(r);
+    ASSERT_TRUE(d) << "no diagnosis within a minute";
+    EXPECT_EQ(d->event, first);
+    EXPECT_EQ(d->verdict, verdict);
+    ASSERT_TRUE(d->has_local);
+    ASSERT_EQ(d->local.size(), flagged);
+    size_t computed = 0;
+    for (const EventComparison& c : d->local) {
+        ASSERT_GE(c.event_index, 0);
+        ASSERT_LT(c.event_index, static_cast<int64_t>(local_errors.size()));
+        const EventComparison& want = local_errors[static_cast<size_t>(c.event_index)];
+        EXPECT_EQ(c.name, want.name);
+        EXPECT_EQ(c.local_origin, want.local_origin) << c.name;
+        EXPECT_EQ(std::memcmp(&c.local_nmse, &want.local_nmse, sizeof want.local_nmse), 0) << c.name;
+        EXPECT_EQ(c.local_why, want.local_why) << c.name;
+        computed += c.local_origin != LocalOrigin::kNotComputed;
+    }
+    EXPECT_GT(computed, 0u);
+    // Stopped: it says so at once, and what the stopped one still sends is not taken for an answer.
+    r.diagnose(first);
+    r.stop_diagnosis();
+    d = r.diagnosis();
+    ASSERT_TRUE(d && d->done);
+    EXPECT_EQ(d->verdict.rfind("cancelled after", 0), 0u) << d->verdict;
+    std::this_thread::sleep_for(200ms);
+    EXPECT_EQ(r.diagnosis(), d);
+    EXPECT_TRUE(r.close());
+    EXPECT_TRUE(fs::exists(ref_path));  // the user's file is the user's
+}
+
+// Exports written on the server's disk land inside its folders only, never half-written; uploads
+// are bounded, and one cut short leaves nothing the session could take for a reference.
+TEST(RemoteSession, ServerExportsStayInsideItsFoldersAndUploadsAreBounded) {
+    LS_REQUIRE_FIXTURES();
+    LoopbackServer server(8, 5000ms, {fixtures()});
+    auto remote = RemoteSession::open(server.address(), server.token(), stories_open({1, 403, 407}));
+    ASSERT_TRUE(remote) << remote.error().message;
+    RemoteSession& r = *remote.value();
+    auto snap = r.run(command(CommandKind::kRunToEvent, 20), 60s);
+    ASSERT_TRUE(snap) << snap.error().message;
+
+    auto all = r.export_on_server({}, ExportFormat::kGgufDump, "all.gguf", false);
+    ASSERT_TRUE(all) << all.error().message;
+    EXPECT_EQ(all.value().rfind("Wrote 21 tensors", 0), 0u) << all.value();
+    auto back = ReferenceDump::open(server.dir() + "/root/all.gguf");
+    ASSERT_TRUE(back) << back.error().message;
+    EXPECT_EQ(back.value()->tensors().size(), 21u);
+    EXPECT_EQ(back.value()->prompt_tokens(), (std::vector<int32_t>{1, 403, 407}));
+    const std::vector<std::string> two = {snap.value()->record(3)->info.name, snap.value()->record(7)->info.name};
+    auto npy = r.export_on_server(two, ExportFormat::kNpyFolder, server.dir() + "/root/two", false);
+    ASSERT_TRUE(npy) << npy.error().message;
+    auto two_back = ReferenceDump::open(server.dir() + "/root/two");
+    ASSERT_TRUE(two_back) << two_back.error().message;
+    EXPECT_EQ(two_back.value()->tensors().size(), 2u);
+    auto again = r.export_on_server({}, ExportFormat::kGgufDump, "all.gguf", false);
+    ASSERT_FALSE(again);
+    EXPECT_NE(again.error().message.find("exists"), std::string::npos) << again.error().message;
+    EXPECT_TRUE(r.export_on_server(two, ExportFormat::kGgufDump, "all.gguf", true));
+    EXPECT_EQ(ReferenceDump::open(server.dir() + "/root/all.gguf").value()->tensors().size(), 2u);
+    for (const std::string& outside : {std::string("../escaped.gguf"), server.dir() + "/escaped.gguf", std::string("/etc/escaped.gguf")}) {
+        auto refused = r.export_on_server({}, ExportFormat::kGgufDump, outside, false);
+        ASSERT_FALSE(refused) << outside;
+        EXPECT_NE(refused.error().message.find("is outside the folders this server writes"), std::string::npos) << refused.error().message;
+    }
+    EXPECT_FALSE(fs::exists(server.dir() + "/escaped.gguf"));
+    auto no_folder = r.export_on_server({}, ExportFormat::kGgufDump, "absent/x.gguf", false);
+    ASSERT_FALSE(no_folder);
+    EXPECT_NE(no_folder.error().message.find("its folder"), std::string::npos) << no_folder.error().message;
+
+    // Uploads: to a session that is not there, beyond the allowance, cut short, or longer than said.
+    auto upload = [&](const Upload& u) -> std::pair<std::unique_ptr<Connection>, std::string> {
+        auto c = connect_and_hello(server.address(), server.token(), {});
+        EXPECT_TRUE(c);
+        if (!c) return {};
+        EXPECT_TRUE(c.value()->send(MsgType::kUpload, encode(u)));
+        auto answer = c.value()->receive(kMaxFrameBytes, 10s);
+        EXPECT_TRUE(answer && answer.value().type == MsgType::kCommandDone);
+        if (!answer) return {};
+        return {std::move(c.value()), decode_command_done(answer.value().payload).value().error};
+    };
+    EXPECT_NE(upload(Upload{999, "a.gguf", 10}).second.find("no session 999"), std::string::npos);
+    EXPECT_NE(upload(Upload{r.session_id(), "a.gguf", 1ull << 40}).second.find("beyond the server's"), std::string::npos);
+    {
+        auto [c, error] = upload(Upload{r.session_id(), "cut.gguf", 100});
+        ASSERT_TRUE(c);
+        EXPECT_EQ(error, "");  // go ahead
+        EXPECT_TRUE(c->send(MsgType::kFileChunk, encode(FileChunk{compress_chunk(std::string(10, 'x'))})));
+    }  // gone after 10 of 100 bytes
+    EXPECT_TRUE(server.wait_for_log("upload cut.gguf refused")) << server.log();
+    {
+        auto [c, error] = upload(Upload{r.session_id(), "long.gguf", 4});
+        ASSERT_TRUE(c);
+        EXPECT_TRUE(c->send(MsgType::kFileChunk, encode(FileChunk{compress_chunk(std::string(10, 'x'))})));
+        auto answer = c->receive(kMaxFrameBytes, 10s);
+        ASSERT_TRUE(answer);
+        EXPECT_NE(decode_command_done(answer.value().payload).value().error.find("more than the 4 bytes announced"), std::string::npos);
+    }
+    for (const char* name : {"upload:cut.gguf", "upload:long.gguf", "upload:../all.gguf"}) {
+        Command set_ref;
+        set_ref.kind = CommandKind::kSetReference;
+        set_ref.text = name;
+        auto refused = r.wait_command(r.send(set_ref), 30s);
+        ASSERT_FALSE(refused) << name;
+        EXPECT_NE(refused.error().message.find("nothing of that name was uploaded"), std::string::npos) << refused.error().message;
+    }
     EXPECT_TRUE(r.close());
 }
 

@@ -14,6 +14,8 @@
 
 namespace ls::views {
 
+struct RemoteEvents;
+
 struct DebugContext {
     // Never null while a model or a capture is open; an empty snapshot otherwise.
     std::shared_ptr<const SessionSnapshot> snap;
@@ -26,6 +28,8 @@ struct DebugContext {
     // Local vs inherited error of the warn/diverged events, by event index (local_origin,
     // local_nmse; engine/compare/local_error.h); nullptr when not computed (no model or reference).
     const std::vector<EventComparison>* local_errors = nullptr;
+    // A session on a server: where its events' values are (nullptr for a local session or a capture).
+    std::shared_ptr<RemoteEvents> remote;
     // The reference is the run of another format of the same model (--against-model): every weight
     // has an error of its own, none of them is "the bug".
     bool two_formats = false;

@@ -6,6 +6,8 @@
 #include <imgui.h>
 #include <imgui_stdlib.h>
 
+#include <algorithm>
+
 #include "engine/forward/model.h"
 
 namespace ls::views {
@@ -39,6 +41,73 @@ ExportSet ExportPanel::selected_set(const DebugContext& ctx) const {
     return set;
 }
 
+std::vector<int64_t> ExportPanel::selected_events(const DebugContext& ctx) const {
+    std::vector<int64_t> events;
+    if (!ctx.snap) return events;
+    const EventInfo* at = ctx.event(ctx.cursor);
+    const std::vector<std::string> patterns = split_export_globs(globs);
+    for (size_t i = 0; i < ctx.snap->records.size(); ++i) {
+        const EventRecord* r = ctx.snap->records[i].get();
+        if (!r) continue;
+        if (selection == Selection::kCursorLayer && (!at || r->info.layer != at->layer)) continue;
+        if (selection == Selection::kGlobs && !export_selected(patterns, r->info.base_name, r->info.name)) continue;
+        events.push_back(static_cast<int64_t>(i));
+    }
+    return events;
+}
+
+void ExportPanel::finish(Result<std::string> outcome) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    result_ok_ = static_cast<bool>(outcome);
+    result_ = outcome ? outcome.value() : outcome.error().message;
+    have_result_ = true;
+    running_ = false;
+}
+
+void ExportPanel::start_remote(const DebugContext& ctx, bool overwrite) {
+    if (running_ || worker_.joinable()) return;
+    std::vector<int64_t> events = selected_events(ctx);
+    std::vector<std::string> names;
+    for (int64_t e : events) names.push_back(ctx.snap->records[static_cast<size_t>(e)]->info.name);
+    ExportOptions o;
+    o.format = format;
+    o.path = path;
+    o.overwrite = overwrite;
+    o.cancel = &cancel_;
+    o.progress = [this](size_t done, size_t total) {
+        done_ = done, total_ = total;
+        return true;
+    };
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        have_result_ = false;
+        result_.clear();
+    }
+    cancel_ = false;
+    done_ = 0;
+    total_ = events.size();
+    running_ = true;
+    // The worker holds the session (shared), so a document replaced meanwhile does not end it.
+    worker_ = std::thread([this, remote = ctx.remote, events = std::move(events), names = std::move(names), o = std::move(o),
+                           server = on_server]() {
+        if (server) {
+            auto written = remote->export_on_server(names, o);
+            return finish(std::move(written));
+        }
+        size_t skipped = 0;
+        auto r = remote->export_here(events, o, &skipped);
+        if (!r) return finish(r.error());
+        if (r->cancelled) return finish(make_error(ErrorCode::kUsage, "Cancelled; nothing was written."));
+        finish(fmt::format("Wrote {} tensors ({:.2f} MiB) to {}, fetched from the server{}", r->n_tensors, r->bytes / 1048576.0,
+                           r->path, skipped ? fmt::format(" ({} without values there left out)", skipped) : ""));
+    });
+}
+
+void ExportPanel::export_now(const DebugContext& ctx, bool overwrite) {
+    if (ctx.remote) start_remote(ctx, on_server ? overwrite || replace_on_server : overwrite);
+    else start(ctx, overwrite);
+}
+
 void ExportPanel::start(const DebugContext& ctx, bool overwrite) {
     if (running_ || worker_.joinable()) return;
     ExportSet set = selected_set(ctx);
@@ -63,19 +132,9 @@ void ExportPanel::start(const DebugContext& ctx, bool overwrite) {
     // The set shares the captures, so the snapshot may be replaced while the worker writes.
     worker_ = std::thread([this, set = std::move(set), o = std::move(o)]() {
         auto r = export_tensors(set, o);
-        std::string msg;
-        bool ok = false;
-        if (!r) msg = r.error().message;
-        else if (r->cancelled) msg = "Cancelled; nothing was written.";
-        else {
-            ok = true;
-            msg = fmt::format("Wrote {} tensors ({:.2f} MiB) to {}", r->n_tensors, r->bytes / 1048576.0, r->path);
-        }
-        std::lock_guard<std::mutex> lock(mutex_);
-        result_ = std::move(msg);
-        result_ok_ = ok;
-        have_result_ = true;
-        running_ = false;
+        if (!r) return finish(r.error());
+        if (r->cancelled) return finish(make_error(ErrorCode::kUsage, "Cancelled; nothing was written."));
+        finish(fmt::format("Wrote {} tensors ({:.2f} MiB) to {}", r->n_tensors, r->bytes / 1048576.0, r->path));
     });
 }
 
@@ -97,10 +156,20 @@ void ExportPanel::draw(DebugContext& ctx) {
     const bool idle = !running_;
     ImGui::BeginDisabled(!idle);
 
+    const bool remote = ctx.remote != nullptr;
+    if (remote) {
+        int where = on_server ? 1 : 0;
+        ImGui::TextUnformatted("To:");
+        ImGui::SameLine();
+        ImGui::RadioButton("this machine (each tensor fetched)", &where, 0);
+        ImGui::SameLine();
+        ImGui::RadioButton("the server's disk (inside its folders)", &where, 1);
+        on_server = where == 1;
+    }
     int sel = static_cast<int>(selection);
     ImGui::TextUnformatted("Events:");
     ImGui::SameLine();
-    ImGui::RadioButton("all captured", &sel, 0);
+    ImGui::RadioButton(remote ? "all evaluated" : "all captured", &sel, 0);
     ImGui::SameLine();
     ImGui::RadioButton("cursor's layer", &sel, 1);
     ImGui::SameLine();
@@ -134,23 +203,44 @@ void ExportPanel::draw(DebugContext& ctx) {
     ImGui::SetNextItemWidth(-1);
     ImGui::InputTextWithHint("##path", format == ExportFormat::kGgufDump ? "out.gguf" : "folder", &path);
 
-    const ExportSet preview = selected_set(ctx);
+    size_t n_selected = 0;
     uint64_t bytes = 0;
-    for (const ExportTensor& t : preview.tensors) bytes += t.n_bytes();
-    const size_t n_captured = ctx.snap && ctx.snap->captures ? ctx.snap->captures->size() : 0;
-    if (n_captured == 0)
-        ImGui::TextDisabled("No captured tensors yet: run the model (the capture policy decides what is kept).");
-    else
-        ImGui::Text("%zu of %zu captured tensors selected, %.2f MiB", preview.tensors.size(), n_captured, bytes / 1048576.0);
-    if (ctx.snap && ctx.snap->captures_evicted > 0)
-        ImGui::TextDisabled("(%lld tensors were evicted by the capture budget and cannot be exported)",
-                            static_cast<long long>(ctx.snap->captures_evicted));
+    if (remote) {
+        // The server's events: what the plan says of their sizes (their values are there).
+        const std::vector<int64_t> events = selected_events(ctx);
+        n_selected = events.size();
+        for (int64_t e : events) {
+            uint64_t n = 1;
+            for (int64_t d : ctx.snap->records[static_cast<size_t>(e)]->info.ne) n *= static_cast<uint64_t>(std::max<int64_t>(d, 1));
+            bytes += n * sizeof(float);
+        }
+        if (n_selected == 0) ImGui::TextDisabled("No evaluated event selected: step or run the session first.");
+        else ImGui::Text("%zu evaluated events selected, %.2f MiB%s", n_selected, bytes / 1048576.0,
+                         on_server ? "" : " to fetch (events the server dropped are left out)");
+        if (on_server) ImGui::Checkbox("replace an earlier export of that name", &replace_on_server);
+    } else {
+        const ExportSet preview = selected_set(ctx);
+        n_selected = preview.tensors.size();
+        for (const ExportTensor& t : preview.tensors) bytes += t.n_bytes();
+        const size_t n_captured = ctx.snap && ctx.snap->captures ? ctx.snap->captures->size() : 0;
+        if (n_captured == 0)
+            ImGui::TextDisabled("No captured tensors yet: run the model (the capture policy decides what is kept).");
+        else
+            ImGui::Text("%zu of %zu captured tensors selected, %.2f MiB", n_selected, n_captured, bytes / 1048576.0);
+        if (ctx.snap && ctx.snap->captures_evicted > 0)
+            ImGui::TextDisabled("(%lld tensors were evicted by the capture budget and cannot be exported)",
+                                static_cast<long long>(ctx.snap->captures_evicted));
+    }
 
-    ImGui::BeginDisabled(preview.tensors.empty() || path.empty());
+    ImGui::BeginDisabled(n_selected == 0 || path.empty());
     if (ImGui::Button("Export")) {
-        if (export_target_exists(path)) {
+        if (remote && on_server) {
+            start_remote(ctx, replace_on_server);  // the server refuses to replace unasked
+        } else if (export_target_exists(path)) {
             pending_path_ = path;
             ImGui::OpenPopup("Replace existing?");
+        } else if (remote) {
+            start_remote(ctx, false);
         } else {
             start(ctx, false);
         }
@@ -165,7 +255,7 @@ void ExportPanel::draw(DebugContext& ctx) {
                                   "nothing else added) is replaced."
                                 : "The file is replaced once the new one is completely written.");
         if (ImGui::Button("Replace")) {
-            if (path == pending_path_) start(ctx, true);
+            if (path == pending_path_) remote ? start_remote(ctx, true) : start(ctx, true);
             ImGui::CloseCurrentPopup();
         }
         ImGui::SameLine();

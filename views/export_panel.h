@@ -13,6 +13,17 @@
 
 namespace ls::views {
 
+// A session on a server (engine/remote, adapted by the app): its events' values are there.
+struct RemoteEvents {
+    virtual ~RemoteEvents() = default;
+    // Writes events `events` (indices) to options.path on this machine, fetching each; events the
+    // server holds no values of are counted in `skipped`.
+    virtual Result<ExportSummary> export_here(const std::vector<int64_t>& events, const ExportOptions& options,
+                                              size_t* skipped) = 0;
+    // Writes the events named (dump names) to options.path on the server's disk: what was written.
+    virtual Result<std::string> export_on_server(const std::vector<std::string>& names, const ExportOptions& options) = 0;
+};
+
 struct ExportPanel {
     enum class Selection { kAllCaptured = 0, kCursorLayer = 1, kGlobs = 2 };
 
@@ -32,10 +43,19 @@ struct ExportPanel {
     void draw(DebugContext& ctx);
     // The tensors the current choice selects from the snapshot's captures (shared, not copied).
     ExportSet selected_set(const DebugContext& ctx) const;
+    // A session on a server: the evaluated events the current choice selects (indices).
+    std::vector<int64_t> selected_events(const DebugContext& ctx) const;
+    bool on_server = false;          // a server's session: written on its disk, not fetched here
+    bool replace_on_server = false;  // an earlier export there may be replaced
     bool busy() const { return running_.load(); }
+    // Exports with the current choices now, as the Export button does (no question asked: an
+    // existing target is replaced only with `overwrite`); scripts use it.
+    void export_now(const DebugContext& ctx, bool overwrite);
 
 private:
     void start(const DebugContext& ctx, bool overwrite);
+    void start_remote(const DebugContext& ctx, bool overwrite);
+    void finish(Result<std::string> outcome);  // on the worker: the line shown and logged
     void finish_if_done(DebugContext& ctx);
 
     std::thread worker_;

@@ -181,6 +181,20 @@ Result<Roots> Roots::make(const std::vector<std::string>& folders) {
     return roots;
 }
 
+bool Roots::inside(const std::string& c) const {
+    for (const std::string& root : folders_)
+        if (c == root || (c.size() > root.size() && c.compare(0, root.size(), root) == 0 &&
+                          (root.back() == '/' || c[root.size()] == '/')))
+            return true;
+    return false;
+}
+
+std::string Roots::list() const {
+    std::string list;
+    for (const std::string& root : folders_) list += (list.empty() ? "" : ", ") + root;
+    return list;
+}
+
 Result<std::string> Roots::resolve_input(const std::string& path) const {
     if (path.empty()) return make_error(ErrorCode::kUsage, "an empty path");
     const fs::path given(path);
@@ -188,16 +202,25 @@ Result<std::string> Roots::resolve_input(const std::string& path) const {
     std::error_code ec;
     const fs::path canonical = fs::canonical(full, ec);
     if (ec) return make_error(ErrorCode::kBadInput, fmt::format("{}: {} on the server", path, ec.message()));
-    const std::string c = canonical.string();
-    for (const std::string& root : folders_) {
-        if (c == root || (c.size() > root.size() && c.compare(0, root.size(), root) == 0 &&
-                          (root.back() == '/' || c[root.size()] == '/')))
-            return c;
-    }
-    std::string list;
-    for (const std::string& root : folders_) list += (list.empty() ? "" : ", ") + root;
+    if (inside(canonical.string())) return canonical.string();
     return make_error(ErrorCode::kBadInput,
-                      fmt::format("{} is outside the folders this server reads ({}); the server's --root decides them", path, list));
+                      fmt::format("{} is outside the folders this server reads ({}); the server's --root decides them", path, list()));
+}
+
+Result<std::string> Roots::resolve_output(const std::string& path) const {
+    if (path.empty()) return make_error(ErrorCode::kUsage, "an empty path");
+    const fs::path given(path);
+    const fs::path full = (given.is_absolute() ? given : fs::path(folders_.front()) / given).lexically_normal();
+    const std::string name = full.filename().string();
+    if (name.empty() || name == "." || name == "..")
+        return make_error(ErrorCode::kUsage, fmt::format("{}: name a file or a folder to write, not a folder above", path));
+    std::error_code ec;
+    const fs::path folder = fs::canonical(full.parent_path(), ec);
+    if (ec) return make_error(ErrorCode::kBadInput, fmt::format("{}: its folder: {} on the server", path, ec.message()));
+    if (!inside(folder.string()))
+        return make_error(ErrorCode::kBadInput,
+                          fmt::format("{} is outside the folders this server writes ({}); the server's --root decides them", path, list()));
+    return (folder / name).string();
 }
 
 }  // namespace ls::remote

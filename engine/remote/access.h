@@ -51,8 +51,14 @@ public:
     // `path` (absolute, or relative to the first root) as a canonical path inside a root;
     // refused (kBadInput) when it does not exist or lies outside every root.
     Result<std::string> resolve_input(const std::string& path) const;
+    // Where the server may write `path` (absolute, or relative to the first root): its folder
+    // exists and lies inside a root (links resolved) and its name is a plain name. The canonical
+    // folder joined with the name; refused (kBadInput) otherwise.
+    Result<std::string> resolve_output(const std::string& path) const;
 
 private:
+    bool inside(const std::string& canonical) const;
+    std::string list() const;
     std::vector<std::string> folders_;
 };
 

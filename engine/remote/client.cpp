@@ -2,10 +2,15 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <map>
 #include <memory>
 
 #include "engine/remote/connection.h"
+#include "engine/remote/session_wire.h"
 #include "engine/util/safe_write.h"
 
 namespace ls::remote {
@@ -50,12 +55,80 @@ Result<std::unique_ptr<Connection>> connect_and_hello(const std::string& address
     return std::move(connected.value());
 }
 
+std::string upload_name(const std::string& local_path) {
+    const std::filesystem::path p(local_path);
+    return p.filename().empty() ? p.parent_path().filename().string() : p.filename().string();
+}
+
+Status upload_path(Connection& c, uint64_t session, const std::string& local_path, const std::string& name,
+                   const std::function<void(uint64_t sent, uint64_t total)>& progress, std::chrono::milliseconds timeout) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    // What goes: the file, or the folder's regular files (one level: a .npy reference folder).
+    std::vector<std::pair<std::string, std::string>> files;  // upload name, local path
+    if (fs::is_directory(local_path, ec)) {
+        for (const auto& entry : fs::directory_iterator(local_path, ec))
+            if (entry.is_regular_file(ec) && entry.path().filename().string().front() != '.')
+                files.emplace_back(name + "/" + entry.path().filename().string(), entry.path().string());
+        std::sort(files.begin(), files.end());
+        if (files.empty()) return make_error(ErrorCode::kBadInput, fmt::format("{}: a folder without files to upload", local_path));
+    } else if (fs::is_regular_file(local_path, ec)) {
+        files.emplace_back(name, local_path);
+    } else {
+        return make_error(ErrorCode::kBadInput, fmt::format("{}: no such file or folder here", local_path));
+    }
+    uint64_t total = 0, sent = 0;
+    for (const auto& f : files) {
+        if (!is_upload_name(f.first))
+            return make_error(ErrorCode::kBadInput, fmt::format("{}: the server takes names of letters, digits, '.', '-' and '_' "
+                                                                "(not starting with '.'); rename it to upload it", f.second));
+        total += fs::file_size(f.second, ec);
+    }
+    auto answer = [&](const char* what) -> Status {
+        auto frame = c.receive(kMaxFrameBytes, timeout);
+        if (!frame) return frame.error();
+        if (frame.value().type != MsgType::kCommandDone)
+            return make_error(ErrorCode::kBadInput, fmt::format("the server answered an upload with a {} message", msg_type_name(frame.value().type)));
+        auto done = decode_command_done(frame.value().payload);
+        if (!done) return done.error();
+        if (!done.value().error.empty())
+            return make_error(ErrorCode::kBadInput, fmt::format("{}: {}: {}", local_path, what, done.value().error));
+        return {};
+    };
+    std::string buffer(kChunkBytes, '\0');
+    for (const auto& [file_name, path] : files) {
+        std::FILE* f = std::fopen(path.c_str(), "rb");
+        if (!f) return make_error(ErrorCode::kBadInput, fmt::format("cannot read {}: {}", path, std::strerror(errno)));
+        const uint64_t size = fs::file_size(path, ec);
+        Status s = c.send(MsgType::kUpload, encode(Upload{session, file_name, size}));
+        if (s) s = answer("refused by the server");  // its go-ahead
+        for (uint64_t done = 0; s && done < size;) {
+            const size_t n = std::fread(buffer.data(), 1, static_cast<size_t>(std::min<uint64_t>(buffer.size(), size - done)), f);
+            if (n == 0) {
+                s = make_error(ErrorCode::kBadInput, fmt::format("{}: shorter than its {} bytes (changed while uploading?)", path, size));
+                break;
+            }
+            s = c.send(MsgType::kFileChunk, encode(FileChunk{compress_chunk(std::string_view(buffer.data(), n))}));
+            done += n;
+            sent += n;
+            if (progress) progress(sent, total);
+        }
+        std::fclose(f);
+        if (s) s = c.send(MsgType::kFileEnd, {});
+        if (s) s = answer("the upload failed");
+        if (!s) return s;
+    }
+    return {};
+}
+
 Result<ExecOutcome> remote_exec(const std::string& address, const std::string& token, const Exec& exec,
                                 const std::vector<ClientTarget>& targets, std::FILE* out, std::FILE* err,
-                                const ClientOptions& options) {
+                                const ClientOptions& options, const std::vector<std::pair<std::string, std::string>>& uploads) {
     auto connected = connect_and_hello(address, token, options);
     if (!connected) return connected.error();
     Connection& c = *connected.value();
+    for (const auto& [path, name] : uploads)
+        if (Status s = upload_path(c, 0, path, name, {}, options.silence_timeout); !s) return s.error();
     if (Status s = c.send(MsgType::kExec, encode(exec)); !s) return s.error();
     std::map<uint32_t, Staged> staged;
     for (;;) {
@@ -74,6 +147,12 @@ Result<ExecOutcome> remote_exec(const std::string& address, const std::string& t
                     const std::string mark = fmt::format("@out{}", k);
                     for (size_t at = text.find(mark); at != std::string::npos; at = text.find(mark, at + targets[k].path.size()))
                         text.replace(at, mark.size(), targets[k].path);
+                }
+                // And an uploaded input's, "upload:NAME", is the path given here.
+                for (const auto& [path, name] : uploads) {
+                    const std::string mark = kUploadedPrefix + name;
+                    for (size_t at = text.find(mark); at != std::string::npos; at = text.find(mark, at + path.size()))
+                        text.replace(at, mark.size(), path);
                 }
                 std::fwrite(text.data(), 1, text.size(), to);
                 std::fflush(to);

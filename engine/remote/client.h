@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -43,9 +44,20 @@ Result<std::unique_ptr<Connection>> connect_and_hello(const std::string& address
                                                       const ClientOptions& options);
 
 // Runs `exec` on the server at `address`; the command's stdout and stderr go to `out` and `err`.
+// `uploads` (a local file or folder, and its name) go first: the command's arguments call them
+// "upload:NAME", and the server removes them when the connection ends.
 // Errors (kBadInput): the connection refused or lost, the token refused, a malformed stream.
 Result<ExecOutcome> remote_exec(const std::string& address, const std::string& token, const Exec& exec,
                                 const std::vector<ClientTarget>& targets, std::FILE* out, std::FILE* err,
-                                const ClientOptions& options = {});
+                                const ClientOptions& options = {},
+                                const std::vector<std::pair<std::string, std::string>>& uploads = {});
+
+// The name an upload of `local_path` goes by: its base name.
+std::string upload_name(const std::string& local_path);
+// Sends a file, or a folder's files (one level: a .npy reference), over `c` as `name` ("NAME/FILE"
+// for a folder's), for session `session` (0: for this connection's commands). Each file waits for
+// the server's go-ahead before its bytes, and for its answer after them.
+Status upload_path(Connection& c, uint64_t session, const std::string& local_path, const std::string& name,
+                   const std::function<void(uint64_t sent, uint64_t total)>& progress, std::chrono::milliseconds timeout);
 
 }  // namespace ls::remote

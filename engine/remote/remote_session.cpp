@@ -124,10 +124,16 @@ void RemoteSession::lose(const std::string& why) {
         connection_.reset();
     }
     lost_ = why;
-    for (const auto& [request, ticketed] : awaiting_) answers_[request] = CommandDone{0, "the connection was lost: " + why};
+    for (const auto& [request, ticketed] : awaiting_) answers_[request] = CommandDone{0, "the connection was lost: " + why, {}};
     awaiting_.clear();
     for (int64_t index : fetches_) fetch_errors_[index] = "the connection was lost: " + why;
     fetches_.clear();
+    if (diagnosis_ && !diagnosis_->done) {  // the server stops it; asked again after a reconnect
+        auto stopped = std::make_shared<Diagnosis>(*diagnosis_);
+        stopped->done = true;
+        stopped->verdict = "not worked out: the connection was lost";
+        diagnosis_ = std::move(stopped);
+    }
     outgoing_.clear();
     changed_.notify_all();
 }
@@ -227,6 +233,20 @@ Status RemoteSession::handle(MsgType type, const std::string& payload, const std
             publish(std::move(next));
             return {};
         }
+        case MsgType::kDiagnosis: {
+            auto news = decode_diagnosis(payload);
+            if (!news) return news.error();
+            // An answer to a request since replaced is dropped; local errors come once, and stay.
+            if (news.value().request != diagnose_request_ || !diagnosis_) return {};
+            auto next = std::make_shared<Diagnosis>(std::move(news.value()));
+            if (!next->has_local) {
+                next->has_local = diagnosis_->has_local;
+                next->local = diagnosis_->local;
+            }
+            diagnosis_ = std::move(next);
+            changed_.notify_all();
+            return {};
+        }
         default: return make_error(ErrorCode::kBadInput, fmt::format("an unexpected {} message", msg_type_name(type)));
     }
 }
@@ -314,12 +334,13 @@ uint64_t RemoteSession::send(const Command& command) {
     std::lock_guard<std::mutex> lock(mu_);
     const uint64_t request = next_request_++;
     if (!connection_) {
-        answers_[request] = CommandDone{0, "not connected: " + lost_};
+        answers_[request] = CommandDone{0, "not connected: " + lost_, {}};
         return request;
     }
     outgoing_.push_back(static_cast<char>(MsgType::kCommand) + encode(command));  // type byte, then payload
     const bool ticketed = command.kind != CommandKind::kAddBreakpoint && command.kind != CommandKind::kRemoveBreakpoint &&
-                          command.kind != CommandKind::kEnableBreakpoint && command.kind != CommandKind::kClose;
+                          command.kind != CommandKind::kEnableBreakpoint && command.kind != CommandKind::kClose &&
+                          command.kind != CommandKind::kExport;
     awaiting_.emplace_back(request, ticketed);
     changed_.notify_all();
     wake();
@@ -458,6 +479,60 @@ Status RemoteSession::close(std::chrono::milliseconds timeout) {
     return {};
 }
 
+void RemoteSession::diagnose(int64_t event) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto asked = std::make_shared<Diagnosis>();
+    asked->request = ++diagnose_request_;
+    asked->event = event;
+    if (!connection_) {
+        asked->done = true;
+        asked->verdict = "not connected: " + lost_;
+    } else {
+        asked->step = "asked of the server";
+        outgoing_.push_back(static_cast<char>(MsgType::kDiagnose) + encode(Diagnose{asked->request, event, false}));
+        wake();
+    }
+    diagnosis_ = std::move(asked);
+}
+
+void RemoteSession::stop_diagnosis() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!connection_ || !diagnosis_ || diagnosis_->done) return;
+    outgoing_.push_back(static_cast<char>(MsgType::kDiagnose) + encode(Diagnose{0, -1, true}));
+    wake();
+    auto stopped = std::make_shared<Diagnosis>(*diagnosis_);
+    stopped->done = true;
+    stopped->verdict = fmt::format("cancelled after {} transforms", stopped->tried);
+    diagnosis_ = std::move(stopped);
+    ++diagnose_request_;  // what the stopped one still sends is dropped
+}
+
+std::shared_ptr<const Diagnosis> RemoteSession::diagnosis() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return diagnosis_;
+}
+
+Result<std::string> RemoteSession::upload(const std::string& local_path,
+                                          const std::function<void(uint64_t sent, uint64_t total)>& progress) {
+    const std::string name = upload_name(local_path);
+    auto connected = connect_and_hello(address_, token_, options_);
+    if (!connected) return connected.error();
+    if (Status s = upload_path(*connected.value(), opened_.session, local_path, name, progress, options_.silence_timeout); !s)
+        return s.error();
+    return std::string(kUploadedPrefix) + name;
+}
+
+Result<std::string> RemoteSession::export_on_server(const std::vector<std::string>& names, ExportFormat format,
+                                                    const std::string& path, bool overwrite, std::chrono::milliseconds timeout) {
+    Command c = simple(CommandKind::kExport, format == ExportFormat::kNpyFolder ? 1 : 0);
+    c.text = path;
+    c.arg2 = overwrite;
+    c.names = names;
+    auto done = wait_command(send(c), timeout);
+    if (!done) return done.error();
+    return done.value().note;
+}
+
 uint64_t RemoteSession::bytes_received() const {
     std::lock_guard<std::mutex> lock(mu_);
     return received_bytes_ + (connection_ ? connection_->bytes_received() : 0);
@@ -470,11 +545,19 @@ uint64_t RemoteSession::bytes_sent() const {
 Result<ExportSummary> export_remote(RemoteSession& session, const std::vector<std::string>& globs,
                                     const ExportOptions& options, size_t* skipped, std::chrono::milliseconds timeout) {
     auto snap = session.snapshot();
-    std::vector<std::shared_ptr<const CapturedTensor>> tensors;
-    size_t missing = 0;
+    std::vector<int64_t> events;
     for (int64_t i = 0; i < static_cast<int64_t>(snap->records.size()); ++i) {
         const EventRecord* rec = snap->record(i);
-        if (!rec || !export_selected(globs, rec->info.base_name, rec->info.name)) continue;
+        if (rec && export_selected(globs, rec->info.base_name, rec->info.name)) events.push_back(i);
+    }
+    return export_remote_events(session, events, options, skipped, timeout);
+}
+
+Result<ExportSummary> export_remote_events(RemoteSession& session, const std::vector<int64_t>& events,
+                                           const ExportOptions& options, size_t* skipped, std::chrono::milliseconds timeout) {
+    std::vector<std::shared_ptr<const CapturedTensor>> tensors;
+    size_t missing = 0;
+    for (int64_t i : events) {
         auto tensor = session.fetch_wait(i, timeout);
         if (!tensor) {
             if (!session.connected()) return tensor.error();
@@ -484,8 +567,12 @@ Result<ExportSummary> export_remote(RemoteSession& session, const std::vector<st
         tensors.push_back(tensor.value());
     }
     if (skipped) *skipped = missing;
-    ExportSet set = export_set_from_captures(tensors, globs);
-    if (set.tensors.empty()) return make_error(ErrorCode::kUsage, "no fetched event matches the export's patterns");
+    ExportSet set = export_set_from_captures(tensors, {});
+    if (set.tensors.empty()) return make_error(ErrorCode::kUsage, "none of the events selected has values on the server");
+    auto snap = session.snapshot();
+    set.info.prompt_tokens = snap->tokens;
+    set.info.prompt_token_pieces = snap->pieces;
+    set.info.generated_tokens = snap->generated;
     return export_tensors(set, options);
 }
 

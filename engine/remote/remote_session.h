@@ -9,6 +9,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -85,6 +86,27 @@ public:
     // Ends the session on the server.
     Status close(std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
+    // The doctor and the local errors, worked out on the server (it holds the model and the
+    // reference): asks for them on the server's snapshot as it stands, for the first divergence
+    // `event` (-1: none; the local errors alone). The answer replaces any earlier one.
+    void diagnose(int64_t event);
+    void stop_diagnosis();  // the doctor stops at its next step and says what it tried
+    // The newest diagnosis asked for: its progress, verdict and local errors (null before any).
+    std::shared_ptr<const Diagnosis> diagnosis() const;
+
+    // Sends a file or a folder of files (a reference: a GGUF dump, or .npy files with manifest.json)
+    // from this machine to the server, over a connection of its own, for this session only: the
+    // server keeps it until the session closes. Returns the name to set it as a reference with
+    // (kSetReference's text, "upload:NAME"). `progress` (bytes sent, total) may be empty.
+    Result<std::string> upload(const std::string& local_path,
+                               const std::function<void(uint64_t sent, uint64_t total)>& progress = {});
+
+    // Writes the events named (dump names; none: every one with values) from the server's session
+    // to `path` on the server's disk (inside its folders), waiting for it: what was written.
+    Result<std::string> export_on_server(const std::vector<std::string>& names, ExportFormat format,
+                                         const std::string& path, bool overwrite,
+                                         std::chrono::milliseconds timeout = std::chrono::minutes(10));
+
     uint64_t session_id() const { return opened_.session; }
     const Opened& opened() const { return opened_; }
     const std::string& address() const { return address_; }
@@ -131,6 +153,8 @@ private:
     std::map<int64_t, Fetched> fetched_;
     std::map<int64_t, std::string> fetch_errors_;
     std::string lost_;
+    uint64_t diagnose_request_ = 0;
+    std::shared_ptr<const Diagnosis> diagnosis_;     // the answer to diagnose_request_, as it comes
     uint64_t sent_bytes_ = 0, received_bytes_ = 0;   // of connections before the current one
     bool quit_ = false;
     int wake_ = -1;  // an eventfd: a queued command or fetch wakes the io thread from its poll
@@ -143,5 +167,9 @@ private:
 Result<ExportSummary> export_remote(RemoteSession& session, const std::vector<std::string>& globs,
                                     const ExportOptions& options, size_t* skipped = nullptr,
                                     std::chrono::milliseconds timeout = std::chrono::seconds(120));
+// The same for events `events` (indices into the snapshot).
+Result<ExportSummary> export_remote_events(RemoteSession& session, const std::vector<int64_t>& events,
+                                           const ExportOptions& options, size_t* skipped = nullptr,
+                                           std::chrono::milliseconds timeout = std::chrono::seconds(120));
 
 }  // namespace ls::remote

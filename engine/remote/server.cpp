@@ -17,9 +17,12 @@
 #include <list>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 
+#include "engine/capture/export.h"
 #include "engine/compare/reference.h"
+#include "engine/compare/snapshot_diagnosis.h"
 #include "engine/remote/connection.h"
 #include "engine/remote/connection_impl.h"
 #include "engine/remote/session_wire.h"
@@ -29,6 +32,8 @@ extern char** environ;
 
 namespace ls::remote {
 namespace fs = std::filesystem;
+
+struct Uploads;
 
 struct Server::State {
     ServerOptions opt;
@@ -47,27 +52,32 @@ struct Server::State {
     std::unique_ptr<Connection::Impl> pending;  // the socket the next accept fills
 
     // Live sessions outlive their connections: a client that reconnects attaches to its own.
-    struct Held {
-        uint64_t id = 0;
-        std::unique_ptr<Session> session;
-        Opened opened;
-        bool attached = false;  // guarded by sessions_mu: one connection at a time
-    };
+    struct Held;
     std::mutex sessions_mu;
     std::map<uint64_t, std::shared_ptr<Held>> sessions;  // guarded by sessions_mu
     uint64_t next_session = 1;                            // guarded by sessions_mu
 
     void accept_next();
     void serve(const std::shared_ptr<Connection>& c, bool busy);
-    bool serve_exec(Connection& c, const Exec& exec);
+    // Runs a client's command; its arguments "upload:NAME" name files in `uploads`.
+    bool serve_exec(Connection& c, const Exec& exec, Uploads& uploads);
     // Opens a session (or says why not, as a CommandDone with the error); then serves it.
     bool open_session(Connection& c, const Open& open);
     bool attach_session(Connection& c, uint64_t id);
     // Commands and fetches in, snapshot deltas out, until the client closes the session (true) or
     // goes away (false).
     bool serve_session(Connection& c, const std::shared_ptr<Held>& held);
-    std::string run_command(Held& held, const Command& command, uint64_t* ticket, bool* close);
+    std::string run_command(Held& held, const Command& command, uint64_t* ticket, bool* close, std::string* note);
+    // A reference for `held`: a path inside the roots, or "upload:NAME"; named as llama.cpp names.
+    Result<std::shared_ptr<const ReferenceDump>> resolve_reference(Held& held, const std::string& text);
+    std::string set_reference(Held& held, const std::string& text, uint64_t* ticket);
+    std::string export_on_server(Held& held, const Command& command, std::string* note);
     bool send_tensor(Connection& c, const SessionSnapshot& snap, int64_t index);
+    // An Upload's file into its session's folder (a connection of its own): false when the
+    // connection is lost.
+    bool receive_upload(Connection& c, const Upload& upload, Uploads& for_connection);
+    // The diagnosis's news since it was last sent, if any: false when the connection is lost.
+    bool send_diagnosis(Connection& c, Held& held);
     // Joins the threads of finished connections; the number still open.
     size_t reap();
 };
@@ -173,6 +183,113 @@ Status send_file(Connection& c, uint32_t output, const std::string& name, const 
 
 }  // namespace
 
+// Files a client uploaded (references): a folder made for the first, removed with the session or
+// the connection they were sent for, and their bytes against the server's allowance.
+struct Uploads {
+    std::mutex mu;
+    std::string folder;  // guarded by mu
+    uint64_t bytes = 0;  // guarded by mu
+    ~Uploads() {
+        std::error_code ec;
+        if (!folder.empty()) fs::remove_all(folder, ec);
+    }
+    std::string find_folder() {
+        const std::lock_guard<std::mutex> lock(mu);
+        return folder;
+    }
+    // The path of upload `name`, or "" when nothing of that name was uploaded.
+    std::string find(const std::string& name) {
+        std::error_code ec;
+        const std::lock_guard<std::mutex> lock(mu);
+        if (!is_upload_name(name) || folder.empty() || !fs::exists(folder + "/" + name, ec)) return {};
+        return folder + "/" + name;
+    }
+};
+
+// The doctor and the local errors of one session's snapshot, worked out on a thread of their own
+// while the session goes on being served.
+struct DiagnosisJob {
+    std::atomic<bool> cancel{false};
+    std::atomic<bool> finished{false};
+    std::mutex mu;
+    Diagnosis state;      // guarded by mu
+    bool changed = true;  // guarded by mu: not sent since it changed
+    std::thread thread;
+};
+
+struct Server::State::Held {
+    uint64_t id = 0;
+    std::shared_ptr<const Model> model;
+    SessionOptions options;            // the session's, a reference's numerics included
+    std::unique_ptr<Session> session;  // replaced when a reference asks for other numerics
+    std::shared_ptr<const ReferenceDump> reference;
+    uint64_t ticket_base = 0;  // the client's ticket is ticket_base + the session's
+    uint64_t last_ticket = 0;  // the highest ticket the client was given
+    Opened opened;
+    bool attached = false;  // guarded by sessions_mu: one connection at a time
+    std::shared_ptr<DiagnosisJob> diagnosis;             // the newest
+    std::vector<std::shared_ptr<DiagnosisJob>> retired;  // stopped; joined once finished
+    Uploads uploads;  // written by receive_upload, on other connections' threads
+
+    ~Held() { stop_diagnosis(true); }
+    // Stops the diagnosis under way; joins the stopped ones that finished (all of them: `wait`).
+    void stop_diagnosis(bool wait) {
+        if (diagnosis) {
+            diagnosis->cancel = true;
+            retired.push_back(std::move(diagnosis));
+        }
+        for (auto it = retired.begin(); it != retired.end();) {
+            if (!wait && !(*it)->finished) {
+                ++it;
+                continue;
+            }
+            (*it)->thread.join();
+            it = retired.erase(it);
+        }
+    }
+    // Local errors first (the panels show them), then the doctor's verdict on `request.event`,
+    // on the session's snapshot as it stands now.
+    void start_diagnosis(const Diagnose& request) {
+        auto job = std::make_shared<DiagnosisJob>();
+        job->state.request = request.request;
+        job->state.event = request.event;
+        job->state.step = "starting";
+        diagnosis = job;
+        job->thread = std::thread([job, snap = session->snapshot(), model = model, reference = reference,
+                                   forward = options.forward, event = request.event] {
+            auto progress = [&job](const std::string& step, size_t tried) {
+                const std::lock_guard<std::mutex> lock(job->mu);
+                job->state.step = step;
+                job->state.tried = tried;
+                job->changed = true;
+                return !job->cancel.load();
+            };
+            std::vector<EventComparison> local;
+            if (reference && progress("local errors", 0)) local = snapshot_local_errors(*snap, *model, *reference, forward);
+            {
+                const std::lock_guard<std::mutex> lock(job->mu);
+                job->state.has_local = true;
+                for (size_t i = 0; i < local.size(); ++i) {
+                    const EventRecord* r = snap->record(static_cast<int64_t>(i));
+                    if (!r || (r->comparison.status != CompareStatus::kWarn && r->comparison.status != CompareStatus::kDiverged)) continue;
+                    job->state.local.push_back(local[i]);
+                    job->state.local.back().event_index = static_cast<int64_t>(i);
+                }
+                job->changed = true;
+            }
+            std::string verdict;
+            if (reference && !job->cancel) verdict = snapshot_doctor_verdict(*snap, event, *reference, model.get(), progress);
+            {
+                const std::lock_guard<std::mutex> lock(job->mu);
+                job->state.done = true;
+                job->state.verdict = verdict;
+                job->changed = true;
+            }
+            job->finished = true;
+        });
+    }
+};
+
 void Server::State::accept_next() {
     // Each connection has its own io_context (its thread's): the socket is accepted onto it.
     pending = std::make_unique<Connection::Impl>();
@@ -257,6 +374,7 @@ void Server::State::serve(const std::shared_ptr<Connection>& c, bool busy) {
     welcome.roots = opt.roots.folders();
     if (!c->send(MsgType::kWelcome, encode(welcome))) return;
     opt.log(fmt::format("{}: connected", peer));
+    Uploads uploads;  // for this connection's commands
     while (!stopping) {
         auto frame = c->receive(kMaxFrameBytes, opt.idle_timeout);
         if (!frame) {
@@ -269,7 +387,7 @@ void Server::State::serve(const std::shared_ptr<Connection>& c, bool busy) {
         if (type == MsgType::kExec) {
             auto exec = decode_exec(frame.value().payload);
             if (!exec) return refuse(exec.error().message);
-            if (!serve_exec(*c, exec.value())) return;
+            if (!serve_exec(*c, exec.value(), uploads)) return;
         } else if (type == MsgType::kOpen) {
             auto open = decode_open(frame.value().payload);
             if (!open) return refuse(open.error().message);
@@ -278,23 +396,50 @@ void Server::State::serve(const std::shared_ptr<Connection>& c, bool busy) {
             auto attach = decode_attach(frame.value().payload);
             if (!attach) return refuse(attach.error().message);
             if (!attach_session(*c, attach.value().session)) return;
+        } else if (type == MsgType::kUpload) {
+            auto upload = decode_upload(frame.value().payload);
+            if (!upload) return refuse(upload.error().message);
+            if (!receive_upload(*c, upload.value(), uploads)) return;
         } else {
             return refuse(fmt::format("unexpected {} message", msg_type_name(type)));
         }
     }
 }
 
-bool Server::State::serve_exec(Connection& c, const Exec& exec) {
+bool Server::State::serve_exec(Connection& c, const Exec& given, Uploads& uploads) {
     const std::string& peer = c.peer();
     const auto started = std::chrono::steady_clock::now();
     const uint64_t sent_before = c.bytes_sent();
     Scratch scratch;
     ExecPlan plan;
-    if (scratch.path.empty()) {
+    // "upload:NAME" (a whole argument, or a flag's value after '=') becomes the uploaded file's
+    // path, and the uploads' folder one the command may read.
+    Exec exec = given;
+    std::string missing;
+    for (std::string& a : exec.args) {
+        const size_t at = a.rfind(kUploadedPrefix, 0) == 0 ? 0 : a.find(std::string("=") + kUploadedPrefix);
+        if (at == std::string::npos) continue;
+        const size_t name_at = a.find(':', at) + 1;
+        const std::string path = uploads.find(a.substr(name_at));
+        if (path.empty()) missing = a.substr(name_at);
+        else a = a.substr(0, at == 0 ? 0 : at + 1) + path;
+    }
+    Result<Roots> roots = opt.roots;
+    const std::string uploaded_prefix = uploads.find_folder().empty() ? std::string() : uploads.find_folder() + "/";
+    if (!uploads.find_folder().empty()) {
+        std::vector<std::string> folders = opt.roots.folders();
+        folders.push_back(uploads.find_folder());
+        roots = Roots::make(folders);
+    }
+    if (scratch.path.empty() || !roots) {
         plan.refuse_code = 3;
-        plan.refuse_message = fmt::format("layerscope {}: the server cannot make a scratch folder: {}", exec.command, std::strerror(errno));
+        plan.refuse_message = fmt::format("layerscope {}: the server cannot make a scratch folder: {}", exec.command,
+                                          roots ? std::strerror(errno) : roots.error().message);
+    } else if (!missing.empty()) {
+        plan.refuse_code = 3;
+        plan.refuse_message = fmt::format("layerscope {}: {}: nothing of that name was uploaded on this connection", exec.command, missing);
     } else {
-        plan = opt.policy(exec, opt.roots, scratch.path);
+        plan = opt.policy(exec, roots.value(), scratch.path);
     }
     if (plan.refuse_code != 0) {
         opt.log(fmt::format("{}: {} refused: {}", peer, exec.command, plan.refuse_message));
@@ -322,6 +467,10 @@ bool Server::State::serve_exec(Connection& c, const Exec& exec) {
             for (size_t at = text.find(path); !path.empty() && at != std::string::npos; at = text.find(path, at))
                 text.replace(at, path.size(), fmt::format("@out{}", k));
         }
+        // An uploaded input is named as the client named it ("upload:NAME" there becomes its path).
+        for (size_t at = text.find(uploaded_prefix); !uploaded_prefix.empty() && at != std::string::npos;
+             at = text.find(uploaded_prefix, at))
+            text.replace(at, uploaded_prefix.size(), kUploadedPrefix);
         return static_cast<bool>(c.send(MsgType::kOutput, encode(Output{static_cast<uint8_t>(i + 1), std::move(text)})));
     };
     std::string buffer(64 << 10, '\0');
@@ -371,39 +520,43 @@ bool Server::State::serve_exec(Connection& c, const Exec& exec) {
 bool Server::State::open_session(Connection& c, const Open& open) {
     auto fail = [&](const std::string& why) {
         opt.log(fmt::format("{}: open refused: {}", c.peer(), why));
-        return static_cast<bool>(c.send(MsgType::kCommandDone, encode(CommandDone{0, why})));
+        return static_cast<bool>(c.send(MsgType::kCommandDone, encode(CommandDone{0, why, {}})));
     };
     {
         std::lock_guard<std::mutex> lock(sessions_mu);
         if (sessions.size() >= static_cast<size_t>(opt.max_sessions))
             return fail(fmt::format("{} sessions are open on the server (at most {}); close one", sessions.size(), opt.max_sessions));
     }
-    auto model = opt.roots.resolve_input(open.model);
+    auto path = opt.roots.resolve_input(open.model);
+    if (!path) return fail(path.error().message);
+    auto model = Model::open(path.value());
     if (!model) return fail(model.error().message);
-    // The reference first: the session evaluates ubatches as it did, and its prompt is the default.
-    std::shared_ptr<const ReferenceDump> reference;
-    if (!open.reference.empty()) {
-        auto path = opt.roots.resolve_input(open.reference);
-        if (!path) return fail(path.error().message);
-        auto ref = ReferenceDump::open(path.value());
-        if (!ref) return fail(ref.error().message);
-        reference = std::move(ref.value());
-    }
-    SessionOptions so;
-    so.backend = open.backend;
-    if (!math_mode_from_name(open.mode, &so.forward.mode)) return fail("the mode must be exact or llama");
-    if (open.capture_budget > 0) so.capture = CapturePolicy::memory_budget(open.capture_budget);
-    if (reference && reference->n_ubatch() > 0) so.forward.n_ubatch = static_cast<int>(reference->n_ubatch());
-    auto session = Session::open(model.value(), so);
-    if (!session) return fail(session.error().message);
     auto held = std::make_shared<Held>();
+    held->model = std::shared_ptr<const Model>(std::move(model.value()));
+    held->options.backend = open.backend;
+    if (!math_mode_from_name(open.mode, &held->options.forward.mode)) return fail("the mode must be exact or llama");
+    if (open.capture_budget > 0) held->options.capture = CapturePolicy::memory_budget(open.capture_budget);
+    // The reference first: the session runs with its numerics (batch size, flash attention, output
+    // rows) as a local one does, and its prompt and decode calls are the default.
+    if (!open.reference.empty()) {
+        auto ref = resolve_reference(*held, open.reference);
+        if (!ref) return fail(ref.error().message);
+        held->reference = ref.value();
+        if (Status s = use_reference_numerics(*held->reference, held->options.forward); !s) return fail(s.error().message);
+    }
+    auto session = Session::create(held->model, held->options);
+    if (!session) return fail(session.error().message);
     held->session = std::move(session.value());
+    const std::shared_ptr<const ReferenceDump>& reference = held->reference;
     if (reference) held->session->set_reference(reference);
     if (!open.tokens.empty()) held->session->set_tokens(open.tokens);
     else if (open.prompt.empty() && reference) held->session->set_tokens(reference->prompt_tokens());
     else held->session->set_prompt(open.prompt, true, false);
-    if (open.n_generate > 0) held->session->generate(open.n_generate);
-    const ModelConfig& config = held->session->model().config();
+    const int n_generate = open.n_generate > 0 ? open.n_generate
+                           : reference         ? std::max<int>(0, static_cast<int>(reference->decode_n_tokens().size()) - 1)
+                                               : 0;
+    if (n_generate > 0) held->session->generate(n_generate, reference ? reference->generated_tokens() : std::vector<int32_t>{});
+    const ModelConfig& config = held->model->config();
     held->opened.model = fmt::format("{}: {}, {} layers, n_embd {}", open.model, config.arch_name, config.n_layer, config.n_embd);
     held->opened.backend = held->session->backend_description();
     {
@@ -414,6 +567,92 @@ bool Server::State::open_session(Connection& c, const Open& open) {
     }
     opt.log(fmt::format("{}: session {} opened ({})", c.peer(), held->id, held->opened.model));
     return serve_session(c, held);
+}
+
+Result<std::shared_ptr<const ReferenceDump>> Server::State::resolve_reference(Held& held, const std::string& text) {
+    std::string path;
+    if (text.rfind(kUploadedPrefix, 0) == 0) {
+        const std::string name = text.substr(sizeof kUploadedPrefix - 1);
+        path = held.uploads.find(name);
+        if (path.empty())
+            return make_error(ErrorCode::kBadInput, fmt::format("{}: nothing of that name was uploaded for session {}", name, held.id));
+    } else {
+        auto resolved = opt.roots.resolve_input(text);
+        if (!resolved) return resolved.error();
+        path = resolved.value();
+    }
+    auto ref = ReferenceDump::open(path);
+    if (!ref) return ref.error();
+    // An engine's own tensor names pair with llama.cpp's, as in the GUI and `compare --names auto`.
+    if (Status s = name_as_llama(*ref.value(), biased_in(*held.model)); !s) return s.error();
+    return std::shared_ptr<const ReferenceDump>(std::move(ref.value()));
+}
+
+std::string Server::State::set_reference(Held& held, const std::string& text, uint64_t* ticket) {
+    auto ref = resolve_reference(held, text);
+    if (!ref) return ref.error().message;
+    const std::shared_ptr<const ReferenceDump>& reference = ref.value();
+    ForwardOptions forward = held.options.forward;
+    if (Status s = use_reference_numerics(*reference, forward); !s) return s.error().message;
+    const auto snap = held.session->snapshot();
+    const std::vector<int32_t>& prompt = reference->prompt_tokens();
+    held.reference = reference;
+    if (forward.n_ubatch == held.options.forward.n_ubatch && forward.flash_attn == held.options.forward.flash_attn &&
+        forward.all_logits == held.options.forward.all_logits && (prompt.empty() || prompt == snap->tokens)) {
+        *ticket = held.ticket_base + held.session->set_reference(reference);  // compared where it stands
+        return {};
+    }
+    // Other numerics, or another prompt: a new session runs as the reference was made, from the
+    // start, as a local session loading it does. Its tickets follow the old one's.
+    SessionOptions options = held.options;
+    options.forward = forward;
+    auto session = Session::create(held.model, options);
+    if (!session) return session.error().message;
+    held.options = options;
+    held.ticket_base = held.last_ticket;
+    held.session = std::move(session.value());
+    held.session->set_tokens(prompt.empty() ? snap->tokens : prompt);
+    CommandTicket t = held.session->set_reference(reference);
+    const int n_generate = std::max<int>(0, static_cast<int>(reference->decode_n_tokens().size()) - 1);
+    if (n_generate > 0) t = held.session->generate(n_generate, reference->generated_tokens());
+    *ticket = held.ticket_base + t;
+    return {};
+}
+
+std::string Server::State::export_on_server(Held& held, const Command& m, std::string* note) {
+    auto path = opt.roots.resolve_output(m.text);
+    if (!path) return path.error().message;
+    if (m.arg != 0 && m.arg != 1) return "export: the format must be 0 (a GGUF dump) or 1 (a .npy folder)";
+    const auto snap = held.session->snapshot();
+    const std::set<std::string> wanted(m.names.begin(), m.names.end());
+    std::vector<std::shared_ptr<const CapturedTensor>> picked;
+    size_t missing = 0;
+    for (size_t i = 0; i < snap->records.size(); ++i) {
+        const EventRecord* r = snap->records[i].get();
+        if (!r || (!wanted.empty() && !wanted.count(r->info.name))) continue;
+        auto capture = snap->capture(static_cast<int64_t>(i));
+        if (capture && capture->values) picked.push_back(std::move(capture));
+        else ++missing;
+    }
+    if (picked.empty())
+        return fmt::format("export: none of the {} events asked for has values on the server (not evaluated yet, or dropped "
+                           "by the capture budget)", wanted.empty() ? snap->records.size() : wanted.size());
+    ExportSet set = export_set_from_captures(picked, {});
+    set.info.prompt_tokens = snap->tokens;
+    set.info.prompt_token_pieces = snap->pieces;
+    set.info.generated_tokens = snap->generated;
+    set.info.model_path = held.model->path();
+    set.info.model_desc = held.model->config().arch_name;
+    ExportOptions options;
+    options.format = m.arg == 1 ? ExportFormat::kNpyFolder : ExportFormat::kGgufDump;
+    options.path = path.value();
+    options.overwrite = m.arg2 != 0;
+    auto written = export_tensors(set, options);
+    if (!written) return written.error().message;
+    *note = fmt::format("Wrote {} tensors ({:.2f} MiB) to {} on the server{}", written.value().n_tensors,
+                        written.value().bytes / 1048576.0, written.value().path,
+                        missing ? fmt::format(" ({} asked for had no values there)", missing) : "");
+    return {};
 }
 
 bool Server::State::attach_session(Connection& c, uint64_t id) {
@@ -428,47 +667,48 @@ bool Server::State::attach_session(Connection& c, uint64_t id) {
     }
     if (!held) {
         opt.log(fmt::format("{}: attach refused: {}", c.peer(), why));
-        return static_cast<bool>(c.send(MsgType::kCommandDone, encode(CommandDone{0, why})));
+        return static_cast<bool>(c.send(MsgType::kCommandDone, encode(CommandDone{0, why, {}})));
     }
     opt.log(fmt::format("{}: session {} attached", c.peer(), id));
     return serve_session(c, held);
 }
 
-std::string Server::State::run_command(Held& held, const Command& m, uint64_t* ticket, bool* close) {
+std::string Server::State::run_command(Held& held, const Command& m, uint64_t* ticket, bool* close, std::string* note) {
     Session& s = *held.session;
+    CommandTicket t = 0;  // a queued command's ticket, the client's once ticket_base is added
     switch (m.kind) {
-        case CommandKind::kStepOp: *ticket = s.step_op(); break;
-        case CommandKind::kStepLayer: *ticket = s.step_layer(); break;
-        case CommandKind::kStepToken: *ticket = s.step_token(); break;
-        case CommandKind::kContinue: *ticket = s.continue_run(); break;
-        case CommandKind::kPause: *ticket = s.pause(); break;
-        case CommandKind::kRestart: *ticket = s.restart(); break;
-        case CommandKind::kGoTo: *ticket = s.go_to(m.arg); break;
-        case CommandKind::kRunToEvent: *ticket = s.run_to_event(m.arg); break;
+        case CommandKind::kStepOp: t = s.step_op(); break;
+        case CommandKind::kStepLayer: t = s.step_layer(); break;
+        case CommandKind::kStepToken: t = s.step_token(); break;
+        case CommandKind::kContinue: t = s.continue_run(); break;
+        case CommandKind::kPause: t = s.pause(); break;
+        case CommandKind::kRestart: t = s.restart(); break;
+        case CommandKind::kGoTo: t = s.go_to(m.arg); break;
+        case CommandKind::kRunToEvent: t = s.run_to_event(m.arg); break;
         case CommandKind::kGenerate:
             if (m.arg < 0 || m.arg > (1 << 20)) return "generate: n must be 0 to 1048576";
-            *ticket = s.generate(static_cast<int>(m.arg), m.ids);
+            t = s.generate(static_cast<int>(m.arg), m.ids);
             break;
-        case CommandKind::kCancel: *ticket = s.cancel(); break;
-        case CommandKind::kSetPrompt: *ticket = s.set_prompt(m.text, true, false); break;
-        case CommandKind::kSetTokens: *ticket = s.set_tokens(m.ids); break;
+        case CommandKind::kCancel: t = s.cancel(); break;
+        case CommandKind::kSetPrompt: t = s.set_prompt(m.text, true, false); break;
+        case CommandKind::kSetTokens: t = s.set_tokens(m.ids); break;
         case CommandKind::kSetReference: {
-            auto path = opt.roots.resolve_input(m.text);
-            if (!path) return path.error().message;
-            auto ref = ReferenceDump::open(path.value());
-            if (!ref) return ref.error().message;
-            *ticket = s.set_reference(std::shared_ptr<const ReferenceDump>(std::move(ref.value())));
-            break;
+            const std::string error = set_reference(held, m.text, ticket);
+            if (error.empty()) held.last_ticket = std::max(held.last_ticket, *ticket);
+            return error;
         }
-        case CommandKind::kAddBreakpoint: *ticket = static_cast<uint64_t>(s.add_breakpoint(m.breakpoint)); break;
+        case CommandKind::kAddBreakpoint: *ticket = static_cast<uint64_t>(s.add_breakpoint(m.breakpoint)); return {};
         case CommandKind::kRemoveBreakpoint:
             if (!s.remove_breakpoint(static_cast<int>(m.arg))) return fmt::format("no breakpoint {}", m.arg);
-            break;
+            return {};
         case CommandKind::kEnableBreakpoint:
             if (!s.enable_breakpoint(static_cast<int>(m.arg), m.arg2 != 0)) return fmt::format("no breakpoint {}", m.arg);
-            break;
-        case CommandKind::kClose: *close = true; break;
+            return {};
+        case CommandKind::kExport: return export_on_server(held, m, note);
+        case CommandKind::kClose: *close = true; return {};
     }
+    *ticket = held.ticket_base + t;
+    held.last_ticket = std::max(held.last_ticket, *ticket);
     return {};
 }
 
@@ -515,12 +755,19 @@ bool Server::State::serve_session(Connection& c, const std::shared_ptr<Held>& he
         if (!snap) snap = held->session->snapshot();
         if (first || snap->version != sent.version) {
             first = false;
-            if (!c.send(MsgType::kSnapshot, encode_snapshot_delta(*snap, sent))) break;
+            std::shared_ptr<const SessionSnapshot> shown = snap;
+            if (held->ticket_base > 0) {  // a session replaced by a reference's: the client's tickets go on
+                auto copy = std::make_shared<SessionSnapshot>(*snap);
+                copy->completed_ticket += held->ticket_base;
+                shown = std::move(copy);
+            }
+            if (!c.send(MsgType::kSnapshot, encode_snapshot_delta(*shown, sent))) break;
             last_sent = std::chrono::steady_clock::now();
         } else if (std::chrono::steady_clock::now() - last_sent > opt.ping_interval) {
             if (!c.send(MsgType::kPing, {})) break;  // the client hears from us while nothing changes
             last_sent = std::chrono::steady_clock::now();
         }
+        if (!send_diagnosis(c, *held)) break;
         if (!c.has_buffered()) {
             pollfd p{c.native_handle(), POLLIN | POLLRDHUP, 0};
             const int n = ::poll(&p, 1, 1);
@@ -538,8 +785,11 @@ bool Server::State::serve_session(Connection& c, const std::shared_ptr<Held>& he
             }
             uint64_t ticket = 0;
             bool close = false;
-            const std::string error = run_command(*held, command.value(), &ticket, &close);
-            if (!c.send(MsgType::kCommandDone, encode(CommandDone{ticket, error}))) break;
+            std::string note;
+            const Session* before = held->session.get();
+            const std::string error = run_command(*held, command.value(), &ticket, &close, &note);
+            if (held->session.get() != before) first = true;  // a new session: its snapshot goes out whole
+            if (!c.send(MsgType::kCommandDone, encode(CommandDone{ticket, error, note}))) break;
             if (close) {
                 std::lock_guard<std::mutex> lock(sessions_mu);
                 sessions.erase(held->id);
@@ -549,14 +799,133 @@ bool Server::State::serve_session(Connection& c, const std::shared_ptr<Held>& he
         } else if (frame.value().type == MsgType::kFetch) {
             auto fetch = decode_fetch(frame.value().payload);
             if (!fetch || !send_tensor(c, *held->session->snapshot(), fetch.value().index)) break;
+        } else if (frame.value().type == MsgType::kDiagnose) {
+            auto diagnose = decode_diagnose(frame.value().payload);
+            if (!diagnose) {
+                opt.log(fmt::format("{}: session {}: {}", peer, held->id, diagnose.error().message));
+                break;
+            }
+            held->stop_diagnosis(false);
+            if (!diagnose.value().stop) held->start_diagnosis(diagnose.value());
         } else {
             opt.log(fmt::format("{}: session {}: unexpected {} message", peer, held->id, msg_type_name(frame.value().type)));
             break;
         }
     }
+    held->stop_diagnosis(false);  // nobody is left to read it
     detach();
     opt.log(fmt::format("{}: left session {}; it stays open for the next connection", peer, held->id));
     return false;
+}
+
+bool Server::State::send_diagnosis(Connection& c, Held& held) {
+    if (!held.diagnosis) return true;
+    Diagnosis news;
+    {
+        DiagnosisJob& job = *held.diagnosis;
+        const std::lock_guard<std::mutex> lock(job.mu);
+        if (!job.changed) return true;
+        job.changed = false;
+        news = job.state;
+        job.state.has_local = false;  // the local errors go once
+        job.state.local.clear();
+    }
+    return static_cast<bool>(c.send(MsgType::kDiagnosis, encode(news)));
+}
+
+bool Server::State::receive_upload(Connection& c, const Upload& up, Uploads& for_connection) {
+    const std::string& peer = c.peer();
+    auto answer = [&](const std::string& error, const std::string& note) {
+        return static_cast<bool>(c.send(MsgType::kCommandDone, encode(CommandDone{0, error, note})));
+    };
+    // A refused upload ends the connection: the client has nothing more to say on it.
+    auto refuse = [&](const std::string& why) {
+        opt.log(fmt::format("{}: upload {} refused: {}", peer, up.name, why));
+        (void)answer(why, {});
+        return false;
+    };
+    // Session 0: for the commands of this connection.
+    std::shared_ptr<Held> held;
+    if (up.session != 0) {
+        std::lock_guard<std::mutex> lock(sessions_mu);
+        auto it = sessions.find(up.session);
+        if (it != sessions.end()) held = it->second;
+        if (!held) return refuse(fmt::format("no session {} on this server", up.session));
+    }
+    Uploads& into = held ? held->uploads : for_connection;
+    const std::string whose = held ? fmt::format("session {}'s", held->id) : "this connection's";
+    std::string target, staging;
+    {
+        // The bytes are counted against the allowance before any arrives.
+        const std::lock_guard<std::mutex> lock(into.mu);
+        if (up.size > opt.max_upload_bytes || into.bytes > opt.max_upload_bytes - up.size)
+            return refuse(fmt::format("{} bytes would take {} uploads beyond the server's {} bytes", up.size, whose, opt.max_upload_bytes));
+        if (into.folder.empty()) {
+            Scratch folder;  // kept: `into` removes it
+            if (folder.path.empty()) return refuse(fmt::format("the server cannot make a folder for uploads: {}", std::strerror(errno)));
+            into.folder = std::exchange(folder.path, std::string());
+        }
+        into.bytes += up.size;
+        const fs::path path = fs::path(into.folder) / up.name;
+        std::error_code ec;
+        fs::create_directories(path.parent_path(), ec);
+        target = path.string();
+        staging = (path.parent_path() / ("." + path.filename().string() + ".part")).string();
+    }
+    auto release = [&] {
+        std::error_code ec;
+        fs::remove(staging, ec);
+        const std::lock_guard<std::mutex> lock(into.mu);
+        into.bytes -= up.size;
+    };
+    std::FILE* f = std::fopen(staging.c_str(), "wb");
+    if (!f) {
+        const std::string why = fmt::format("cannot write {} on the server: {}", up.name, std::strerror(errno));
+        release();
+        return refuse(why);
+    }
+    if (!answer({}, {})) {  // go ahead
+        std::fclose(f);
+        release();
+        return false;
+    }
+    uint64_t written = 0;
+    std::string error;
+    for (;;) {
+        auto frame = c.receive(kMaxFrameBytes, opt.idle_timeout);
+        if (!frame) {
+            error = frame.error().message;
+            break;
+        }
+        if (frame.value().type == MsgType::kFileEnd) break;
+        auto chunk = frame.value().type == MsgType::kFileChunk ? decode_file_chunk(frame.value().payload)
+                                                                : Result<FileChunk>(make_error(ErrorCode::kBadInput, fmt::format(
+                                                                      "an upload cut by a {} message", msg_type_name(frame.value().type))));
+        auto data = chunk ? decompress_chunk(chunk.value().compressed, kChunkBytes) : Result<std::string>(chunk.error());
+        if (!data) {
+            error = data.error().message;
+            break;
+        }
+        if (data.value().size() > up.size - written) {
+            error = fmt::format("more than the {} bytes announced", up.size);
+            break;
+        }
+        if (std::fwrite(data.value().data(), 1, data.value().size(), f) != data.value().size()) {
+            error = fmt::format("cannot write {} on the server: {}", up.name, std::strerror(errno));
+            break;
+        }
+        written += data.value().size();
+    }
+    if (std::fclose(f) != 0 && error.empty()) error = fmt::format("cannot write {} on the server: {}", up.name, std::strerror(errno));
+    if (error.empty() && written != up.size) error = fmt::format("{} bytes of the {} announced", written, up.size);
+    if (error.empty() && std::rename(staging.c_str(), target.c_str()) != 0) error = std::strerror(errno);
+    if (!error.empty()) {
+        release();
+        return refuse(error);
+    }
+    opt.log(fmt::format("{}: uploaded {} ({} bytes) for {}", peer, up.name, up.size,
+                        held ? fmt::format("session {}", held->id) : std::string("its commands")));
+    return answer({}, fmt::format("{}{}", kUploadedPrefix, up.name));
 }
 
 Server::Server(std::unique_ptr<State> state) : state_(std::move(state)) {}

@@ -46,6 +46,8 @@ struct ServerOptions {
     std::string name = "layerscope";  // sent in the welcome
     int max_connections = 8;
     int max_sessions = 4;  // live sessions held at once (each holds a model)
+    // Bytes of files a session's clients may upload (references), kept until the session closes.
+    uint64_t max_upload_bytes = uint64_t{64} << 30;
     std::chrono::milliseconds hello_timeout{10000};  // to present the token
     std::chrono::milliseconds idle_timeout{600000};  // between commands
     std::chrono::milliseconds ping_interval{5000};   // while a command is quiet

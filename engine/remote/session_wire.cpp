@@ -275,6 +275,7 @@ std::string encode(const Command& m) {
     w.str(m.text);
     put_ids(w, m.ids);
     put_spec(w, m.breakpoint);
+    put_strings(w, m.names);
     return w.take();
 }
 Result<Command> decode_command(std::string_view payload) {
@@ -288,12 +289,14 @@ Result<Command> decode_command(std::string_view payload) {
     m.text = r.str();
     m.ids = get_ids(r);
     m.breakpoint = get_spec(r);
+    m.names = get_strings(r);
     return finish_message(r, std::move(m), "command");
 }
 std::string encode(const CommandDone& m) {
     PayloadWriter w;
     w.u64(m.ticket);
     w.str(m.error);
+    w.str(m.note);
     return w.take();
 }
 Result<CommandDone> decode_command_done(std::string_view payload) {
@@ -301,6 +304,7 @@ Result<CommandDone> decode_command_done(std::string_view payload) {
     CommandDone m;
     m.ticket = r.u64();
     m.error = r.str();
+    m.note = r.str();
     return finish_message(r, std::move(m), "command-done");
 }
 std::string encode(const Fetch& m) {
@@ -339,6 +343,87 @@ Result<TensorHeader> decode_tensor_header(std::string_view payload) {
         if (count == UINT64_MAX || count * 4 != m.bytes) r.fail();
     }
     return finish_message(r, std::move(m), "tensor");
+}
+
+std::string encode(const Diagnose& m) {
+    PayloadWriter w;
+    w.u64(m.request);
+    w.i64(m.event);
+    w.u8(m.stop);
+    return w.take();
+}
+Result<Diagnose> decode_diagnose(std::string_view payload) {
+    PayloadReader r(payload);
+    Diagnose m;
+    m.request = r.u64();
+    m.event = r.i64();
+    m.stop = r.u8() != 0;
+    if (m.event < -1) r.fail();
+    return finish_message(r, std::move(m), "diagnose");
+}
+std::string encode(const Diagnosis& m) {
+    PayloadWriter w;
+    w.u64(m.request);
+    w.i64(m.event);
+    w.u8(m.done);
+    w.str(m.step);
+    w.u64(m.tried);
+    w.str(m.verdict);
+    w.u8(m.has_local);
+    w.u32(static_cast<uint32_t>(m.local.size()));
+    for (const EventComparison& c : m.local) put_comparison(w, c);
+    return w.take();
+}
+Result<Diagnosis> decode_diagnosis(std::string_view payload) {
+    PayloadReader r(payload);
+    Diagnosis m;
+    m.request = r.u64();
+    m.event = r.i64();
+    m.done = r.u8() != 0;
+    m.step = r.str();
+    m.tried = r.u64();
+    m.verdict = r.str();
+    m.has_local = r.u8() != 0;
+    const size_t n = r.count(kMaxPlanEvents, 64);
+    for (size_t i = 0; i < n && r.ok(); ++i) {
+        m.local.push_back(get_comparison(r));
+        if (m.local.back().event_index < 0) r.fail();
+    }
+    return finish_message(r, std::move(m), "diagnosis");
+}
+std::string encode(const Upload& m) {
+    PayloadWriter w;
+    w.u64(m.session);
+    w.str(m.name);
+    w.u64(m.size);
+    return w.take();
+}
+Result<Upload> decode_upload(std::string_view payload) {
+    PayloadReader r(payload);
+    Upload m;
+    m.session = r.u64();
+    m.name = r.str(4096);
+    m.size = r.u64();
+    if (r.ok() && !is_upload_name(m.name)) r.fail();
+    return finish_message(r, std::move(m), "upload");
+}
+
+bool is_upload_name(const std::string& name) {
+    if (name.empty() || name.size() > 255) return false;
+    int parts = 1;
+    bool part_start = true;
+    for (char ch : name) {
+        if (ch == '/') {
+            if (part_start || ++parts > 2) return false;
+            part_start = true;
+            continue;
+        }
+        const bool plain = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '.' ||
+                           ch == '-' || ch == '_';
+        if (!plain || (part_start && ch == '.')) return false;
+        part_start = false;
+    }
+    return !part_start;
 }
 
 std::string encode_snapshot_delta(const SessionSnapshot& snap, SentState& sent) {

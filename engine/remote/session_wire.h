@@ -38,20 +38,50 @@ struct Attach {
 
 enum class CommandKind : uint8_t {
     kStepOp = 1, kStepLayer, kStepToken, kContinue, kPause, kRestart, kGoTo, kRunToEvent, kGenerate, kCancel,
-    kSetPrompt, kSetTokens, kSetReference, kAddBreakpoint, kRemoveBreakpoint, kEnableBreakpoint, kClose,
+    kSetPrompt, kSetTokens, kSetReference, kAddBreakpoint, kRemoveBreakpoint, kEnableBreakpoint, kClose, kExport,
 };
-inline constexpr uint8_t kLastCommandKind = 17;
+inline constexpr uint8_t kLastCommandKind = 18;
+// kSetReference's text names a file uploaded for the session (Upload) with this prefix; any other
+// text is a path on the server's disk.
+inline constexpr char kUploadedPrefix[] = "upload:";
 struct Command {
     CommandKind kind = CommandKind::kStepOp;
-    int64_t arg = 0;             // go_to / run_to_event index, generate n, breakpoint id, enable flag
-    std::string text;            // prompt, reference path
+    int64_t arg = 0;             // go_to / run_to_event index, generate n, breakpoint id, enable flag; kExport: the format
+    std::string text;            // prompt, reference path; kExport: the output path on the server
     std::vector<int32_t> ids;    // tokens
     BreakpointSpec breakpoint;   // kAddBreakpoint
-    int64_t arg2 = 0;            // kEnableBreakpoint: 1 enable, 0 disable
+    int64_t arg2 = 0;            // kEnableBreakpoint: 1 enable, 0 disable; kExport: 1 replaces an earlier export
+    std::vector<std::string> names;  // kExport: the dump names of the events to write (execution order)
 };
 struct CommandDone {
     uint64_t ticket = 0;  // the session's ticket (queued commands), or a breakpoint id
     std::string error;    // "" when accepted
+    std::string note;     // what an accepted command did, when it says ("wrote 12 tensors ...")
+};
+// The doctor's verdict on the first divergence and the local errors of the flagged events,
+// worked out on the server (it has the model and the reference).
+struct Diagnose {
+    uint64_t request = 0;  // the client's number for it: a Diagnosis answers the newest
+    int64_t event = -1;    // the first divergent event, as the client's snapshot says (-1: none)
+    bool stop = false;     // stops the one under way instead
+};
+struct Diagnosis {
+    uint64_t request = 0;
+    int64_t event = -1;
+    bool done = false;       // false: still working, `step` says on what
+    std::string step;
+    uint64_t tried = 0;
+    std::string verdict;     // the doctor's line (when done; "" without a divergence with values)
+    bool has_local = false;  // the local errors below are computed (sent once, with the first message after)
+    std::vector<EventComparison> local;  // of the flagged events (event_index set)
+};
+// Opens a connection's upload of a file for session `session` (FileChunk messages, then a
+// FileEnd; the server answers with a CommandDone). `name` is a plain file name, or "folder/file"
+// for a file of a reference folder (.npy files and manifest.json).
+struct Upload {
+    uint64_t session = 0;
+    std::string name;
+    uint64_t size = 0;
 };
 struct Fetch {
     int64_t index = 0;
@@ -71,6 +101,9 @@ std::string encode(const Command& m);
 std::string encode(const CommandDone& m);
 std::string encode(const Fetch& m);
 std::string encode(const TensorHeader& m);
+std::string encode(const Diagnose& m);
+std::string encode(const Diagnosis& m);
+std::string encode(const Upload& m);
 Result<Open> decode_open(std::string_view payload);
 Result<Opened> decode_opened(std::string_view payload);
 Result<Attach> decode_attach(std::string_view payload);
@@ -78,6 +111,12 @@ Result<Command> decode_command(std::string_view payload);
 Result<CommandDone> decode_command_done(std::string_view payload);
 Result<Fetch> decode_fetch(std::string_view payload);
 Result<TensorHeader> decode_tensor_header(std::string_view payload);
+Result<Diagnose> decode_diagnose(std::string_view payload);
+Result<Diagnosis> decode_diagnosis(std::string_view payload);
+Result<Upload> decode_upload(std::string_view payload);
+// Whether `name` may name an uploaded file: "file" or "folder/file", each part of letters,
+// digits, '.', '-' and '_', not starting with '.', at most 255 bytes.
+bool is_upload_name(const std::string& name);
 
 // What the server last sent a client of one session: the plan and each record, compared by
 // identity (records are immutable; a replaced one is a new object).

@@ -27,6 +27,9 @@ const char* msg_type_name(MsgType type) {
         case MsgType::kSnapshot: return "snapshot";
         case MsgType::kFetch: return "fetch";
         case MsgType::kTensor: return "tensor";
+        case MsgType::kDiagnose: return "diagnose";
+        case MsgType::kDiagnosis: return "diagnosis";
+        case MsgType::kUpload: return "upload";
     }
     return "unknown";
 }

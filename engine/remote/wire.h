@@ -14,7 +14,7 @@
 
 namespace ls::remote {
 
-inline constexpr uint32_t kProtocolVersion = 1;
+inline constexpr uint32_t kProtocolVersion = 2;
 inline constexpr char kMagic[4] = {'L', 'S', 'R', '1'};
 inline constexpr size_t kHeaderBytes = 9;  // magic, type (u8), payload length (u32 little-endian)
 // Before the token is checked a peer may send one small frame; after it, frames up to this size
@@ -46,8 +46,11 @@ enum class MsgType : uint8_t {
     kSnapshot = 16,     // server: what changed in the session's snapshot (zstd)
     kFetch = 17,        // client: an event's full tensor, please
     kTensor = 18,       // server: that tensor follows as file chunks (or why not)
+    kDiagnose = 19,     // client: the doctor and the local errors, please (or stop them)
+    kDiagnosis = 20,    // server: their progress, and what they found
+    kUpload = 21,       // client: a file for a session follows as file chunks (a connection of its own)
 };
-inline constexpr uint8_t kLastMsgType = 18;
+inline constexpr uint8_t kLastMsgType = 21;
 const char* msg_type_name(MsgType type);
 
 struct FrameHeader {

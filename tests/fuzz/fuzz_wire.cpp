@@ -34,6 +34,9 @@ void decode_as(MsgType type, std::string_view payload) {
         case MsgType::kCommandDone: (void)decode_command_done(payload); break;
         case MsgType::kFetch: (void)decode_fetch(payload); break;
         case MsgType::kTensor: (void)decode_tensor_header(payload); break;
+        case MsgType::kDiagnose: (void)decode_diagnose(payload); break;
+        case MsgType::kDiagnosis: (void)decode_diagnosis(payload); break;
+        case MsgType::kUpload: (void)decode_upload(payload); break;
         case MsgType::kSnapshot: {
             // As the client applies them: on nothing, then on the first one it accepted.
             (void)apply_snapshot_delta(payload, nullptr);

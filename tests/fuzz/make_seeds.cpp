@@ -210,6 +210,22 @@ int main(int argc, char** argv) {
             write_text(out / "wire" / (std::string("snapshot_") + name), remote::make_frame(remote::MsgType::kSnapshot, raw.value())), ++n;
             write_text(out / "wire" / (std::string("snapshot_") + name + ".zst"), remote::make_frame(remote::MsgType::kSnapshot, delta)), ++n;
         }
+        // The doctor's messages (a diagnosis carrying a record's comparison) and an upload's.
+        remote::Diagnosis d;
+        d.request = 3;
+        d.event = 12;
+        d.done = true;
+        d.step = "rope";
+        d.tried = 4;
+        d.verdict = "adjacent pairs (NORM) instead of halves (NEOX)";
+        d.has_local = true;
+        if (const EventRecord* r = s.snapshot()->record(12)) {
+            d.local.push_back(r->comparison);
+            d.local.back().event_index = 12;
+        }
+        write_text(out / "wire" / "diagnosis", remote::make_frame(remote::MsgType::kDiagnosis, remote::encode(d))), ++n;
+        write_text(out / "wire" / "diagnose", remote::make_frame(remote::MsgType::kDiagnose, remote::encode(remote::Diagnose{3, 12, false}))), ++n;
+        write_text(out / "wire" / "upload", remote::make_frame(remote::MsgType::kUpload, remote::encode(remote::Upload{1, "ref/manifest.json", 4096}))), ++n;
     }
 
     std::printf("make_seeds: %d seeds in %s\n", n, out.string().c_str());
