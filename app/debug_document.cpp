@@ -356,10 +356,12 @@ const std::string& DebugDocument::remote_verdict(const SessionSnapshot& snap) {
     // The server has the model and the reference: it is asked again when the first divergence or
     // the flagged events change, once the session has settled (and again after a reconnect).
     const auto key = divergence_key(snap);
-    if (!remote_->connected()) remote_asked_ = {-2, 0};
-    else if (key != remote_asked_ && !remote_->busy() && snap.has_reference && key.second > 0) {
+    if (!remote_->connected()) {
+        remote_reask_ = true;  // what was worked out stays shown meanwhile
+    } else if ((key != remote_asked_ || remote_reask_) && !remote_->busy() && snap.has_reference && key.second > 0) {
         remote_->diagnose(snap.first_divergent);
         remote_asked_ = key;
+        remote_reask_ = false;
     }
     auto d = remote_->diagnosis();
     doctor_verdict_.clear();

@@ -140,6 +140,7 @@ private:
     std::vector<EventComparison> local_errors_;
     const void* local_diagnosis_ = nullptr;          // the server's diagnosis local_errors_ came from
     std::pair<int64_t, size_t> remote_asked_{-2, 0};  // (first divergent, flagged events) last asked of the server
+    bool remote_reask_ = false;                       // the connection was lost since: ask again
 };
 
 }  // namespace ls::app
