@@ -657,14 +657,17 @@ void MainView::draw() {
         p_->history.follow(*ctx.requested_history);
         set_panel("history", true);
     }
-    // The one cursor: panels request, the view applies; it follows the session while running.
+    // The one cursor: panels request, the view applies; it follows the session when the session
+    // moves (its cursor, state, plan or a finished command), not when a snapshot only adds a
+    // fetched tensor (a server's session) or edits a breakpoint.
+    const SessionMove move{ctx.snap->cursor, ctx.snap->state, ctx.snap->events.get(), ctx.snap->completed_ticket};
     if (ctx.requested_cursor >= -1) {
         cursor_ = ctx.requested_cursor;
         log(fmt::format("select {} {}", cursor_, ctx.event(cursor_) ? ctx.event(cursor_)->name : ""));
-    } else if (ctx.snap->version != last_version_) {
+    } else if (move != last_move_) {
         cursor_ = ctx.snap->cursor;
     }
-    last_version_ = ctx.snap->version;
+    last_move_ = move;
     const std::string state = session_state_name(ctx.snap->state);
     if (cursor_ != last_logged_cursor_ || state != last_logged_state_) {
         const EventInfo* e = ctx.event(cursor_);

@@ -127,7 +127,17 @@ private:
     std::unique_ptr<Panels> p_;
     std::vector<PanelEntry> panels_;
     int64_t cursor_ = -1;
-    uint64_t last_version_ = 0;
+    // Where the session stood at the last frame: the cursor follows it when it moves.
+    struct SessionMove {
+        int64_t cursor = -1;
+        SessionState state = SessionState::kEmpty;
+        const void* events = nullptr;
+        uint64_t completed_ticket = 0;
+        bool operator!=(const SessionMove& o) const {
+            return cursor != o.cursor || state != o.state || events != o.events || completed_ticket != o.completed_ticket;
+        }
+    };
+    SessionMove last_move_;
     int64_t last_logged_cursor_ = -2;
     std::string last_logged_state_;
     int screenshot_count_ = 0;

@@ -132,5 +132,8 @@ grep -q "^export: Wrote [0-9]* tensors .* to $dir/here/lily-npy, fetched from th
 test -s "$dir/here/lily-npy/manifest.json" || fail "the export here has no manifest"
 test -s "$dir/here/lily-q4.gguf" || fail "the uploaded file is gone from here"
 test -s "$dir/uploaded.png" || fail "no screenshot of the panels on the uploaded reference"
+# A selected event stays selected when its tensor arrives from the server.
+awk '/^select 3 Qcur-0$/ { on = 1 } on && /^state / { last = $0 } /^script screenshot/ { if (on) exit } END { exit !(last ~ / cursor 3 Qcur-0 /) }' "$dir/log2" ||
+  fail "the selection went back to the session's cursor when its tensor came"
 echo "PASS: connected, clean to the end against the server's reference, survived a network cut and reconnected;"
 echo "      an uploaded reference compared on the server, its doctor's verdict shown here, exported there and here"
