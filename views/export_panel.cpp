@@ -64,18 +64,14 @@ void ExportPanel::finish(Result<std::string> outcome) {
     running_ = false;
 }
 
-void ExportPanel::start_remote(const DebugContext& ctx, bool overwrite) {
-    if (running_ || worker_.joinable()) return;
-    std::vector<int64_t> events = selected_events(ctx);
-    std::vector<std::string> names;
-    for (int64_t e : events) names.push_back(ctx.snap->records[static_cast<size_t>(e)]->info.name);
+ExportOptions ExportPanel::begin_export(bool overwrite, size_t total) {
     ExportOptions o;
     o.format = format;
     o.path = path;
     o.overwrite = overwrite;
     o.cancel = &cancel_;
-    o.progress = [this](size_t done, size_t total) {
-        done_ = done, total_ = total;
+    o.progress = [this](size_t done, size_t n) {
+        done_ = done, total_ = n;
         return true;
     };
     {
@@ -85,8 +81,17 @@ void ExportPanel::start_remote(const DebugContext& ctx, bool overwrite) {
     }
     cancel_ = false;
     done_ = 0;
-    total_ = events.size();
+    total_ = total;
     running_ = true;
+    return o;
+}
+
+void ExportPanel::start_remote(const DebugContext& ctx, bool overwrite) {
+    if (running_ || worker_.joinable()) return;
+    std::vector<int64_t> events = selected_events(ctx);
+    std::vector<std::string> names;
+    for (int64_t e : events) names.push_back(ctx.snap->records[static_cast<size_t>(e)]->info.name);
+    ExportOptions o = begin_export(overwrite, events.size());
     // The worker holds the session (shared), so a document replaced meanwhile does not end it.
     worker_ = std::thread([this, remote = ctx.remote, events = std::move(events), names = std::move(names), o = std::move(o),
                            server = on_server]() {
@@ -111,24 +116,7 @@ void ExportPanel::export_now(const DebugContext& ctx, bool overwrite) {
 void ExportPanel::start(const DebugContext& ctx, bool overwrite) {
     if (running_ || worker_.joinable()) return;
     ExportSet set = selected_set(ctx);
-    ExportOptions o;
-    o.format = format;
-    o.path = path;
-    o.overwrite = overwrite;
-    o.cancel = &cancel_;
-    o.progress = [this](size_t done, size_t total) {
-        done_ = done, total_ = total;
-        return true;
-    };
-    {
-        std::lock_guard<std::mutex> lock(mutex_);
-        have_result_ = false;
-        result_.clear();
-    }
-    cancel_ = false;
-    done_ = 0;
-    total_ = set.tensors.size();
-    running_ = true;
+    ExportOptions o = begin_export(overwrite, set.tensors.size());
     // The set shares the captures, so the snapshot may be replaced while the worker writes.
     worker_ = std::thread([this, set = std::move(set), o = std::move(o)]() {
         auto r = export_tensors(set, o);

@@ -55,6 +55,8 @@ struct ExportPanel {
 private:
     void start(const DebugContext& ctx, bool overwrite);
     void start_remote(const DebugContext& ctx, bool overwrite);
+    // The options of an export of `total` tensors about to start; the panel shows it running.
+    ExportOptions begin_export(bool overwrite, size_t total);
     void finish(Result<std::string> outcome);  // on the worker: the line shown and logged
     void finish_if_done(DebugContext& ctx);
 
