@@ -76,11 +76,13 @@ struct Timing {
     std::map<Op, double> op_seconds;
     double attention_s = 0;          // of the op time, attention's (its products over the cache included)
     double stats_s = 0, copy_s = 0;  // of the total, the time spent computing statistics and copying
+    DeviceCounters decode;           // what the decode calls asked of the device, all n_gen of them
 };
 
 // `depth` tokens first, untimed and uncaptured; then the prompt and n_gen decode calls, timed.
-Result<Timing> time_run(ForwardPass& forward, const std::vector<int32_t>& depth, const std::vector<int32_t>& prompt, int n_gen,
-                        Capture capture, bool sync_each_event, const std::shared_ptr<HostBufferPool>& buffers) {
+Result<Timing> time_run(ForwardPass& forward, const Backend& backend, const std::vector<int32_t>& depth,
+                        const std::vector<int32_t>& prompt, int n_gen, Capture capture, bool sync_each_event,
+                        const std::shared_ptr<HostBufferPool>& buffers) {
     forward.reset();
     if (!depth.empty())
         if (Status s = forward.eval(depth, nullptr); !s) return s.error();
@@ -90,6 +92,7 @@ Result<Timing> time_run(ForwardPass& forward, const std::vector<int32_t>& depth,
     Clock::time_point t0 = Clock::now();
     if (Status s = forward.eval(prompt, &sink); !s) return s.error();
     t.prompt_s = std::chrono::duration<double>(Clock::now() - t0).count();
+    const DeviceCounters before = backend.device_counters();
     t0 = Clock::now();
     for (int i = 0; i < n_gen; ++i) {
         sink.start();
@@ -97,6 +100,8 @@ Result<Timing> time_run(ForwardPass& forward, const std::vector<int32_t>& depth,
         if (Status s = forward.eval({prompt.back()}, &sink); !s) return s.error();
     }
     t.gen_s = std::chrono::duration<double>(Clock::now() - t0).count();
+    const DeviceCounters after = backend.device_counters();
+    t.decode = {after.launches - before.launches, after.syncs - before.syncs, after.d2h_copies - before.d2h_copies};
     t.op_seconds = sink.op_seconds();
     t.attention_s = sink.attention_seconds();
     t.stats_s = sink.stats_seconds();
@@ -144,15 +149,17 @@ int run_bench(const BenchOptions& o) {
         sink = touched;
     }
     const std::shared_ptr<HostBufferPool> buffers = HostBufferPool::create();
-    if (auto warm = time_run(*forward.value(), depth, prompt, std::min(o.gen, 1), Capture::kNone, false, buffers); !warm)
+    const Backend& backend = *chosen.value().backend;
+    if (auto warm = time_run(*forward.value(), backend, depth, prompt, std::min(o.gen, 1), Capture::kNone, false, buffers);
+        !warm)
         return fail(warm.error());
     std::vector<Timing> runs, bare_runs;
     for (int r = 0; r < o.repetitions; ++r) {
-        auto timed = time_run(*forward.value(), depth, prompt, o.gen, capture, step_mode, buffers);
+        auto timed = time_run(*forward.value(), backend, depth, prompt, o.gen, capture, step_mode, buffers);
         if (!timed) return fail(timed.error());
         runs.push_back(timed.value());
         if (capture != Capture::kNone) {
-            auto bare = time_run(*forward.value(), depth, prompt, o.gen, Capture::kNone, step_mode, buffers);
+            auto bare = time_run(*forward.value(), backend, depth, prompt, o.gen, Capture::kNone, step_mode, buffers);
             if (!bare) return fail(bare.error());
             bare_runs.push_back(bare.value());
         }
@@ -196,6 +203,11 @@ int run_bench(const BenchOptions& o) {
         j["peak_rss_bytes"] = peak_rss;
         j["open_seconds"] = open_s;
         j["attention_seconds"] = t.attention_s;
+        // Per decoded token, the decode calls of the reported run (the same in every run).
+        const double n = std::max(o.gen, 1);
+        j["launches_per_token"] = static_cast<double>(t.decode.launches) / n;
+        j["syncs_per_token"] = static_cast<double>(t.decode.syncs) / n;
+        j["d2h_copies_per_token"] = static_cast<double>(t.decode.d2h_copies) / n;
         j["op_seconds"] = nlohmann::json::object();
         for (const auto& [op, s] : t.op_seconds) j["op_seconds"][op_name(op)] = s;
         std::printf("%s\n", j.dump(2).c_str());
@@ -212,7 +224,13 @@ int run_bench(const BenchOptions& o) {
                           : "run mode (the backend synced only where data is read)");
     if (o.depth > 0) std::printf("depth:    %d tokens in the cache before the timed prompt (untimed)\n", o.depth);
     std::printf("prompt:   %d tokens  %.2f tok/s\n", o.prompt_tokens, prompt_tps);
-    if (o.gen > 0) std::printf("generate: %d tokens  %.2f tok/s  (%.2f ms/token)\n", o.gen, gen_tps, 1000 * t.gen_s / o.gen);
+    if (o.gen > 0) {
+        std::printf("generate: %d tokens  %.2f tok/s  (%.2f ms/token)\n", o.gen, gen_tps, 1000 * t.gen_s / o.gen);
+        if (chosen.value().backend->kind() != BackendKind::kCpu)
+            std::printf("device:   a decoded token: %.1f launches, %.1f syncs, %.1f copies to the host\n",
+                        static_cast<double>(t.decode.launches) / o.gen, static_cast<double>(t.decode.syncs) / o.gen,
+                        static_cast<double>(t.decode.d2h_copies) / o.gen);
+    }
     std::printf("capture:  %s", o.capture.c_str());
     if (capture != Capture::kNone)
         std::printf(", %.3fx the time without (statistics %.3f s, copies %.3f s of %.3f s)", overhead, t.stats_s, t.copy_s,

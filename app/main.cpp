@@ -171,7 +171,9 @@ void add_bench_command(CLI::App& app, ls::app::BenchOptions& o) {
     b->add_option("--repetitions,-r", o.repetitions,
                   "Timed runs after one warm-up run; medians are reported, capture and bare runs alternate (default 3)")
         ->check(CLI::Range(1, 100));
-    b->add_flag("--json", o.json, "Print one JSON object (prompt_tps, gen_tps, capture_overhead, peak_rss_bytes, op_seconds)");
+    b->add_flag("--json", o.json,
+                "Print one JSON object (prompt_tps, gen_tps, capture_overhead, peak_rss_bytes, op_seconds; per decoded "
+                "token launches_per_token, syncs_per_token, d2h_copies_per_token)");
 }
 
 void add_serve_command(CLI::App& app, ls::app::ServeOptions& o) {

@@ -122,6 +122,17 @@ struct BackendMemory {
     bool weights_copied = false;  // weight() uploads a copy rather than using the mapped file in place
 };
 
+// What a backend has asked of a device since it was made: kernel launches (a cuBLAS call and a
+// memset count as one each), waits of the host for the device (a synchronize(), a download(), which
+// waits for the ops queued before it, and an upload too large to be queued), and copies from the
+// device to the host. bench reports them per decoded token; the CPU backend, which has no device,
+// none.
+struct DeviceCounters {
+    int64_t launches = 0;
+    int64_t syncs = 0;
+    int64_t d2h_copies = 0;
+};
+
 class Backend {
 public:
     virtual ~Backend() = default;
@@ -254,6 +265,8 @@ public:
     // capture's statistics; "run mode"), or after every event ("step mode": each op's own time and
     // error). Backends that run ops as they are called have nothing to wait for.
     virtual void synchronize() {}
+
+    virtual DeviceCounters device_counters() const { return {}; }
 };
 
 struct BackendOptions {

@@ -51,6 +51,7 @@ public:
     void merge_heads(const Tensor& x, Tensor& y) override { inner_->merge_heads(x, y); }
     void stats(const Tensor& x, TensorStats* out) override { inner_->stats(x, out); }
     void synchronize() override { inner_->synchronize(); }
+    DeviceCounters device_counters() const override { return inner_->device_counters(); }
 
 protected:
     std::unique_ptr<Backend> inner_;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <numeric>
 
 #include "engine/compare/backend_ab.h"
@@ -63,6 +64,11 @@ void expect_agrees_with_cpu_exact(const Model& model, Backend& backend, ForwardO
                                                     << e.metrics.nmse;
     EXPECT_EQ(r.value().summary.no_reference, 0);
     EXPECT_GT(r.value().summary.compared(), min_compared);
+}
+
+BackendKind whole_model_cuda_kind() {
+    const char* env = std::getenv("LAYERSCOPE_TEST_CUDA");
+    return env && std::string(env) == "device" ? BackendKind::kCuda : BackendKind::kCudaEmulated;
 }
 
 ParityResult run_parity(const std::string& dump_path, const std::string& model_path, MathMode mode, double limit) {

@@ -58,6 +58,11 @@ std::vector<int32_t> top_k(const float* logits, int64_t n, int k);
 void expect_agrees_with_cpu_exact(const Model& model, Backend& backend, ForwardOptions fo,
                                   const std::vector<int32_t>& prompt, int n_decode, int64_t min_compared);
 
+// The backend the whole-model CUDA suites run on: the SIMT emulator, or the GPU itself when
+// LAYERSCOPE_TEST_CUDA=device (tests/gpu_check.sh sets it; the suite then fails where no GPU is
+// usable rather than skipping).
+BackendKind whole_model_cuda_kind();
+
 // dump.generated_tokens of a dump file.
 std::vector<int32_t> reference_generated(const std::string& dump_path);
 

@@ -107,7 +107,7 @@ TEST_P(HybridArchsCuda, CudaEmulatedAgreesWithTheCpuAndLlamaCpp) {
     ASSERT_TRUE(model.ok()) << model.error().message;
     auto ref = ReferenceDump::open(data_path(c.dump));
     ASSERT_TRUE(ref.ok()) << ref.error().message;
-    MadeBackend cuda = make_backend(BackendKind::kCudaEmulated, BackendOptions{2});
+    MadeBackend cuda = make_backend(test::whole_model_cuda_kind(), BackendOptions{2});
     ASSERT_TRUE(cuda.backend) << cuda.note;
     ForwardOptions fo;
     const std::vector<int32_t> prompt = ref.value()->prompt_tokens(), want = ref.value()->generated_tokens();

@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <array>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -317,6 +319,38 @@ TEST(BenchCli, StepAndRunModesOnTheCudaKernels) {
     }
     const test::CommandResult bad = test::run_layerscope("bench " + model + " --sync sometimes", true);
     EXPECT_EQ(bad.exit_code, 2) << bad.out;
+}
+
+// bench's device counters per decoded token (launches, syncs and copies to the host): none on the
+// CPU; on the CUDA kernels, run mode waits once a token (for the logits), step mode adds one sync
+// an event, and statistics of every event add their two copies to the host an event (the moments
+// and the histogram), so the two modes must agree on how many events a token has.
+TEST(BenchCli, DeviceCountsPerDecodedToken) {
+    LS_REQUIRE_FIXTURES();
+    const std::string model = "-m '" + test::fixture_path("models/stories260K.gguf") + "'";
+    const auto counts = [&](const std::string& args) {
+        const test::CommandResult r =
+            test::run_layerscope("bench " + model + " --prompt-tokens 4 --gen 3 -r 1 --json " + args);
+        EXPECT_EQ(r.exit_code, 0) << r.out;
+        const auto j = nlohmann::json::parse(r.out);
+        return std::array<double, 3>{j["launches_per_token"].get<double>(), j["syncs_per_token"].get<double>(),
+                                     j["d2h_copies_per_token"].get<double>()};
+    };
+    EXPECT_EQ(counts("--backend cpu"), (std::array<double, 3>{0, 0, 0}));
+    const auto run = counts("--backend cuda-emulated");
+    const auto step = counts("--backend cuda-emulated --sync event");
+    const auto stats = counts("--backend cuda-emulated --capture stats");
+    for (double v : run) EXPECT_EQ(v, std::floor(v)) << "every token asks the same of the device";
+    EXPECT_GT(run[0], 20);  // a launch or more an op
+    // Run mode: the token id and positions are queued, not waited for; the logits are read once.
+    EXPECT_EQ(run[1], 1);
+    EXPECT_EQ(run[2], 1);
+    EXPECT_EQ(step[0], run[0]);
+    EXPECT_EQ(step[2], run[2]);
+    const double events = step[1] - run[1];
+    EXPECT_GE(events, 5 * 8) << "stories260K: 5 layers of at least 8 events";
+    EXPECT_EQ(stats[2] - run[2], 2 * events);
+    EXPECT_GT(stats[0] - run[0], 2 * events);  // a memset and two kernels or more an event
 }
 
 // `layerscope bench --json`: the figures it promises, measured (positive), and the op classes.

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -59,6 +60,7 @@ public:
         cudaFree(dev_id_error_);
         cudaFree(matmul_scratch_.data);
         cudaFree(matmul_id_scratch_.data);
+        if (staging_) cudaFreeHost(staging_);
         for (const auto& [p, size] : live_) cudaFree(p);
         for (const auto& [size, p] : cached_) cudaFree(p);
         if (cublas_) cublasDestroy(cublas_);
@@ -134,16 +136,36 @@ public:
         live_.erase(it);
     }
     void trim() {
+        ++counters_.syncs;
         LS_CUDA_CHECK(cudaDeviceSynchronize());
         for (const auto& [size, p] : cached_) cudaFree(p);
         cached_.clear();
         cached_bytes_ = 0;
     }
+    // A small upload (a ubatch's token ids and positions) is queued on the stream from pinned
+    // staging memory, so the host does not wait for the device: the bytes are copied to the
+    // staging buffer first (the caller may reuse its own at once), and that part of the buffer is
+    // not written again until the stream has been waited for (a download or a synchronize). One
+    // that does not fit in what is left waits first; a large one (a weight) is a blocking copy.
     void upload(void* dst, const void* src, size_t bytes) override {
-        LS_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+        if (bytes == 0) return;
+        if (bytes > kStagingBytes) {
+            ++counters_.syncs;
+            LS_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+            staging_used_ = 0;
+            return;
+        }
+        if (!staging_) LS_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&staging_), kStagingBytes));
+        if (staging_used_ + bytes > kStagingBytes) synchronize();
+        std::memcpy(staging_ + staging_used_, src, bytes);
+        LS_CUDA_CHECK(cudaMemcpyAsync(dst, staging_ + staging_used_, bytes, cudaMemcpyHostToDevice, stream_));
+        staging_used_ += (bytes + 255) / 256 * 256;
     }
     void download(void* dst, const void* src, size_t bytes) override {
+        ++counters_.syncs;
+        ++counters_.d2h_copies;
         LS_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+        staging_used_ = 0;  // the copy waited for the stream
         check_expert_ids();
     }
     void copy(const Tensor& src, Tensor& dst) override {
@@ -268,8 +290,15 @@ public:
     }
 
     void synchronize() override {
+        ++counters_.syncs;
         LS_CUDA_CHECK(cudaStreamSynchronize(stream_));
+        staging_used_ = 0;
         check_expert_ids();
+    }
+    DeviceCounters device_counters() const override {
+        DeviceCounters c = counters_;
+        c.launches = device_launches().load(std::memory_order_relaxed) - launches_at_start_;
+        return c;
     }
 
     void stats(const Tensor& x, TensorStats* out) override {
@@ -287,6 +316,7 @@ public:
         out->mean = s.sum / static_cast<double>(finite);
         out->rms = std::sqrt(s.sumsq / static_cast<double>(finite));
         out->hist_scale = out->rms > 0 ? static_cast<float>(out->rms) : 1.0f;
+        count_device_launch();
         LS_CUDA_CHECK(cudaMemset(dev_hist_, 0, kHistogramBins * sizeof(unsigned long long)));
         LS_CUDA_CHECK(cuda::cuda_tensor_histogram(x.f32(), n, out->min, out->max, out->hist_scale, dev_hist_, stream_));
         unsigned long long hist[kHistogramBins];
@@ -337,6 +367,7 @@ private:
         if (!expert_ids_unchecked_) return;
         expert_ids_unchecked_ = false;
         int err[kIdErrorInts] = {};
+        ++counters_.d2h_copies;  // the stream is done already: no wait of its own
         LS_CUDA_CHECK(cudaMemcpy(err, dev_id_error_, sizeof err, cudaMemcpyDeviceToHost));
         if (err[0] == 0) return;
         LS_CUDA_CHECK(cudaMemset(dev_id_error_, 0, sizeof err));
@@ -358,6 +389,11 @@ private:
     size_t cached_bytes_ = 0;
     LlamaIsa llama_isa_ = LlamaIsa::kAvx2;  // the forward pass sets the one it reproduces
     cudaStream_t stream_ = nullptr;    // where every op is queued
+    static constexpr size_t kStagingBytes = size_t{1} << 20;
+    unsigned char* staging_ = nullptr;  // pinned host memory the small uploads are queued from
+    size_t staging_used_ = 0;           // bytes of it that queued copies may still read
+    DeviceCounters counters_;          // syncs and copies; launches are the module's count
+    long long launches_at_start_ = device_launches().load(std::memory_order_relaxed);
     cublasHandle_t cublas_ = nullptr;  // created by the first matmul that needs cuBLAS
     cuda::MatmulScratch matmul_scratch_;
     cuda::MatmulIdScratch matmul_id_scratch_;

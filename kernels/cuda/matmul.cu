@@ -342,6 +342,7 @@ bool weight_gemm_call(int64_t n_rows, int64_t T, int64_t K, int64_t ldw, int64_t
 
 cublasStatus_t run_gemm_f32(cublasHandle_t handle, const GemmCall& c, const float* A, const float* B, float* C) {
     const float alpha = 1.0f, beta = 0.0f;
+    count_device_launch();
     // f32 compute on f32 operands: no tensor-core down-conversion, so exact mode stays exact.
     return cublasGemmEx(handle, c.transa, c.transb, c.m, c.n, c.k, &alpha, A, CUDA_R_32F, c.lda, B, CUDA_R_32F, c.ldb,
                         &beta, C, CUDA_R_32F, c.ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);

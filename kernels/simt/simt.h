@@ -2,7 +2,20 @@
 // under a plain C++ compiler it maps the CUDA language onto the CPU SIMT emulator.
 #pragma once
 
+#include <atomic>
+
 #include "kernels/common/hd.h"
+
+namespace ls {
+// The kernels this module launched through LAUNCH / LAUNCH_STREAM, and the cuBLAS calls and
+// memsets counted with count_device_launch(): the CUDA backends' device counters read it. One
+// count per module (the loaded CUDA module; the process for the emulator).
+inline std::atomic<long long>& device_launches() {
+    static std::atomic<long long> n{0};
+    return n;
+}
+inline void count_device_launch() { device_launches().fetch_add(1, std::memory_order_relaxed); }
+}  // namespace ls
 
 #if defined(__CUDACC__)
 
@@ -10,9 +23,16 @@
 
 // LAUNCH(kernel, grid, block, smem_bytes, args...): a kernel launch on the default stream.
 // Template kernels whose arguments contain commas go in parentheses: LAUNCH((k<A, B>), ...).
-#define LAUNCH(kernel, grid, block, smem, ...) kernel<<<(grid), (block), (smem)>>>(__VA_ARGS__)
-#define LAUNCH_STREAM(kernel, grid, block, smem, stream, ...) \
-    kernel<<<(grid), (block), (smem), (stream)>>>(__VA_ARGS__)
+#define LAUNCH(kernel, grid, block, smem, ...)                \
+    do {                                                     \
+        ::ls::count_device_launch();                         \
+        kernel<<<(grid), (block), (smem)>>>(__VA_ARGS__); \
+    } while (0)
+#define LAUNCH_STREAM(kernel, grid, block, smem, stream, ...)          \
+    do {                                                               \
+        ::ls::count_device_launch();                                   \
+        kernel<<<(grid), (block), (smem), (stream)>>>(__VA_ARGS__); \
+    } while (0)
 
 // DYNAMIC_SHARED(T, name): the block's dynamic shared memory seen as T* name. One byte array
 // under the hood, because nvcc rejects extern __shared__ arrays of different types in one file.
@@ -27,12 +47,18 @@
 #define LS_SIMT_EMULATED 1
 #include "kernels/simt/simt_emulator.h"
 
-#define LAUNCH(kernel, grid, block, smem, ...)                                                 \
-    ::ls::simt::launch(kernel, ::ls::simt::LaunchSite{#kernel, __FILE__, __LINE__}, (grid), \
-                       (block), (smem), nullptr, ##__VA_ARGS__)
-#define LAUNCH_STREAM(kernel, grid, block, smem, stream, ...)                                  \
-    ::ls::simt::launch(kernel, ::ls::simt::LaunchSite{#kernel, __FILE__, __LINE__}, (grid), \
-                       (block), (smem), (stream), ##__VA_ARGS__)
+#define LAUNCH(kernel, grid, block, smem, ...)                                                     \
+    do {                                                                                          \
+        ::ls::count_device_launch();                                                              \
+        ::ls::simt::launch(kernel, ::ls::simt::LaunchSite{#kernel, __FILE__, __LINE__}, (grid), \
+                           (block), (smem), nullptr, ##__VA_ARGS__);                              \
+    } while (0)
+#define LAUNCH_STREAM(kernel, grid, block, smem, stream, ...)                                     \
+    do {                                                                                          \
+        ::ls::count_device_launch();                                                              \
+        ::ls::simt::launch(kernel, ::ls::simt::LaunchSite{#kernel, __FILE__, __LINE__}, (grid), \
+                           (block), (smem), (stream), ##__VA_ARGS__);                             \
+    } while (0)
 
 // Exact size, poisoned at block start and guarded by redzones that are checked at block end.
 #define DYNAMIC_SHARED(T, name) \

@@ -287,6 +287,19 @@ cudaError_t cudaFree(void* devPtr) {
                                        "HINT: double free, or a host pointer");
 }
 
+// Page-locked host memory: host memory like any other here.
+cudaError_t cudaMallocHost(void** ptr, size_t size) {
+    if (!ptr) return fail(cudaErrorInvalidValue, "cudaMallocHost: null result pointer");
+    *ptr = std::malloc(std::max<size_t>(size, 1));
+    if (*ptr) return cudaSuccess;
+    return fail(cudaErrorMemoryAllocation, "cudaMallocHost: out of memory for " + std::to_string(size) + " bytes");
+}
+
+cudaError_t cudaFreeHost(void* ptr) {
+    std::free(ptr);
+    return cudaSuccess;
+}
+
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind) {
     if (count == 0) return cudaSuccess;
     const char* call = "cudaMemcpy";
