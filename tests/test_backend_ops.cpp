@@ -1449,19 +1449,17 @@ TEST(BackendOps, Cpy) {
 
 TEST(BackendOps, Stats) {
     Tally tally;
-    for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{4096}, int64_t{2048 * 33}}) {
-        std::vector<float> x = randn(n, 121, 3.0f);
-        if (n > 7) x[3] = NAN, x[5] = INFINITY, x[n - 1] = -INFINITY, x[n / 2] = 250.0f;
-        const TensorStats naive = tensor_stats(x.data(), n);
-        // The statistics as one vector: counts, extremes, moments, then the 64 histogram bins.
-        auto as_vector = [](const TensorStats& s) {
-            std::vector<float> v = {static_cast<float>(s.count), static_cast<float>(s.nan_count), static_cast<float>(s.inf_count),
-                                    s.min, s.max, static_cast<float>(s.mean), static_cast<float>(s.rms)};
-            for (int64_t h : s.hist) v.push_back(static_cast<float>(h));
-            return v;
-        };
-        const std::vector<float> naive_v = as_vector(naive);
-        check_case(tally, Op::kNone, GgmlType::F32, "stats " + std::to_string(n) + " values with NaN/Inf", &naive_v, 0,
+    // The statistics as one vector: counts, extremes, moments, then the 64 histogram bins.
+    auto as_vector = [](const TensorStats& s) {
+        std::vector<float> v = {static_cast<float>(s.count), static_cast<float>(s.nan_count), static_cast<float>(s.inf_count),
+                                s.min, s.max, static_cast<float>(s.mean), static_cast<float>(s.rms)};
+        for (int64_t h : s.hist) v.push_back(static_cast<float>(h));
+        return v;
+    };
+    auto check = [&](const std::vector<float>& x, const std::string& what) {
+        const int64_t n = static_cast<int64_t>(x.size());
+        const std::vector<float> naive_v = as_vector(tensor_stats(x.data(), n));
+        check_case(tally, Op::kNone, GgmlType::F32, "stats " + std::to_string(n) + " " + what, &naive_v, 0,
                    [&](Backend& be, MathMode) {
                        Guarded in(be, make_tensor(nullptr, n), x.data(), x.size() * 4);
                        TensorStats s;
@@ -1469,14 +1467,17 @@ TEST(BackendOps, Stats) {
                        return Output{as_vector(s), in.guard_damage()};
                    },
                    1e-10);
+    };
+    for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{4096}, int64_t{2048 * 33}}) {
+        std::vector<float> x = randn(n, 121, 3.0f);
+        if (n > 7) x[3] = NAN, x[5] = INFINITY, x[n - 1] = -INFINITY, x[n / 2] = 250.0f;
+        check(x, "values with NaN/Inf");
     }
+    // No finite value (nothing is binned), and only zeros (their RMS is 0: the scale is 1).
+    check(std::vector<float>(5, NAN), "NaNs");
+    check({NAN, INFINITY, -INFINITY}, "non-finite values");
+    check(std::vector<float>(9, 0.0f), "zeros");
 }
-
-}  // namespace
-}  // namespace ls
-
-namespace ls {
-namespace {
 
 // The histogram's axis: linear within +-scale, logarithmic beyond, continuous and increasing, and
 // histogram_bin_edge is its inverse; tensor_stats counts each value where histogram_bin_of puts it.

@@ -48,15 +48,13 @@ public:
         // Every op is queued on this stream; it syncs with the default stream's copies.
         LS_CUDA_CHECK(cudaStreamCreate(&stream_));
         LS_CUDA_CHECK(cudaMalloc(&stats_workspace_, cuda::cuda_tensor_stats_workspace_bytes()));
-        LS_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&dev_stats_), sizeof(cuda::TensorStats)));
-        LS_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&dev_hist_), kHistogramBins * sizeof(unsigned long long)));
+        LS_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&dev_summary_), sizeof(Summary)));
         LS_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&dev_id_error_), kIdErrorInts * sizeof(int)));
         LS_CUDA_CHECK(cudaMemset(dev_id_error_, 0, kIdErrorInts * sizeof(int)));
     }
     ~CudaBackend() override {
         cudaFree(stats_workspace_);
-        cudaFree(dev_stats_);
-        cudaFree(dev_hist_);
+        cudaFree(dev_summary_);
         cudaFree(dev_id_error_);
         cudaFree(matmul_scratch_.data);
         cudaFree(matmul_id_scratch_.data);
@@ -301,11 +299,17 @@ public:
         return c;
     }
 
+    // The statistics, then the histogram binned by them, on the device one after the other, read
+    // back in one copy.
     void stats(const Tensor& x, TensorStats* out) override {
         const int64_t n = x.n_elements();
-        LS_CUDA_CHECK(cuda::cuda_tensor_stats(x.f32(), n, stats_workspace_, dev_stats_, stream_));
-        cuda::TensorStats s{};
-        download(&s, dev_stats_, sizeof s);
+        count_device_launch();
+        LS_CUDA_CHECK(cudaMemsetAsync(dev_summary_->hist, 0, sizeof dev_summary_->hist, stream_));
+        LS_CUDA_CHECK(cuda::cuda_tensor_stats(x.f32(), n, stats_workspace_, &dev_summary_->stats, stream_));
+        LS_CUDA_CHECK(cuda::cuda_tensor_histogram_from_stats(x.f32(), n, &dev_summary_->stats, dev_summary_->hist, stream_));
+        Summary summary;
+        download(&summary, dev_summary_, sizeof summary);
+        const cuda::TensorStats& s = summary.stats;
         *out = TensorStats{};
         out->count = n;
         out->nan_count = static_cast<int64_t>(s.nan_count);
@@ -315,13 +319,8 @@ public:
         out->min = s.min, out->max = s.max;
         out->mean = s.sum / static_cast<double>(finite);
         out->rms = std::sqrt(s.sumsq / static_cast<double>(finite));
-        out->hist_scale = out->rms > 0 ? static_cast<float>(out->rms) : 1.0f;
-        count_device_launch();
-        LS_CUDA_CHECK(cudaMemset(dev_hist_, 0, kHistogramBins * sizeof(unsigned long long)));
-        LS_CUDA_CHECK(cuda::cuda_tensor_histogram(x.f32(), n, out->min, out->max, out->hist_scale, dev_hist_, stream_));
-        unsigned long long hist[kHistogramBins];
-        download(hist, dev_hist_, sizeof hist);
-        for (int b = 0; b < kHistogramBins; ++b) out->hist[b] = static_cast<int64_t>(hist[b]);
+        out->hist_scale = out->rms > 0 ? static_cast<float>(out->rms) : 1.0f;  // what the device binned by
+        for (int b = 0; b < kHistogramBins; ++b) out->hist[b] = static_cast<int64_t>(summary.hist[b]);
     }
 
     // Attention over the KV cache (kernels/cuda/attention.cu); every tensor contiguous, as the
@@ -379,8 +378,11 @@ private:
     std::string name_;
     BackendKind kind_;
     void* stats_workspace_ = nullptr;
-    cuda::TensorStats* dev_stats_ = nullptr;
-    unsigned long long* dev_hist_ = nullptr;
+    struct Summary {  // what stats() reads back
+        cuda::TensorStats stats;
+        unsigned long long hist[kHistogramBins];
+    };
+    Summary* dev_summary_ = nullptr;
     int* dev_id_error_ = nullptr;         // what cuda_matmul_id found out of range
     bool expert_ids_unchecked_ = false;  // a MUL_MAT_ID was queued since dev_id_error_ was read
     int64_t n_expert_checked_ = 0;       // the last MUL_MAT_ID's expert count, for the message

@@ -33,4 +33,11 @@ cudaError_t cuda_tensor_stats(const float* dev_x, int64_t n, void* dev_workspace
 cudaError_t cuda_tensor_histogram(const float* dev_x, int64_t n, float min, float max, float scale,
                                   unsigned long long* dev_hist, cudaStream_t stream);
 
+// The same histogram binned by the statistics cuda_tensor_stats left in *dev_stats (earlier on
+// `stream`): their min and max, and their RMS as the scale, as the host derives them from a copy;
+// nothing is counted when no value is finite. The statistics and the histogram can then be read
+// back in one copy.
+cudaError_t cuda_tensor_histogram_from_stats(const float* dev_x, int64_t n, const TensorStats* dev_stats,
+                                             unsigned long long* dev_hist, cudaStream_t stream);
+
 }  // namespace ls::cuda
