@@ -67,15 +67,20 @@ if [ -f "$model" ]; then
     bench exact_prompt512 --mode exact --prompt-tokens 512 --gen 0 -r 5
     bench exact_decode128 --mode exact --prompt-tokens 1 --gen 128 -r 5
     if [ -n "$llama_bench" ]; then
-        step llama_bench 180 "$llama_bench" -m "$model" -ngl 99 -fa 0 -p 512 -n 128 -r 5 -o json
-        cp "$out/llama_bench.log" "$out/llama-bench.json"
+        # The JSON alone on stdout; ggml's device lines (stderr) in the log.
+        step llama_bench 180 sh -c 'out=$1; shift; "$@" > "$out"' sh "$out/llama-bench.json" \
+            "$llama_bench" -m "$model" -ngl 99 -fa 0 -p 512 -n 128 -r 5 -o json
     fi
 fi
 
 # 2. Correctness on the device.
 tests=$build/tests
 export LAYERSCOPE_TEST_CUDA=device
-step cuda_loader 60 "$tests/test_cuda_loader"
+# The loader's cases each in a process of their own, as ctest runs them (the module is loaded once
+# per process).
+for c in $("$tests/test_cuda_loader" --gtest_list_tests | awk '/^[^ ]/{s=$1} /^  /{print s $1}'); do
+    step "cuda_loader_${c#*.}" 60 "$tests/test_cuda_loader" --gtest_filter="$c"
+done
 step backend_ops 400 "$tests/test_backend_ops"
 step backend_ab 200 "$tests/test_backend_ab"
 cases_filter() {  # cases_filter SUITE CASES...
