@@ -84,31 +84,10 @@ __global__ void __launch_bounds__(kStatsMaxBlocks) stats_final_kernel(const Tens
     if (threadIdx.x == 0) *out = s;
 }
 
-// Counts per block in shared memory, then one atomic add per bin and block.
-__device__ void histogram_count(const float* x, int64_t n, float min, float max, float scale,
-                                unsigned long long* hist, unsigned long long* counts) {
-    for (int b = threadIdx.x; b < kHistogramBinCount; b += blockDim.x) counts[b] = 0;
-    __syncthreads();
-    const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-    for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-        const float v = x[i];
-        if ((__float_as_uint(v) & 0x7f800000u) == 0x7f800000u) continue;  // NaN or Inf
-        atomicAdd(&counts[histogram_bin_of(v, min, max, scale)], 1ull);
-    }
-    __syncthreads();
-    for (int b = threadIdx.x; b < kHistogramBinCount; b += blockDim.x)
-        if (counts[b] != 0) atomicAdd(&hist[b], counts[b]);
-}
-
-__global__ void __launch_bounds__(kStatsThreads) histogram_kernel(const float* x, int64_t n, float min, float max,
-                                                                  float scale, unsigned long long* hist) {
-    __shared__ unsigned long long counts[kHistogramBinCount];
-    histogram_count(x, n, min, max, scale, hist, counts);
-}
-
 // The bounds and scale from the statistics on the device, as the host derives them from a copy:
 // the RMS of the finite values in double, then rounded to float (1 when it is 0). With no finite
-// value nothing is counted (every block returns: the statistics are the same for all).
+// value nothing is counted (every block returns: the statistics are the same for all). Counts per
+// block in shared memory, then one atomic add per bin and block.
 __global__ void __launch_bounds__(kStatsThreads) histogram_from_stats_kernel(const float* x, int64_t n,
                                                                              const TensorStats* stats,
                                                                              unsigned long long* hist) {
@@ -117,21 +96,21 @@ __global__ void __launch_bounds__(kStatsThreads) histogram_from_stats_kernel(con
     const int64_t finite = n - static_cast<int64_t>(s.nan_count) - static_cast<int64_t>(s.inf_count);
     if (finite <= 0) return;
     const double rms = sqrt(s.sumsq / static_cast<double>(finite));
-    histogram_count(x, n, s.min, s.max, rms > 0 ? static_cast<float>(rms) : 1.0f, hist, counts);
+    const float scale = rms > 0 ? static_cast<float>(rms) : 1.0f;
+    for (int b = threadIdx.x; b < kHistogramBinCount; b += blockDim.x) counts[b] = 0;
+    __syncthreads();
+    const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+    for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+        const float v = x[i];
+        if ((__float_as_uint(v) & 0x7f800000u) == 0x7f800000u) continue;  // NaN or Inf
+        atomicAdd(&counts[histogram_bin_of(v, s.min, s.max, scale)], 1ull);
+    }
+    __syncthreads();
+    for (int b = threadIdx.x; b < kHistogramBinCount; b += blockDim.x)
+        if (counts[b] != 0) atomicAdd(&hist[b], counts[b]);
 }
 
 }  // namespace
-
-cudaError_t cuda_tensor_histogram(const float* dev_x, int64_t n, float min, float max, float scale,
-                                  unsigned long long* dev_hist, cudaStream_t stream) {
-    if (n < 0 || dev_hist == nullptr) return cudaErrorInvalidValue;
-    if (n == 0) return cudaSuccess;
-    int64_t blocks = (n + kStatsThreads - 1) / kStatsThreads;
-    blocks = blocks > kStatsMaxBlocks ? kStatsMaxBlocks : blocks;
-    LAUNCH_STREAM(histogram_kernel, static_cast<unsigned>(blocks), kStatsThreads, 0, stream, dev_x, n, min, max, scale,
-                  dev_hist);
-    return cudaGetLastError();
-}
 
 cudaError_t cuda_tensor_histogram_from_stats(const float* dev_x, int64_t n, const TensorStats* dev_stats,
                                              unsigned long long* dev_hist, cudaStream_t stream) {

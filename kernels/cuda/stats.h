@@ -29,14 +29,10 @@ cudaError_t cuda_tensor_stats(const float* dev_x, int64_t n, void* dev_workspace
                               cudaStream_t stream);
 
 // Adds the histogram of dev_x's finite values to dev_hist (kHistogramBinCount counters, device
-// memory), binned as histogram_bin_of(v, min, max, scale) bins them. Asynchronous on `stream`.
-cudaError_t cuda_tensor_histogram(const float* dev_x, int64_t n, float min, float max, float scale,
-                                  unsigned long long* dev_hist, cudaStream_t stream);
-
-// The same histogram binned by the statistics cuda_tensor_stats left in *dev_stats (earlier on
-// `stream`): their min and max, and their RMS as the scale, as the host derives them from a copy;
-// nothing is counted when no value is finite. The statistics and the histogram can then be read
-// back in one copy.
+// memory), binned as histogram_bin_of(v, min, max, scale) bins them with the min and max of the
+// statistics cuda_tensor_stats left in *dev_stats (earlier on `stream`) and their RMS as the scale,
+// as the host derives them from a copy; nothing is counted when no value is finite. The statistics
+// and the histogram can then be read back in one copy. Asynchronous on `stream`.
 cudaError_t cuda_tensor_histogram_from_stats(const float* dev_x, int64_t n, const TensorStats* dev_stats,
                                              unsigned long long* dev_hist, cudaStream_t stream);
 
