@@ -1,19 +1,22 @@
 #!/bin/bash
 # Every performance figure the README quotes, measured here and now, with the machine and the date:
 # Layerscope's `bench` in rounds interleaved with llama.cpp's `llama-bench` on make-model files of
-# the TinyLlama-1.1B, Llama-3.1-8B and Qwen3.5-4B shapes (Q4_K), long prompts and decoding after a deep cache,
-# `compare` of two dumps, what capturing costs, and make-model's own time.
+# the TinyLlama-1.1B, Llama-3.1-8B and Qwen3.5-4B shapes (Q4_K), the 1B-class presets at Q4_K_M and IQ4_XS,
+# long prompts and decoding after a deep cache, `compare` of two dumps, what capturing costs, and
+# make-model's own time.
 #
 #   tests/perf_figures.sh [--layerscope BIN] [--llama-bench BIN] [--work DIR] [--rounds N] [--parts LIST]
 #
 #   --layerscope   the binary to measure (default: build/app/layerscope)
 #   --llama-bench  llama.cpp's llama-bench at the fixtures' commit, built for this processor; without
 #                  it only our figures are printed
+#   --llama-quantize  its llama-quantize (default: beside llama-bench), which makes the 1b part's
+#                  Q4_K_M and IQ4_XS files as real downloads are made
 #   --work         where the models and dumps go (default /tmp/layerscope-figures; the models are
 #                  kept between runs, the dumps removed)
 #   --rounds       interleaved rounds per figure (default 3); medians are reported
-#   --parts        a comma list of: tl, tl-long, 8b, qwen35, compare, capture, make-model (default:
-#                  all; about an hour on 2 cores)
+#   --parts        a comma list of: tl, tl-long, 8b, qwen35, 1b, compare, capture, make-model
+#                  (default: all; about an hour and a half on 2 cores)
 #
 # Each ratio is ours / llama.cpp's within a round; the summary gives the median over the rounds.
 # Nothing else should run meanwhile: the figures are memory-bound and the machine's bandwidth is
@@ -23,17 +26,19 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 ls_bin="$here/build/app/layerscope"
 llama_bench=""
+llama_quantize=""
 work=/tmp/layerscope-figures
 rounds=3
-parts="tl,tl-long,8b,qwen35,compare,capture,make-model"
+parts="tl,tl-long,8b,qwen35,1b,compare,capture,make-model"
 while [ $# -gt 0 ]; do
     case "$1" in
         --layerscope) ls_bin="$2"; shift 2 ;;
         --llama-bench) llama_bench="$2"; shift 2 ;;
+        --llama-quantize) llama_quantize="$2"; shift 2 ;;
         --work) work="$2"; shift 2 ;;
         --rounds) rounds="$2"; shift 2 ;;
         --parts) parts="$2"; shift 2 ;;
-        -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
         *) echo "perf_figures.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -142,6 +147,36 @@ if want qwen35; then
         ours "qwen35 4B prompt 64, llama mode" "$r" prompt_tps -m "$q35" --mode llama --prompt-tokens 64 --gen 0 -r 3
         theirs "qwen35 4B prompt 64" "$r" -m "$q35" -p 64 -n 0 -r 3
     done
+fi
+
+if want 1b; then
+    quantize=${llama_quantize:-${llama_bench:+$(dirname "$llama_bench")/llama-quantize}}
+    if [ -z "$quantize" ] || [ ! -x "$quantize" ]; then
+        echo "1B-class presets: skipped (they are quantized by llama.cpp's llama-quantize: give --llama-bench or --llama-quantize)"
+    else
+        echo "1B-class presets, quantized by llama-quantize: prompt 64 (-r 3), decode 32 from an empty context (-r 1):"
+        for preset in gemma-3-1b llama-3.2-1b qwen3-0.6b; do
+            f16="$work/$preset-F16.gguf"
+            [ -f "$f16" ] || "$ls_bin" make-model "$f16" --preset "$preset" > /dev/null
+            for q in Q4_K_M IQ4_XS; do
+                m="$work/$preset-$q.gguf"
+                [ -f "$m" ] || LD_LIBRARY_PATH="$(dirname "$quantize")" "$quantize" "$f16" "$m" "$q" 2 > /dev/null 2>&1 ||
+                    { echo "perf_figures.sh: llama-quantize failed on $f16 ($q)" >&2; exit 1; }
+            done
+            rm -f "$f16"
+        done
+        for r in $(seq "$rounds"); do
+            for preset in gemma-3-1b llama-3.2-1b qwen3-0.6b; do
+                for q in Q4_K_M IQ4_XS; do
+                    m="$work/$preset-$q.gguf"
+                    ours "$preset $q prompt 64, llama mode" "$r" prompt_tps -m "$m" --mode llama --prompt-tokens 64 --gen 0 -r 3
+                    theirs "$preset $q prompt 64" "$r" -m "$m" -p 64 -n 0 -r 3 -fa 0
+                    ours "$preset $q decode, llama mode" "$r" gen_tps -m "$m" --mode llama --prompt-tokens 1 --gen 32 -r 1
+                    theirs "$preset $q decode" "$r" -m "$m" -p 0 -n 32 -r 1 -fa 0
+                done
+            done
+        done
+    fi
 fi
 
 if want capture; then

@@ -518,12 +518,29 @@ TEST(VecDotAvx2, BlockFormatsSameBitsAsTheEmulation) {
                     ASSERT_TRUE(dot_q0_tinyblas_emulated(type, n, ww.data() + r * row_bytes, cols.data() + c * nb, &emulated));
                     ASSERT_EQ(bits_of(two_rows[r + 2 * c]), bits_of(emulated)) << ggml_type_name(type) << " two rows trial " << trial;
                 }
-            // The decode kernel: both rows against the activation row, vec_dot's form (IQ4_NL paired).
-            float decoded[2];
+            // The decode kernel, vec_dot's form (IQ4_NL paired): both rows against the activation
+            // row, then seven rows (IQ4_NL: a group of four and three alone), the five added ones
+            // random with sane scales.
+            float decoded[7];
             dot_q8_0_family_avx2_rows(type, n, ww.data(), row_bytes, 2, a.data(), decoded);
             for (int r = 0; r < 2; ++r) {
                 ASSERT_TRUE(vec_dot_row_x86_emulated(type, n, ww.data() + r * row_bytes, a.data(), &emulated));
                 ASSERT_EQ(bits_of(decoded[r]), bits_of(emulated)) << ggml_type_name(type) << " rows trial " << trial;
+            }
+            std::vector<uint8_t> seven(ww);
+            seven.resize(7 * row_bytes);
+            random_bytes(seven.data() + 2 * row_bytes, 5 * row_bytes);
+            for (int64_t b = 2 * (n / 32); b < 7 * (n / 32); ++b) {
+                const uint16_t d = fp32_to_fp16(static_cast<float>(next() % 2000) * 1e-5f);
+                std::memcpy(seven.data() + b * block_bytes, &d, 2);
+                if (type == GgmlType::Q8_0)
+                    for (size_t i = 2; i < block_bytes; ++i)
+                        if (static_cast<int8_t>(seven[b * block_bytes + i]) == -128) seven[b * block_bytes + i] = 0x81;
+            }
+            dot_q8_0_family_avx2_rows(type, n, seven.data(), row_bytes, 7, a.data(), decoded);
+            for (int r = 0; r < 7; ++r) {
+                ASSERT_TRUE(vec_dot_row_x86_emulated(type, n, seven.data() + r * row_bytes, a.data(), &emulated));
+                ASSERT_EQ(bits_of(decoded[r]), bits_of(emulated)) << ggml_type_name(type) << " seven rows, row " << r << " trial " << trial;
             }
         }
         // Q4_1 and Q5_1 against Q8_1 (its sum s, any value).

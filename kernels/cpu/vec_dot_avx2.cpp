@@ -842,6 +842,107 @@ LS_AVX2 float dot_q8_0_family_avx2(GgmlType type, int64_t n, const void* w, cons
     }
 }
 
+namespace {
+
+// An activation row laid out once for dot_iq4_nl_four_rows, per pair of blocks (2p, 2p + 1):
+// each block's first and second halves twice over ([a0..15 | a0..15], [a16..31 | a16..31]), the
+// same with magnitudes, and the two scales as the kernel's scale products want them.
+struct alignas(32) Iq4nlPairActivation {
+    __m256i half[2][2];      // [block k][first / second half, twice over]
+    __m256i half_abs[2][2];  // their magnitudes
+    float d[8];              // d_a of blocks 2p, 2p, 2p + 1, 2p + 1, then the same again
+};
+
+LS_AVX2 void iq4_nl_prepare_activation(int64_t nb, const block_q8_0* a, const float* ad, Iq4nlPairActivation* out) {
+    for (int64_t p = 0; p < nb / 2; ++p) {
+        Iq4nlPairActivation& x = out[p];
+        for (int k = 0; k < 2; ++k) {
+            const __m256i q8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[2 * p + k].qs));
+            x.half[k][0] = _mm256_permute2x128_si256(q8, q8, 0x00);
+            x.half[k][1] = _mm256_permute2x128_si256(q8, q8, 0x11);
+            for (int h = 0; h < 2; ++h) x.half_abs[k][h] = _mm256_sign_epi8(x.half[k][h], x.half[k][h]);
+        }
+        for (int i = 0; i < 8; i += 4) {
+            x.d[i] = x.d[i + 1] = ad[2 * p];
+            x.d[i + 2] = x.d[i + 3] = ad[2 * p + 1];
+        }
+    }
+}
+
+// Four IQ4_NL rows against one activation row, each row's float steps exactly
+// ggml_vec_dot_iq4_nl_q8_0's (dot_q8_0_family_t, paired): lane l of block b is the exact integer
+// w[4l..4l+3] . a[4l..4l+3], acc[b % 2] = fma(d_a * d_w, float(lane), acc[b % 2]), then
+// hsum8(acc[0] + acc[1]) and the scalar tail. What is shared: two rows' 16 packed bytes are one
+// register ([row r | row r + 1]), so one mask and shift unpack both; their low nibbles (elements
+// 0..15) meet the activation's first half twice over and their high nibbles its second half, so
+// each pair of rows keeps its accumulators as [r lanes 0-3 | r+1 lanes 0-3] and
+// [r lanes 4-7 | r+1 lanes 4-7], every lane taking the same FMAs in the same order. The
+// activation's magnitudes come prepared (the weights' signs moved onto the activation: the same
+// pair sums, each product |w| |a| <= 127 * 127), the eight scale products of a pair of blocks in
+// one multiply, arranged so that each pair of rows takes its two with one in-lane shuffle.
+LS_AVX2 void dot_iq4_nl_four_rows(int64_t n, const char* w, uint64_t row_bytes, const block_q8_0* a,
+                                  const Iq4nlPairActivation* act, float* out) {
+    const int64_t nb = n / 32;
+    const __m256i table = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(kIq4nl.v)));
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    const auto* r0 = reinterpret_cast<const block_iq4_nl*>(w);
+    const auto* r1 = reinterpret_cast<const block_iq4_nl*>(w + row_bytes);
+    const auto* r2 = reinterpret_cast<const block_iq4_nl*>(w + 2 * row_bytes);
+    const auto* r3 = reinterpret_cast<const block_iq4_nl*>(w + 3 * row_bytes);
+    // acc[pair][k][half]: rows (0, 1) or (2, 3), block parity k, lanes 0-3 or 4-7.
+    __m256 acc[2][2][2];
+    for (auto& p : acc)
+        for (auto& k : p) k[0] = k[1] = _mm256_setzero_ps();
+    int64_t b = 0;
+    for (; b + 1 < nb; b += 2) {
+        const Iq4nlPairActivation& x = act[b / 2];
+        // The next four rows fetched while these are summed (a pair of blocks is 36 bytes of each
+        // row: 144 here, three lines there); prefetches past the tensor's end do not fault.
+        const char* next = w + 4 * row_bytes + (b / 2) * 192;
+        _mm_prefetch(next, _MM_HINT_T0);
+        _mm_prefetch(next + 64, _MM_HINT_T0);
+        _mm_prefetch(next + 128, _MM_HINT_T0);
+        // lanes: r0 b, r2 b, r0 b+1, r2 b+1 | r1 b, r3 b, r1 b+1, r3 b+1
+        // (two short chains of inserts, not one long one)
+        __m128i h02 = _mm_cvtsi32_si128(r0[b].d), h13 = _mm_cvtsi32_si128(r1[b].d);
+        h02 = _mm_insert_epi16(h02, r2[b].d, 1);
+        h13 = _mm_insert_epi16(h13, r3[b].d, 1);
+        h02 = _mm_insert_epi16(h02, r0[b + 1].d, 2);
+        h13 = _mm_insert_epi16(h13, r1[b + 1].d, 2);
+        h02 = _mm_insert_epi16(h02, r2[b + 1].d, 3);
+        h13 = _mm_insert_epi16(h13, r3[b + 1].d, 3);
+        const __m128i h = _mm_unpacklo_epi64(h02, h13);
+        const __m256 d = _mm256_mul_ps(_mm256_load_ps(x.d), _mm256_cvtph_ps(h));  // d_a * d_w, as the one-row kernel
+        for (int k = 0; k < 2; ++k)
+            for (int p = 0; p < 2; ++p) {
+                const block_iq4_nl& u = (p == 0 ? r0 : r2)[b + k];
+                const block_iq4_nl& v = (p == 0 ? r1 : r3)[b + k];
+                const __m256i packed = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(v.qs), reinterpret_cast<const __m128i*>(u.qs));
+                const __m256i w_lo = _mm256_shuffle_epi8(table, _mm256_and_si256(packed, low4));
+                const __m256i w_hi = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(packed, 4), low4));
+                const __m256i lanes_lo = _mm256_madd_epi16(
+                    _mm256_maddubs_epi16(x.half_abs[k][0], _mm256_sign_epi8(w_lo, x.half[k][0])), _mm256_set1_epi16(1));
+                const __m256i lanes_hi = _mm256_madd_epi16(
+                    _mm256_maddubs_epi16(x.half_abs[k][1], _mm256_sign_epi8(w_hi, x.half[k][1])), _mm256_set1_epi16(1));
+                const __m256 dp = k == 0 ? (p == 0 ? _mm256_shuffle_ps(d, d, 0x00) : _mm256_shuffle_ps(d, d, 0x55))
+                                         : (p == 0 ? _mm256_shuffle_ps(d, d, 0xAA) : _mm256_shuffle_ps(d, d, 0xFF));
+                acc[p][k][0] = _mm256_fmadd_ps(dp, _mm256_cvtepi32_ps(lanes_lo), acc[p][k][0]);
+                acc[p][k][1] = _mm256_fmadd_ps(dp, _mm256_cvtepi32_ps(lanes_hi), acc[p][k][1]);
+            }
+    }
+    for (int p = 0; p < 2; ++p) {
+        const __m256 lo = _mm256_add_ps(acc[p][0][0], acc[p][1][0]), hi = _mm256_add_ps(acc[p][0][1], acc[p][1][1]);
+        for (int q = 0; q < 2; ++q) {
+            const int r = 2 * p + q;
+            float sum = hsum8(q == 0 ? _mm256_permute2f128_ps(lo, hi, 0x20) : _mm256_permute2f128_ps(lo, hi, 0x31));
+            for (int64_t t = b; t < nb; ++t) sum = paired_tail<GgmlType::IQ4_NL>(w + r * row_bytes, a, t, sum);
+            out[r] = sum;
+        }
+    }
+}
+
+}  // namespace
+
 LS_AVX2 void dot_q8_0_family_avx2_rows(GgmlType type, int64_t n, const void* w, uint64_t row_bytes, int64_t count,
                                        const block_q8_0* a, float* out) {
     const char* rows = static_cast<const char*>(w);
@@ -863,9 +964,17 @@ LS_AVX2 void dot_q8_0_family_avx2_rows(GgmlType type, int64_t n, const void* w, 
         case GgmlType::MXFP4:
             for (int64_t r = 0; r < count; ++r) out[r] = dot_q8_0_family_t<GgmlType::MXFP4>(n, rows + r * row_bytes, a, paired, ad);
             return;
-        default:
-            for (int64_t r = 0; r < count; ++r) out[r] = dot_q8_0_family_t<GgmlType::IQ4_NL>(n, rows + r * row_bytes, a, paired, ad);
+        default: {
+            int64_t r = 0;
+            if (count >= 4) {
+                thread_local std::vector<Iq4nlPairActivation> act;
+                act.resize(static_cast<size_t>(n / 64));
+                iq4_nl_prepare_activation(n / 32, a, ad, act.data());
+                for (; r + 4 <= count; r += 4) dot_iq4_nl_four_rows(n, rows + r * row_bytes, row_bytes, a, act.data(), out + r);
+            }
+            for (; r < count; ++r) out[r] = dot_q8_0_family_t<GgmlType::IQ4_NL>(n, rows + r * row_bytes, a, paired, ad);
             return;
+        }
     }
 }
 
