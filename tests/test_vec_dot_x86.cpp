@@ -616,6 +616,21 @@ TEST(VecDotAvx2, BlockFormatsSameBitsAsTheEmulation) {
         ASSERT_TRUE(dot_iq_panel_emulated(GgmlType::IQ4_XS, n, x.data(), k.data(), &emulated));
         ASSERT_EQ(bits_of(fast), bits_of(emulated)) << "iq4_xs panel trial " << trial;
         checked += 16;
+        // The decode kernel: seven rows (a group of four and three alone; four of them random, every
+        // scale bit pattern) against the activation row, each as vec_dot's emulation.
+        std::vector<block_iq4_xs> xs7(xr);
+        xs7.resize(7 * x.size());
+        for (size_t i = xr.size(); i < xs7.size(); ++i) {
+            random_bytes(&xs7[i], sizeof xs7[i]);
+            xs7[i].d = fp32_to_fp16(static_cast<float>(next() % 2000) * 1e-5f);
+        }
+        float decoded[7];
+        dot_iq4_xs_avx2_rows(n, xs7.data(), xs_row_bytes, 7, k.data(), decoded);
+        for (int r = 0; r < 7; ++r) {
+            ASSERT_TRUE(vec_dot_row_x86_emulated(GgmlType::IQ4_XS, n, xs7.data() + r * x.size(), k.data(), &emulated));
+            ASSERT_EQ(bits_of(decoded[r]), bits_of(emulated)) << "iq4_xs rows trial " << trial << " row " << r;
+        }
+        checked += 7;
         // Q5_K: random bytes with sane scales.
         std::vector<block_q5_K> w5(x.size());
         for (block_q5_K& b : w5) {

@@ -268,6 +268,13 @@ public:
             });
             return;
         }
+        if (w.type == GgmlType::IQ4_XS && T == 1 && avx2_) {  // decoding: the rows of a range in one call
+            const auto* act = reinterpret_cast<const block_q8_K*>(act_scratch_.data());
+            pool_.parallel_for(N, 4, [&](int64_t b, int64_t e) {
+                dot_iq4_xs_avx2_rows(K, wbase + b * w_row_bytes, w_row_bytes, e - b, act, &y.f32()[b]);
+            });
+            return;
+        }
         if (w.type == GgmlType::IQ4_XS && T >= 2 && avx2_) {
             const auto* act = reinterpret_cast<const block_q8_K*>(act_scratch_.data());
             const auto act_stride = static_cast<int64_t>(act_row_bytes / sizeof(block_q8_K));

@@ -1131,6 +1131,111 @@ LS_AVX2 float dot_iq4_xs_avx2(int64_t n, const block_iq4_xs* w, const block_q8_K
     return hsum8(acc);
 }
 
+namespace {
+
+// A Q8_K activation row laid out once for dot_iq4_xs_avx2_rows, per 32-quant sub-block: its first
+// and second halves twice over ([a0..15 | a0..15], [a16..31 | a16..31]) and their magnitudes.
+struct alignas(32) Iq4xsSubActivation {
+    __m256i half[2];
+    __m256i half_abs[2];
+};
+
+LS_AVX2 void iq4_xs_prepare_activation(int64_t nb, const block_q8_K* a, Iq4xsSubActivation* out) {
+    for (int64_t b = 0; b < nb; ++b)
+        for (int ib = 0; ib < kQK_K / 32; ++ib) {
+            Iq4xsSubActivation& x = out[b * (kQK_K / 32) + ib];
+            const __m256i q8 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].qs + 32 * ib));
+            x.half[0] = _mm256_permute2x128_si256(q8, q8, 0x00);
+            x.half[1] = _mm256_permute2x128_si256(q8, q8, 0x11);
+            for (int h = 0; h < 2; ++h) x.half_abs[h] = _mm256_sign_epi8(x.half[h], x.half[h]);
+        }
+}
+
+// iq4_xs_scale of sub-blocks 0..7 as int16, row x's in the low half, row y's in the high half. A
+// block's first eight bytes are d, scales_h, scales_l: sub-block ib's low four bits are nibble
+// ib % 2 of scales_l[ib / 2], its high two bits are bits 2ib, 2ib + 1 of scales_h (moved to the
+// top of the lane by a multiply, then down to bits 4-5).
+LS_AVX2 inline __m256i iq4_xs_scales_of_two(const block_iq4_xs* x, const block_iq4_xs* y) {
+    const __m256i head = _mm256_set_m128i(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(y)),
+                                          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(x)));
+    const __m256i low_bytes = _mm256_broadcastsi128_si256(_mm_setr_epi8(4, -1, 4, -1, 5, -1, 5, -1, 6, -1, 6, -1, 7, -1, 7, -1));
+    const __m256i high_word = _mm256_broadcastsi128_si256(_mm_setr_epi8(2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3));
+    const __m256i l = _mm256_shuffle_epi8(head, low_bytes);
+    const __m256i nib = _mm256_and_si256(_mm256_blend_epi16(l, _mm256_srli_epi16(l, 4), 0xAA), _mm256_set1_epi16(0x0F));
+    const __m256i h = _mm256_mullo_epi16(_mm256_shuffle_epi8(head, high_word),
+                                         _mm256_setr_epi16(1 << 14, 1 << 12, 1 << 10, 1 << 8, 1 << 6, 1 << 4, 1 << 2, 1,  //
+                                                           1 << 14, 1 << 12, 1 << 10, 1 << 8, 1 << 6, 1 << 4, 1 << 2, 1));
+    const __m256i top = _mm256_srli_epi16(_mm256_and_si256(h, _mm256_set1_epi16(static_cast<int16_t>(0xC000))), 10);
+    return _mm256_sub_epi16(_mm256_or_si256(nib, top), _mm256_set1_epi16(32));
+}
+
+// Four IQ4_XS rows against one Q8_K row, each row's result exactly dot_iq4_xs_avx2's: the eight
+// int32 lanes of a super-block (lane l: the sum over its sub-blocks of scale * w[4l..4l+3] .
+// a[4l..4l+3], exact in any order), then acc = fma(d_w * d_a, float(lanes), acc) and hsum8. Two
+// rows' packed bytes share a register, so their lanes are summed as [r 0-3 | r+1 0-3] and
+// [r 4-7 | r+1 4-7] (as dot_iq4_nl_four_rows) and put back in order once a super-block; the
+// activation's halves and magnitudes come prepared, the weights' signs moved onto the activation
+// (the same pair sums); the sub-block scales of both rows of a pair sit in one register, each
+// sub-block's broadcast by a byte shuffle.
+LS_AVX2 void dot_iq4_xs_four_rows(int64_t n, const char* w, uint64_t row_bytes, const block_q8_K* a,
+                                  const Iq4xsSubActivation* act, float* out) {
+    const int64_t nb = n / kQK_K;
+    const __m256i table = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(kIq4nl.v)));
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    const block_iq4_xs* rows[4];
+    for (int r = 0; r < 4; ++r) rows[r] = reinterpret_cast<const block_iq4_xs*>(w + r * row_bytes);
+    __m256 acc[4];
+    for (__m256& x : acc) x = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+        // The next four rows' super-block fetched meanwhile (136 bytes of each row: 544, nine lines).
+        const char* next = w + 4 * row_bytes + b * 4 * sizeof(block_iq4_xs);
+        for (int l = 0; l < 9; ++l) _mm_prefetch(next + 64 * l, _MM_HINT_T0);
+        __m256i lanes[2][2];  // [pair][lanes 0-3 / 4-7 of both rows]
+        __m256i sv[2];        // [pair]: the eight sub-block scales of each row, int16
+        for (int p = 0; p < 2; ++p) {
+            lanes[p][0] = lanes[p][1] = _mm256_setzero_si256();
+            sv[p] = iq4_xs_scales_of_two(&rows[2 * p][b], &rows[2 * p + 1][b]);
+        }
+        for (int ib = 0; ib < kQK_K / 32; ++ib) {
+            const Iq4xsSubActivation& x = act[b * (kQK_K / 32) + ib];
+            const __m256i pick = _mm256_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * ib));  // int16 ib of each half
+            for (int p = 0; p < 2; ++p) {
+                const __m256i packed = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(rows[2 * p + 1][b].qs + 16 * ib),
+                                                           reinterpret_cast<const __m128i*>(rows[2 * p][b].qs + 16 * ib));
+                const __m256i w_lo = _mm256_shuffle_epi8(table, _mm256_and_si256(packed, low4));
+                const __m256i w_hi = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(packed, 4), low4));
+                const __m256i s = _mm256_shuffle_epi8(sv[p], pick);
+                lanes[p][0] = _mm256_add_epi32(lanes[p][0],
+                    _mm256_madd_epi16(_mm256_maddubs_epi16(x.half_abs[0], _mm256_sign_epi8(w_lo, x.half[0])), s));
+                lanes[p][1] = _mm256_add_epi32(lanes[p][1],
+                    _mm256_madd_epi16(_mm256_maddubs_epi16(x.half_abs[1], _mm256_sign_epi8(w_hi, x.half[1])), s));
+            }
+        }
+        for (int p = 0; p < 2; ++p)
+            for (int q = 0; q < 2; ++q) {
+                const int r = 2 * p + q;
+                const __m256i l = _mm256_permute2x128_si256(lanes[p][0], lanes[p][1], q == 0 ? 0x20 : 0x31);
+                acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(rows[r][b].d) * a[b].d), _mm256_cvtepi32_ps(l), acc[r]);
+            }
+    }
+    for (int r = 0; r < 4; ++r) out[r] = hsum8(acc[r]);
+}
+
+}  // namespace
+
+LS_AVX2 void dot_iq4_xs_avx2_rows(int64_t n, const void* w, uint64_t row_bytes, int64_t count, const block_q8_K* a,
+                                  float* out) {
+    const char* rows = static_cast<const char*>(w);
+    int64_t r = 0;
+    if (count >= 4) {
+        thread_local std::vector<Iq4xsSubActivation> act;
+        act.resize(static_cast<size_t>(n / 32));
+        iq4_xs_prepare_activation(n / kQK_K, a, act.data());
+        for (; r + 4 <= count; r += 4) dot_iq4_xs_four_rows(n, rows + r * row_bytes, row_bytes, a, act.data(), out + r);
+    }
+    for (; r < count; ++r) out[r] = dot_iq4_xs_avx2(n, reinterpret_cast<const block_iq4_xs*>(rows + r * row_bytes), a);
+}
+
 LS_AVX2 float dot_iq4_xs_panel_avx2(int64_t n, const block_iq4_xs* w, const block_q8_K* a) {
     float sum = 0.0f;
     for (int64_t b = 0; b < n / kQK_K; ++b) {

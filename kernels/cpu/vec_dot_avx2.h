@@ -88,6 +88,9 @@ float dot_q6_K_avx2(int64_t n, const block_q6_K* w, const block_q8_K* a);
 // (vec_dot_x86.cpp).
 float dot_q8_0_family_avx2(GgmlType type, int64_t n, const void* w, const block_q8_0* a, bool paired);
 float dot_iq4_xs_avx2(int64_t n, const block_iq4_xs* w, const block_q8_K* a);
+// `count` IQ4_XS rows (row_bytes apart) against one Q8_K row: out[r] is exactly dot_iq4_xs_avx2 of
+// row r (four rows at a time, sharing the activation's loads).
+void dot_iq4_xs_avx2_rows(int64_t n, const void* w, uint64_t row_bytes, int64_t count, const block_q8_K* a, float* out);
 // NVFP4 against Q8_0 (n a multiple of 64): the emulation's bits (vec_dot_x86.cpp, dot_nvfp4).
 float dot_nvfp4_avx2(int64_t n, const block_nvfp4* w, const block_q8_0* a);
 // One IQ4_XS row against `count` Q8_K rows: out[i * out_stride] is exactly dot_iq4_xs_avx2 of row i.
