@@ -243,8 +243,8 @@ TensorStats stats_of(const float* v, int64_t n, const ParallelChunks& parallel, 
     if (finite == 0) return s;
     s.min = mn, s.max = mx;
     s.mean = sum / finite;
-    s.rms = std::sqrt(sumsq / finite);
-    s.hist_scale = s.rms > 0 ? static_cast<float>(s.rms) : 1.0f;
+    s.rms = histogram_rms(sumsq, static_cast<double>(finite));
+    s.hist_scale = histogram_scale(s.rms);
     const HistogramAxis axis = histogram_axis(s.min, s.max, s.hist_scale);
     std::vector<std::array<int64_t, kHistogramBins>> hists(static_cast<size_t>(n_chunks));
     run([&](int64_t b, int64_t e) {

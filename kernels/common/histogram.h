@@ -16,6 +16,12 @@ namespace ls {
 
 inline constexpr int kHistogramBinCount = 64;
 
+// A tensor's RMS from the sum of squares of its `finite` finite values (in double), and the scale
+// its histogram is binned by: that RMS rounded to float, 1 when it is 0. The CPU's stats, the CUDA
+// histogram kernel and the CUDA backend's host side take both from here, so they bin alike.
+LS_HD inline double histogram_rms(double sumsq, double finite) { return sqrt(sumsq / finite); }
+LS_HD inline float histogram_scale(double rms) { return rms > 0 ? static_cast<float>(rms) : 1.0f; }
+
 struct HistogramAxis {
     double lo, hi;   // the axis at min and max
     double per_bin;  // bins per unit of axis (0 when min and max coincide on the axis)

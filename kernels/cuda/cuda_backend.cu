@@ -318,8 +318,8 @@ public:
         if (finite == 0) return;
         out->min = s.min, out->max = s.max;
         out->mean = s.sum / static_cast<double>(finite);
-        out->rms = std::sqrt(s.sumsq / static_cast<double>(finite));
-        out->hist_scale = out->rms > 0 ? static_cast<float>(out->rms) : 1.0f;  // what the device binned by
+        out->rms = histogram_rms(s.sumsq, static_cast<double>(finite));
+        out->hist_scale = histogram_scale(out->rms);  // what the device binned by
         for (int b = 0; b < kHistogramBins; ++b) out->hist[b] = static_cast<int64_t>(summary.hist[b]);
     }
 

@@ -95,8 +95,7 @@ __global__ void __launch_bounds__(kStatsThreads) histogram_from_stats_kernel(con
     const TensorStats s = *stats;
     const int64_t finite = n - static_cast<int64_t>(s.nan_count) - static_cast<int64_t>(s.inf_count);
     if (finite <= 0) return;
-    const double rms = sqrt(s.sumsq / static_cast<double>(finite));
-    const float scale = rms > 0 ? static_cast<float>(rms) : 1.0f;
+    const float scale = histogram_scale(histogram_rms(s.sumsq, static_cast<double>(finite)));
     for (int b = threadIdx.x; b < kHistogramBinCount; b += blockDim.x) counts[b] = 0;
     __syncthreads();
     const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
