@@ -1009,6 +1009,22 @@ public:
             thread_local std::vector<float> row;
             row.resize(K);
             const bool panel = mode == MathMode::kLlama && iq_panel_takes(w.type, K, N, static_cast<int64_t>(cols.size()));
+#if defined(LS_HAVE_VEC_DOT_AVX2)
+            // IQ4_XS and IQ4_NL experts outside the panel form (decoding): the run's rows against
+            // each column by the decode kernels, four rows at a time (vec_dot's bits).
+            if (mode == MathMode::kLlama && !panel && avx2_ &&
+                (w.type == GgmlType::IQ4_XS || (w.type == GgmlType::IQ4_NL && K % 32 == 0))) {
+                for (const Routed& c : cols) {
+                    const uint8_t* act = act_scratch_.data() + c.in * act_row_bytes;
+                    float* out = y.f32() + c.out * N + r0;
+                    if (w.type == GgmlType::IQ4_XS)
+                        dot_iq4_xs_avx2_rows(K, rows, row_bytes, run, reinterpret_cast<const block_q8_K*>(act), out);
+                    else
+                        dot_q8_0_family_avx2_rows(w.type, K, rows, row_bytes, run, reinterpret_cast<const block_q8_0*>(act), out);
+                }
+                return;
+            }
+#endif
             for (int64_t i = 0; i < run; ++i) {
                 const char* wr = rows + i * row_bytes;
                 const float* wf = reinterpret_cast<const float*>(wr);
