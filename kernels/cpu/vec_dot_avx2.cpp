@@ -1214,7 +1214,8 @@ LS_AVX2 void dot_iq4_xs_four_rows(int64_t n, const char* w, uint64_t row_bytes, 
         for (int p = 0; p < 2; ++p)
             for (int q = 0; q < 2; ++q) {
                 const int r = 2 * p + q;
-                const __m256i l = _mm256_permute2x128_si256(lanes[p][0], lanes[p][1], q == 0 ? 0x20 : 0x31);
+                const __m256i l = q == 0 ? _mm256_permute2x128_si256(lanes[p][0], lanes[p][1], 0x20)
+                                         : _mm256_permute2x128_si256(lanes[p][0], lanes[p][1], 0x31);
                 acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(rows[r][b].d) * a[b].d), _mm256_cvtepi32_ps(l), acc[r]);
             }
     }
