@@ -157,10 +157,11 @@ if want 1b; then
         echo "1B-class presets, quantized by llama-quantize: prompt 64 (-r 3), decode 32 from an empty context (-r 1):"
         for preset in gemma-3-1b llama-3.2-1b qwen3-0.6b; do
             f16="$work/$preset-F16.gguf"
-            [ -f "$f16" ] || "$ls_bin" make-model "$f16" --preset "$preset" > /dev/null
             for q in Q4_K_M IQ4_XS; do
                 m="$work/$preset-$q.gguf"
-                [ -f "$m" ] || LD_LIBRARY_PATH="$(dirname "$quantize")" "$quantize" "$f16" "$m" "$q" 2 > /dev/null 2>&1 ||
+                [ -f "$m" ] && continue
+                [ -f "$f16" ] || "$ls_bin" make-model "$f16" --preset "$preset" > /dev/null
+                LD_LIBRARY_PATH="$(dirname "$quantize")" "$quantize" "$f16" "$m" "$q" 2 > /dev/null 2>&1 ||
                     { echo "perf_figures.sh: llama-quantize failed on $f16 ($q)" >&2; exit 1; }
             done
             rm -f "$f16"
