@@ -218,9 +218,10 @@ const std::vector<EventComparison>& DebugDocument::local_errors(const SessionSna
         // Worked out on the server with the doctor (remote_verdict asks for them).
         auto d = remote_->diagnosis();
         if (divergence_key(snap) != remote_asked_) d.reset();  // the answer is to another state of the run
-        if (d.get() == local_diagnosis_ && snap.records.size() == local_errors_.size()) return local_errors_;
-        local_diagnosis_ = d.get();
+        if (d == local_diagnosis_ && snap.records.size() == local_errors_.size()) return local_errors_;
+        local_diagnosis_ = d;
         local_errors_.clear();
+        ++local_generation_;
         if (!d || !d->has_local || d->local.empty()) return local_errors_;
         local_errors_.resize(snap.records.size());
         for (const EventComparison& c : d->local)
@@ -228,10 +229,11 @@ const std::vector<EventComparison>& DebugDocument::local_errors(const SessionSna
                 local_errors_[static_cast<size_t>(c.event_index)] = c;
         return local_errors_;
     }
-    if (snap.version == local_version_ && snap.events.get() == local_events_) return local_errors_;
+    if (snap.version == local_version_ && snap.events == local_events_) return local_errors_;
     local_version_ = snap.version;
-    local_events_ = snap.events.get();
+    local_events_ = snap.events;
     local_errors_.clear();
+    ++local_generation_;
     // A session checks our ops against the reference; a capture with a model checks the
     // capture's own ops (the model's op on its inputs), as `compare OURS REF -m MODEL` does.
     const bool checks_capture = !session_ && capture_ && doctor_model_;

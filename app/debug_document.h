@@ -95,6 +95,8 @@ public:
     // Local vs inherited error of the snapshot's warn/diverged events, by event index (empty
     // without a model and a reference); recomputed when the snapshot changes.
     const std::vector<EventComparison>& local_errors(const SessionSnapshot& snap);
+    // Grows whenever local_errors() rebuilds its answer (panels key their caches on it).
+    uint64_t local_errors_generation() const { return local_generation_; }
 
 private:
     Status start_session(std::vector<int32_t> tokens, int n_generate);
@@ -134,11 +136,13 @@ private:
     };
     std::shared_ptr<DoctorJob> doctor_job_;
     std::future<std::string> doctor_future_;  // holds its own references to what it reads
-    // Local-error cache: for the snapshot version it was computed on.
+    // Local-error cache: for the snapshot version and the plan it was computed on (held, not their
+    // addresses: a new session's plan may be allocated where a freed one was).
     uint64_t local_version_ = UINT64_MAX;
-    const void* local_events_ = nullptr;
+    std::shared_ptr<const std::vector<EventInfo>> local_events_;
     std::vector<EventComparison> local_errors_;
-    const void* local_diagnosis_ = nullptr;          // the server's diagnosis local_errors_ came from
+    uint64_t local_generation_ = 0;
+    std::shared_ptr<const remote::Diagnosis> local_diagnosis_;  // the server's diagnosis local_errors_ came from
     std::pair<int64_t, size_t> remote_asked_{-2, 0};  // (first divergent, flagged events) last asked of the server
     bool remote_reask_ = false;                       // the connection was lost since: ask again
 };

@@ -513,6 +513,7 @@ views::DebugContext MainView::make_context() {
     ctx.reference = doc_->reference();
     ctx.reference_path = doc_->reference_path();
     ctx.local_errors = &doc_->local_errors(*ctx.snap);
+    ctx.local_errors_generation = doc_->local_errors_generation();
     ctx.two_formats = !doc_->against_model().empty();
     ctx.remote = doc_->remote_events();
     ctx.cursor = cursor_;

@@ -303,6 +303,17 @@ int main(int argc, char** argv) {
             check(ctx.cursor == bar.event && p.quant.last_clicked() == bar.event,
                   "a click on the bar of " + bar.weight + " moves the cursor to its event");
         }
+        // The local errors rebuilt in place (a server's diagnosis arriving for the same snapshot):
+        // the panel keys on their generation, not on the vector's address.
+        const std::vector<ls::EventComparison> kept = run.comparisons;
+        run.comparisons.assign(kept.size(), ls::EventComparison{});
+        ++ctx.local_errors_generation;
+        frame(window, p, ctx);
+        check(p.quant.bars().empty(), "the quantization panel rereads local errors rebuilt in place");
+        run.comparisons = kept;
+        ++ctx.local_errors_generation;
+        frame(window, p, ctx);
+        check(!p.quant.bars().empty(), "the quantization panel has its bars back");
         check(glGetError() == GL_NO_ERROR, "no OpenGL error");
     }
     for (const std::string& line : log) std::printf("log: %s\n", line.c_str());

@@ -28,6 +28,7 @@ struct DebugContext {
     // Local vs inherited error of the warn/diverged events, by event index (local_origin,
     // local_nmse; engine/compare/local_error.h); nullptr when not computed (no model or reference).
     const std::vector<EventComparison>* local_errors = nullptr;
+    uint64_t local_errors_generation = 0;  // grows whenever *local_errors is rebuilt
     // A session on a server: where its events' values are (nullptr for a local session or a capture).
     std::shared_ptr<RemoteEvents> remote;
     // The reference is the run of another format of the same model (--against-model): every weight

@@ -31,7 +31,7 @@ struct LogitLensPanel {
 private:
     void refresh(DebugContext& ctx);
 
-    const void* source_ = nullptr;     // the snapshot the lens was read from
+    std::shared_ptr<const SessionSnapshot> source_;  // the snapshot the lens was read from (held: see QuantPanel)
     const void* reference_ = nullptr;
     LogitLens lens_;
     std::string error_;

@@ -200,11 +200,10 @@ void LogitsPanel::draw(DebugContext& ctx) {
         look_up(input_);
     ImGui::SameLine();
     if (ImGui::Button("Look up")) look_up(input_);
-    const void* source = rec->top_logits.get();
-    if (lookup_pending_ || lookup_source_ != source || lookup_reference_ != ctx.reference) {
+    if (lookup_pending_ || lookup_source_ != rec->top_logits || lookup_reference_ != ctx.reference) {
         if (!lookup_.query.empty()) resolve(ctx, *event);
         lookup_pending_ = false;
-        lookup_source_ = source;
+        lookup_source_ = rec->top_logits;
         lookup_reference_ = ctx.reference;
     }
     if (!lookup_.query.empty()) {

@@ -31,7 +31,7 @@ struct RouterPanel {
 
 private:
     // What the table was built from: rebuilt when any changes.
-    const void* source_ = nullptr;
+    std::shared_ptr<const SessionSnapshot> source_;  // held, not its address: see QuantPanel
     const void* reference_ = nullptr;
     int decode_ = -1, ubatch_ = -1;
     float threshold_ = -1;
