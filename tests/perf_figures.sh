@@ -3,7 +3,8 @@
 # Layerscope's `bench` in rounds interleaved with llama.cpp's `llama-bench` on make-model files of
 # the TinyLlama-1.1B, Llama-3.1-8B and Qwen3.5-4B shapes (Q4_K), the 1B-class presets at Q4_K_M and IQ4_XS,
 # long prompts and decoding after a deep cache, `compare` of two dumps, what capturing costs, and
-# make-model's own time.
+# make-model's own time; on request, the two large mixtures of experts (gpt-oss-20b at MXFP4,
+# qwen3-30b-a3b at Q4_K) with both engines' peak memory.
 #
 #   tests/perf_figures.sh [--layerscope BIN] [--llama-bench BIN] [--work DIR] [--rounds N] [--parts LIST]
 #
@@ -15,8 +16,9 @@
 #   --work         where the models and dumps go (default /tmp/layerscope-figures; the models are
 #                  kept between runs, the dumps removed)
 #   --rounds       interleaved rounds per figure (default 3); medians are reported
-#   --parts        a comma list of: tl, tl-long, 8b, qwen35, 1b, compare, capture, make-model
-#                  (default: all; about an hour and a half on 2 cores)
+#   --parts        a comma list of: tl, tl-long, 8b, qwen35, 1b, compare, capture, make-model, moe
+#                  (default: all but moe; about an hour and a half on 2 cores). moe makes files of
+#                  12 and 17 GB (about 7 and 40 minutes, once) and needs 24 GB of memory
 #
 # Each ratio is ours / llama.cpp's within a round; the summary gives the median over the rounds.
 # Nothing else should run meanwhile: the figures are memory-bound and the machine's bandwidth is
@@ -38,7 +40,7 @@ while [ $# -gt 0 ]; do
         --work) work="$2"; shift 2 ;;
         --rounds) rounds="$2"; shift 2 ;;
         --parts) parts="$2"; shift 2 ;;
-        -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
         *) echo "perf_figures.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -180,6 +182,42 @@ if want 1b; then
     fi
 fi
 
+if want moe; then
+    echo "mixtures of experts: decode 32 from an empty context (-r 3), each round's order alternated (the"
+    echo "engine that runs right after the other is slowed while the machine's memory settles), peak RSS:"
+    for spec in gpt-oss-20b:mxfp4:MXFP4 qwen3-30b-a3b:q4_K:Q4_K; do
+        IFS=: read -r preset type label <<< "$spec"
+        m="$work/$preset-$label.gguf"
+        [ -f "$m" ] || "$ls_bin" make-model "$m" --preset "$preset" --type "$type" > /dev/null
+    done
+    moe_ours() {
+        local out
+        out=$("$ls_bin" bench --threads 2 --json -m "$1" --mode llama --prompt-tokens 1 --gen 32 -r 3)
+        record "$2 decode, llama mode" "$3" ours "$(json "['gen_tps']" <<< "$out")"
+        record "$2 peak RSS" "$3" ours "$(json "['peak_rss_bytes']" <<< "$out")"
+    }
+    moe_theirs() {
+        [ -n "$llama_bench" ] || return 0
+        local out
+        out=$( (LD_LIBRARY_PATH="$(dirname "$llama_bench")" /usr/bin/time -f 'peak_rss_kb %M' -o "$work/rss.txt" \
+                "$llama_bench" -t 2 -o json -m "$1" -p 0 -n 32 -r 3) )
+        record "$2 decode" "$3" llama "$(json "[0]['avg_ts']" <<< "$out")"
+        record "$2 peak RSS" "$3" llama "$(( $(sed -n 's/^peak_rss_kb //p' "$work/rss.txt") * 1024 ))"
+        rm -f "$work/rss.txt"
+    }
+    for r in $(seq "$rounds"); do
+        for spec in gpt-oss-20b:MXFP4 qwen3-30b-a3b:Q4_K; do
+            IFS=: read -r preset label <<< "$spec"
+            m="$work/$preset-$label.gguf"
+            if [ $((r % 2)) = 1 ]; then
+                moe_ours "$m" "$preset $label" "$r"; moe_theirs "$m" "$preset $label" "$r"
+            else
+                moe_theirs "$m" "$preset $label" "$r"; moe_ours "$m" "$preset $label" "$r"
+            fi
+        done
+    done
+fi
+
 if want capture; then
     make_tl
     echo "1.1B shape: what capturing every event costs (64-token prompt, 32 decoded, -r 3):"
@@ -233,7 +271,7 @@ for measure in order:
     theirs = values.get(base(measure), {}).get('llama', {})
     ratios = [ours[r] / theirs[r] for r in ours if r in theirs and theirs[r] > 0]
     if ratios:
-        line += f"   llama.cpp {statistics.median(theirs.values()):.2f}, ratio {statistics.median(ratios):.2f}x"
+        line += f"   llama.cpp {statistics.median(theirs.values()) * scale:.2f}, ratio {statistics.median(ratios):.2f}x"
         line += f" ({min(ratios):.2f}-{max(ratios):.2f})"
     print(line)
 EOF
