@@ -930,9 +930,11 @@ public:
     }
 
     // MUL_MAT_ID as ggml's CPU backend runs it: the columns grouped by expert, each activation
-    // column converted once, and every (row, column) a single-column dot product (vec_dot, or the
-    // IQ panel form for an IQ4_XS expert's 8 or more columns; exact mode: the dequantized row
-    // against the f32 column), while each expert row is read once for all the columns routed to it.
+    // column converted once, and every (row, column) a single-column dot product's bits (vec_dot's,
+    // or the IQ panel form's for an IQ4_XS expert's 8 or more columns; exact mode: the dequantized
+    // row against the f32 column), while each expert row is read once for all the columns routed to
+    // it. The MXFP4, IQ4_XS and IQ4_NL experts take the decode kernels (a run of rows against one
+    // column, several rows at a time), with the same bits.
     void matmul_id(const Tensor& w, const Tensor& x, const Tensor& ids, Tensor& y, MathMode mode) override {
         const int64_t K = w.ne[0], N = w.ne[1], E = w.ne[2], n_used = ids.ne[0], T = ids.ne[1], xs = x.ne[1];
         // The columns routed to each expert: output column t * n_used + s, which reads activation
@@ -1004,7 +1006,7 @@ public:
 #endif
         // ggml's CPU backend: every (row, column) a single-column dot product (vec_dot, or the IQ
         // panel form for an IQ4_XS expert's 8 or more columns; exact mode: the dequantized row
-        // against the f32 column).
+        // against the f32 column); IQ4_XS and IQ4_NL decoding by the rows kernels, as below.
         for_each_run([&](const char* rows, int64_t r0, int64_t run, const std::vector<Routed>& cols) {
             thread_local std::vector<float> row;
             row.resize(K);
