@@ -16,6 +16,20 @@ namespace ls::views {
 
 struct RemoteEvents;
 
+// Which snapshot a panel's figures were read from, without holding the snapshot (a held snapshot
+// would keep captures alive that the session's budget has let go): its plan, held (a later plan
+// cannot take its address), and its version, which grows with every publication of that plan.
+struct SnapshotKey {
+    std::shared_ptr<const std::vector<EventInfo>> events;
+    uint64_t version = UINT64_MAX;
+
+    bool is(const SessionSnapshot* s) const { return s && s->events == events && s->version == version; }
+    void set(const SessionSnapshot* s) {
+        events = s ? s->events : nullptr;
+        version = s ? s->version : UINT64_MAX;
+    }
+};
+
 struct DebugContext {
     // Never null while a model or a capture is open; an empty snapshot otherwise.
     std::shared_ptr<const SessionSnapshot> snap;

@@ -31,7 +31,7 @@ ImVec2 LogitLensPanel::cell_center(int layer, int column) const {
 }
 
 void LogitLensPanel::refresh(DebugContext& ctx) {
-    source_ = ctx.snap, reference_ = ctx.reference;
+    source_.set(ctx.snap.get()), reference_ = ctx.reference;
     lens_ = {}, error_.clear(), columns_.clear(), l_out_.clear();
     const CompareRunResult run = compare_run_from_snapshot(*ctx.snap);
     auto made = logit_lens(*ctx.model, run.captures, *ctx.reference, MathMode::kLlama, host_llama_isa());
@@ -78,7 +78,7 @@ void LogitLensPanel::draw(DebugContext& ctx) {
         ImGui::End();
         return;
     }
-    if (ctx.snap != source_ || ctx.reference != reference_) refresh(ctx);
+    if (!source_.is(ctx.snap.get()) || ctx.reference != reference_) refresh(ctx);
     if (!error_.empty()) {
         ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(pal::kBad), "%s", error_.c_str());
         ImGui::End();

@@ -31,7 +31,7 @@ struct LogitLensPanel {
 private:
     void refresh(DebugContext& ctx);
 
-    std::shared_ptr<const SessionSnapshot> source_;  // the snapshot the lens was read from (held: see QuantPanel)
+    SnapshotKey source_;  // the snapshot the lens was read from
     const void* reference_ = nullptr;
     LogitLens lens_;
     std::string error_;

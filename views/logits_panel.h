@@ -56,7 +56,7 @@ private:
     Lookup lookup_;
     bool lookup_pending_ = false;
     // What the lookup was computed from, so it refreshes when the cursor or the run changes.
-    std::shared_ptr<const TopLogits> lookup_source_;  // held, not its address: see QuantPanel
+    std::shared_ptr<const TopLogits> lookup_source_;  // held (a few hundred bytes), not its address
     const void* lookup_reference_ = nullptr;
     // The reference's last row of logits for the shown result_output event.
     std::vector<float> reference_row_;

@@ -22,7 +22,7 @@ ImVec2 QuantPanel::bar_center(const std::string& weight) const {
 }
 
 void QuantPanel::refresh(DebugContext& ctx) {
-    source_ = ctx.snap, local_generation_ = ctx.local_errors_generation;
+    source_.set(ctx.snap.get()), local_generation_ = ctx.local_errors_generation;
     bars_.clear(), ranking_.clear(), kl_.clear(), kl_stats_ = {};
     if (ctx.local_errors) {
         for (const EventComparison* c : attribution(*ctx.local_errors)) {
@@ -72,7 +72,7 @@ void QuantPanel::draw(DebugContext& ctx) {
         ImGui::End();
         return;
     }
-    if (ctx.snap != source_ || ctx.local_errors_generation != local_generation_) refresh(ctx);
+    if (!source_.is(ctx.snap.get()) || ctx.local_errors_generation != local_generation_) refresh(ctx);
 
     // The final distributions, per position.
     if (!kl_.empty()) {

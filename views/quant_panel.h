@@ -38,9 +38,7 @@ struct QuantPanel {
 private:
     void refresh(DebugContext& ctx);
 
-    // The snapshot and the local errors the figures were read from. The snapshot is held, not its
-    // address: a later snapshot may be allocated where a freed one was.
-    std::shared_ptr<const SessionSnapshot> source_;
+    SnapshotKey source_;  // the snapshot and the local errors the figures were read from
     uint64_t local_generation_ = UINT64_MAX;
     std::vector<Bar> bars_;
     std::vector<size_t> ranking_;  // indices into bars_, worst first

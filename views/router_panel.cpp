@@ -43,9 +43,9 @@ void RouterPanel::draw(DebugContext& ctx) {
                                             "No run yet: the experts each MoE layer chooses per token appear here.");
     if (!at) return;
     const SessionSnapshot* snap = ctx.snap.get();
-    if (ctx.snap != source_ || ctx.reference != reference_ || at->decode != decode_ || at->ubatch != ubatch_ ||
+    if (!source_.is(snap) || ctx.reference != reference_ || at->decode != decode_ || at->ubatch != ubatch_ ||
         tie_threshold != threshold_) {
-        source_ = ctx.snap, reference_ = ctx.reference, decode_ = at->decode, ubatch_ = at->ubatch, threshold_ = tie_threshold;
+        source_.set(snap), reference_ = ctx.reference, decode_ = at->decode, ubatch_ = at->ubatch, threshold_ = tie_threshold;
         table_ = router_table(*snap->events, at->decode, at->ubatch,
                               [snap](int64_t index) -> std::shared_ptr<const std::vector<float>> {
                                   auto c = snap->capture(index);

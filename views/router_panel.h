@@ -31,7 +31,7 @@ struct RouterPanel {
 
 private:
     // What the table was built from: rebuilt when any changes.
-    std::shared_ptr<const SessionSnapshot> source_;  // held, not its address: see QuantPanel
+    SnapshotKey source_;
     const void* reference_ = nullptr;
     int decode_ = -1, ubatch_ = -1;
     float threshold_ = -1;

@@ -37,8 +37,8 @@ void StatePanel::draw(DebugContext& ctx) {
         ImGui::End();
         return;
     }
-    if (ctx.snap != source_ || at->index != cursor_) {
-        source_ = ctx.snap, cursor_ = at->index;
+    if (!source_.is(snap) || at->index != cursor_) {
+        source_.set(snap), cursor_ = at->index;
         rows_.clear();
         // KV cells filled so far: the tokens of every evaluation that has begun by the cursor.
         int64_t cells = 0;

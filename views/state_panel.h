@@ -32,7 +32,7 @@ struct StatePanel {
     void draw(DebugContext& ctx);
 
 private:
-    std::shared_ptr<const SessionSnapshot> source_;  // held, not its address: see QuantPanel
+    SnapshotKey source_;
     int64_t cursor_ = -2;
     std::vector<LayerState> rows_;
 };
