@@ -229,9 +229,8 @@ const std::vector<EventComparison>& DebugDocument::local_errors(const SessionSna
                 local_errors_[static_cast<size_t>(c.event_index)] = c;
         return local_errors_;
     }
-    if (snap.version == local_version_ && snap.events == local_events_) return local_errors_;
-    local_version_ = snap.version;
-    local_events_ = snap.events;
+    if (local_source_.is(&snap)) return local_errors_;
+    local_source_.set(&snap);
     local_errors_.clear();
     ++local_generation_;
     // A session checks our ops against the reference; a capture with a model checks the

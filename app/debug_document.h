@@ -136,10 +136,8 @@ private:
     };
     std::shared_ptr<DoctorJob> doctor_job_;
     std::future<std::string> doctor_future_;  // holds its own references to what it reads
-    // Local-error cache: for the snapshot version and the plan it was computed on (held, not their
-    // addresses: a new session's plan may be allocated where a freed one was).
-    uint64_t local_version_ = UINT64_MAX;
-    std::shared_ptr<const std::vector<EventInfo>> local_events_;
+    // Local-error cache: for the snapshot it was computed on.
+    views::SnapshotKey local_source_;
     std::vector<EventComparison> local_errors_;
     uint64_t local_generation_ = 0;
     std::shared_ptr<const remote::Diagnosis> local_diagnosis_;  // the server's diagnosis local_errors_ came from
