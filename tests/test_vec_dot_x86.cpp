@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -728,6 +729,56 @@ TEST(VecDotAvx2, SameBitsAsTheEmulation) {
     EXPECT_EQ(checked, 400);
 }
 
+
+// Decoding runs of K-quant rows in one call: every row the emulation's bits, whatever the run's
+// length, for each format the run takes; other formats and widths are left to the caller.
+TEST(VecDotAvx2, KQuantRunsSameBitsAsTheEmulation) {
+    if (!ls::avx2_kernels_usable())
+        GTEST_SKIP() << "this processor has no AVX2/FMA/F16C: the emulation runs everywhere";
+    uint32_t state = 11;
+    auto next = [&] { return state = state * 1664525u + 1013904223u; };
+    struct Format {
+        GgmlType type;
+        size_t block_bytes;
+        size_t d_offset;  // where the block's f16 scale lies, set to a sane value
+    };
+    const Format formats[] = {{GgmlType::Q4_K, sizeof(block_q4_K), offsetof(block_q4_K, d)},
+                              {GgmlType::Q5_K, sizeof(block_q5_K), offsetof(block_q5_K, d)},
+                              {GgmlType::Q6_K, sizeof(block_q6_K), offsetof(block_q6_K, d)}};
+    for (const Format& f : formats)
+        for (int trial = 0; trial < 24; ++trial) {
+            const int64_t nb = 1 + trial % 9, n = nb * kQK_K, count = 1 + (trial * 7) % 37;
+            const uint64_t row_bytes = nb * f.block_bytes;
+            std::vector<uint8_t> w(row_bytes * count);
+            for (uint8_t& b : w) b = static_cast<uint8_t>(next() >> 24);
+            for (int64_t blk = 0; blk < nb * count; ++blk) {
+                const uint16_t d = fp32_to_fp16(static_cast<float>(next() % 2000) * 1e-5f);
+                std::memcpy(w.data() + blk * f.block_bytes + f.d_offset, &d, sizeof d);
+                if (f.type != GgmlType::Q6_K)  // Q4_K and Q5_K: dmin follows d
+                    std::memcpy(w.data() + blk * f.block_bytes + f.d_offset + 2, &d, sizeof d);
+            }
+            std::vector<float> af(static_cast<size_t>(n));
+            for (float& v : af) v = (static_cast<float>(next() % 20001) - 10000.0f) * 1e-3f;
+            std::vector<block_q8_K> a(static_cast<size_t>(nb));
+            quantize_row_q8_K_ref(af.data(), a.data(), n);
+            std::vector<float> out(static_cast<size_t>(count) + 1, -1.0f);
+            ASSERT_TRUE(dot_k_quant_avx2_run(f.type, n, w.data(), row_bytes, count, a.data(), out.data()));
+            for (int64_t r = 0; r < count; ++r) {
+                float emulated = 0;
+                ASSERT_TRUE(vec_dot_row_x86_emulated(f.type, n, w.data() + r * row_bytes, a.data(), &emulated));
+                ASSERT_EQ(bits_of(out[r]), bits_of(emulated))
+                    << ggml_type_name(f.type) << " trial " << trial << " row " << r << " of " << count;
+            }
+            EXPECT_EQ(out[count], -1.0f) << "written past the run";
+        }
+    float untouched = -1.0f;
+    std::vector<uint8_t> w(4096, 0);
+    std::vector<block_q8_K> a(2);
+    EXPECT_FALSE(dot_k_quant_avx2_run(GgmlType::Q8_0, kQK_K, w.data(), 272, 1, a.data(), &untouched));
+    EXPECT_FALSE(dot_k_quant_avx2_run(GgmlType::IQ4_XS, kQK_K, w.data(), 136, 1, a.data(), &untouched));
+    EXPECT_FALSE(dot_k_quant_avx2_run(GgmlType::Q4_K, kQK_K + 32, w.data(), 144, 1, a.data(), &untouched));
+    EXPECT_EQ(untouched, -1.0f);
+}
 
 // Exact mode's kernels on one instruction set, to be checked against the order written out.
 struct ExactKernels {

@@ -275,6 +275,13 @@ public:
             });
             return;
         }
+        if (T == 1 && k_quant_run_takes(w.type, K)) {  // decoding K-quants: the rows of a range in one call
+            const auto* act = reinterpret_cast<const block_q8_K*>(act_scratch_.data());
+            pool_.parallel_for(N, 4, [&](int64_t b, int64_t e) {
+                dot_k_quant_avx2_run(w.type, K, wbase + b * w_row_bytes, w_row_bytes, e - b, act, &y.f32()[b]);
+            });
+            return;
+        }
         if (w.type == GgmlType::IQ4_XS && T >= 2 && avx2_) {
             const auto* act = reinterpret_cast<const block_q8_K*>(act_scratch_.data());
             const auto act_stride = static_cast<int64_t>(act_row_bytes / sizeof(block_q8_K));
@@ -1014,6 +1021,13 @@ public:
 #if defined(LS_HAVE_VEC_DOT_AVX2)
             // IQ4_XS and IQ4_NL experts outside the panel form (decoding): the run's rows against
             // each column by the decode kernels, four rows at a time (vec_dot's bits).
+            if (mode == MathMode::kLlama && !panel && k_quant_run_takes(w.type, K)) {  // K-quant experts, decoding
+                for (const Routed& c : cols)
+                    dot_k_quant_avx2_run(w.type, K, rows, row_bytes, run,
+                                         reinterpret_cast<const block_q8_K*>(act_scratch_.data() + c.in * act_row_bytes),
+                                         y.f32() + c.out * N + r0);
+                return;
+            }
             if (mode == MathMode::kLlama && !panel && avx2_ &&
                 (w.type == GgmlType::IQ4_XS || (w.type == GgmlType::IQ4_NL && K % 32 == 0))) {
                 for (const Routed& c : cols) {
@@ -1310,6 +1324,14 @@ private:
         return ggml_order::vec_dot_f32(a, b, n);
     }
     int64_t tinyblas_k() const { return isa_ == LlamaIsa::kAvx2 ? 8 : 16; }
+#if defined(LS_HAVE_VEC_DOT_AVX2)
+    // Whether dot_k_quant_avx2_run takes rows of this type against one column (vec_dot_row_x86's
+    // kernel for them: Q4_K's AVX-512 one where the processor has it).
+    bool k_quant_run_takes(GgmlType type, int64_t K) const {
+        return avx2_ && K > 0 && K % kQK_K == 0 &&
+               (type == GgmlType::Q5_K || type == GgmlType::Q6_K || (type == GgmlType::Q4_K && !avx512_));
+    }
+#endif
 
     LlamaIsa isa_ = host_llama_isa();
     int llama_threads_ = 0;  // the llama.cpp run's threads (0: ours)

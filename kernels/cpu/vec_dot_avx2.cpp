@@ -297,7 +297,9 @@ LS_AVX2 inline float q4_K_result(__m256 acc, __m128 acc_m) {
 
 }  // namespace
 
-LS_AVX2 float dot_q4_K_avx2(int64_t n, const block_q4_K* w, const block_q8_K* a) {
+namespace {
+
+LS_AVX2 inline __attribute__((always_inline)) float q4_K_row(int64_t n, const block_q4_K* w, const block_q8_K* a) {
     __m256 acc = _mm256_setzero_ps();
     __m128 acc_m = _mm_setzero_ps();
     for (int64_t b = 0; b < n / kQK_K; ++b) {
@@ -314,6 +316,10 @@ LS_AVX2 float dot_q4_K_avx2(int64_t n, const block_q4_K* w, const block_q8_K* a)
     }
     return q4_K_result(acc, acc_m);
 }
+
+}  // namespace
+
+LS_AVX2 float dot_q4_K_avx2(int64_t n, const block_q4_K* w, const block_q8_K* a) { return q4_K_row(n, w, a); }
 
 namespace {
 
@@ -1314,6 +1320,31 @@ LS_AVX2 void quantize_row_q8_K_avx2(const float* x, block_q8_K* y, int64_t n) {
             y[i].bsums[j + 1] = static_cast<int16_t>(p[2] + p[3] + p[6] + p[7]);
         }
         y[i].d = 1 / iscale;
+    }
+}
+
+// Decoding: `count` K-quant rows against one activation, each row's bits dot_*_avx2's. The rows
+// run in one call (the kernel chosen once, not per row; Q4_K's inlined), its prefetch running on
+// into the next rows.
+LS_AVX2 bool dot_k_quant_avx2_run(GgmlType type, int64_t n, const void* w, uint64_t row_bytes, int64_t count,
+                                  const block_q8_K* a, float* out) {
+    if (n <= 0 || n % kQK_K != 0) return false;
+    const char* rows = static_cast<const char*>(w);
+    switch (type) {
+        case GgmlType::Q4_K:
+            for (int64_t r = 0; r < count; ++r)
+                out[r] = q4_K_row(n, reinterpret_cast<const block_q4_K*>(rows + r * row_bytes), a);
+            return true;
+        case GgmlType::Q5_K:
+            for (int64_t r = 0; r < count; ++r)
+                out[r] = dot_q5_K_avx2(n, reinterpret_cast<const block_q5_K*>(rows + r * row_bytes), a);
+            return true;
+        case GgmlType::Q6_K:
+            for (int64_t r = 0; r < count; ++r)
+                out[r] = dot_q6_K_avx2(n, reinterpret_cast<const block_q6_K*>(rows + r * row_bytes), a);
+            return true;
+        default:
+            return false;
     }
 }
 

@@ -133,6 +133,11 @@ void q8_0_scales_in_fours(const block_q8_0* a, int64_t a_stride_blocks, int64_t 
 void dot_q8_0_family_avx2_columns(GgmlType type, int64_t n, const void* w, uint64_t row_bytes, int rows,
                                   const block_q8_0* a, int64_t a_stride_blocks, const float* a_d, int count, float* out,
                                   int64_t out_stride);
+// `count` rows of a Q4_K, Q5_K or Q6_K matrix (row_bytes apart) against one activation: out[r] is
+// exactly dot_q4_K_avx2 (dot_q5_K_avx2, dot_q6_K_avx2) of row r, the kernel chosen once. False
+// (nothing written) for another type or n not a multiple of 256.
+bool dot_k_quant_avx2_run(GgmlType type, int64_t n, const void* w, uint64_t row_bytes, int64_t count,
+                          const block_q8_K* a, float* out);
 // One q4_K row against `count` activation rows (a_stride_blocks blocks apart): out[i * out_stride]
 // is exactly dot_q4_K_avx2 of row i, with each weight block unpacked once for all of them.
 void dot_q4_K_avx2_rows(int64_t n, const block_q4_K* w, const block_q8_K* a, int64_t a_stride_blocks, int count,
