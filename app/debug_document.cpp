@@ -265,6 +265,7 @@ Status DebugDocument::connect(const std::string& address, const std::string& tok
     auto session = remote::RemoteSession::open(address, credentials.value().token, open, options);
     if (!session) return session.error();
     remote_ = std::move(session.value());
+    model_doc_ = views::ModelDocument::from_file(remote_->model()->file_ptr());
     if (here) {
         auto uploaded = remote_->upload(reference);
         if (!uploaded) return uploaded.error();
@@ -290,8 +291,9 @@ Status DebugDocument::use_uploaded_reference(const std::string& path) {
     if (path.empty()) return {};
     auto ref = ReferenceDump::open(path);
     if (!ref) return ref.error();
-    // Named as the server names it (which projections have biases aside: the model is there).
-    if (Status s = name_as_llama(*ref.value(), no_bias()); !s) return s;
+    // Named as the server names it: which projections have biases aside is in the model's tensor
+    // table, which the server sent.
+    if (Status s = name_as_llama(*ref.value(), remote_ ? biased_in(*remote_->model()) : no_bias()); !s) return s;
     reference_ = std::shared_ptr<const ReferenceDump>(std::move(ref.value()));
     return {};
 }

@@ -77,7 +77,9 @@ public:
     bool has_anything() const { return session_ || remote_ || capture_snapshot_; }
     // The session the panels command: here, or on a server.
     SessionControl* session() { return session_ ? static_cast<SessionControl*>(session_.get()) : remote_.get(); }
-    const Model* model() const { return model_.get(); }
+    // The session's model: here, or the header of a server's (config, tokenizer, tensor table; no
+    // weights: has_weights() is false).
+    const Model* model() const { return model_ ? model_.get() : remote_ ? remote_->model().get() : nullptr; }
     const ReferenceDump* reference() const { return reference_.get(); }
     const std::string& reference_path() const { return reference_path_; }
     const std::shared_ptr<const views::ModelDocument>& model_document() const { return model_doc_; }

@@ -333,6 +333,12 @@ void MainView::follow_remote(const views::DebugContext& ctx) {
     const std::string lost = r->lost_reason();
     if (lost != logged_remote_) {
         log(lost.empty() ? fmt::format("remote connected {} session {}", r->address(), r->session_id()) : "remote lost " + lost);
+        if (lost.empty()) {  // what the panels read here of the model: its header, sent by the server
+            const Model& m = *r->model();
+            log(fmt::format("remote model {}: {}, {} tensors, {} tokens, header {} bytes, weights on the server",
+                            m.path(), m.config().arch_name, m.tensors().size(),
+                            m.tokenizer() ? m.tokenizer()->n_tokens() : 0, r->opened().header_bytes));
+        }
         p_->status.message = lost.empty() ? fmt::format("connected to {}", r->address())
                                           : fmt::format("connection to {} lost ({}); what was fetched stays, reconnecting", r->address(), lost);
         p_->status.message_is_error = !lost.empty();

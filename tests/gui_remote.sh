@@ -3,7 +3,8 @@
 # network: it connects (--connect), steps and continues against a reference on the server's disk
 # (clean to the end), draws the attention panel from a fetched kq_soft_max; when the network is
 # cut it stays up saying so, with what it fetched, and when the network is back it takes up the
-# same session and steps on; a reference outside the server's folders is refused by name. Then,
+# same session and steps on; every panel draws on the model's header the server sent (its weights
+# stay there); a reference outside the server's folders is refused by name. Then,
 # on a second model: a reference on this machine is uploaded and compared on the server, the
 # doctor's verdict and the local errors come from there, and the export panel writes every event
 # on the server's disk and here (fetched).
@@ -53,6 +54,8 @@ select kq_soft_max-0
 panel attention on
 frames 20
 screenshot $dir/attention.png
+panels all
+frames 20
 log cut the network
 frames 1500
 prompt Once upon a time there was
@@ -85,6 +88,10 @@ wait "$gui" || fail "the GUI exited with $?"
 cat "$dir/log"
 grep -q "^remote connected 127.0.0.1:$port session 1$" "$dir/log" || fail "the GUI did not connect"
 grep -q "^state finished cursor [0-9]* .* first_divergent -1$" "$dir/log" || fail "the remote run did not finish clean"
+# The model's header came with the session: the panels read its config, vocabulary and tensor
+# table here (every panel was drawn on it), its weights stay on the server.
+grep -q "^remote model 127.0.0.1:$port:models/stories260K.gguf: llama, [0-9]* tensors, 512 tokens, header [0-9]* bytes, weights on the server$" "$dir/log" ||
+  fail "no model header from the server"
 [ "$(grep -c "^remote connected" "$dir/log")" -ge 2 ] || fail "the GUI did not reconnect"
 grep -q "session 1 attached" "$dir/serve.log" || fail "the server did not see the same session taken up"
 awk '/^remote connected/ { n++ } n >= 2 && /^state paused cursor 0 / { found = 1 } END { exit !found }' "$dir/log" ||

@@ -61,6 +61,50 @@ TEST(Gguf, ReadsTheHandBuiltFile) {
     EXPECT_EQ(f.get_int("missing", -5), -5);
 }
 
+// A header alone (what a server sends of a model it runs): the same metadata and tensor table,
+// checked against the whole file's size, and no data.
+TEST(Gguf, AHeaderAloneParsesWithoutItsData) {
+    const std::vector<uint8_t> bytes = test::make_small_gguf().bytes;
+    auto whole = GgufFile::parse(bytes);
+    ASSERT_TRUE(whole.ok()) << whole.error().message;
+    const std::string_view header = whole.value()->header_bytes();
+    ASSERT_EQ(header.size(), whole.value()->data_offset());
+    ASSERT_LT(header.size(), bytes.size());
+    auto alone = GgufFile::parse_header(std::vector<uint8_t>(header.begin(), header.end()), bytes.size(), "srv:small.gguf");
+    ASSERT_TRUE(alone.ok()) << alone.error().message;
+    const GgufFile& f = *alone.value();
+    EXPECT_TRUE(whole.value()->has_data());
+    EXPECT_FALSE(f.has_data());
+    EXPECT_EQ(f.path(), "srv:small.gguf");
+    EXPECT_EQ(f.file_size(), bytes.size());
+    EXPECT_EQ(f.data_offset(), whole.value()->data_offset());
+    ASSERT_EQ(f.metadata().size(), whole.value()->metadata().size());
+    for (size_t i = 0; i < f.metadata().size(); ++i) {
+        EXPECT_EQ(f.metadata()[i].key, whole.value()->metadata()[i].key);
+        expect_same_value(f.metadata()[i].value, whole.value()->metadata()[i].value, f.metadata()[i].key);
+    }
+    ASSERT_EQ(f.tensors().size(), whole.value()->tensors().size());
+    for (size_t i = 0; i < f.tensors().size(); ++i) {
+        EXPECT_EQ(f.tensors()[i].name, whole.value()->tensors()[i].name);
+        EXPECT_EQ(f.tensors()[i].offset, whole.value()->tensors()[i].offset);
+        EXPECT_EQ(f.tensors()[i].n_bytes, whole.value()->tensors()[i].n_bytes);
+        EXPECT_EQ(f.tensors()[i].data, nullptr);
+    }
+    EXPECT_EQ(f.header_bytes(), header);
+    // A header cut inside the tensor table (40 bytes: past the at most 31 bytes of padding before
+    // the data), a file too short for its tensors' data, or a header longer than its file: refused,
+    // naming what is wrong.
+    auto cut = GgufFile::parse_header(std::vector<uint8_t>(header.begin(), header.end() - 40), bytes.size(), "srv:small.gguf");
+    ASSERT_FALSE(cut.ok());
+    EXPECT_NE(cut.error().message.find("srv:small.gguf"), std::string::npos) << cut.error().message;
+    auto short_file = GgufFile::parse_header(std::vector<uint8_t>(header.begin(), header.end()), header.size() + 1, "srv:small.gguf");
+    ASSERT_FALSE(short_file.ok());
+    EXPECT_NE(short_file.error().message.find("runs past"), std::string::npos) << short_file.error().message;
+    auto longer = GgufFile::parse_header(std::vector<uint8_t>(header.begin(), header.end()), header.size() - 1, "srv:small.gguf");
+    ASSERT_FALSE(longer.ok());
+    EXPECT_NE(longer.error().message.find("a header of"), std::string::npos) << longer.error().message;
+}
+
 TEST(Gguf, EveryValueTypeRoundTrips) {
     std::vector<GgufKV> kv;
     auto add = [&](std::string key, GgufValue v) { kv.push_back({std::move(key), std::move(v)}); };

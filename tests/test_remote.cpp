@@ -17,6 +17,8 @@
 #include "engine/compare/reference.h"
 #include "engine/compare/snapshot_diagnosis.h"
 #include "engine/forward/forward.h"
+#include "engine/forward/model.h"
+#include "engine/model/model_summary.h"
 #include "kernels/backend.h"
 #include "engine/remote/access.h"
 #include "engine/remote/remote_session.h"
@@ -59,6 +61,23 @@ TEST(RemoteWire, EveryMessageDecodesToWhatWasEncoded) {
     ASSERT_TRUE(begin);
     EXPECT_EQ(begin.value().output, 3u);
     EXPECT_EQ(begin.value().size, 1ull << 40);
+    Opened opened_msg;
+    opened_msg.session = 9;
+    opened_msg.model = "m.gguf: llama, 2 layers, n_embd 64";
+    opened_msg.backend = "CPU";
+    opened_msg.model_path = "m.gguf";
+    opened_msg.file_bytes = 1ull << 34;
+    opened_msg.header_bytes = 5u << 20;
+    auto opened = decode_opened(encode(opened_msg));
+    ASSERT_TRUE(opened);
+    EXPECT_EQ(opened.value().model_path, "m.gguf");
+    EXPECT_EQ(opened.value().file_bytes, 1ull << 34);
+    EXPECT_EQ(opened.value().header_bytes, 5u << 20);
+    // A header longer than its file, or than a client takes, is refused before anything is read.
+    opened_msg.header_bytes = opened_msg.file_bytes + 1;
+    EXPECT_FALSE(decode_opened(encode(opened_msg)));
+    opened_msg.header_bytes = kMaxModelHeaderBytes + 1;
+    EXPECT_FALSE(decode_opened(encode(opened_msg)));
     auto exit = decode_exit(encode(Exit{3}));
     ASSERT_TRUE(exit);
     EXPECT_EQ(exit.value().code, 3);
@@ -624,6 +643,32 @@ TEST(RemoteSession, SteppingFetchingAReferenceAndAnExportAsLocally) {
     ASSERT_TRUE(local);
     Session& l = *local.value();
     local_done(l, l.set_tokens(tokens));
+
+    // The model as the panels read it here: the server's header (config, tokenizer, tensor table),
+    // no weights.
+    auto here = Model::open(fixtures() + "/models/stories260K.gguf");
+    ASSERT_TRUE(here);
+    const Model& m = *r.model();
+    EXPECT_FALSE(m.has_weights());
+    EXPECT_EQ(r.opened().header_bytes, here.value()->file().data_offset());
+    EXPECT_EQ(m.file().file_size(), here.value()->file().file_size());
+    EXPECT_EQ(m.config().n_layer, here.value()->config().n_layer);
+    EXPECT_EQ(m.config().n_embd, here.value()->config().n_embd);
+    ASSERT_TRUE(m.tokenizer() && here.value()->tokenizer());
+    EXPECT_EQ(m.tokenizer()->encode("Once upon a time, a cat sat.", true, false),
+              here.value()->tokenizer()->encode("Once upon a time, a cat sat.", true, false));
+    ASSERT_EQ(m.tensors().size(), here.value()->tensors().size());
+    for (size_t i = 0; i < m.tensors().size(); ++i) {
+        const GgufTensorInfo &a = m.tensors()[i], &b = here.value()->tensors()[i];
+        EXPECT_EQ(a.name, b.name);
+        EXPECT_EQ(a.type, b.type);
+        EXPECT_TRUE(std::equal(a.ne, a.ne + 4, b.ne)) << a.name;
+        EXPECT_EQ(a.offset, b.offset) << a.name;
+        EXPECT_EQ(a.data, nullptr) << a.name;
+    }
+    auto weights = dequantize_tensor(*m.find("output_norm.weight"));
+    ASSERT_FALSE(weights);
+    EXPECT_NE(weights.error().message.find("not here"), std::string::npos) << weights.error().message;
 
     // Stepping: op, layer, token; every record's statistics as the local session's, bit for bit.
     for (CommandKind k : {CommandKind::kStepOp, CommandKind::kStepOp, CommandKind::kStepLayer}) {

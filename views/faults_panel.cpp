@@ -38,13 +38,19 @@ void FaultsPanel::draw(DebugContext& ctx) {
     ImGui::EndChild();
 
     // The session is rebuilt by the main view (the fault is a forward option fixed at creation).
-    ImGui::BeginDisabled(!ctx.model || selected == active || requested_fault.has_value());
+    // A session on a server runs there without faults: the weights are not here to re-run with one.
+    const bool here = ctx.model && ctx.model->has_weights();
+    ImGui::BeginDisabled(!here || selected == active || requested_fault.has_value());
     const char* label = selected == Fault::kNone ? "Re-run without a fault" : "Re-run with this fault";
     if (ImGui::Button(label)) {
         requested_fault = selected;
         ctx.log(fmt::format("fault requested: {}", selected == Fault::kNone ? "none" : fault_info(selected).name));
     }
     ImGui::EndDisabled();
+    if (ctx.model && !here) {
+        ImGui::SameLine();
+        ImGui::TextDisabled("(the session runs on a server, which re-runs without faults)");
+    }
     if (requested_fault) {
         ImGui::SameLine();
         ImGui::TextDisabled("re-creating the session...");

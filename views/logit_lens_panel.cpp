@@ -73,6 +73,12 @@ void LogitLensPanel::draw(DebugContext& ctx) {
         ImGui::End();
         return;
     }
+    if (!ctx.model->has_weights()) {
+        ImGui::TextWrapped("The logit lens reads each layer's output through the model's output head, whose weights "
+                           "are on the server this session runs on: it is not worked out there yet.");
+        ImGui::End();
+        return;
+    }
     if (ctx.snap->state == SessionState::kRunning) {
         ImGui::TextDisabled("Running: the lens is read when the run stops.");
         ImGui::End();

@@ -6,8 +6,12 @@ namespace ls::views {
 Result<std::shared_ptr<const ModelDocument>> ModelDocument::load(const std::string& path) {
     auto file = GgufFile::open(path);
     if (!file.ok()) return file.error();
+    return from_file(std::move(file.value()));
+}
+
+std::shared_ptr<const ModelDocument> ModelDocument::from_file(std::shared_ptr<const GgufFile> file) {
     auto doc = std::make_shared<ModelDocument>();
-    doc->file = std::move(file.value());
+    doc->file = std::move(file);
     auto config = model_config_from_gguf(*doc->file);
     if (config.ok()) {
         doc->config = config.value();

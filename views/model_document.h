@@ -16,7 +16,7 @@
 namespace ls::views {
 
 struct ModelDocument {
-    std::unique_ptr<GgufFile> file;
+    std::shared_ptr<const GgufFile> file;  // a header alone for a session on a server (has_data() false)
     std::optional<ModelConfig> config;  // empty when the metadata is incomplete (see config_error)
     std::string config_error;
     std::vector<SummaryLine> derived;  // what the config implies (derived_lines), empty without a config
@@ -27,6 +27,8 @@ struct ModelDocument {
     int64_t tensor_elements = 0;
 
     static Result<std::shared_ptr<const ModelDocument>> load(const std::string& path);
+    // The same for a file already open or parsed (the header a server sent).
+    static std::shared_ptr<const ModelDocument> from_file(std::shared_ptr<const GgufFile> file);
 };
 
 }  // namespace ls::views

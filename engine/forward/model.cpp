@@ -17,10 +17,14 @@ std::string format_ne(const int64_t* ne, int n_dims) {
 Result<std::unique_ptr<Model>> Model::open(const std::string& path) {
     auto file = GgufFile::open(path);
     if (!file) return file.error();
-    auto config = model_config_from_gguf(*file.value());
+    return from_file(std::move(file.value()));
+}
+
+Result<std::unique_ptr<Model>> Model::from_file(std::shared_ptr<const GgufFile> file) {
+    auto config = model_config_from_gguf(*file);
     if (!config) return config.error();
     std::unique_ptr<Model> m(new Model());
-    m->file_ = std::move(file.value());
+    m->file_ = std::move(file);
     m->config_ = config.value();
     if (m->file_->find("tokenizer.ggml.tokens")) {
         auto tok = Tokenizer::from_gguf(*m->file_);

@@ -18,8 +18,15 @@ public:
     // Opens and validates a model of a supported architecture. kBadInput errors name the file, the
     // key or tensor, and what was expected.
     static Result<std::unique_ptr<Model>> open(const std::string& path);
+    // The same from a file already parsed, such as a header alone (GgufFile::parse_header: the
+    // model of a session that runs on a server, whose weights stay there).
+    static Result<std::unique_ptr<Model>> from_file(std::shared_ptr<const GgufFile> file);
+    // Whether the tensors' data are here (false for a header alone: config, tokenizer, chat
+    // template and the tensor table, but nothing to run or read weights from).
+    bool has_weights() const { return file_->has_data(); }
 
     const GgufFile& file() const { return *file_; }
+    const std::shared_ptr<const GgufFile>& file_ptr() const { return file_; }
     const ModelConfig& config() const { return config_; }
     // Absent when the file has no tokenizer metadata (then only token ids can be run).
     const Tokenizer* tokenizer() const { return tokenizer_.get(); }

@@ -2,6 +2,7 @@
 // offset and size before use; a malformed file gives an Error naming the field and byte offset.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -100,6 +101,12 @@ public:
     static Result<std::unique_ptr<GgufFile>> open(const std::string& path);
     // Parses a copy of `bytes` (for tests and fuzzing). `name` appears in messages.
     static Result<std::unique_ptr<GgufFile>> parse(std::vector<uint8_t> bytes, std::string name = "<memory>");
+    // Parses a file's header alone: `header` holds its first bytes, up to (at least) the end of the
+    // tensor infos, and `file_size` is the whole file's size, against which the tensors' data are
+    // checked as open() checks them. Every tensor's data is then null (has_data() is false): what
+    // a client holds of a model that runs on a server. `name` appears in messages.
+    static Result<std::unique_ptr<GgufFile>> parse_header(std::vector<uint8_t> header, uint64_t file_size,
+                                                          std::string name);
 
     ~GgufFile();
     GgufFile(const GgufFile&) = delete;
@@ -109,7 +116,13 @@ public:
     uint32_t version() const { return version_; }
     uint64_t alignment() const { return alignment_; }
     uint64_t data_offset() const { return data_offset_; }  // absolute offset of the data section
-    uint64_t file_size() const { return size_; }
+    uint64_t file_size() const { return file_size_; }
+    // False for a header parsed alone (parse_header): its tensors' data are null.
+    bool has_data() const { return !header_only_; }
+    // The header's bytes: everything before the data section (what parse_header takes).
+    std::string_view header_bytes() const {
+        return {reinterpret_cast<const char*>(base_), static_cast<size_t>(std::min(data_offset_, size_))};
+    }
 
     const std::vector<GgufKV>& metadata() const { return kvs_; }
     const GgufValue* find(std::string_view key) const;
@@ -137,7 +150,9 @@ private:
     std::unique_ptr<MappedFile> map_;
     std::vector<uint8_t> owned_;  // when parsed from memory
     const uint8_t* base_ = nullptr;
-    uint64_t size_ = 0;
+    uint64_t size_ = 0;       // the bytes at base_
+    uint64_t file_size_ = 0;  // the file's: size_, or what parse_header was told
+    bool header_only_ = false;
     uint32_t version_ = 0;
     uint64_t alignment_ = 32;
     uint64_t data_offset_ = 0;

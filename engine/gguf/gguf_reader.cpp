@@ -179,7 +179,7 @@ Result<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path) {
     f->path_ = path;
     f->map_ = std::move(map.value());
     f->base_ = f->map_->data();
-    f->size_ = f->map_->size();
+    f->size_ = f->file_size_ = f->map_->size();
     if (Status s = f->parse_all(); !s) return s.error();
     return f;
 }
@@ -189,7 +189,21 @@ Result<std::unique_ptr<GgufFile>> GgufFile::parse(std::vector<uint8_t> bytes, st
     f->path_ = std::move(name);
     f->owned_ = std::move(bytes);
     f->base_ = f->owned_.data();
+    f->size_ = f->file_size_ = f->owned_.size();
+    if (Status s = f->parse_all(); !s) return s.error();
+    return f;
+}
+
+Result<std::unique_ptr<GgufFile>> GgufFile::parse_header(std::vector<uint8_t> header, uint64_t file_size, std::string name) {
+    std::unique_ptr<GgufFile> f(new GgufFile());
+    f->path_ = std::move(name);
+    f->owned_ = std::move(header);
+    f->base_ = f->owned_.data();
     f->size_ = f->owned_.size();
+    f->file_size_ = file_size;
+    f->header_only_ = true;
+    if (f->size_ > file_size)
+        return make_error(ErrorCode::kBadInput, fmt::format("{}: a header of {} bytes for a file of {}", f->path_, f->size_, file_size));
     if (Status s = f->parse_all(); !s) return s.error();
     return f;
 }
@@ -300,17 +314,17 @@ Status GgufFile::parse_all() {
     // The data section starts at the next multiple of the alignment.
     uint64_t end_of_infos = c.pos();
     data_offset_ = end_of_infos + (alignment_ - end_of_infos % alignment_) % alignment_;
-    uint64_t data_size = data_offset_ <= size_ ? size_ - data_offset_ : 0;
-    if (n_tensors > 0 && data_offset_ > size_)
+    uint64_t data_size = data_offset_ <= file_size_ ? file_size_ - data_offset_ : 0;
+    if (n_tensors > 0 && data_offset_ > file_size_)
         return c.error_at(end_of_infos, fmt::format("the data section would start at byte {}, past the end of the file ({} bytes)",
-                                                    data_offset_, size_));
+                                                    data_offset_, file_size_));
 
     for (GgufTensorInfo& t : tensors_) {
         if (t.offset > data_size || t.n_bytes > data_size - t.offset)
             return c.error_at(data_offset_ + std::min(t.offset, data_size),
                               fmt::format("tensor {} data [{}, {}) of the data section runs past its end ({} bytes); the file is truncated or corrupt",
                                           quote_text(t.name), t.offset, t.offset + t.n_bytes, data_size));
-        t.data = base_ + data_offset_ + t.offset;
+        t.data = header_only_ ? nullptr : base_ + data_offset_ + t.offset;
     }
 
     // Tensors must not overlap.

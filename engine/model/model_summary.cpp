@@ -61,6 +61,9 @@ DerivedParams derive_params(const ModelConfig& c, const GgufFile* file) {
         freqs->n_bytes >= static_cast<uint64_t>(freqs->ne[0]) * sizeof(float)) {
         d.rope_freqs = true;
         d.rope_freqs_count = freqs->ne[0];
+    }
+    if (d.rope_freqs && freqs->data) {  // a model whose weights are on a server has the count alone
+        d.rope_freqs_read = true;
         std::vector<float> v(static_cast<size_t>(freqs->ne[0]));
         std::memcpy(v.data(), freqs->data, v.size() * sizeof(float));
         d.rope_freqs_min = v.empty() ? 1.0f : *std::min_element(v.begin(), v.end());
@@ -198,11 +201,15 @@ std::vector<SummaryLine> derived_lines(const ModelConfig& c, const GgufFile* fil
     if (c.rope_scaling != RopeScaling::kNone)
         lines.push_back({"rope scaling", fmt::format("{}, freq_scale {:g} (factor {:g})", rope_scaling_name(c.rope_scaling),
                                                      d.freq_scale, c.rope_scaling_factor)});
-    if (d.rope_freqs)
+    if (d.rope_freqs && d.rope_freqs_read)
         lines.push_back({"rope freqs", fmt::format("rope_freqs.weight: {} of {} pairs slowed down by factors {:g}..{:g} "
                                                    "(each pair's angle divided by its factor; Llama 3.1+ \"llama3\" scaling)",
                                                    d.rope_freqs_scaled, d.rope_freqs_count, d.rope_freqs_min,
                                                    d.rope_freqs_max)});
+    else if (d.rope_freqs)
+        lines.push_back({"rope freqs", fmt::format("rope_freqs.weight: a factor for each of {} pairs (each pair's angle "
+                                                   "divided by its factor; Llama 3.1+ \"llama3\" scaling); its values "
+                                                   "are where the weights are", d.rope_freqs_count)});
     if (c.rope_scaling == RopeScaling::kLongRope && file && file->find_tensor("rope_factors_long.weight"))
         lines.push_back({"longrope", fmt::format("rope_factors_short for a context of up to {} cells, rope_factors_long "
                                                  "beyond (llama.cpp compares the run's n_ctx with "
@@ -294,6 +301,9 @@ Result<std::vector<float>> dequantize_tensor(const GgufTensorInfo& tensor) {
         return make_error(ErrorCode::kUnsupported,
                           fmt::format("{}: type {} cannot be dequantized yet", tensor.name,
                                       traits ? traits->name : "?"));
+    if (!tensor.data)
+        return make_error(ErrorCode::kUnsupported, fmt::format("{}: its data are not here (a model whose weights stay "
+                                                               "on the server it runs on)", tensor.name));
     const uint64_t f32_bytes = mul_sat(static_cast<uint64_t>(tensor.n_elements()), sizeof(float));
     if (const HostMemory host = available_host_memory(); host.known && f32_bytes > host.available_bytes)
         return make_error(ErrorCode::kBadInput, fmt::format("{}: its {} values as f32 need {}; {} available ({})", tensor.name,

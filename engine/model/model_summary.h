@@ -57,6 +57,7 @@ struct DerivedParams {
     // Llama 3.1+'s rope_freqs.weight: the angle divisors of the rotated pairs.
     bool rope_freqs = false;
     int64_t rope_freqs_count = 0;     // pairs (n_rot / 2)
+    bool rope_freqs_read = false;     // the factors below were read (a header alone has no data)
     float rope_freqs_min = 1.0f, rope_freqs_max = 1.0f;
     int64_t rope_freqs_scaled = 0;    // pairs whose factor is not 1 (slowed down)
     float rope_attn_factor_key = 1.0f;  // rope.scaling.attn_factor (1 when absent)

@@ -259,6 +259,9 @@ Result<QuantBlock> describe_quant_block(const GgufTensorInfo& tensor, uint64_t d
     if (block < 0 || block >= n_blocks)
         return make_error(ErrorCode::kUsage, fmt::format("{} has {} blocks of {} elements; block {} is outside them", tensor.name,
                                                          n_blocks, traits->block_elems, block));
+    if (!tensor.data)
+        return make_error(ErrorCode::kUnsupported, fmt::format("{}: its data are not here (a model whose weights stay "
+                                                               "on the server it runs on)", tensor.name));
     const int n = static_cast<int>(traits->block_elems);
     const uint8_t* p = tensor.data + static_cast<uint64_t>(block) * traits->block_bytes;
     Decoded d;

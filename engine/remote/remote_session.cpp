@@ -22,8 +22,32 @@ using Clock = std::chrono::steady_clock;
 struct Started {
     std::unique_ptr<Connection> connection;
     Opened opened;
+    std::string model_header;  // the model file's bytes before its data (Opened::header_bytes)
     std::string first_snapshot;
 };
+
+// Bytes sent as file chunks up to a file end: exactly `bytes` of them.
+Result<std::string> read_chunks(Connection& c, uint64_t bytes, std::chrono::milliseconds timeout, const char* what) {
+    std::string out;
+    for (;;) {
+        auto part = c.receive(kMaxFrameBytes, timeout);
+        if (!part) return part.error();
+        if (part.value().type == MsgType::kFileEnd) break;
+        if (part.value().type != MsgType::kFileChunk)
+            return make_error(ErrorCode::kBadInput, fmt::format("{} cut by a {} message", what, msg_type_name(part.value().type)));
+        auto chunk = decode_file_chunk(part.value().payload);
+        if (!chunk) return chunk.error();
+        auto data = decompress_chunk(chunk.value().compressed, kChunkBytes);
+        if (!data) return data.error();
+        if (data.value().size() > bytes - out.size())
+            return make_error(ErrorCode::kBadInput, fmt::format("{} longer than the {} bytes announced", what, bytes));
+        out += data.value();
+    }
+    if (out.size() != bytes)
+        return make_error(ErrorCode::kBadInput, fmt::format("{} of {} bytes where {} were announced", what, out.size(), bytes));
+    return out;
+}
+
 Result<Started> connect_session(const std::string& address, const std::string& token, MsgType type,
                                 const std::string& payload, const ClientOptions& options) {
     auto connected = connect_and_hello(address, token, options);
@@ -46,6 +70,9 @@ Result<Started> connect_session(const std::string& address, const std::string& t
     auto opened = decode_opened(answer.value().payload);
     if (!opened) return opened.error();
     st.opened = opened.value();
+    auto header = read_chunks(c, st.opened.header_bytes, options.silence_timeout, "the model's header");
+    if (!header) return header.error();
+    st.model_header = std::move(header.value());
     auto snap = c.receive(kMaxFrameBytes, options.silence_timeout);
     if (!snap) return snap.error();
     if (snap.value().type != MsgType::kSnapshot)
@@ -83,6 +110,14 @@ Result<std::unique_ptr<RemoteSession>> RemoteSession::begin(const std::string& a
     s->token_ = token;
     s->options_ = options;
     s->opened_ = started.value().opened;
+    // The model as the panels read it here: its config, tokenizer and tensor table, no weights.
+    const std::string& header = started.value().model_header;
+    auto file = GgufFile::parse_header(std::vector<uint8_t>(header.begin(), header.end()), s->opened_.file_bytes,
+                                       fmt::format("{}:{}", address, s->opened_.model_path));
+    if (!file) return file.error();
+    auto model = Model::from_file(std::move(file.value()));
+    if (!model) return model.error();
+    s->model_ = std::move(model.value());
     {
         std::lock_guard<std::mutex> lock(s->mu_);
         s->connection_ = std::move(started.value().connection);
@@ -251,24 +286,6 @@ Status RemoteSession::handle(MsgType type, const std::string& payload, const std
     }
 }
 
-// A tensor's bytes after its header: chunks until the file end, at most `bytes`.
-static Result<std::string> read_tensor(Connection& c, uint64_t bytes, std::chrono::milliseconds timeout) {
-    std::string out;
-    for (;;) {
-        auto part = c.receive(kMaxFrameBytes, timeout);
-        if (!part) return part.error();
-        if (part.value().type == MsgType::kFileEnd) break;
-        if (part.value().type != MsgType::kFileChunk) return make_error(ErrorCode::kBadInput, "a tensor cut by another message");
-        auto chunk = decode_file_chunk(part.value().payload);
-        if (!chunk) return chunk.error();
-        auto data = decompress_chunk(chunk.value().compressed, kChunkBytes);
-        if (!data) return data.error();
-        if (out.size() + data.value().size() > bytes) return make_error(ErrorCode::kBadInput, "a tensor longer than announced");
-        out += data.value();
-    }
-    return out;
-}
-
 // The network is read and written without mu_ held: the UI takes it only to read the snapshot
 // and queue commands, never waiting on a socket.
 void RemoteSession::io_loop() {
@@ -305,7 +322,7 @@ void RemoteSession::io_loop() {
                 if (frame && frame.value().type == MsgType::kTensor) {
                     auto header = decode_tensor_header(frame.value().payload);
                     if (header && header.value().error.empty()) {
-                        auto bytes = read_tensor(*c, header.value().bytes, options_.silence_timeout);
+                        auto bytes = read_chunks(*c, header.value().bytes, options_.silence_timeout, "a tensor");
                         if (bytes) tensor = std::move(bytes.value());
                         else status = bytes.error();
                     }

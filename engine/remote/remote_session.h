@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "engine/capture/export.h"
+#include "engine/forward/model.h"
 #include "engine/remote/client.h"
 #include "engine/remote/session_wire.h"
 #include "engine/session/session_control.h"
@@ -107,6 +108,9 @@ public:
                                          const std::string& path, bool overwrite,
                                          std::chrono::milliseconds timeout = std::chrono::minutes(10));
 
+    // The session's model as the server sent its header: config, tokenizer, chat template and
+    // tensor table, without weights (has_weights() is false). Never null.
+    const std::shared_ptr<const Model>& model() const { return model_; }
     uint64_t session_id() const { return opened_.session; }
     const Opened& opened() const { return opened_; }
     const std::string& address() const { return address_; }
@@ -132,6 +136,7 @@ private:
     std::string address_, token_;
     ClientOptions options_;
     Opened opened_;
+    std::shared_ptr<const Model> model_;  // set before the io thread starts, then constant
 
     mutable std::mutex mu_;
     std::condition_variable changed_;

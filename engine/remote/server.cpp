@@ -73,6 +73,8 @@ struct Server::State {
     std::string set_reference(Held& held, const std::string& text, uint64_t* ticket);
     std::string export_on_server(Held& held, const Command& command, std::string* note);
     bool send_tensor(Connection& c, const SessionSnapshot& snap, int64_t index);
+    // Bytes as file chunks (zstd, kChunkBytes before compression) and a file end.
+    bool send_bytes(Connection& c, std::string_view bytes);
     // An Upload's file into its session's folder (a connection of its own): false when the
     // connection is lost.
     bool receive_upload(Connection& c, const Upload& upload, Uploads& for_connection);
@@ -559,6 +561,12 @@ bool Server::State::open_session(Connection& c, const Open& open) {
     const ModelConfig& config = held->model->config();
     held->opened.model = fmt::format("{}: {}, {} layers, n_embd {}", open.model, config.arch_name, config.n_layer, config.n_embd);
     held->opened.backend = held->session->backend_description();
+    held->opened.model_path = open.model;
+    held->opened.file_bytes = held->model->file().file_size();
+    held->opened.header_bytes = held->model->file().header_bytes().size();
+    if (held->opened.header_bytes > kMaxModelHeaderBytes)
+        return fail(fmt::format("{}: its header is {} bytes, more than a client takes ({})", open.model,
+                                held->opened.header_bytes, kMaxModelHeaderBytes));
     {
         std::lock_guard<std::mutex> lock(sessions_mu);
         held->id = held->opened.session = next_session++;
@@ -712,6 +720,12 @@ std::string Server::State::run_command(Held& held, const Command& m, uint64_t* t
     return {};
 }
 
+bool Server::State::send_bytes(Connection& c, std::string_view bytes) {
+    for (size_t at = 0; at < bytes.size(); at += kChunkBytes)
+        if (!c.send(MsgType::kFileChunk, encode(FileChunk{compress_chunk(bytes.substr(at, kChunkBytes))}))) return false;
+    return static_cast<bool>(c.send(MsgType::kFileEnd, {}));
+}
+
 bool Server::State::send_tensor(Connection& c, const SessionSnapshot& snap, int64_t index) {
     TensorHeader h;
     h.index = index;
@@ -726,12 +740,7 @@ bool Server::State::send_tensor(Connection& c, const SessionSnapshot& snap, int6
     for (int k = 0; k < 4; ++k) h.ne[k] = capture->info.ne[k];
     h.bytes = capture->values->size() * sizeof(float);
     if (!c.send(MsgType::kTensor, encode(h))) return false;
-    const char* data = reinterpret_cast<const char*>(capture->values->data());
-    for (uint64_t at = 0; at < h.bytes; at += kChunkBytes) {
-        const size_t n = static_cast<size_t>(std::min<uint64_t>(kChunkBytes, h.bytes - at));
-        if (!c.send(MsgType::kFileChunk, encode(FileChunk{compress_chunk(std::string_view(data + at, n))}))) return false;
-    }
-    return static_cast<bool>(c.send(MsgType::kFileEnd, {}));
+    return send_bytes(c, std::string_view(reinterpret_cast<const char*>(capture->values->data()), h.bytes));
 }
 
 bool Server::State::serve_session(Connection& c, const std::shared_ptr<Held>& held) {
@@ -740,7 +749,7 @@ bool Server::State::serve_session(Connection& c, const std::shared_ptr<Held>& he
         std::lock_guard<std::mutex> lock(sessions_mu);
         held->attached = false;
     };
-    if (!c.send(MsgType::kOpened, encode(held->opened))) {
+    if (!c.send(MsgType::kOpened, encode(held->opened)) || !send_bytes(c, held->model->file().header_bytes())) {
         detach();
         return false;
     }

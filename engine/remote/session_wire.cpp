@@ -246,6 +246,9 @@ std::string encode(const Opened& m) {
     w.u64(m.session);
     w.str(m.model);
     w.str(m.backend);
+    w.str(m.model_path);
+    w.u64(m.file_bytes);
+    w.u64(m.header_bytes);
     return w.take();
 }
 Result<Opened> decode_opened(std::string_view payload) {
@@ -254,6 +257,10 @@ Result<Opened> decode_opened(std::string_view payload) {
     m.session = r.u64();
     m.model = r.str();
     m.backend = r.str();
+    m.model_path = r.str();
+    m.file_bytes = r.u64();
+    m.header_bytes = r.u64();
+    if (m.header_bytes > kMaxModelHeaderBytes || m.header_bytes > m.file_bytes) r.fail();
     return finish_message(r, std::move(m), "opened");
 }
 std::string encode(const Attach& m) {

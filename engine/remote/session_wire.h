@@ -31,7 +31,16 @@ struct Opened {
     uint64_t session = 0;
     std::string model;    // "tiny.gguf: llama, 2 layers, n_embd 256"
     std::string backend;  // Session::backend_description()
+    std::string model_path;  // the model's path on the server, as the client named it ("tiny.gguf")
+    // The model file's size and its header's (metadata and tensor table, everything before the
+    // data): the header follows this message as file chunks and a file end, before the first
+    // snapshot, and becomes the client's weightless copy of the model (GgufFile::parse_header).
+    uint64_t file_bytes = 0;
+    uint64_t header_bytes = 0;
 };
+// The largest model header a client accepts (a 262k-token vocabulary with its merges is a few
+// tens of MB).
+inline constexpr uint64_t kMaxModelHeaderBytes = 256ull << 20;
 struct Attach {
     uint64_t session = 0;
 };

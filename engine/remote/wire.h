@@ -14,7 +14,7 @@
 
 namespace ls::remote {
 
-inline constexpr uint32_t kProtocolVersion = 2;
+inline constexpr uint32_t kProtocolVersion = 3;  // 3: the model's header follows kOpened
 inline constexpr char kMagic[4] = {'L', 'S', 'R', '1'};
 inline constexpr size_t kHeaderBytes = 9;  // magic, type (u8), payload length (u32 little-endian)
 // Before the token is checked a peer may send one small frame; after it, frames up to this size

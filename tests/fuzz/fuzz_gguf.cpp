@@ -1,5 +1,6 @@
 // Fuzz target: the GGUF reader and what `layerscope inspect` does with a file it accepted
-// (metadata values, model config, lints, tokenizer summary, tensor statistics).
+// (metadata values, model config, lints, tokenizer summary, tensor statistics), and the same bytes
+// read as a header alone (GgufFile::parse_header).
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -33,6 +34,18 @@ void walk_value(const ls::GgufValue& v, int depth) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+    // The same bytes as a header alone (what a server sends), with a file size from its last
+    // bytes: its tensors' data are then null and must not be read, nor decoded.
+    if (size >= 8) {
+        uint64_t file_size = 0;
+        for (int i = 0; i < 8; ++i) file_size = file_size << 8 | data[size - 8 + i];
+        auto header = ls::GgufFile::parse_header(std::vector<uint8_t>(data, data + size - 8), file_size, "fuzz-header.gguf");
+        if (header) {
+            for (const ls::GgufTensorInfo& t : header.value()->tensors()) (void)ls::dequantize_tensor(t);
+            if (auto config = ls::model_config_from_gguf(*header.value()))
+                (void)ls::derived_lines(config.value(), header.value().get());
+        }
+    }
     auto parsed = ls::GgufFile::parse(std::vector<uint8_t>(data, data + size), "fuzz.gguf");
     if (!parsed) return 0;
     const ls::GgufFile& file = *parsed.value();
