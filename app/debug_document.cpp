@@ -36,6 +36,13 @@ public:
     Result<std::string> export_on_server(const std::vector<std::string>& names, const ExportOptions& options) override {
         return session_->export_on_server(names, options.format, options.path, options.overwrite);
     }
+    void ask_lens() override { session_->ask_lens(); }
+    std::shared_ptr<const SnapshotLens> lens(bool* pending) const override {
+        auto state = session_->lens();
+        *pending = state && !state->done;
+        if (!state || !state->done) return nullptr;
+        return std::shared_ptr<const SnapshotLens>(state, &state->lens);
+    }
 
 private:
     std::shared_ptr<remote::RemoteSession> session_;

@@ -4,9 +4,10 @@
 # (clean to the end), draws the attention panel from a fetched kq_soft_max; when the network is
 # cut it stays up saying so, with what it fetched, and when the network is back it takes up the
 # same session and steps on; every panel draws on the model's header the server sent (its weights
-# stay there); a reference outside the server's folders is refused by name. Then,
-# on a second model: a reference on this machine is uploaded and compared on the server, the
-# doctor's verdict and the local errors come from there, and the export panel writes every event
+# stay there) and the logit lens is worked out there; a reference outside the server's folders is
+# refused by name. Then, on a second model: a reference on this machine is uploaded and compared on
+# the server, the doctor's verdict, the local errors and the lens come from there, and the export
+# panel writes every event
 # on the server's disk and here (fetched).
 # usage: gui_remote.sh LAYERSCOPE_BINARY FIXTURES_DIR
 set -eu
@@ -56,6 +57,9 @@ frames 20
 screenshot $dir/attention.png
 panels all
 frames 20
+zoom lens
+frames 100
+zoom off
 log cut the network
 frames 1500
 prompt Once upon a time there was
@@ -92,6 +96,9 @@ grep -q "^state finished cursor [0-9]* .* first_divergent -1$" "$dir/log" || fai
 # table here (every panel was drawn on it), its weights stay on the server.
 grep -q "^remote model 127.0.0.1:$port:models/stories260K.gguf: llama, [0-9]* tensors, 512 tokens, header [0-9]* bytes, weights on the server$" "$dir/log" ||
   fail "no model header from the server"
+# The logit lens, worked out on the server (the output head's weights are there): clean.
+grep -q "^lens: 5 layers x [0-9]* positions, first layer that differs -1, first top-1 change -1 (worked out on the server)$" "$dir/log" ||
+  fail "no logit lens from the server"
 [ "$(grep -c "^remote connected" "$dir/log")" -ge 2 ] || fail "the GUI did not reconnect"
 grep -q "session 1 attached" "$dir/serve.log" || fail "the server did not see the same session taken up"
 awk '/^remote connected/ { n++ } n >= 2 && /^state paused cursor 0 / { found = 1 } END { exit !found }' "$dir/log" ||
@@ -115,6 +122,9 @@ panel tensor on
 panel attention on
 frames 20
 screenshot $dir/uploaded.png
+zoom lens
+frames 100
+zoom off
 wait
 export server $dir/srv/lily.gguf
 wait
@@ -133,6 +143,8 @@ grep -q "^reference here $dir/here/lily-q4.gguf ([0-9]* tensors) for the panels'
   fail "the uploaded reference was not opened here for the panels"
 grep -q "^state finished cursor [0-9]* .* first_divergent 0$" "$dir/log2" || fail "the run did not diverge at the first event"
 grep -q "^doctor no known transform explains it$" "$dir/log2" || fail "no doctor's verdict from the server"
+grep -q "^lens: [0-9]* layers x [0-9]* positions, first layer that differs [0-9][0-9]*, first top-1 change -\?[0-9]* (worked out on the server)$" "$dir/log2" ||
+  fail "no logit lens of the diverged run from the server"
 grep -q "^export: Wrote [0-9]* tensors .* to $dir/srv/lily.gguf on the server$" "$dir/log2" || fail "no export on the server's disk"
 grep -q "^export: Wrote [0-9]* tensors .* to $dir/here/lily-npy, fetched from the server$" "$dir/log2" || fail "no export here"
 "$binary" inspect "$dir/srv/lily.gguf" > /dev/null || fail "the server's export does not read back"
@@ -143,4 +155,4 @@ test -s "$dir/uploaded.png" || fail "no screenshot of the panels on the uploaded
 awk '/^select 3 Qcur-0$/ { on = 1 } on && /^state / { last = $0 } /^script screenshot/ { if (on) exit } END { exit !(last ~ / cursor 3 Qcur-0 /) }' "$dir/log2" ||
   fail "the selection went back to the session's cursor when its tensor came"
 echo "PASS: connected, clean to the end against the server's reference, survived a network cut and reconnected;"
-echo "      an uploaded reference compared on the server, its doctor's verdict shown here, exported there and here"
+echo "      an uploaded reference compared on the server, its doctor's verdict and logit lens shown here, exported there and here"

@@ -118,6 +118,61 @@ TEST(RemoteWire, EveryMessageDecodesToWhatWasEncoded) {
     }
     for (const char* good : {"ref.gguf", "ref_npy/manifest.json", "a-1.b_2"}) EXPECT_TRUE(is_upload_name(good)) << good;
     EXPECT_FALSE(is_upload_name(std::string(256, 'a')));
+
+    auto lens_ask = decode_lens(encode(Lens{11}));
+    ASSERT_TRUE(lens_ask);
+    EXPECT_EQ(lens_ask.value().request, 11u);
+    LensResult lr;
+    lr.request = 11;
+    lr.lens.lens.top_k = 2;
+    LensLayer layer;
+    layer.layer = 3;
+    layer.cells.push_back(LensCell{1, 7, {{5, 0.5}, {7, 0.25}}, {{5, 0.625}}, 0.03125});
+    layer.kl = KlStats{1, 0.03125, 0.03125, 0.03125, 0.03125, 0.03125, 1.0};
+    lr.lens.lens.layers.push_back(layer);
+    lr.lens.lens.arrivals.push_back(LensArrival{1, 7, 5, 5, 3, -1});
+    lr.lens.lens.first_divergent_layer = 3;
+    lr.lens.lens.first_top1_change = -1;
+    lr.lens.lens.why = "no reference logits";
+    lr.lens.events.push_back(LensEvent{3, 1, 7, 99});
+    auto lens = decode_lens_result(encode(lr));
+    ASSERT_TRUE(lens) << lens.error().message;
+    const SnapshotLens& got = lens.value().lens;
+    EXPECT_EQ(lens.value().request, 11u);
+    EXPECT_EQ(got.lens.top_k, 2);
+    ASSERT_EQ(got.lens.layers.size(), 1u);
+    EXPECT_EQ(got.lens.layers[0].layer, 3);
+    ASSERT_EQ(got.lens.layers[0].cells.size(), 1u);
+    const LensCell& cell = got.lens.layers[0].cells[0];
+    EXPECT_EQ(cell.position, 7);
+    ASSERT_EQ(cell.ours.size(), 2u);
+    EXPECT_EQ(cell.ours[1].token, 7);
+    EXPECT_EQ(cell.ours[1].p, 0.25);
+    ASSERT_EQ(cell.reference.size(), 1u);
+    EXPECT_EQ(cell.kl, 0.03125);
+    EXPECT_EQ(got.lens.layers[0].kl.same_top1, 1.0);
+    ASSERT_EQ(got.lens.arrivals.size(), 1u);
+    EXPECT_EQ(got.lens.arrivals[0].reference_layer, -1);
+    EXPECT_EQ(got.lens.first_divergent_layer, 3);
+    EXPECT_EQ(got.lens.why, "no reference logits");
+    ASSERT_EQ(got.events.size(), 1u);
+    EXPECT_EQ(got.events[0].event, 99);
+    // A token or an event no model has is refused; so is a count beyond the bytes that follow.
+    lr.lens.events[0].event = -1;
+    EXPECT_FALSE(decode_lens_result(encode(lr)));
+    lr.lens.events[0].event = 99;
+    lr.lens.lens.layers[0].cells[0].ours[0].token = -5;
+    EXPECT_FALSE(decode_lens_result(encode(lr)));
+    lr.lens.lens.layers[0].cells[0].ours[0].token = 5;
+    std::string bytes = encode(lr);
+    ASSERT_TRUE(decode_lens_result(bytes));
+    EXPECT_FALSE(decode_lens_result(bytes.substr(0, bytes.size() - 1)));
+    LensResult failed;
+    failed.request = 12;
+    failed.lens.error = "the session has no reference";
+    auto refused = decode_lens_result(encode(failed));
+    ASSERT_TRUE(refused);
+    EXPECT_EQ(refused.value().lens.error, "the session has no reference");
 }
 
 TEST(RemoteWire, HeadersAreRefusedBeforeTheirPayload) {
@@ -625,6 +680,15 @@ bool same_stats(const TensorStats& a, const TensorStats& b) {
            a.rms == b.rms && std::equal(std::begin(a.hist), std::end(a.hist), std::begin(b.hist));
 }
 
+std::shared_ptr<const RemoteSession::LensState> wait_lens(RemoteSession& r) {
+    for (int i = 0; i < 6000; ++i) {
+        auto l = r.lens();
+        if (l && l->done) return l;
+        std::this_thread::sleep_for(10ms);
+    }
+    return nullptr;
+}
+
 TEST(RemoteSession, SteppingFetchingAReferenceAndAnExportAsLocally) {
     LS_REQUIRE_FIXTURES();
     auto ref = ReferenceDump::open(fixtures() + "/dumps/stories260K_once_n0_fa-off.gguf");
@@ -721,6 +785,12 @@ TEST(RemoteSession, SteppingFetchingAReferenceAndAnExportAsLocally) {
     auto missing = r.fetch_wait(static_cast<int64_t>(rsnap->events->size()) + 5, 10s);
     ASSERT_FALSE(missing);
     EXPECT_NE(missing.error().message.find("no event"), std::string::npos) << missing.error().message;
+
+    // No reference yet: the lens, which compares ours with a reference's, says so.
+    r.ask_lens();
+    auto no_lens = wait_lens(r);
+    ASSERT_TRUE(no_lens);
+    EXPECT_NE(no_lens->lens.error.find("no reference"), std::string::npos) << no_lens->lens.error;
 
     // A reference on the server's disk. It was made with another batch size (256): the session
     // runs again with its numerics, from the start, as a local session loading it does; back at
@@ -982,6 +1052,25 @@ TEST(RemoteSession, AnUploadedReferenceAndTheDoctorOnTheServerAsLocally) {
     EXPECT_EQ(d->verdict.rfind("cancelled after", 0), 0u) << d->verdict;
     std::this_thread::sleep_for(200ms);
     EXPECT_EQ(r.diagnosis(), d);
+    // The logit lens, worked out on the server: the local session's, to the bit, with the l_out
+    // event each cell came from.
+    const SnapshotLens want_lens = snapshot_logit_lens(*lsnap, *model, *reference);
+    ASSERT_TRUE(want_lens.error.empty()) << want_lens.error;
+    ASSERT_FALSE(want_lens.lens.layers.empty());
+    EXPECT_GE(want_lens.lens.first_divergent_layer, 0);  // RoPE's pairing wrong from layer 0 on
+    r.ask_lens();
+    auto lens = wait_lens(r);
+    ASSERT_TRUE(lens) << "no lens within a minute";
+    ASSERT_TRUE(lens->lens.error.empty()) << lens->lens.error;
+    EXPECT_EQ(encode(LensResult{0, lens->lens}), encode(LensResult{0, want_lens}));
+    EXPECT_EQ(lens->lens.events.size(), want_lens.events.size());
+    // Asked twice: only the newest answer is taken.
+    r.ask_lens();
+    r.ask_lens();
+    auto again = wait_lens(r);
+    ASSERT_TRUE(again);
+    EXPECT_EQ(again->request, lens->request + 2);
+    EXPECT_EQ(encode(LensResult{0, again->lens}), encode(LensResult{0, want_lens}));
     EXPECT_TRUE(r.close());
     EXPECT_TRUE(fs::exists(ref_path));  // the user's file is the user's
 }

@@ -10,19 +10,9 @@
 
 #include "engine/capture/export.h"
 #include "views/debug_context.h"
+#include "views/remote_events.h"
 
 namespace ls::views {
-
-// A session on a server (engine/remote, adapted by the app): its events' values are there.
-struct RemoteEvents {
-    virtual ~RemoteEvents() = default;
-    // Writes events `events` (indices) to options.path on this machine, fetching each; events the
-    // server holds no values of are counted in `skipped`.
-    virtual Result<ExportSummary> export_here(const std::vector<int64_t>& events, const ExportOptions& options,
-                                              size_t* skipped) = 0;
-    // Writes the events named (dump names) to options.path on the server's disk: what was written.
-    virtual Result<std::string> export_on_server(const std::vector<std::string>& names, const ExportOptions& options) = 0;
-};
 
 struct ExportPanel {
     enum class Selection { kAllCaptured = 0, kCursorLayer = 1, kGlobs = 2 };

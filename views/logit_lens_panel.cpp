@@ -6,8 +6,9 @@
 
 #include <algorithm>
 
-#include "engine/capture/snapshot_tools.h"
 #include "engine/compare/output_kl.h"
+#include "engine/compare/snapshot_diagnosis.h"
+#include "views/remote_events.h"
 #include "views/logits_panel.h"
 #include "views/widgets/axis.h"
 
@@ -30,34 +31,23 @@ ImVec2 LogitLensPanel::cell_center(int layer, int column) const {
     return it == centers_.end() ? ImVec2(-1, -1) : it->second;
 }
 
-void LogitLensPanel::refresh(DebugContext& ctx) {
-    source_.set(ctx.snap.get()), reference_ = ctx.reference;
-    lens_ = {}, error_.clear(), columns_.clear(), l_out_.clear();
-    const CompareRunResult run = compare_run_from_snapshot(*ctx.snap);
-    auto made = logit_lens(*ctx.model, run.captures, *ctx.reference, MathMode::kLlama, host_llama_isa());
-    if (!made) {
-        error_ = made.error().message;
+void LogitLensPanel::apply(DebugContext& ctx, const SnapshotLens& made) {
+    lens_ = made.lens, error_ = made.error, columns_.clear(), l_out_.clear();
+    if (!error_.empty()) {
+        ctx.log("lens: " + error_);
         return;
     }
-    lens_ = std::move(made.value());
     for (const LensLayer& layer : lens_.layers)
         for (const LensCell& c : layer.cells)
             if (std::find(columns_.begin(), columns_.end(), std::make_pair(c.decode, c.position)) == columns_.end())
                 columns_.push_back({c.decode, c.position});
     std::sort(columns_.begin(), columns_.end());
-    // The l_out event each cell came from: the layer's event of that decode call whose rows cover
-    // the position (a batch's rows end at the batch's last position).
-    const auto spans = batch_spans(run.captures);
-    for (const EventInfo& e : *ctx.snap->events) {
-        if (e.base_name.rfind("l_out-", 0) != 0 || e.occurrence != 1) continue;
-        auto span = spans.find({e.decode, e.ubatch});
-        if (span == spans.end()) continue;
-        const int64_t rows = e.ne[1] * e.ne[2] * e.ne[3];
-        for (int64_t r = 0; r < rows; ++r)
-            l_out_[{e.layer, e.decode, row_position(spans, e.decode, e.ubatch, rows, r)}] = e.index;
-    }
-    ctx.log(fmt::format("lens: {} layers x {} positions, first layer that differs {}, first top-1 change {}",
-                        lens_.layers.size(), columns_.size(), lens_.first_divergent_layer, lens_.first_top1_change));
+    const int64_t n_events = ctx.snap->events ? static_cast<int64_t>(ctx.snap->events->size()) : 0;
+    for (const LensEvent& e : made.events)
+        if (e.event < n_events) l_out_[{e.layer, e.decode, e.position}] = e.event;
+    ctx.log(fmt::format("lens: {} layers x {} positions, first layer that differs {}, first top-1 change {}{}",
+                        lens_.layers.size(), columns_.size(), lens_.first_divergent_layer, lens_.first_top1_change,
+                        ctx.remote ? " (worked out on the server)" : ""));
 }
 
 void LogitLensPanel::draw(DebugContext& ctx) {
@@ -67,15 +57,16 @@ void LogitLensPanel::draw(DebugContext& ctx) {
         ImGui::End();
         return;
     }
-    if (!ctx.model || !ctx.reference || !ctx.snap || !ctx.snap->events) {
+    const bool on_server = ctx.model && !ctx.model->has_weights() && ctx.remote;
+    if (!ctx.model || !(ctx.reference || (on_server && ctx.snap && ctx.snap->has_reference)) || !ctx.snap || !ctx.snap->events) {
         ImGui::TextWrapped("The logit lens reads each layer's output (l_out) through the model's output head, ours beside "
                            "a reference's: open a model with a reference dump that has l_out-N (llama.cpp's do).");
         ImGui::End();
         return;
     }
-    if (!ctx.model->has_weights()) {
+    if (!ctx.model->has_weights() && !on_server) {
         ImGui::TextWrapped("The logit lens reads each layer's output through the model's output head, whose weights "
-                           "are on the server this session runs on: it is not worked out there yet.");
+                           "are not here.");
         ImGui::End();
         return;
     }
@@ -84,7 +75,30 @@ void LogitLensPanel::draw(DebugContext& ctx) {
         ImGui::End();
         return;
     }
-    if (!source_.is(ctx.snap.get()) || ctx.reference != reference_) refresh(ctx);
+    if (on_server) {
+        // Worked out on the server, asked again when the run there has moved on.
+        const auto key = std::make_tuple(ctx.snap->events.get(), ctx.snap->cursor, ctx.snap->records.size(),
+                                         ctx.snap->completed_ticket, ctx.snap->first_divergent);
+        if (key != remote_key_) {
+            remote_key_ = key;
+            ctx.remote->ask_lens();
+            waiting_ = true;
+        }
+        bool pending = false;
+        auto answer = ctx.remote->lens(&pending);
+        if (waiting_ && answer && !pending) {
+            waiting_ = false;
+            apply(ctx, *answer);
+        }
+        if (waiting_) {
+            ImGui::TextDisabled("Working out the lens on the server ...");
+            ImGui::End();
+            return;
+        }
+    } else if (!source_.is(ctx.snap.get()) || ctx.reference != reference_) {
+        source_.set(ctx.snap.get()), reference_ = ctx.reference;
+        apply(ctx, snapshot_logit_lens(*ctx.snap, *ctx.model, *ctx.reference));
+    }
     if (!error_.empty()) {
         ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(pal::kBad), "%s", error_.c_str());
         ImGui::End();

@@ -12,6 +12,7 @@
 #include <imgui.h>
 
 #include "engine/compare/logit_lens.h"
+#include "engine/compare/snapshot_diagnosis.h"
 #include "views/debug_context.h"
 
 namespace ls::views {
@@ -29,9 +30,13 @@ struct LogitLensPanel {
     int64_t last_clicked() const { return last_clicked_; }
 
 private:
-    void refresh(DebugContext& ctx);
+    void apply(DebugContext& ctx, const SnapshotLens& made);
 
     SnapshotKey source_;  // the snapshot the lens was read from
+    // A session on a server: the state of the run the lens was last asked for, and whether the
+    // answer is still to come.
+    std::tuple<const void*, int64_t, size_t, uint64_t, int64_t> remote_key_{nullptr, -2, 0, 0, -2};
+    bool waiting_ = false;
     const void* reference_ = nullptr;
     LogitLens lens_;
     std::string error_;

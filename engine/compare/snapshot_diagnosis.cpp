@@ -4,6 +4,7 @@
 
 #include "engine/capture/snapshot_tools.h"
 #include "engine/compare/local_error.h"
+#include "engine/compare/output_kl.h"
 
 namespace ls {
 
@@ -58,6 +59,30 @@ std::string snapshot_doctor_verdict(const SessionSnapshot& snap, int64_t first, 
     const DoctorReport report = diagnose(run, static_cast<size_t>(first), reference, model, CompareThresholds{}, progress);
     if (report.cancelled) return fmt::format("cancelled after {} transforms", report.tried.size());
     return report.findings.empty() ? "no known transform explains it" : report.findings.front().verdict;
+}
+
+SnapshotLens snapshot_logit_lens(const SessionSnapshot& snap, const Model& model, const ReferenceDump& reference) {
+    SnapshotLens out;
+    const CompareRunResult run = compare_run_from_snapshot(snap);
+    auto made = logit_lens(model, run.captures, reference, MathMode::kLlama, host_llama_isa());
+    if (!made) {
+        out.error = made.error().message;
+        return out;
+    }
+    out.lens = std::move(made.value());
+    if (!snap.events) return out;
+    // The l_out event each cell came from: the layer's event of that decode call whose rows cover
+    // the position (a batch's rows end at the batch's last position).
+    const auto spans = batch_spans(run.captures);
+    for (const EventInfo& e : *snap.events) {
+        if (e.base_name.rfind("l_out-", 0) != 0 || e.occurrence != 1) continue;
+        auto span = spans.find({e.decode, e.ubatch});
+        if (span == spans.end()) continue;
+        const int64_t rows = e.ne[1] * e.ne[2] * e.ne[3];
+        for (int64_t r = 0; r < rows; ++r)
+            out.events.push_back({e.layer, e.decode, row_position(spans, e.decode, e.ubatch, rows, r), e.index});
+    }
+    return out;
 }
 
 }  // namespace ls

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/compare/doctor.h"
+#include "engine/compare/logit_lens.h"
 #include "engine/compare/tensor_names.h"
 #include "engine/session/session.h"
 
@@ -37,5 +38,21 @@ std::vector<EventComparison> snapshot_local_errors(const SessionSnapshot& snap, 
 // stopped it. "" when `first` has no captured values.
 std::string snapshot_doctor_verdict(const SessionSnapshot& snap, int64_t first, const ReferenceDump& reference,
                                     const Model* model, const DoctorProgress& progress = {});
+
+// The logit lens of a snapshot's run against `reference` (logit_lens, its head in llama mode as
+// this processor's build runs it), with the l_out event each cell was read from: what the logit
+// lens panel shows, worked out beside a local session or on the server of a remote one.
+struct LensEvent {
+    int layer = 0;
+    int decode = 0;
+    int64_t position = -1;
+    int64_t event = -1;  // the l_out event whose rows hold that position
+};
+struct SnapshotLens {
+    LogitLens lens;
+    std::vector<LensEvent> events;
+    std::string error;  // why there is no lens ("" when there is one)
+};
+SnapshotLens snapshot_logit_lens(const SessionSnapshot& snap, const Model& model, const ReferenceDump& reference);
 
 }  // namespace ls

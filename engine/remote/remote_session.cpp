@@ -169,6 +169,12 @@ void RemoteSession::lose(const std::string& why) {
         stopped->verdict = "not worked out: the connection was lost";
         diagnosis_ = std::move(stopped);
     }
+    if (lens_ && !lens_->done) {
+        auto lost = std::make_shared<LensState>(*lens_);
+        lost->done = true;
+        lost->lens.error = "not worked out: the connection was lost";
+        lens_ = std::move(lost);
+    }
     outgoing_.clear();
     changed_.notify_all();
 }
@@ -279,6 +285,18 @@ Status RemoteSession::handle(MsgType type, const std::string& payload, const std
                 next->local = diagnosis_->local;
             }
             diagnosis_ = std::move(next);
+            changed_.notify_all();
+            return {};
+        }
+        case MsgType::kLensResult: {
+            auto answer = decode_lens_result(payload);
+            if (!answer) return answer.error();
+            if (!lens_ || answer.value().request != lens_->request) return {};  // asked again since
+            auto next = std::make_shared<LensState>();
+            next->request = answer.value().request;
+            next->done = true;
+            next->lens = std::move(answer.value().lens);
+            lens_ = std::move(next);
             changed_.notify_all();
             return {};
         }
@@ -522,6 +540,25 @@ void RemoteSession::stop_diagnosis() {
     stopped->verdict = fmt::format("cancelled after {} transforms", stopped->tried);
     diagnosis_ = std::move(stopped);
     ++diagnose_request_;  // what the stopped one still sends is dropped
+}
+
+void RemoteSession::ask_lens() {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto asked = std::make_shared<LensState>();
+    asked->request = lens_ ? lens_->request + 1 : 1;
+    if (!connection_) {
+        asked->done = true;
+        asked->lens.error = "not connected: " + lost_;
+    } else {
+        outgoing_.push_back(static_cast<char>(MsgType::kLens) + encode(Lens{asked->request}));
+        wake();
+    }
+    lens_ = std::move(asked);
+}
+
+std::shared_ptr<const RemoteSession::LensState> RemoteSession::lens() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return lens_;
 }
 
 std::shared_ptr<const Diagnosis> RemoteSession::diagnosis() const {

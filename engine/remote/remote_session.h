@@ -95,6 +95,17 @@ public:
     // The newest diagnosis asked for: its progress, verdict and local errors (null before any).
     std::shared_ptr<const Diagnosis> diagnosis() const;
 
+    // The logit lens of the server's snapshot as it stands, worked out there (it holds the output
+    // head's weights and the reference). The answer replaces any earlier one.
+    struct LensState {
+        uint64_t request = 0;
+        bool done = false;  // false: the server is working on it
+        SnapshotLens lens;  // when done: the lens, or lens.error
+    };
+    void ask_lens();
+    // The newest lens asked for (null before any).
+    std::shared_ptr<const LensState> lens() const;
+
     // Sends a file or a folder of files (a reference: a GGUF dump, or .npy files with manifest.json)
     // from this machine to the server, over a connection of its own, for this session only: the
     // server keeps it until the session closes. Returns the name to set it as a reference with
@@ -160,6 +171,7 @@ private:
     std::string lost_;
     uint64_t diagnose_request_ = 0;
     std::shared_ptr<const Diagnosis> diagnosis_;     // the answer to diagnose_request_, as it comes
+    std::shared_ptr<const LensState> lens_;          // the newest asked for, then its answer
     uint64_t sent_bytes_ = 0, received_bytes_ = 0;   // of connections before the current one
     bool quit_ = false;
     int wake_ = -1;  // an eventfd: a queued command or fetch wakes the io thread from its poll

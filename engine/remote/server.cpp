@@ -80,6 +80,8 @@ struct Server::State {
     bool receive_upload(Connection& c, const Upload& upload, Uploads& for_connection);
     // The diagnosis's news since it was last sent, if any: false when the connection is lost.
     bool send_diagnosis(Connection& c, Held& held);
+    // The logit lens asked for, once it is worked out: false when the connection is lost.
+    bool send_lens(Connection& c, Held& held);
     // Joins the threads of finished connections; the number still open.
     size_t reap();
 };
@@ -219,6 +221,15 @@ struct DiagnosisJob {
     std::thread thread;
 };
 
+// The logit lens of one session's snapshot, worked out on a thread of its own (the output head
+// runs over every layer's output) while the session goes on being served.
+struct LensJob {
+    std::atomic<bool> finished{false};
+    bool sent = false;  // by the connection's thread, after finished
+    LensResult result;  // written by the job's thread before finished
+    std::thread thread;
+};
+
 struct Server::State::Held {
     uint64_t id = 0;
     std::shared_ptr<const Model> model;
@@ -232,8 +243,39 @@ struct Server::State::Held {
     std::shared_ptr<DiagnosisJob> diagnosis;             // the newest
     std::vector<std::shared_ptr<DiagnosisJob>> retired;  // stopped; joined once finished
     Uploads uploads;  // written by receive_upload, on other connections' threads
+    std::shared_ptr<LensJob> lens;                     // the newest
+    std::vector<std::shared_ptr<LensJob>> lens_retired;  // superseded; joined once finished
 
-    ~Held() { stop_diagnosis(true); }
+    ~Held() {
+        stop_diagnosis(true);
+        retire_lens(true);
+    }
+    // Retires the lens under way (it runs to its end; its answer is not sent) and joins the retired
+    // ones that finished (all of them: `wait`).
+    void retire_lens(bool wait) {
+        if (lens) lens_retired.push_back(std::move(lens));
+        for (auto it = lens_retired.begin(); it != lens_retired.end();) {
+            if (!wait && !(*it)->finished) {
+                ++it;
+                continue;
+            }
+            (*it)->thread.join();
+            it = lens_retired.erase(it);
+        }
+    }
+    void start_lens(uint64_t request) {
+        retire_lens(false);
+        auto job = std::make_shared<LensJob>();
+        job->result.request = request;
+        lens = job;
+        job->thread = std::thread([job, snap = session->snapshot(), model = model, reference = reference] {
+            if (!reference)
+                job->result.lens.error = "the session has no reference: the lens compares our layers' outputs with a reference's";
+            else
+                job->result.lens = snapshot_logit_lens(*snap, *model, *reference);
+            job->finished = true;
+        });
+    }
     // Stops the diagnosis under way; joins the stopped ones that finished (all of them: `wait`).
     void stop_diagnosis(bool wait) {
         if (diagnosis) {
@@ -776,7 +818,7 @@ bool Server::State::serve_session(Connection& c, const std::shared_ptr<Held>& he
             if (!c.send(MsgType::kPing, {})) break;  // the client hears from us while nothing changes
             last_sent = std::chrono::steady_clock::now();
         }
-        if (!send_diagnosis(c, *held)) break;
+        if (!send_diagnosis(c, *held) || !send_lens(c, *held)) break;
         if (!c.has_buffered()) {
             pollfd p{c.native_handle(), POLLIN | POLLRDHUP, 0};
             const int n = ::poll(&p, 1, 1);
@@ -816,12 +858,20 @@ bool Server::State::serve_session(Connection& c, const std::shared_ptr<Held>& he
             }
             held->stop_diagnosis(false);
             if (!diagnose.value().stop) held->start_diagnosis(diagnose.value());
+        } else if (frame.value().type == MsgType::kLens) {
+            auto lens = decode_lens(frame.value().payload);
+            if (!lens) {
+                opt.log(fmt::format("{}: session {}: {}", peer, held->id, lens.error().message));
+                break;
+            }
+            held->start_lens(lens.value().request);
         } else {
             opt.log(fmt::format("{}: session {}: unexpected {} message", peer, held->id, msg_type_name(frame.value().type)));
             break;
         }
     }
     held->stop_diagnosis(false);  // nobody is left to read it
+    held->retire_lens(false);
     detach();
     opt.log(fmt::format("{}: left session {}; it stays open for the next connection", peer, held->id));
     return false;
@@ -840,6 +890,23 @@ bool Server::State::send_diagnosis(Connection& c, Held& held) {
         job.state.local.clear();
     }
     return static_cast<bool>(c.send(MsgType::kDiagnosis, encode(news)));
+}
+
+bool Server::State::send_lens(Connection& c, Held& held) {
+    if (!held.lens || !held.lens->finished || held.lens->sent) return true;
+    held.lens->sent = true;
+    std::string payload = encode(held.lens->result);
+    if (payload.size() > kMaxFrameBytes) {  // a long run's grid: the client is told, the lens stays whole here
+        const LogitLens& lens = held.lens->result.lens.lens;
+        LensResult too_big;
+        too_big.request = held.lens->result.request;
+        too_big.lens.error = fmt::format("the lens of {} layers x {} positions is {:.1f} MiB, above the {} MiB a message may "
+                                         "carry; `compare --logit-lens` on the server lists it",
+                                         lens.layers.size(), lens.arrivals.size(), payload.size() / 1048576.0,
+                                         kMaxFrameBytes >> 20);
+        payload = encode(too_big);
+    }
+    return static_cast<bool>(c.send(MsgType::kLensResult, payload));
 }
 
 bool Server::State::receive_upload(Connection& c, const Upload& up, Uploads& for_connection) {

@@ -415,6 +415,132 @@ Result<Upload> decode_upload(std::string_view payload) {
     return finish_message(r, std::move(m), "upload");
 }
 
+std::string encode(const Lens& m) {
+    PayloadWriter w;
+    w.u64(m.request);
+    return w.take();
+}
+Result<Lens> decode_lens(std::string_view payload) {
+    PayloadReader r(payload);
+    Lens m;
+    m.request = r.u64();
+    return finish_message(r, std::move(m), "lens");
+}
+
+namespace {
+
+void put_lens_tokens(PayloadWriter& w, const std::vector<LensToken>& tokens) {
+    w.u32(static_cast<uint32_t>(tokens.size()));
+    for (const LensToken& t : tokens) {
+        w.i32(t.token);
+        w.f64(t.p);
+    }
+}
+std::vector<LensToken> get_lens_tokens(PayloadReader& r) {
+    std::vector<LensToken> tokens(r.count(kMaxLensTop, 12));
+    for (LensToken& t : tokens) {
+        t.token = r.i32();
+        t.p = r.f64();
+        if (t.token < 0) r.fail();
+    }
+    return tokens;
+}
+
+}  // namespace
+
+std::string encode(const LensResult& m) {
+    PayloadWriter w;
+    w.u64(m.request);
+    w.str(m.lens.error);
+    const LogitLens& lens = m.lens.lens;
+    w.i32(lens.top_k);
+    w.u32(static_cast<uint32_t>(lens.layers.size()));
+    for (const LensLayer& layer : lens.layers) {
+        w.i32(layer.layer);
+        w.u32(static_cast<uint32_t>(layer.cells.size()));
+        for (const LensCell& c : layer.cells) {
+            w.i32(c.decode);
+            w.i64(c.position);
+            put_lens_tokens(w, c.ours);
+            put_lens_tokens(w, c.reference);
+            w.f64(c.kl);
+        }
+        w.i64(layer.kl.n);
+        for (double v : {layer.kl.mean, layer.kl.median, layer.kl.p99, layer.kl.max, layer.kl.min, layer.kl.same_top1}) w.f64(v);
+    }
+    w.u32(static_cast<uint32_t>(lens.arrivals.size()));
+    for (const LensArrival& a : lens.arrivals) {
+        w.i32(a.decode);
+        w.i64(a.position);
+        for (int32_t v : {a.ours_final, a.reference_final, a.ours_layer, a.reference_layer}) w.i32(v);
+    }
+    w.i32(lens.first_divergent_layer);
+    w.i32(lens.first_top1_change);
+    w.str(lens.why);
+    w.u32(static_cast<uint32_t>(m.lens.events.size()));
+    for (const LensEvent& e : m.lens.events) {
+        w.i32(e.layer);
+        w.i32(e.decode);
+        w.i64(e.position);
+        w.i64(e.event);
+    }
+    return w.take();
+}
+Result<LensResult> decode_lens_result(std::string_view payload) {
+    PayloadReader r(payload);
+    LensResult m;
+    m.request = r.u64();
+    m.lens.error = r.str();
+    LogitLens& lens = m.lens.lens;
+    lens.top_k = r.i32();
+    if (lens.top_k < 0 || lens.top_k > static_cast<int32_t>(kMaxLensTop)) r.fail();
+    lens.layers.resize(r.count(kMaxLensLayers, 64));
+    for (LensLayer& layer : lens.layers) {
+        if (!r.ok()) break;
+        layer.layer = r.i32();
+        if (layer.layer < 0) r.fail();
+        layer.cells.resize(r.count(kMaxPlanEvents, 28));
+        for (LensCell& c : layer.cells) {
+            if (!r.ok()) break;
+            c.decode = r.i32();
+            c.position = r.i64();
+            c.ours = get_lens_tokens(r);
+            c.reference = get_lens_tokens(r);
+            c.kl = r.f64();
+            if (c.decode < 0 || c.position < -1) r.fail();
+        }
+        layer.kl.n = r.i64();
+        for (double* v : {&layer.kl.mean, &layer.kl.median, &layer.kl.p99, &layer.kl.max, &layer.kl.min, &layer.kl.same_top1})
+            *v = r.f64();
+        if (layer.kl.n < 0) r.fail();
+    }
+    lens.arrivals.resize(r.count(kMaxPlanEvents, 28));
+    for (LensArrival& a : lens.arrivals) {
+        if (!r.ok()) break;
+        a.decode = r.i32();
+        a.position = r.i64();
+        for (int32_t* v : {&a.ours_final, &a.reference_final, &a.ours_layer, &a.reference_layer}) {
+            *v = r.i32();
+            if (*v < -1) r.fail();
+        }
+        if (a.decode < 0 || a.position < -1) r.fail();
+    }
+    lens.first_divergent_layer = r.i32();
+    lens.first_top1_change = r.i32();
+    lens.why = r.str();
+    if (lens.first_divergent_layer < -1 || lens.first_top1_change < -1) r.fail();
+    m.lens.events.resize(r.count(kMaxPlanEvents, 24));
+    for (LensEvent& e : m.lens.events) {
+        if (!r.ok()) break;
+        e.layer = r.i32();
+        e.decode = r.i32();
+        e.position = r.i64();
+        e.event = r.i64();
+        if (e.layer < 0 || e.decode < 0 || e.position < -1 || e.event < 0) r.fail();
+    }
+    return finish_message(r, std::move(m), "lens result");
+}
+
 bool is_upload_name(const std::string& name) {
     if (name.empty() || name.size() > 255) return false;
     int parts = 1;

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/compare/snapshot_diagnosis.h"
 #include "engine/remote/wire.h"
 #include "engine/session/session.h"
 
@@ -84,6 +85,17 @@ struct Diagnosis {
     bool has_local = false;  // the local errors below are computed (sent once, with the first message after)
     std::vector<EventComparison> local;  // of the flagged events (event_index set)
 };
+// The logit lens of the session's snapshot as it stands, worked out on the server (it holds the
+// output head's weights and the reference); a LensResult answers the newest request.
+struct Lens {
+    uint64_t request = 0;
+};
+inline constexpr size_t kMaxLensTop = 1024;     // tokens of each side of a cell
+inline constexpr size_t kMaxLensLayers = 4096;
+struct LensResult {
+    uint64_t request = 0;
+    SnapshotLens lens;
+};
 // Opens a connection's upload of a file for session `session` (FileChunk messages, then a
 // FileEnd; the server answers with a CommandDone). `name` is a plain file name, or "folder/file"
 // for a file of a reference folder (.npy files and manifest.json).
@@ -113,6 +125,8 @@ std::string encode(const TensorHeader& m);
 std::string encode(const Diagnose& m);
 std::string encode(const Diagnosis& m);
 std::string encode(const Upload& m);
+std::string encode(const Lens& m);
+std::string encode(const LensResult& m);
 Result<Open> decode_open(std::string_view payload);
 Result<Opened> decode_opened(std::string_view payload);
 Result<Attach> decode_attach(std::string_view payload);
@@ -123,6 +137,8 @@ Result<TensorHeader> decode_tensor_header(std::string_view payload);
 Result<Diagnose> decode_diagnose(std::string_view payload);
 Result<Diagnosis> decode_diagnosis(std::string_view payload);
 Result<Upload> decode_upload(std::string_view payload);
+Result<Lens> decode_lens(std::string_view payload);
+Result<LensResult> decode_lens_result(std::string_view payload);
 // Whether `name` may name an uploaded file: "file" or "folder/file", each part of letters,
 // digits, '.', '-' and '_', not starting with '.', at most 255 bytes.
 bool is_upload_name(const std::string& name);

@@ -30,6 +30,8 @@ const char* msg_type_name(MsgType type) {
         case MsgType::kDiagnose: return "diagnose";
         case MsgType::kDiagnosis: return "diagnosis";
         case MsgType::kUpload: return "upload";
+        case MsgType::kLens: return "lens";
+        case MsgType::kLensResult: return "lens result";
     }
     return "unknown";
 }

@@ -14,7 +14,7 @@
 
 namespace ls::remote {
 
-inline constexpr uint32_t kProtocolVersion = 3;  // 3: the model's header follows kOpened
+inline constexpr uint32_t kProtocolVersion = 4;  // 3: the model's header follows kOpened; 4: the logit lens
 inline constexpr char kMagic[4] = {'L', 'S', 'R', '1'};
 inline constexpr size_t kHeaderBytes = 9;  // magic, type (u8), payload length (u32 little-endian)
 // Before the token is checked a peer may send one small frame; after it, frames up to this size
@@ -49,8 +49,10 @@ enum class MsgType : uint8_t {
     kDiagnose = 19,     // client: the doctor and the local errors, please (or stop them)
     kDiagnosis = 20,    // server: their progress, and what they found
     kUpload = 21,       // client: a file for a session follows as file chunks (a connection of its own)
+    kLens = 22,         // client: the logit lens of the session as it stands, please
+    kLensResult = 23,   // server: that lens (or why there is none)
 };
-inline constexpr uint8_t kLastMsgType = 21;
+inline constexpr uint8_t kLastMsgType = 23;
 const char* msg_type_name(MsgType type);
 
 struct FrameHeader {

@@ -226,6 +226,19 @@ int main(int argc, char** argv) {
         write_text(out / "wire" / "diagnosis", remote::make_frame(remote::MsgType::kDiagnosis, remote::encode(d))), ++n;
         write_text(out / "wire" / "diagnose", remote::make_frame(remote::MsgType::kDiagnose, remote::encode(remote::Diagnose{3, 12, false}))), ++n;
         write_text(out / "wire" / "upload", remote::make_frame(remote::MsgType::kUpload, remote::encode(remote::Upload{1, "ref/manifest.json", 4096}))), ++n;
+        remote::LensResult lens;
+        lens.request = 2;
+        lens.lens.lens.top_k = 2;
+        LensLayer layer;
+        layer.layer = 1;
+        layer.cells.push_back(LensCell{0, 3, {{5, 0.5}, {7, 0.25}}, {{5, 0.625}, {9, 0.125}}, 0.01});
+        layer.kl.n = 1;
+        layer.kl.mean = 0.01;
+        lens.lens.lens.layers.push_back(layer);
+        lens.lens.lens.arrivals.push_back(LensArrival{0, 3, 5, 5, 1, 1});
+        lens.lens.events.push_back(LensEvent{1, 0, 3, 40});
+        write_text(out / "wire" / "lens_result", remote::make_frame(remote::MsgType::kLensResult, remote::encode(lens))), ++n;
+        write_text(out / "wire" / "lens", remote::make_frame(remote::MsgType::kLens, remote::encode(remote::Lens{2}))), ++n;
     }
 
     std::printf("make_seeds: %d seeds in %s\n", n, out.string().c_str());
