@@ -953,25 +953,53 @@ TEST(ExactAvx512, RowsAgainstOneVector) {
 // Exact attention values from the cache's rows as they lie: each output the exact dot of V's
 // column with the probabilities, for cell counts with and without leftovers and head widths of
 // 16 to 128.
-TEST(ExactAvx512, AttentionValuesFromTheRows) {
+// A decode call's attention on AVX-512, sixteen columns of V from its rows as the cache holds
+// them (exact mode's order, and vec_dot_f16's 16-lane blocks over cells zero-padded to 128), and
+// the scores of many cached keys against one query (vec_dot_f16's blocks), sixteen rows at once.
+TEST(ExactAvx512, AttentionDecodeFromTheCacheRows) {
     if (!avx512_kernels_usable()) GTEST_SKIP() << "this processor has no AVX-512 F/BW/DQ/VL";
-    for (int64_t hd : {16, 64, 128})
-        for (int64_t n : {1, 15, 16, 17, 40, 97}) {
-            const int64_t stride = 3 * hd;  // the heads of a cell lie together
-            std::vector<float> v(static_cast<size_t>(n * stride));
-            for (int64_t j = 0; j < n; ++j) {
-                const std::vector<float> row = wavy_row(hd, 0.37f * static_cast<float>(j), 2.5f);
-                std::copy(row.begin(), row.end(), v.begin() + j * stride + hd);
-            }
-            const std::vector<float> p = wavy_row(n, 0.6f, 0.9f);
-            std::vector<float> out(static_cast<size_t>(hd) + 1, -1.0f), column(static_cast<size_t>(n));
-            attn_values_exact_avx512(p.data(), n, v.data() + hd, stride, hd, out.data());
-            for (int64_t d = 0; d < hd; ++d) {
-                for (int64_t j = 0; j < n; ++j) column[j] = v[j * stride + hd + d];
-                ASSERT_EQ(bits_of(out[d]), bits_of(exact_order_dot(column.data(), p.data(), n))) << "hd " << hd << " n " << n << " d " << d;
-            }
-            ASSERT_EQ(out[hd], -1.0f);
+    for (int64_t n : {1, 15, 16, 17, 40, 64, 97, 200, 2053}) {
+        const int64_t stride = 48;  // the cell's other heads lie beside these sixteen columns
+        std::vector<float> v(static_cast<size_t>(n * stride));
+        for (int64_t j = 0; j < n; ++j) {
+            const std::vector<float> row = wavy_row(16, 0.37f * static_cast<float>(j), j % 5 == 0 ? 300.0f : 2.5f);
+            std::copy(row.begin(), row.end(), v.begin() + j * stride + 16);
         }
+        std::vector<float> p = wavy_row(n, 0.6f, 0.9f);
+        for (int64_t j = 3; j < n; j += 7) p[j] = 0.0f;  // masked cells
+        std::vector<float> out(17, -1.0f);
+        exact_columns_avx512(v.data() + 16, stride, p.data(), n, out.data());
+        const int64_t np = (n + 127) / 128 * 128;
+        std::vector<float> column(np, 0.0f), padded(np, 0.0f);
+        std::copy(p.begin(), p.end(), padded.begin());
+        for (int64_t d = 0; d < 16; ++d) {
+            for (int64_t j = 0; j < n; ++j) column[j] = v[j * stride + 16 + d];
+            ASSERT_EQ(bits_of(out[d]), bits_of(exact_order_dot(column.data(), p.data(), n))) << "exact n " << n << " d " << d;
+        }
+        ASSERT_EQ(out[16], -1.0f);
+        dot_blocks16_columns_avx512(v.data() + 16, stride, p.data(), n, out.data());
+        for (int64_t d = 0; d < 16; ++d) {
+            for (int64_t j = 0; j < n; ++j) column[j] = v[j * stride + 16 + d];
+            ASSERT_EQ(bits_of(out[d]), bits_of(ggml_order::dot_blocks<16>(column.data(), padded.data(), np))) << "f16 n " << n << " d " << d;
+        }
+        ASSERT_EQ(out[16], -1.0f);
+    }
+    for (int64_t np : {64, 128, 256}) {
+        for (int64_t count : {1, 7, 16, 19, 64}) {
+            const int64_t stride = np + 24;
+            std::vector<float> a(count * stride), got(count + 1, -7.0f);
+            const std::vector<float> b = wavy_row(np, 0.4f, 0.2f);
+            for (int64_t r = 0; r < count; ++r) {
+                const std::vector<float> row = wavy_row(np, 0.05f * r, r % 4 == 0 ? 1e3f : 1.0f + 0.01f * r);
+                std::copy(row.begin(), row.end(), a.begin() + r * stride);
+            }
+            dot_blocks16_rows_avx512(a.data(), stride, count, b.data(), np, got.data());
+            int wrong = got[count] != -7.0f;  // nothing written past the rows
+            for (int64_t r = 0; r < count; ++r)
+                wrong += bits_of(got[r]) != bits_of(ggml_order::dot_blocks<16>(a.data() + r * stride, b.data(), np));
+            EXPECT_EQ(wrong, 0) << "rows against one vector: np " << np << " count " << count;
+        }
+    }
 }
 
 // The portable loop (exact_order.h) is the same order.
@@ -1300,6 +1328,47 @@ TEST(GgmlOrderAvx512, SameBitsAsTheEmulation) {
         for (size_t i = 0; i < gate.size(); ++i) {
             const float want_exact = gate[i] / (1.0f + ggml_order::v_expf(0.0f - gate[i])) * up[i];
             ASSERT_EQ(bits_of(y_got[i]), bits_of(want_exact)) << "exact swiglu n " << gate.size() << " i " << i;
+        }
+    }
+}
+
+// A prompt's attention products on AVX-512, in 4 x 4 tiles whose lanes are summed sixteen outputs
+// at once: every output has the bits of the one-dot kernels (tinyBLAS's sixteen lanes; exact mode's
+// order with its leftovers), whatever its tile (the edges included), for short and long k and
+// outputs of every size (a sum's rounding shows in its last bits when the terms differ widely).
+TEST(AttentionDotsAvx512, TiledDotsSameBitsAsOneDotAtATime) {
+    if (!avx512_kernels_usable()) GTEST_SKIP() << "this processor has no AVX-512 F/BW/DQ/VL";
+    for (int64_t k : {5, 16, 64, 77, 128, 2069}) {
+        for (auto [m, n] : {std::pair<int64_t, int64_t>{1, 1}, {4, 4}, {3, 2}, {7, 5}, {70, 26}, {129, 4}, {16, 24}}) {
+            const int64_t lda = k + 3, ldb = k + 1, ldc = m + 2;
+            std::vector<float> a(m * lda), b(n * ldb);
+            for (int64_t i = 0; i < m; ++i) {
+                const std::vector<float> r = wavy_row(k, 0.2f + 0.013f * i, i % 3 == 0 ? 1e4f : 1.5f);
+                std::copy(r.begin(), r.end(), a.begin() + i * lda);
+            }
+            for (int64_t j = 0; j < n; ++j) {
+                const std::vector<float> r = wavy_row(k, 2.1f + 0.05f * j, 0.02f * (j + 1));
+                std::copy(r.begin(), r.end(), b.begin() + j * ldb);
+            }
+            std::vector<float> c(n * ldc, -7.0f);
+            exact_dots_avx512(a.data(), lda, m, b.data(), ldb, n, k, c.data(), ldc);
+            int wrong = 0;
+            for (int64_t j = 0; j < n; ++j) {
+                for (int64_t i = 0; i < m; ++i)
+                    wrong += bits_of(c[j * ldc + i]) != bits_of(exact_dot_f32(a.data() + i * lda, b.data() + j * ldb, k));
+                for (int64_t i = m; i < ldc; ++i) wrong += c[j * ldc + i] != -7.0f;  // nothing written beyond the block
+            }
+            EXPECT_EQ(wrong, 0) << "exact m " << m << " n " << n << " k " << k;
+            if (k % 16 != 0) continue;
+            std::fill(c.begin(), c.end(), -7.0f);
+            tinyblas16_avx512(a.data(), lda, m, b.data(), ldb, n, k, c.data(), ldc);
+            wrong = 0;
+            for (int64_t j = 0; j < n; ++j) {
+                for (int64_t i = 0; i < m; ++i)
+                    wrong += bits_of(c[j * ldc + i]) != bits_of(ggml_order::dot_tinyblas(a.data() + i * lda, b.data() + j * ldb, k));
+                for (int64_t i = m; i < ldc; ++i) wrong += c[j * ldc + i] != -7.0f;
+            }
+            EXPECT_EQ(wrong, 0) << "tinyBLAS m " << m << " n " << n << " k " << k;
         }
     }
 }

@@ -483,7 +483,8 @@ public:
 #if defined(LS_HAVE_VEC_DOT_AVX2)
         constexpr int64_t kQueries = 24;
         const int64_t n_blocks = (T + kQueries - 1) / kQueries;
-        if (T == 1 && avx2_ && !avx512_ && (mode == MathMode::kExact || (isa_ == LlamaIsa::kAvx2 && hd % 32 == 0))) {
+        const bool rows512 = avx512_ && (mode == MathMode::kExact || (isa_ == LlamaIsa::kAvx512 && hd % 64 == 0));
+        if (T == 1 && avx2_ && (mode == MathMode::kExact || (isa_ == LlamaIsa::kAvx2 && hd % 32 == 0) || rows512)) {
             // A decode call: each kv head's cached keys read once for the `group` query heads that
             // share them (read per head, a deep cache came from L3 eight times), in chunks copied
             // together (16 KiB, in L1 while every head's dots run over them; the cache's rows are
@@ -507,11 +508,13 @@ public:
                     }
                     float* out = kq.f32() + g * group * n_kv + j0;
                     if (mode == MathMode::kExact) {
-                        exact_dots_avx2(rows.data(), hd, nj, qv.data() + g * group * hd, hd, group, hd, out, n_kv);
+                        (avx512_ ? exact_dots_avx512 : exact_dots_avx2)(rows.data(), hd, nj, qv.data() + g * group * hd, hd, group,
+                                                                        hd, out, n_kv);
                         continue;
                     }
                     for (int64_t i = 0; i < group; ++i)
-                        dot_blocks8_rows_avx2(rows.data(), hd, nj, qv.data() + (g * group + i) * hd, hd, out + i * n_kv);
+                        (isa_ == LlamaIsa::kAvx2 ? dot_blocks8_rows_avx2 : dot_blocks16_rows_avx512)(
+                            rows.data(), hd, nj, qv.data() + (g * group + i) * hd, hd, out + i * n_kv);
                 }
             });
             return;
@@ -526,16 +529,25 @@ public:
             });
             return;
         }
-        if (mode == MathMode::kLlama && tinyblas && isa_ == LlamaIsa::kAvx2 && avx2_) {
+        // A prompt's scores on AVX-512, in tiles of 4 keys x 4 queries whose lanes are summed
+        // sixteen outputs at a time: exact mode's dots, or tinyBLAS's (queries rounded to f16).
+        const bool tiles512 = T >= 2 && avx512_ && (mode == MathMode::kExact || (tinyblas && isa_ != LlamaIsa::kAvx2));
+        if (tiles512 || (mode == MathMode::kLlama && tinyblas && isa_ == LlamaIsa::kAvx2 && avx2_)) {
             // A prompt's scores as tinyBLAS's tiles: blocks of queries (rounded to f16, as ggml
             // converts them for the f16 cache) against every cached key.
             pool_.parallel_for(n_head * n_blocks, 1, [&](int64_t b, int64_t e) {
                 std::vector<float> qv(kQueries * hd);
                 for (int64_t x = b; x < e; ++x) {
                     const int64_t h = x / n_blocks, t0 = x % n_blocks * kQueries, nt = std::min(kQueries, T - t0);
+                    const float* keys = cache_k.f32() + h / group * hd;
+                    float* out = kq.f32() + (h * T + t0) * n_kv;
+                    if (mode == MathMode::kExact) {
+                        exact_dots_avx512(keys, n_head_kv * hd, n_kv, q.f32() + (t0 * n_head + h) * hd, n_head * hd, nt, hd, out, n_kv);
+                        continue;
+                    }
                     for (int64_t t = 0; t < nt; ++t) round_f16_row(q.f32() + ((t0 + t) * n_head + h) * hd, qv.data() + t * hd, hd);
-                    tinyblas8_avx2(cache_k.f32() + h / group * hd, n_head_kv * hd, n_kv, qv.data(), hd, nt, hd,
-                                   kq.f32() + (h * T + t0) * n_kv, n_kv);
+                    if (tiles512) tinyblas16_avx512(keys, n_head_kv * hd, n_kv, qv.data(), hd, nt, hd, out, n_kv);
+                    else tinyblas8_avx2(keys, n_head_kv * hd, n_kv, qv.data(), hd, nt, hd, out, n_kv);
                 }
             });
             return;
@@ -648,28 +660,16 @@ public:
         const int64_t n_head_kv = cache_v.ne[1];
         const int64_t group = n_head / n_head_kv;
 #if defined(LS_HAVE_VEC_DOT_AVX2)
-        // Exact mode on AVX-512: the cache's rows as they are, each cell's row added into the lanes
-        // of every output at once (the same sums as dots of V's columns).
-        if (mode == MathMode::kExact && avx512_ && hd % 16 == 0) {
-            pool_.parallel_for(n_head * T, 1, [&](int64_t b, int64_t e) {
-                for (int64_t ht = b; ht < e; ++ht) {
-                    const int64_t h = ht / T, t = ht % T, g = h / group;
-                    attn_values_exact_avx512(p.f32() + (h * T + t) * n_kv, n_kv, cache_v.f32() + g * hd, n_head_kv * hd,
-                                             hd, kqv.f32() + (h * T + t) * hd);
-                }
-            });
-            return;
-        }
-#endif
-#if defined(LS_HAVE_VEC_DOT_AVX2)
-        // A decode call (llama mode on an AVX2 build, or exact mode): each column of V dotted with
-        // the probabilities in the mode's order (dot_f16's, or exact mode's sixteen lanes), straight
+        // A decode call (llama mode on an AVX2 or AVX-512 build, or exact mode): each column of V
+        // dotted with the probabilities in the mode's order (dot_f16's, or exact mode's sixteen lanes), straight
         // from the cache's rows, not from V transposed anew every token; in llama mode the padded
         // cells, zero, add nothing. Each kv head's V is read once for the `group` heads that share
         // it: sixteen of its columns at a time copied together (n_kv x 16 floats, in L2 while every
         // head of the group runs over them), the rows fetched a few ahead (each cell's sixteen values
         // are one cache line, n_head_kv * head_dim floats from the next).
-        if (T == 1 && avx2_ && hd % 8 == 0 && (mode == MathMode::kExact || isa_ == LlamaIsa::kAvx2)) {
+        // On AVX-512 (exact mode, or ggml's AVX-512 build) the sixteen columns' lanes stay in registers.
+        const bool columns512 = avx512_ && hd % 16 == 0 && (mode == MathMode::kExact || isa_ == LlamaIsa::kAvx512);
+        if (T == 1 && avx2_ && hd % 8 == 0 && (mode == MathMode::kExact || isa_ == LlamaIsa::kAvx2 || columns512)) {
             constexpr int64_t kCols = 16;
             const int64_t n_col_blocks = (hd + kCols - 1) / kCols;
             pool_.parallel_for(n_head_kv * n_col_blocks, 1, [&](int64_t b, int64_t e) {
@@ -684,12 +684,15 @@ public:
                         copy_floats(cols.data() + j * w, v0 + j * n_head_kv * hd, w);
                     }
                     for (int64_t h = g * group; h < (g + 1) * group; ++h) {
+                        float* o = kqv.f32() + h * hd + d0;
                         if (mode == MathMode::kExact) {
-                            exact_columns_avx2(cols.data(), w, w, p.f32() + h * n_kv, n_kv, kqv.f32() + h * hd + d0);
+                            if (columns512) exact_columns_avx512(cols.data(), w, p.f32() + h * n_kv, n_kv, o);
+                            else exact_columns_avx2(cols.data(), w, w, p.f32() + h * n_kv, n_kv, o);
                             continue;
                         }
                         round_f16_row(p.f32() + h * n_kv, pv.data(), n_kv);
-                        dot_blocks8_columns_avx2(cols.data(), w, w, pv.data(), n_kv, kqv.f32() + h * hd + d0);
+                        if (columns512) dot_blocks16_columns_avx512(cols.data(), w, pv.data(), n_kv, o);
+                        else dot_blocks8_columns_avx2(cols.data(), w, w, pv.data(), n_kv, o);
                     }
                 }
             });
@@ -739,13 +742,15 @@ public:
                     const float* rows = p.f32() + (h * T + t0) * n_kv;
                     // Cut only at a multiple of 16 before the leftovers (which come after the lanes' sum).
                     const int64_t k = std::min(used(rows, n_kv, nt, n_kv), n_kv);
-                    exact_dots_avx2(v_t_.data() + h / group * hd * n_pad, n_pad, hd, rows, n_kv, nt,
-                                    k <= n_kv - n_kv % 16 ? k : n_kv, kqv.f32() + (h * T + t0) * hd, hd);
+                    (avx512_ ? exact_dots_avx512 : exact_dots_avx2)(v_t_.data() + h / group * hd * n_pad, n_pad, hd, rows, n_kv,
+                                                                    nt, k <= n_kv - n_kv % 16 ? k : n_kv,
+                                                                    kqv.f32() + (h * T + t0) * hd, hd);
                 }
             });
             return;
         }
-        if (mode == MathMode::kLlama && tinyblas && isa_ == LlamaIsa::kAvx2 && avx2_) {
+        const bool tiles512 = mode == MathMode::kLlama && tinyblas && isa_ != LlamaIsa::kAvx2 && avx512_;
+        if (tiles512 || (mode == MathMode::kLlama && tinyblas && isa_ == LlamaIsa::kAvx2 && avx2_)) {
             // tinyBLAS's tiles: V's transposed rows against blocks of probability rows (rounded to
             // f16, zero over the padding).
             pool_.parallel_for(n_head * n_blocks, 1, [&](int64_t b, int64_t e) {
@@ -753,8 +758,9 @@ public:
                 for (int64_t x = b; x < e; ++x) {
                     const int64_t h = x / n_blocks, t0 = x % n_blocks * kRows, nt = std::min(kRows, T - t0);
                     for (int64_t t = 0; t < nt; ++t) round_f16_row(p.f32() + (h * T + t0 + t) * n_kv, pv.data() + t * n_pad, n_kv);
-                    tinyblas8_avx2(v_t_.data() + h / group * hd * n_pad, n_pad, hd, pv.data(), n_pad, nt,
-                                   used(pv.data(), n_pad, nt, n_pad), kqv.f32() + (h * T + t0) * hd, hd);
+                    (tiles512 ? tinyblas16_avx512 : tinyblas8_avx2)(v_t_.data() + h / group * hd * n_pad, n_pad, hd, pv.data(),
+                                                                   n_pad, nt, used(pv.data(), n_pad, nt, n_pad),
+                                                                   kqv.f32() + (h * T + t0) * hd, hd);
                 }
             });
             return;

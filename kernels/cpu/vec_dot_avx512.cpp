@@ -358,31 +358,6 @@ float dot_f32_exact_avx512(const float* a, const float* b, int64_t n) {
     return out;
 }
 
-LS_AVX512 void attn_values_exact_avx512(const float* p, int64_t n, const float* v, int64_t v_stride, int64_t hd,
-                                        float* out) {
-    // lanes[l * hd + d]: lane l of output d, which takes the rows j with j % 16 == l, in order.
-    thread_local AlignedVector<float> lanes;
-    lanes.assign(static_cast<size_t>(16 * hd), 0.0f);
-    const int64_t n16 = n - n % 16;
-    for (int64_t j = 0; j < n16; ++j) {
-        const __m512 pj = _mm512_set1_ps(p[j]);
-        float* lane = lanes.data() + (j % 16) * hd;
-        for (int64_t d = 0; d < hd; d += 16)
-            _mm512_storeu_ps(lane + d, _mm512_fmadd_ps(pj, _mm512_loadu_ps(v + j * v_stride + d), _mm512_loadu_ps(lane + d)));
-    }
-    // The lanes folded (l + l + 8) and added ((0+1)+(2+3))+((4+5)+(6+7)), sixteen outputs at a
-    // time, then the leftover rows fused in order.
-    for (int64_t d = 0; d < hd; d += 16) {
-        __m512 h[8];
-        for (int l = 0; l < 8; ++l)
-            h[l] = _mm512_add_ps(_mm512_loadu_ps(lanes.data() + l * hd + d), _mm512_loadu_ps(lanes.data() + (l + 8) * hd + d));
-        __m512 sum = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(h[0], h[1]), _mm512_add_ps(h[2], h[3])),
-                                   _mm512_add_ps(_mm512_add_ps(h[4], h[5]), _mm512_add_ps(h[6], h[7])));
-        for (int64_t j = n16; j < n; ++j) sum = _mm512_fmadd_ps(_mm512_set1_ps(p[j]), _mm512_loadu_ps(v + j * v_stride + d), sum);
-        _mm512_storeu_ps(out + d, sum);
-    }
-}
-
 // ---- Llama mode
 // q4_K . q8_K as ggml's AVX2 kernel computes it: per super-block, lane l (of 8) of the int32 sums
 // collects bytes 4l .. 4l + 3 of every 32-quant chunk times the chunk's scale; then
@@ -639,6 +614,191 @@ LS_AVX512 void swiglu_exact_avx512(const float* x, const float* g, float* y, int
         const __mmask16 in = n - i >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << (n - i)) - 1);
         _mm512_mask_storeu_ps(y + i, in, silu_mul16(_mm512_maskz_loadu_ps(in, x + i), _mm512_maskz_loadu_ps(in, g + i)));
     }
+}
+
+namespace {
+
+// reduce_add16 of sixteen outputs at once, whose lanes are the registers a[0 .. 16), as one
+// register: output o in lane o. The same additions as reduce_add16 for each: the 256-bit halves,
+// then the 128-bit halves, then (t0 + t2) + (t1 + t3).
+LS_AVX512 inline __m512 reduce_adds16(const __m512 (&a)[16]) {
+    // h[k] = [t3(k) | t3(k + 8)], t3(o) = o's lanes 0-7 + lanes 8-15.
+    __m512 h[8], t[4], s[2];
+    for (int k = 0; k < 8; ++k)
+        h[k] = _mm512_add_ps(_mm512_shuffle_f32x4(a[k], a[k + 8], 0x44), _mm512_shuffle_f32x4(a[k], a[k + 8], 0xee));
+    // t[m]: the 128-bit halves of t3 added, blocks [t6(2m), t6(2m + 8), t6(2m + 1), t6(2m + 9)].
+    for (int m = 0; m < 4; ++m)
+        t[m] = _mm512_add_ps(_mm512_shuffle_f32x4(h[2 * m], h[2 * m + 1], 0x88), _mm512_shuffle_f32x4(h[2 * m], h[2 * m + 1], 0xdd));
+    // s[i], each block: t6[0] + t6[2] and t6[1] + t6[3] of t[2i]'s block, then of t[2i + 1]'s.
+    for (int i = 0; i < 2; ++i)
+        s[i] = _mm512_add_ps(_mm512_shuffle_ps(t[2 * i], t[2 * i + 1], 0x44), _mm512_shuffle_ps(t[2 * i], t[2 * i + 1], 0xee));
+    // Block b, lane q: the sum of t[q]'s block b; then every output to its lane.
+    const __m512 f = _mm512_add_ps(_mm512_shuffle_ps(s[0], s[1], 0x88), _mm512_shuffle_ps(s[0], s[1], 0xdd));
+    const __m512i order = _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
+    return _mm512_permutexvar_ps(order, f);
+}
+
+// Outputs (i, j), i < RM rows (lda apart), j < RN columns (ldb apart), over k16 elements (a
+// multiple of 16) in sixteen lanes: element l of a dot into lane l % 16, in order. The lanes of
+// the RM x RN outputs are then summed all at once by `Sum` (reduce_adds16: tinyBLAS's order;
+// lane_sums16: exact mode's) into c[j * ldc + i].
+template <int RM, int RN, bool kTinyblas>
+LS_AVX512 void lanes_tile(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t k16, float* c, int64_t ldc) {
+    static_assert(RM * RN <= 16);
+    __m512 acc[16];
+    for (int o = 0; o < 16; ++o) acc[o] = _mm512_setzero_ps();
+    for (int64_t l = 0; l < k16; l += 16) {
+        __m512 bv[RN];
+        for (int j = 0; j < RN; ++j) bv[j] = _mm512_loadu_ps(b + j * ldb + l);
+        for (int i = 0; i < RM; ++i) {
+            const __m512 av = _mm512_loadu_ps(a + i * lda + l);
+            for (int j = 0; j < RN; ++j) acc[j * RM + i] = _mm512_fmadd_ps(av, bv[j], acc[j * RM + i]);
+        }
+    }
+    const __m512 sums = kTinyblas ? reduce_adds16(acc) : lane_sums16(acc);
+    if constexpr (RM == 4) {
+        if constexpr (RN > 0) _mm_storeu_ps(c, _mm512_castps512_ps128(sums));
+        if constexpr (RN > 1) _mm_storeu_ps(c + ldc, _mm512_extractf32x4_ps(sums, 1));
+        if constexpr (RN > 2) _mm_storeu_ps(c + 2 * ldc, _mm512_extractf32x4_ps(sums, 2));
+        if constexpr (RN > 3) _mm_storeu_ps(c + 3 * ldc, _mm512_extractf32x4_ps(sums, 3));
+    } else {
+        alignas(64) float out[16];
+        _mm512_store_ps(out, sums);
+        for (int j = 0; j < RN; ++j)
+            for (int i = 0; i < RM; ++i) c[j * ldc + i] = out[j * RM + i];
+    }
+}
+
+template <int RN, bool kTinyblas>
+LS_AVX512 void lanes_tile_rows(const float* a, int64_t lda, int64_t m, const float* b, int64_t ldb, int64_t k16, float* c,
+                               int64_t ldc) {
+    int64_t i = 0;
+    for (; i + 4 <= m; i += 4) lanes_tile<4, RN, kTinyblas>(a + i * lda, lda, b, ldb, k16, c + i, ldc);
+    switch (m - i) {
+        case 3: lanes_tile<3, RN, kTinyblas>(a + i * lda, lda, b, ldb, k16, c + i, ldc); break;
+        case 2: lanes_tile<2, RN, kTinyblas>(a + i * lda, lda, b, ldb, k16, c + i, ldc); break;
+        case 1: lanes_tile<1, RN, kTinyblas>(a + i * lda, lda, b, ldb, k16, c + i, ldc); break;
+        default: break;
+    }
+}
+
+// Every output of an m x n block, rows in blocks that stay in L1 (16 KiB) while every group of
+// four columns runs over them. Each output is computed whole by one tile, so the blocking does
+// not change its bits.
+template <bool kTinyblas>
+LS_AVX512 void lanes_dots(const float* a, int64_t lda, int64_t m, const float* b, int64_t ldb, int64_t n, int64_t k16,
+                          float* c, int64_t ldc) {
+    const int64_t rows_per_block = std::max<int64_t>(4, (int64_t{16} << 10) / (4 * std::max<int64_t>(k16, 1)) / 4 * 4);
+    for (int64_t i0 = 0; i0 < m; i0 += rows_per_block) {
+        const int64_t mb = std::min(rows_per_block, m - i0);
+        const float* ab = a + i0 * lda;
+        int64_t j = 0;
+        for (; j + 4 <= n; j += 4) lanes_tile_rows<4, kTinyblas>(ab, lda, mb, b + j * ldb, ldb, k16, c + j * ldc + i0, ldc);
+        switch (n - j) {
+            case 3: lanes_tile_rows<3, kTinyblas>(ab, lda, mb, b + j * ldb, ldb, k16, c + j * ldc + i0, ldc); break;
+            case 2: lanes_tile_rows<2, kTinyblas>(ab, lda, mb, b + j * ldb, ldb, k16, c + j * ldc + i0, ldc); break;
+            case 1: lanes_tile_rows<1, kTinyblas>(ab, lda, mb, b + j * ldb, ldb, k16, c + j * ldc + i0, ldc); break;
+            default: break;
+        }
+    }
+}
+
+}  // namespace
+
+LS_AVX512 void tinyblas16_avx512(const float* a, int64_t lda, int64_t m, const float* b, int64_t ldb, int64_t n, int64_t k,
+                                 float* c, int64_t ldc) {
+    lanes_dots<true>(a, lda, m, b, ldb, n, k, c, ldc);
+}
+
+LS_AVX512 void exact_dots_avx512(const float* a, int64_t lda, int64_t m, const float* b, int64_t ldb, int64_t n, int64_t k,
+                                 float* c, int64_t ldc) {
+    const int64_t k16 = k - k % 16;
+    lanes_dots<false>(a, lda, m, b, ldb, n, k16, c, ldc);
+    if (k16 == k) return;
+    for (int64_t j = 0; j < n; ++j)  // the leftovers fused after the lanes' sum, in order
+        for (int64_t i = 0; i < m; ++i) {
+            float& out = c[j * ldc + i];
+            for (int64_t l = k16; l < k; ++l) out = __builtin_fmaf(a[i * lda + l], b[j * ldb + l], out);
+        }
+}
+
+LS_AVX512 void dot_blocks16_rows_avx512(const float* a, int64_t a_stride, int64_t count, const float* b, int64_t np,
+                                        float* out) {
+    for (int64_t r0 = 0; r0 < count; r0 += 16) {
+        const int n = static_cast<int>(std::min<int64_t>(16, count - r0));
+        __m512 acc[16];
+        for (int i = 0; i < 16; ++i) {
+            acc[i] = _mm512_setzero_ps();
+            if (i >= n) continue;
+            const float* ar = a + (r0 + i) * a_stride;
+            __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+            for (int64_t l = 0; l < np; l += 64) {
+                s0 = _mm512_fmadd_ps(_mm512_loadu_ps(ar + l), _mm512_loadu_ps(b + l), s0);
+                s1 = _mm512_fmadd_ps(_mm512_loadu_ps(ar + l + 16), _mm512_loadu_ps(b + l + 16), s1);
+                s2 = _mm512_fmadd_ps(_mm512_loadu_ps(ar + l + 32), _mm512_loadu_ps(b + l + 32), s2);
+                s3 = _mm512_fmadd_ps(_mm512_loadu_ps(ar + l + 48), _mm512_loadu_ps(b + l + 48), s3);
+            }
+            acc[i] = _mm512_add_ps(_mm512_add_ps(s0, s2), _mm512_add_ps(s1, s3));
+        }
+        _mm512_mask_storeu_ps(out + r0, static_cast<__mmask16>((1u << n) - 1), reduce_adds16(acc));
+    }
+}
+
+namespace {
+
+// Sixteen outputs' lanes held the other way round: l[k] holds lane k of every output (output d
+// in lane d). reduce_add16 of each output is then one vertical tree: lanes k + 8 and k, then
+// k + 4 and k, then (0 + 2) + (1 + 3).
+LS_AVX512 inline __m512 reduce_add16_vertical(const __m512 (&l)[16]) {
+    __m512 u[8], w[4];
+    for (int i = 0; i < 8; ++i) u[i] = _mm512_add_ps(l[8 + i], l[i]);
+    for (int i = 0; i < 4; ++i) w[i] = _mm512_add_ps(u[4 + i], u[i]);
+    return _mm512_add_ps(_mm512_add_ps(w[0], w[2]), _mm512_add_ps(w[1], w[3]));
+}
+
+}  // namespace
+
+LS_AVX512 void dot_blocks16_columns_avx512(const float* v, int64_t v_stride, const float* p, int64_t n, float* out) {
+    // Lane l of chain k of output d takes the cells j = 64 b + 16 k + l, in order of b: a pass per
+    // chain, its sixteen lanes in registers (sixteen outputs to each), then the chains combined.
+    alignas(64) float chains[4][16][16];
+    for (int k = 0; k < 4; ++k) {
+        __m512 r[16];
+        for (int l = 0; l < 16; ++l) r[l] = _mm512_setzero_ps();
+        for (int64_t j0 = 16 * k; j0 < n; j0 += 64) {
+            const int64_t lanes = std::min<int64_t>(16, n - j0);
+            if (lanes == 16) {
+                for (int l = 0; l < 16; ++l)
+                    r[l] = _mm512_fmadd_ps(_mm512_set1_ps(p[j0 + l]), _mm512_loadu_ps(v + (j0 + l) * v_stride), r[l]);
+            } else {  // past n the cells are padding: zeros that add nothing to sums that are never -0
+                for (int l = 0; l < lanes; ++l)
+                    r[l] = _mm512_fmadd_ps(_mm512_set1_ps(p[j0 + l]), _mm512_loadu_ps(v + (j0 + l) * v_stride), r[l]);
+            }
+        }
+        for (int l = 0; l < 16; ++l) _mm512_store_ps(chains[k][l], r[l]);
+    }
+    __m512 lanes[16];
+    for (int l = 0; l < 16; ++l)  // dot_blocks16's (s0 + s2) + (s1 + s3)
+        lanes[l] = _mm512_add_ps(_mm512_add_ps(_mm512_load_ps(chains[0][l]), _mm512_load_ps(chains[2][l])),
+                                 _mm512_add_ps(_mm512_load_ps(chains[1][l]), _mm512_load_ps(chains[3][l])));
+    _mm512_storeu_ps(out, reduce_add16_vertical(lanes));
+}
+
+LS_AVX512 void exact_columns_avx512(const float* v, int64_t v_stride, const float* p, int64_t n, float* out) {
+    // Lane l of output d takes the cells j = l, l + 16, ... in order: sixteen registers, output d
+    // in lane d of each; then exact_order's fold, vertically, and the leftovers fused in order.
+    __m512 r[16];
+    for (int l = 0; l < 16; ++l) r[l] = _mm512_setzero_ps();
+    const int64_t n16 = n - n % 16;
+    for (int64_t j0 = 0; j0 < n16; j0 += 16)
+        for (int l = 0; l < 16; ++l)
+            r[l] = _mm512_fmadd_ps(_mm512_set1_ps(p[j0 + l]), _mm512_loadu_ps(v + (j0 + l) * v_stride), r[l]);
+    __m512 h[8];
+    for (int l = 0; l < 8; ++l) h[l] = _mm512_add_ps(r[l], r[l + 8]);
+    __m512 sum = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(h[0], h[1]), _mm512_add_ps(h[2], h[3])),
+                               _mm512_add_ps(_mm512_add_ps(h[4], h[5]), _mm512_add_ps(h[6], h[7])));
+    for (int64_t j = n16; j < n; ++j) sum = _mm512_fmadd_ps(_mm512_set1_ps(p[j]), _mm512_loadu_ps(v + j * v_stride), sum);
+    _mm512_storeu_ps(out, sum);
 }
 
 }  // namespace ls

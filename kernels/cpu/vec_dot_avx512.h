@@ -32,9 +32,10 @@ void matmul_exact_avx512(GgmlType type, const void* w, uint64_t row_bytes, int r
 // exact_dot_f32 of `count` rows a + i * a_stride with one b (n elements each): out[i].
 void dot_f32_exact_avx512_rows(const float* a, int64_t a_stride, int count, const float* b, int64_t n, float* out);
 float dot_f32_exact_avx512(const float* a, const float* b, int64_t n);
-// out[d] = exact_dot_f32(column d of V, p) for d < hd (a multiple of 16), V's n rows v_stride
-// apart: each row added into the lanes of all the outputs, so V is read as it lies.
-void attn_values_exact_avx512(const float* p, int64_t n, const float* v, int64_t v_stride, int64_t hd, float* out);
+// A decode call's attention values, sixteen columns of V at a time (n rows of at least 16 floats,
+// v_stride apart): out[d] = exact_dot_f32(column d, p) for d < 16, each cell's row added into
+// the lanes of all sixteen outputs.
+void exact_columns_avx512(const float* v, int64_t v_stride, const float* p, int64_t n, float* out);
 
 // ---- Llama mode
 
@@ -61,6 +62,21 @@ void dot_q4_K_avx512_rows(int64_t n, const block_q4_K* w, uint64_t row_bytes, in
 // ggml_order::dot_tinyblas (k a multiple of 16) and ggml_order::dot_blocks<16> (np a multiple of 64).
 float dot_tinyblas16_avx512(const float* a, const float* b, int64_t k);
 float dot_blocks16_avx512(const float* a, const float* b, int64_t np);
+// Blocks of dots, the attention's products of a prompt: c[j * ldc + i] is the dot of row i < m
+// (a + i * lda) and column j < n (b + j * ldb) over k elements, computed in tiles of 4 x 4 outputs
+// whose lanes are summed sixteen at a time. tinyblas16_avx512: dot_tinyblas16_avx512's bits (k a
+// multiple of 16); exact_dots_avx512: dot_f32_exact_avx512's (any k).
+void tinyblas16_avx512(const float* a, int64_t lda, int64_t m, const float* b, int64_t ldb, int64_t n, int64_t k, float* c,
+                       int64_t ldc);
+void exact_dots_avx512(const float* a, int64_t lda, int64_t m, const float* b, int64_t ldb, int64_t n, int64_t k, float* c,
+                       int64_t ldc);
+// A decode call's scores in vec_dot_f16's 16-lane order (ggml_order::dot_blocks<16>, np a multiple
+// of 64): out[i] = dot_blocks16_avx512(a + i * a_stride, b, np) for i < count, sixteen rows' lanes
+// summed at once.
+void dot_blocks16_rows_avx512(const float* a, int64_t a_stride, int64_t count, const float* b, int64_t np, float* out);
+// Its values: out[d] = dot_blocks<16>(column d, p) for d < 16, both zero-padded to a multiple of
+// 64 cells (the padding adds nothing), V's n rows v_stride apart as for exact_columns_avx512.
+void dot_blocks16_columns_avx512(const float* v, int64_t v_stride, const float* p, int64_t n, float* out);
 // Softmax's exponentials as ggml's AVX-512 build computes them (and exact mode, on every
 // processor): row[j] = v_expf(row[j] - max) for j < n, returning the sum of reduce_add16 over
 // blocks of 16 (zeros past n) in double.
