@@ -100,7 +100,8 @@ grep -q "^remote model 127.0.0.1:$port:models/stories260K.gguf: llama, [0-9]* te
 grep -q "^lens: 5 layers x [0-9]* positions, first layer that differs -1, first top-1 change -1 (worked out on the server)$" "$dir/log" ||
   fail "no logit lens from the server"
 [ "$(grep -c "^remote connected" "$dir/log")" -ge 2 ] || fail "the GUI did not reconnect"
-grep -q "session 1 attached" "$dir/serve.log" || fail "the server did not see the same session taken up"
+grep -q "session 1 attached (the client holds the model's header: not sent again)" "$dir/serve.log" ||
+  fail "the server did not see the same session taken up, without sending the model's header again"
 awk '/^remote connected/ { n++ } n >= 2 && /^state paused cursor 0 / { found = 1 } END { exit !found }' "$dir/log" ||
   fail "no step after the reconnect"
 test -s "$dir/attention.png" || fail "no screenshot"

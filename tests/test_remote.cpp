@@ -78,6 +78,11 @@ TEST(RemoteWire, EveryMessageDecodesToWhatWasEncoded) {
     EXPECT_FALSE(decode_opened(encode(opened_msg)));
     opened_msg.header_bytes = kMaxModelHeaderBytes + 1;
     EXPECT_FALSE(decode_opened(encode(opened_msg)));
+    auto attach = decode_attach(encode(Attach{12, true}));
+    ASSERT_TRUE(attach);
+    EXPECT_EQ(attach.value().session, 12u);
+    EXPECT_TRUE(attach.value().have_header);
+    EXPECT_FALSE(decode_attach(encode(Attach{12, false})).value().have_header);
     auto exit = decode_exit(encode(Exit{3}));
     ASSERT_TRUE(exit);
     EXPECT_EQ(exit.value().code, 3);
@@ -355,14 +360,14 @@ TEST(RemoteAccess, InputsMustLieInsideARoot) {
 class LoopbackServer {
 public:
     explicit LoopbackServer(int max_connections = 8, std::chrono::milliseconds ping = 5000ms, std::vector<std::string> more_roots = {},
-                            std::string tls_identity_pem = {}) {
+                            std::string tls_identity_pem = {}, std::string listen = "127.0.0.1:0") {
         dir_ = test::make_temp_dir();
         fs::create_directories(dir_ + "/root");
         std::vector<std::string> roots = {dir_ + "/root"};
         roots.insert(roots.end(), more_roots.begin(), more_roots.end());
         token_ = "0123456789abcdef0123456789abcdef";
         ServerOptions o;
-        o.listen = "127.0.0.1:0";
+        o.listen = listen;
         o.token = token_;
         o.roots = Roots::make(roots).value();
         o.max_connections = max_connections;
@@ -1192,6 +1197,7 @@ TEST(RemoteSession, AClientGoneLeavesTheSessionForTheNextConnection) {
 TEST(RemoteSession, TheServerGoneLeavesWhatWasFetchedAndReconnectSaysWhy) {
     LS_REQUIRE_FIXTURES();
     auto server = std::make_unique<LoopbackServer>(8, 5000ms, std::vector<std::string>{fixtures()});
+    const std::string address = server->address();
     auto remote = RemoteSession::open(server->address(), server->token(), stories_open({1, 403, 407}));
     ASSERT_TRUE(remote) << remote.error().message;
     RemoteSession& r = *remote.value();
@@ -1212,6 +1218,43 @@ TEST(RemoteSession, TheServerGoneLeavesWhatWasFetchedAndReconnectSaysWhy) {
     Status again = r.reconnect();
     ASSERT_FALSE(again);
     EXPECT_NE(again.error().message.find("cannot connect"), std::string::npos) << again.error().message;
+
+    // A server started again at that address, whose session 1 (left by another client) runs
+    // another model: reconnecting says so and takes nothing from it.
+    server.reset();
+    server = std::make_unique<LoopbackServer>(8, 5000ms, std::vector<std::string>{fixtures()}, std::string{}, address);
+    Open other = stories_open({1, 403});
+    other.model = fixtures() + "/models/llama-gqa-mini-F16.gguf";
+    {
+        auto someone = RemoteSession::open(server->address(), server->token(), other);
+        ASSERT_TRUE(someone) << someone.error().message;
+        ASSERT_EQ(someone.value()->session_id(), r.session_id());
+    }
+    ASSERT_TRUE(server->wait_for_log("it stays open for the next connection")) << server->log();
+    again = r.reconnect();
+    ASSERT_FALSE(again);
+    EXPECT_NE(again.error().message.find("now runs"), std::string::npos) << again.error().message;
+    EXPECT_EQ(r.snapshot()->cursor, 10);
+
+    // Once more with the same model: taken up, the model's header not sent again (the one here
+    // stays), and the session's snapshot caught up.
+    server.reset();
+    server = std::make_unique<LoopbackServer>(8, 5000ms, std::vector<std::string>{fixtures()}, std::string{}, address);
+    {
+        auto someone = RemoteSession::open(server->address(), server->token(), stories_open({1, 403, 407}));
+        ASSERT_TRUE(someone) << someone.error().message;
+        ASSERT_TRUE(someone.value()->run(command(CommandKind::kRunToEvent, 5), 60s));
+    }
+    ASSERT_TRUE(server->wait_for_log("it stays open for the next connection")) << server->log();
+    const Model* model = r.model().get();
+    again = r.reconnect();
+    ASSERT_TRUE(again) << again.error().message;
+    EXPECT_TRUE(server->wait_for_log("attached (the client holds the model's header: not sent again)")) << server->log();
+    EXPECT_EQ(r.model().get(), model);
+    EXPECT_EQ(r.snapshot()->cursor, 5);
+    auto step = r.run(command(CommandKind::kStepOp), 60s);
+    ASSERT_TRUE(step) << step.error().message;
+    EXPECT_EQ(step.value()->cursor, 6);
 }
 
 }  // namespace

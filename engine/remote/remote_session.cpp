@@ -48,8 +48,9 @@ Result<std::string> read_chunks(Connection& c, uint64_t bytes, std::chrono::mill
     return out;
 }
 
+// `header`: the model's header follows kOpened (not when attaching with have_header).
 Result<Started> connect_session(const std::string& address, const std::string& token, MsgType type,
-                                const std::string& payload, const ClientOptions& options) {
+                                const std::string& payload, const ClientOptions& options, bool header = true) {
     auto connected = connect_and_hello(address, token, options);
     if (!connected) return connected.error();
     Started st;
@@ -70,9 +71,11 @@ Result<Started> connect_session(const std::string& address, const std::string& t
     auto opened = decode_opened(answer.value().payload);
     if (!opened) return opened.error();
     st.opened = opened.value();
-    auto header = read_chunks(c, st.opened.header_bytes, options.silence_timeout, "the model's header");
-    if (!header) return header.error();
-    st.model_header = std::move(header.value());
+    if (header) {
+        auto bytes = read_chunks(c, st.opened.header_bytes, options.silence_timeout, "the model's header");
+        if (!bytes) return bytes.error();
+        st.model_header = std::move(bytes.value());
+    }
     auto snap = c.receive(kMaxFrameBytes, options.silence_timeout);
     if (!snap) return snap.error();
     if (snap.value().type != MsgType::kSnapshot)
@@ -492,8 +495,17 @@ std::string RemoteSession::lost_reason() const {
 }
 
 Status RemoteSession::reconnect() {
-    auto started = connect_session(address_, token_, MsgType::kAttach, encode(Attach{opened_.session}), options_);
+    // The model's header is here already: it does not travel again.
+    auto started = connect_session(address_, token_, MsgType::kAttach, encode(Attach{opened_.session, true}), options_, false);
     if (!started) return started.error();
+    // A server restarted since may have given the session's number to another model's session.
+    const Opened& now = started.value().opened;
+    if (now.model_path != opened_.model_path || now.file_bytes != opened_.file_bytes || now.header_bytes != opened_.header_bytes)
+        return make_error(ErrorCode::kBadInput,
+                          fmt::format("session {} on {} now runs {} ({} bytes), not the model this session holds ({}, {} bytes): "
+                                      "open it anew",
+                                      opened_.session, address_, now.model_path, now.file_bytes, opened_.model_path,
+                                      opened_.file_bytes));
     std::lock_guard<std::mutex> lock(mu_);
     if (connection_) return {};
     connection_ = std::move(started.value().connection);

@@ -63,10 +63,11 @@ struct Server::State {
     bool serve_exec(Connection& c, const Exec& exec, Uploads& uploads);
     // Opens a session (or says why not, as a CommandDone with the error); then serves it.
     bool open_session(Connection& c, const Open& open);
-    bool attach_session(Connection& c, uint64_t id);
+    bool attach_session(Connection& c, const Attach& attach);
     // Commands and fetches in, snapshot deltas out, until the client closes the session (true) or
     // goes away (false).
-    bool serve_session(Connection& c, const std::shared_ptr<Held>& held);
+    // `send_header`: the model's header follows kOpened (not for a client that holds it).
+    bool serve_session(Connection& c, const std::shared_ptr<Held>& held, bool send_header = true);
     std::string run_command(Held& held, const Command& command, uint64_t* ticket, bool* close, std::string* note);
     // A reference for `held`: a path inside the roots, or "upload:NAME"; named as llama.cpp names.
     Result<std::shared_ptr<const ReferenceDump>> resolve_reference(Held& held, const std::string& text);
@@ -439,7 +440,7 @@ void Server::State::serve(const std::shared_ptr<Connection>& c, bool busy) {
         } else if (type == MsgType::kAttach) {
             auto attach = decode_attach(frame.value().payload);
             if (!attach) return refuse(attach.error().message);
-            if (!attach_session(*c, attach.value().session)) return;
+            if (!attach_session(*c, attach.value())) return;
         } else if (type == MsgType::kUpload) {
             auto upload = decode_upload(frame.value().payload);
             if (!upload) return refuse(upload.error().message);
@@ -705,7 +706,8 @@ std::string Server::State::export_on_server(Held& held, const Command& m, std::s
     return {};
 }
 
-bool Server::State::attach_session(Connection& c, uint64_t id) {
+bool Server::State::attach_session(Connection& c, const Attach& attach) {
+    const uint64_t id = attach.session;
     std::shared_ptr<Held> held;
     std::string why;
     {
@@ -719,8 +721,9 @@ bool Server::State::attach_session(Connection& c, uint64_t id) {
         opt.log(fmt::format("{}: attach refused: {}", c.peer(), why));
         return static_cast<bool>(c.send(MsgType::kCommandDone, encode(CommandDone{0, why, {}})));
     }
-    opt.log(fmt::format("{}: session {} attached", c.peer(), id));
-    return serve_session(c, held);
+    opt.log(fmt::format("{}: session {} attached{}", c.peer(), id,
+                        attach.have_header ? " (the client holds the model's header: not sent again)" : ""));
+    return serve_session(c, held, !attach.have_header);
 }
 
 std::string Server::State::run_command(Held& held, const Command& m, uint64_t* ticket, bool* close, std::string* note) {
@@ -785,13 +788,13 @@ bool Server::State::send_tensor(Connection& c, const SessionSnapshot& snap, int6
     return send_bytes(c, std::string_view(reinterpret_cast<const char*>(capture->values->data()), h.bytes));
 }
 
-bool Server::State::serve_session(Connection& c, const std::shared_ptr<Held>& held) {
+bool Server::State::serve_session(Connection& c, const std::shared_ptr<Held>& held, bool send_header) {
     const std::string& peer = c.peer();
     auto detach = [&] {
         std::lock_guard<std::mutex> lock(sessions_mu);
         held->attached = false;
     };
-    if (!c.send(MsgType::kOpened, encode(held->opened)) || !send_bytes(c, held->model->file().header_bytes())) {
+    if (!c.send(MsgType::kOpened, encode(held->opened)) || (send_header && !send_bytes(c, held->model->file().header_bytes()))) {
         detach();
         return false;
     }

@@ -266,12 +266,14 @@ Result<Opened> decode_opened(std::string_view payload) {
 std::string encode(const Attach& m) {
     PayloadWriter w;
     w.u64(m.session);
+    w.u8(m.have_header);
     return w.take();
 }
 Result<Attach> decode_attach(std::string_view payload) {
     PayloadReader r(payload);
     Attach m;
     m.session = r.u64();
+    m.have_header = r.u8() != 0;
     return finish_message(r, std::move(m), "attach");
 }
 std::string encode(const Command& m) {

@@ -35,7 +35,8 @@ struct Opened {
     std::string model_path;  // the model's path on the server, as the client named it ("tiny.gguf")
     // The model file's size and its header's (metadata and tensor table, everything before the
     // data): the header follows this message as file chunks and a file end, before the first
-    // snapshot, and becomes the client's weightless copy of the model (GgufFile::parse_header).
+    // snapshot (unless the client attached with have_header), and becomes the client's weightless
+    // copy of the model (GgufFile::parse_header).
     uint64_t file_bytes = 0;
     uint64_t header_bytes = 0;
 };
@@ -44,6 +45,9 @@ struct Opened {
 inline constexpr uint64_t kMaxModelHeaderBytes = 256ull << 20;
 struct Attach {
     uint64_t session = 0;
+    // The client holds this session's model header already (it reconnects): the server does not
+    // send it again after kOpened.
+    bool have_header = false;
 };
 
 enum class CommandKind : uint8_t {
