@@ -6,7 +6,6 @@
 
 #include <algorithm>
 
-#include "engine/compare/output_kl.h"
 #include "engine/compare/snapshot_diagnosis.h"
 #include "views/remote_events.h"
 #include "views/logits_panel.h"

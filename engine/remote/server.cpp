@@ -231,6 +231,23 @@ struct LensJob {
     std::thread thread;
 };
 
+namespace {
+
+// Joins the jobs of `jobs` whose threads finished (all of them, waiting: `wait`) and drops them.
+template <class Job>
+void join_finished(std::vector<std::shared_ptr<Job>>& jobs, bool wait) {
+    for (auto it = jobs.begin(); it != jobs.end();) {
+        if (!wait && !(*it)->finished) {
+            ++it;
+            continue;
+        }
+        (*it)->thread.join();
+        it = jobs.erase(it);
+    }
+}
+
+}  // namespace
+
 struct Server::State::Held {
     uint64_t id = 0;
     std::shared_ptr<const Model> model;
@@ -255,14 +272,7 @@ struct Server::State::Held {
     // ones that finished (all of them: `wait`).
     void retire_lens(bool wait) {
         if (lens) lens_retired.push_back(std::move(lens));
-        for (auto it = lens_retired.begin(); it != lens_retired.end();) {
-            if (!wait && !(*it)->finished) {
-                ++it;
-                continue;
-            }
-            (*it)->thread.join();
-            it = lens_retired.erase(it);
-        }
+        join_finished(lens_retired, wait);
     }
     void start_lens(uint64_t request) {
         retire_lens(false);
@@ -283,14 +293,7 @@ struct Server::State::Held {
             diagnosis->cancel = true;
             retired.push_back(std::move(diagnosis));
         }
-        for (auto it = retired.begin(); it != retired.end();) {
-            if (!wait && !(*it)->finished) {
-                ++it;
-                continue;
-            }
-            (*it)->thread.join();
-            it = retired.erase(it);
-        }
+        join_finished(retired, wait);
     }
     // Local errors first (the panels show them), then the doctor's verdict on `request.event`,
     // on the session's snapshot as it stands now.
