@@ -43,6 +43,13 @@ public:
         if (!state || !state->done) return nullptr;
         return std::shared_ptr<const SnapshotLens>(state, &state->lens);
     }
+    void fetch_weight(const std::string& name) override { session_->fetch_weight(name); }
+    std::shared_ptr<const std::string> weight(const std::string& name, bool* pending, std::string* error) const override {
+        auto state = session_->weight(name);
+        *pending = state && !state->done;
+        *error = state && state->done ? state->error : std::string();
+        return state && state->done ? state->bytes : nullptr;
+    }
 
 private:
     std::shared_ptr<remote::RemoteSession> session_;

@@ -63,6 +63,14 @@ public:
         against_model_.clear();
     }
     void use_fault(Fault fault) { fault_ = fault; }
+    // A server's session now runs against a run made there (described by `note`): of the backend
+    // `against`, or of the model `against_model` (the server's path); no reference copy here.
+    void use_remote_run_reference(std::string note, std::string against, std::string against_model) {
+        reference_.reset();
+        reference_path_ = std::move(note);
+        against_ = std::move(against);
+        against_model_ = std::move(against_model);
+    }
     // The model a capture opened next is diagnosed with (the doctor, local errors); set before open().
     void use_doctor_model(std::shared_ptr<const Model> model) { doctor_model_ = std::move(model); }
     // The model of this document's session, or the one its capture is diagnosed with.

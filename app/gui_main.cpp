@@ -199,6 +199,9 @@ int run_gui(const GuiOptions& options) {
                       : !options.against_model.empty() ? view->compare_against_model(options.against_model, options.model_path)
                                                        : view->open(options.model_path, options.doctor_model_path,
                                                                     options.reference_path);
+        // A server's session compares once it is open (the other file is the server's, run there).
+        if (opened && !options.connect.empty() && !options.against_model.empty())
+            opened = view->finish_loading(true) && view->compare_against_model(options.against_model);
         if (opened && !options.against_model.empty()) view->set_panel("quant", true);
         if (opened && options.connect.empty() && options.model_path.empty() && !options.reference_path.empty())
             opened = view->load_reference(options.reference_path);

@@ -96,6 +96,8 @@ Result<std::string> GuiScript::step(MainView& view) {
             if (!view.export_to(where, path)) return bad("export here|server PATH (server: in a server's session), one at a time");
         } else if (cmd == "select") {
             if (!view.select_event(arg)) return bad("no such event");
+        } else if (cmd == "weight") {
+            if (!view.select_weight(arg)) return bad("no such tensor in the model");
         } else if (cmd == "wait") {
             waiting_ = true;
             quiet_frames_ = 0;

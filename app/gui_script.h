@@ -1,10 +1,12 @@
 // --script FILE: UI actions, one per line, run by the GUI loop between frames (the same actions
 // keys and menus trigger), for tests and reproducible screenshots.
 //   open PATH | reference PATH | demo | demo quant | fault NAME
+//                                                   (fault and against: on a server's session, run there)
 //                                                   (on a server's session a reference here is uploaded;
 //                                                   "server:PATH" or a path not here is the server's)
 //   against BACKEND                                 backend A/B: that backend's run is the reference
 //   against-model PATH                              the open model against another format of it
+//                                                   (a server's session: PATH on the server, run there)
 //   key F10 | key F11 | key Shift+F11 | key F5        step op / layer / token, continue
 //   panel NAME on|off | panels all                  show a panel (its pane's shown tab) or close it
 //   layout NAME                                     a named layout (default, divergence hunt, ...)
@@ -12,6 +14,8 @@
 //                                                   the tensor history of an element, a head, a KV cell
 //   zoom NAME | zoom off                            one panel alone over the whole window
 //   select DUMP_NAME                                move the cursor
+//   weight TENSOR                                   the model's tensor in the weight inspector (a server's
+//                                                   session: its bytes fetched from the server)
 //   prompt TEXT                                     the session's prompt (the rest of the line)
 //   export here|server PATH                         every evaluated event, as the export panel writes it
 //                                                   (.gguf: a GGUF dump, else a .npy folder; server: on its disk)

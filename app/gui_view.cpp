@@ -164,6 +164,7 @@ bool MainView::finish_loading(bool block) {
     if (uploading_.valid()) uploading_.wait();  // it sends through the session about to go
     uploading_ = {};
     doc_ = std::move(l.doc);
+    remote_option_.reset();  // asked of the document just replaced
     p_->faults.active = doc_->fault();
     p_->backends.against = doc_->against_backend();
     cursor_ = -1;
@@ -193,7 +194,59 @@ bool MainView::open(const std::string& path, const std::string& doctor_model_pat
     });
 }
 
+namespace {
+const char* remote_ask_name(int kind) { return kind == 0 ? "fault" : kind == 1 ? "backend A/B against" : "comparison against"; }
+}  // namespace
+
+bool MainView::ask_remote_option(RemoteAsk kind, const std::string& value) {
+    remote::RemoteSession* r = doc_->remote();
+    if (remote_option_) {
+        report(make_error(ErrorCode::kUsage, fmt::format("the server is still working on the {} {} asked before",
+                                                         remote_ask_name(static_cast<int>(remote_option_->kind)),
+                                                         remote_option_->value)), "");
+        return false;
+    }
+    remote::Command c;
+    c.kind = kind == RemoteAsk::kFault     ? remote::CommandKind::kSetFault
+             : kind == RemoteAsk::kBackend ? remote::CommandKind::kCompareBackend
+                                           : remote::CommandKind::kCompareModel;
+    c.text = value;
+    remote_option_ = RemoteOption{r->send(c), kind, value};
+    log(fmt::format("{} {} asked of the server", remote_ask_name(static_cast<int>(kind)), value));
+    return true;
+}
+
+// The server's answer to the fault or backend A/B asked: the session there restarted with it (its
+// snapshot follows), or why not.
+void MainView::follow_remote_option() {
+    remote::RemoteSession* r = doc_->remote();
+    if (!remote_option_ || !r) {
+        remote_option_.reset();
+        return;
+    }
+    std::optional<remote::CommandDone> done = r->take_answer(remote_option_->request);
+    if (!done) return;
+    const RemoteOption asked = *std::exchange(remote_option_, std::nullopt);
+    const std::string what = fmt::format("{} {} on the server", remote_ask_name(static_cast<int>(asked.kind)), asked.value);
+    if (!done->error.empty()) {  // the status bar has it already (take_refusal)
+        log(fmt::format("{}: refused: {}", what, done->error));
+        return;
+    }
+    if (asked.kind == RemoteAsk::kFault) {
+        Fault f = Fault::kNone;
+        fault_from_name(asked.value, &f);
+        doc_->use_fault(f);
+        p_->faults.active = f;
+    } else {  // the reference is the server's run
+        doc_->use_remote_run_reference(done->note, asked.kind == RemoteAsk::kBackend ? asked.value : "",
+                                       asked.kind == RemoteAsk::kModel ? asked.value : "");
+        p_->backends.against = doc_->against_backend();
+    }
+    log(fmt::format("{}: {}", what, done->note));
+}
+
 bool MainView::compare_against_backend(const std::string& backend) {
+    if (doc_->remote()) return ask_remote_option(RemoteAsk::kBackend, backend);  // the server runs the other backend
     if (!doc_->has_model()) {
         report(make_error(ErrorCode::kUsage, "open a model first (Ctrl+O): two backends are compared on its run"), "");
         return false;
@@ -376,6 +429,8 @@ bool MainView::open_quant_demo() {
 }
 
 bool MainView::compare_against_model(const std::string& other, const std::string& model_path) {
+    // A server's session: `other` is the server's path (inside its folders), run there.
+    if (doc_->remote() && model_path.empty()) return ask_remote_option(RemoteAsk::kModel, other);
     const std::string current = model_path.empty() ? doc_->path() : model_path;
     if (model_path.empty() && !doc_->has_model()) {
         report(make_error(ErrorCode::kUsage, "open a model first (Ctrl+O): another format of it is compared with it"), "");
@@ -395,6 +450,7 @@ bool MainView::set_fault(const std::string& name) {
         report(make_error(ErrorCode::kUsage, "unknown fault " + name + "; known: " + fault_names()), "");
         return false;
     }
+    if (doc_->remote()) return ask_remote_option(RemoteAsk::kFault, name);  // the server's session restarts with it
     Status s = doc_->set_fault(f);
     report(s, "fault " + name);
     if (s) p_->faults.active = f;
@@ -430,6 +486,16 @@ bool MainView::set_prompt(const std::string& text) {
     }
     session->set_prompt(text, true, false);
     log(fmt::format("prompt {} bytes", text.size()));
+    return true;
+}
+
+bool MainView::select_weight(const std::string& name) {
+    const std::shared_ptr<const views::ModelDocument>& doc = doc_->model_document();
+    if (!doc || !doc->file->find_tensor(name)) return false;
+    p_->model.selected_tensor = name;
+    p_->weights.select(doc, name);
+    set_panel("weights", true);
+    log("weight selected " + name);
     return true;
 }
 
@@ -607,6 +673,7 @@ void MainView::draw() {
     draw_connect_dialog();
     views::DebugContext ctx = make_context();
     follow_remote(ctx);
+    follow_remote_option();
     if (ctx.snap->first_divergent >= 0) {
         p_->status.doctor = doc_->doctor_verdict(ctx.snap);
         // Its verdict once in the state log (not each step while it works).
@@ -640,7 +707,7 @@ void MainView::draw() {
         else if (name == "backends") p_->backends.draw(ctx);
         else if (name == "export") p_->export_panel.draw(ctx);
         else if (name == "model" && p_->model.draw(model_doc)) p_->weights.select(shared_doc, p_->model.selected_tensor);
-        else if (name == "weights") p_->weights.draw(shared_doc);
+        else if (name == "weights") p_->weights.draw(shared_doc, ctx.remote.get());
         else if (name == "lints") p_->lints.draw(model_doc);
     });
 
@@ -658,6 +725,7 @@ void MainView::draw() {
         p_->faults.requested_fault.reset();
         set_fault(fault_info(f).name);
     }
+    if (std::string news = p_->weights.take_news(); !news.empty()) log(news);
     p_->status.draw(model_doc, ctx);
 
     if (ctx.requested_history) {

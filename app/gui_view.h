@@ -10,6 +10,7 @@
 #include <future>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,10 @@ public:
     bool step_token();
     bool continue_run();
     bool select_event(const std::string& dump_name);
+    // The model's tensor `name` in the weight inspector (a server's model: its bytes fetched).
+    bool select_weight(const std::string& name);
+    // Swaps the loaded document in when ready (or waits for it); true when one was swapped in.
+    bool finish_loading(bool block);
     // The session's prompt (tokenized with the special tokens, as the prompt panel's default).
     bool set_prompt(const std::string& text);
     // The export panel's export of every evaluated (or captured) event to `path`: "here", or
@@ -113,8 +118,6 @@ private:
     // Builds a new document off the UI thread (or in place) and swaps it in when ready.
     using DocumentJob = std::function<Status(DebugDocument&)>;
     bool start_loading(const std::string& what, DocumentJob job);
-    // Swaps the loaded document in when ready (or waits for it); true when one was swapped in.
-    bool finish_loading(bool block);
     struct Loaded {
         Status status;
         std::unique_ptr<DebugDocument> doc;
@@ -163,6 +166,16 @@ private:
          connect_reference_[1024] = "";
     void draw_connect_dialog();
     void follow_remote(const views::DebugContext& ctx);
+    // A fault or a backend A/B asked of a server's session: the answer is awaited between frames.
+    enum class RemoteAsk { kFault, kBackend, kModel };
+    struct RemoteOption {
+        uint64_t request = 0;
+        RemoteAsk kind = RemoteAsk::kFault;
+        std::string value;  // the fault's or the backend's name, the other model's path on the server
+    };
+    std::optional<RemoteOption> remote_option_;
+    bool ask_remote_option(RemoteAsk kind, const std::string& value);
+    void follow_remote_option();
 };
 
 }  // namespace ls::app

@@ -250,7 +250,8 @@ int main(int argc, char** argv) {
     app.add_option("--reference,-r", gui.reference_path, "Reference dump to load at start");
     app.add_option("--against-model", gui.against_model,
                    "The same model in another format (F16 for a Q4_K_M file): its run of the session's tokens is the "
-                   "reference; the Quantization panel shows what each weight's format costs")
+                   "reference; the Quantization panel shows what each weight's format costs (with --connect: a path "
+                   "on the server, run there)")
         ->check(kNonEmptyPath);
     app.add_option("--model,-m", gui.doctor_model_path,
                    "With a dump: the GGUF model it was made from, for the doctor and the local errors");

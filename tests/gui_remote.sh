@@ -8,7 +8,8 @@
 # refused by name. Then, on a second model: a reference on this machine is uploaded and compared on
 # the server, the doctor's verdict, the local errors and the lens come from there, and the export
 # panel writes every event
-# on the server's disk and here (fetched).
+# on the server's disk and here (fetched). Then, on a third: a weight's bytes fetched for the weight
+# inspector, a fault, a backend A/B and the same model's F16 file run by the server.
 # usage: gui_remote.sh LAYERSCOPE_BINARY FIXTURES_DIR
 set -eu
 binary=$1 fixtures=$2
@@ -155,5 +156,53 @@ test -s "$dir/uploaded.png" || fail "no screenshot of the panels on the uploaded
 # A selected event stays selected when its tensor arrives from the server.
 awk '/^select 3 Qcur-0$/ { on = 1 } on && /^state / { last = $0 } /^script screenshot/ { if (on) exit } END { exit !(last ~ / cursor 3 Qcur-0 /) }' "$dir/log2" ||
   fail "the selection went back to the session's cursor when its tensor came"
+# A weight's bytes fetched for the weight inspector, a fault and a backend A/B run on the server.
+cat > "$dir/script3" << END
+wait
+weight blk.0.attn_q.weight
+wait
+frames 5
+fault rope-pairing
+wait
+key F5
+wait
+against cpu
+wait
+key F5
+wait
+fault none
+wait
+key F5
+wait
+against-model models/llama-gqa-mini-F16.gguf
+wait
+key F5
+wait
+quit
+END
+xvfb-run -a -s "-screen 0 1280x800x24" "$binary" --connect "$addr" --token-file "$XDG_CONFIG_HOME/layerscope/serve-token" \
+  "models/llama-gqa-mini-Q4_K_M.gguf" --backend cpu --script "$dir/script3" --state-log "$dir/log3" ||
+  { cp "$dir/log3" "$dir/log"; fail "the third GUI exited with $?"; }
+cat "$dir/log3"
+cp "$dir/log3" "$dir/log"
+# The weight's values are the local file's: as many, and the same rms as `inspect` prints here.
+local_rms=$("$binary" inspect "$fixtures/models/llama-gqa-mini-Q4_K_M.gguf" --tensor blk.0.attn_q.weight --json |
+  python3 -c 'import json, sys; s = json.load(sys.stdin)["tensor"]["stats"]; print("%d %.6g" % (s["n"], s["rms"]))')
+grep -q "^weight blk.0.attn_q.weight: ${local_rms% *} values, [0-9]* bytes fetched from the server, rms ${local_rms#* }$" "$dir/log3" ||
+  fail "the weight inspector did not show the server's bytes of blk.0.attn_q.weight (here: $local_rms)"
+grep -q "^fault rope-pairing on the server: the session runs again with the rope-pairing fault$" "$dir/log3" ||
+  fail "the server did not re-run with the fault"
+grep -q "^backend A/B against cpu on the server: the cpu backend's run (CPU.*) is the reference$" "$dir/log3" ||
+  fail "the server did not compare with its cpu run"
+grep -q "^fault none on the server: the session runs again without a fault$" "$dir/log3" || fail "the fault was not cleared"
+grep -q "^comparison against models/llama-gqa-mini-F16.gguf on the server: the run of models/llama-gqa-mini-F16.gguf (the same model: .*) is the reference$" "$dir/log3" ||
+  fail "the server did not compare with its run of the F16 file"
+# Faulted against the clean cpu run: diverged; without the fault: clean.
+finished=$(grep "^state finished" "$dir/log3" | sed 's/.* first_divergent //' | tr '\n' ' ')
+case "$finished" in
+  "-1 "[0-9]*" -1 "*" ") ;;
+  *) fail "the runs ended with first_divergent $finished (expected -1, then >= 0 against the cpu run, then -1, then the F16 run's)" ;;
+esac
 echo "PASS: connected, clean to the end against the server's reference, survived a network cut and reconnected;"
-echo "      an uploaded reference compared on the server, its doctor's verdict and logit lens shown here, exported there and here"
+echo "      an uploaded reference compared on the server, its doctor's verdict and logit lens shown here, exported there and here;"
+echo "      a weight's bytes fetched for the inspector, a fault, a backend A/B and another format run on the server"

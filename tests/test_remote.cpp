@@ -8,17 +8,21 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <thread>
 
 #include "engine/capture/export.h"
+#include "engine/compare/backend_ab.h"
 #include "engine/compare/reference.h"
 #include "engine/compare/snapshot_diagnosis.h"
+#include "engine/forward/faults.h"
 #include "engine/forward/forward.h"
 #include "engine/forward/model.h"
 #include "engine/model/model_summary.h"
+#include "engine/model/quant_block.h"
 #include "kernels/backend.h"
 #include "engine/remote/access.h"
 #include "engine/remote/remote_session.h"
@@ -178,6 +182,35 @@ TEST(RemoteWire, EveryMessageDecodesToWhatWasEncoded) {
     auto refused = decode_lens_result(encode(failed));
     ASSERT_TRUE(refused);
     EXPECT_EQ(refused.value().lens.error, "the session has no reference");
+
+    // A weight asked for, and its header; a name longer than any tensor's is refused.
+    auto fw = decode_fetch_weight(encode(FetchWeight{"blk.3.ffn_down.weight"}));
+    ASSERT_TRUE(fw);
+    EXPECT_EQ(fw.value().name, "blk.3.ffn_down.weight");
+    EXPECT_FALSE(decode_fetch_weight(encode(FetchWeight{std::string(5000, 'x')})));
+    auto wh = decode_weight_header(encode(WeightHeader{"output.weight", 123456789, ""}));
+    ASSERT_TRUE(wh);
+    EXPECT_EQ(wh.value().name, "output.weight");
+    EXPECT_EQ(wh.value().bytes, 123456789u);
+    auto whe = decode_weight_header(encode(WeightHeader{"x", 0, "x: no tensor of that name"}));
+    ASSERT_TRUE(whe);
+    EXPECT_EQ(whe.value().error, "x: no tensor of that name");
+    const std::string header_bytes = encode(WeightHeader{"output.weight", 7, ""});
+    EXPECT_FALSE(decode_weight_header(header_bytes.substr(0, header_bytes.size() - 1)));
+    // The fault and backend A/B commands; a kind past the last is refused.
+    Command fault;
+    fault.kind = CommandKind::kSetFault;
+    fault.text = "rope-pairing";
+    auto f = decode_command(encode(fault));
+    ASSERT_TRUE(f);
+    EXPECT_EQ(f.value().kind, CommandKind::kSetFault);
+    EXPECT_EQ(f.value().text, "rope-pairing");
+    fault.kind = CommandKind::kCompareBackend;
+    auto ab = decode_command(encode(fault));
+    ASSERT_TRUE(ab);
+    EXPECT_EQ(ab.value().kind, CommandKind::kCompareBackend);
+    fault.kind = static_cast<CommandKind>(kLastCommandKind + 1);
+    EXPECT_FALSE(decode_command(encode(fault)));
 }
 
 TEST(RemoteWire, HeadersAreRefusedBeforeTheirPayload) {
@@ -1156,6 +1189,192 @@ TEST(RemoteSession, ServerExportsStayInsideItsFoldersAndUploadsAreBounded) {
         EXPECT_NE(refused.error().message.find("nothing of that name was uploaded"), std::string::npos) << refused.error().message;
     }
     EXPECT_TRUE(r.close());
+}
+
+// The weight inspector's bytes, a fault and a backend A/B of a server's session: the bytes are the
+// file's, and each restarted session computes what a local one with the same option computes.
+TEST(RemoteSession, WeightsFaultsAndBackendABOnTheServerAsLocally) {
+    LS_REQUIRE_FIXTURES();
+    LoopbackServer server(8, 5000ms, {fixtures()});
+    const std::vector<int32_t> tokens = {1, 403, 407, 261};
+    auto remote = RemoteSession::open(server.address(), server.token(), stories_open(tokens));
+    ASSERT_TRUE(remote) << remote.error().message;
+    RemoteSession& r = *remote.value();
+
+    // A Q4_K weight of another session on the server: its bytes are the file's, so its values and
+    // quant blocks are the local file's.
+    {
+        Open q = stories_open({1, 2});
+        q.model = fixtures() + "/models/llama-gqa-mini-Q4_K_M.gguf";
+        auto qs = RemoteSession::open(server.address(), server.token(), q);
+        ASSERT_TRUE(qs) << qs.error().message;
+        auto here = Model::open(q.model);
+        ASSERT_TRUE(here);
+        const GgufTensorInfo* local = here.value()->file().find_tensor("blk.0.attn_q.weight");
+        ASSERT_TRUE(local);
+        ASSERT_EQ(local->type, GgmlType::Q4_K);
+        auto bytes = qs.value()->fetch_weight_wait("blk.0.attn_q.weight", 60s);
+        ASSERT_TRUE(bytes) << bytes.error().message;
+        ASSERT_EQ(bytes.value()->size(), local->n_bytes);
+        EXPECT_EQ(std::memcmp(bytes.value()->data(), local->data, local->n_bytes), 0);
+        GgufTensorInfo fetched = *qs.value()->model()->file().find_tensor("blk.0.attn_q.weight");
+        EXPECT_EQ(fetched.data, nullptr);
+        fetched.data = reinterpret_cast<const uint8_t*>(bytes.value()->data());
+        auto a = dequantize_tensor(fetched), b = dequantize_tensor(*local);
+        ASSERT_TRUE(a && b);
+        EXPECT_EQ(a.value(), b.value());
+        const int64_t last = quant_block_count(*local) - 1;
+        auto ba = describe_quant_block(fetched, qs.value()->model()->file().data_offset(), last);
+        auto bb = describe_quant_block(*local, here.value()->file().data_offset(), last);
+        ASSERT_TRUE(ba && bb);
+        EXPECT_EQ(ba.value().file_offset, bb.value().file_offset);
+        ASSERT_EQ(ba.value().fields.size(), bb.value().fields.size());
+        for (size_t i = 0; i < ba.value().fields.size(); ++i) EXPECT_EQ(ba.value().fields[i].value, bb.value().fields[i].value);
+        // Asked again: already here, nothing travels.
+        const uint64_t received = qs.value()->bytes_received();
+        auto again = qs.value()->fetch_weight_wait("blk.0.attn_q.weight", 60s);
+        ASSERT_TRUE(again);
+        EXPECT_EQ(again.value(), bytes.value());
+        EXPECT_EQ(qs.value()->bytes_received(), received);
+        auto missing = qs.value()->fetch_weight_wait("blk.99.attn_q.weight", 60s);
+        ASSERT_FALSE(missing);
+        EXPECT_NE(missing.error().message.find("no tensor of that name"), std::string::npos) << missing.error().message;
+
+        // The same model in another format on the server: its run is the reference, as locally.
+        Command other;
+        other.kind = CommandKind::kCompareModel;
+        other.text = fixtures() + "/models/llama-gqa-mini-F16.gguf";
+        auto done = qs.value()->wait_command(qs.value()->send(other), 120s);
+        ASSERT_TRUE(done) << done.error().message;
+        EXPECT_NE(done.value().note.find("the run of " + other.text + " (the same model: "), std::string::npos)
+            << done.value().note;
+        auto ran = qs.value()->run(command(CommandKind::kContinue), 120s);
+        ASSERT_TRUE(ran) << ran.error().message;
+        auto f16 = Model::open(fixtures() + "/models/llama-gqa-mini-F16.gguf");
+        ASSERT_TRUE(f16);
+        auto cpu = open_backend("cpu", 0);
+        ASSERT_TRUE(cpu);
+        ForwardOptions forward;
+        forward.all_logits = true;
+        forward.n_ctx = 256;
+        auto made = run_as_reference(*f16.value(), *cpu.value().backend, forward, {1, 2}, 0, "f16");
+        ASSERT_TRUE(made) << made.error().message;
+        std::shared_ptr<const ReferenceDump> reference(std::move(made.value()));
+        SessionOptions so;
+        so.backend = "cpu";
+        ASSERT_TRUE(use_reference_numerics(*reference, so.forward));
+        auto l = Session::open(q.model, so);
+        ASSERT_TRUE(l);
+        l.value()->set_tokens({1, 2});
+        l.value()->set_reference(reference);
+        auto lsnap = local_done(*l.value(), l.value()->continue_run());
+        const SessionSnapshot& rsnap = *ran.value();
+        ASSERT_EQ(rsnap.records.size(), lsnap->records.size());
+        EXPECT_EQ(rsnap.first_divergent, lsnap->first_divergent);
+        size_t compared = 0;
+        for (size_t i = 0; i < rsnap.records.size(); ++i) {
+            ASSERT_TRUE(rsnap.records[i] && lsnap->records[i]);
+            EXPECT_EQ(rsnap.records[i]->comparison.status, lsnap->records[i]->comparison.status) << rsnap.records[i]->info.name;
+            EXPECT_EQ(rsnap.records[i]->comparison.metrics.nmse, lsnap->records[i]->comparison.metrics.nmse) << rsnap.records[i]->info.name;
+            compared += rsnap.records[i]->comparison.status != CompareStatus::kNoReference;
+        }
+        EXPECT_GT(compared, 10u);
+        // Another model is refused by name; so is a path outside the server's folders.
+        other.text = fixtures() + "/models/stories260K.gguf";
+        auto unlike = qs.value()->wait_command(qs.value()->send(other), 60s);
+        ASSERT_FALSE(unlike);
+        other.text = "/etc/hostname";
+        auto outside = qs.value()->wait_command(qs.value()->send(other), 60s);
+        ASSERT_FALSE(outside);
+        EXPECT_NE(outside.error().message.find("is outside the folders this server reads"), std::string::npos)
+            << outside.error().message;
+        ASSERT_TRUE(qs.value()->close());
+    }
+
+    // What a local session with `fault`, against `reference` (or none), computes.
+    auto local_run = [&](Fault fault, std::shared_ptr<const ReferenceDump> reference) {
+        SessionOptions so;
+        so.backend = "cpu";
+        so.forward.fault = fault;
+        if (reference) {
+            EXPECT_TRUE(use_reference_numerics(*reference, so.forward));
+        }
+        auto l = Session::open(fixtures() + "/models/stories260K.gguf", so);
+        EXPECT_TRUE(l);
+        l.value()->set_tokens(tokens);
+        if (reference) l.value()->set_reference(reference);
+        return local_done(*l.value(), l.value()->continue_run());
+    };
+    auto remote_run = [&](const Command& c, std::string* note) -> std::shared_ptr<const SessionSnapshot> {
+        auto done = r.wait_command(r.send(c), 120s);
+        EXPECT_TRUE(done) << done.error().message;
+        if (!done) return nullptr;
+        *note = done.value().note;
+        auto snap = r.run(command(CommandKind::kContinue), 120s);
+        EXPECT_TRUE(snap) << snap.error().message;
+        return snap ? snap.value() : nullptr;
+    };
+    auto same_run = [](const SessionSnapshot& a, const SessionSnapshot& b) {
+        ASSERT_EQ(a.records.size(), b.records.size());
+        EXPECT_EQ(a.first_divergent, b.first_divergent);
+        for (size_t i = 0; i < a.records.size(); ++i) {
+            ASSERT_TRUE(a.records[i] && b.records[i]) << i;
+            EXPECT_TRUE(same_stats(a.records[i]->stats, b.records[i]->stats)) << a.records[i]->info.name;
+            EXPECT_EQ(a.records[i]->comparison.status, b.records[i]->comparison.status) << a.records[i]->info.name;
+        }
+    };
+
+    // A fault: the server's session restarts with it.
+    Command fault;
+    fault.kind = CommandKind::kSetFault;
+    fault.text = "rope-pairing";
+    std::string note;
+    auto faulted = remote_run(fault, &note);
+    ASSERT_TRUE(faulted);
+    EXPECT_EQ(note, "the session runs again with the rope-pairing fault");
+    EXPECT_EQ(faulted->tokens, tokens);
+    Fault rope = Fault::kNone;
+    ASSERT_TRUE(fault_from_name("rope-pairing", &rope));
+    same_run(*faulted, *local_run(rope, nullptr));
+
+    // Backend A/B: the clean cpu run of the same tokens is the reference; the fault stays, so the
+    // session diverges where the local one does.
+    Command ab;
+    ab.kind = CommandKind::kCompareBackend;
+    ab.text = "cpu";
+    auto compared = remote_run(ab, &note);
+    ASSERT_TRUE(compared);
+    EXPECT_NE(note.find("the cpu backend's run"), std::string::npos) << note;
+    auto here = Model::open(fixtures() + "/models/stories260K.gguf");
+    ASSERT_TRUE(here);
+    auto cpu = open_backend("cpu", 0);
+    ASSERT_TRUE(cpu);
+    ForwardOptions forward;
+    forward.n_ctx = 256;
+    auto made = run_as_reference(*here.value(), *cpu.value().backend, forward, tokens, 0, "the cpu run");
+    ASSERT_TRUE(made) << made.error().message;
+    std::shared_ptr<const ReferenceDump> reference(std::move(made.value()));
+    auto local_ab = local_run(rope, reference);
+    EXPECT_GE(local_ab->first_divergent, 0);
+    same_run(*compared, *local_ab);
+    // Without the fault the two runs of the cpu backend agree on every event.
+    fault.text = "none";
+    auto clean = remote_run(fault, &note);
+    ASSERT_TRUE(clean);
+    EXPECT_EQ(note, "the session runs again without a fault");
+    EXPECT_EQ(clean->first_divergent, -1);
+    same_run(*clean, *local_run(Fault::kNone, reference));
+
+    // Refused by name.
+    fault.text = "no-such-fault";
+    auto unknown = r.wait_command(r.send(fault), 60s);
+    ASSERT_FALSE(unknown);
+    EXPECT_NE(unknown.error().message.find("unknown fault 'no-such-fault'"), std::string::npos) << unknown.error().message;
+    ab.text = "tpu";
+    auto other = r.wait_command(r.send(ab), 60s);
+    ASSERT_FALSE(other);
+    EXPECT_NE(other.error().message.find("unknown backend 'tpu'"), std::string::npos) << other.error().message;
+    ASSERT_TRUE(r.close());
 }
 
 TEST(RemoteSession, AClientGoneLeavesTheSessionForTheNextConnection) {

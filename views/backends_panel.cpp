@@ -28,8 +28,8 @@ void BackendsPanel::draw(DebugContext& ctx) {
     ImGui::SetNextItemWidth(ImGui::GetFontSize() * 10);
     ImGui::Combo("##against", &choice, kAgainstBackends, IM_ARRAYSIZE(kAgainstBackends));
     ImGui::SameLine();
-    // A run alongside needs the weights here (a session on a server has the model's header alone).
-    ImGui::BeginDisabled(!ctx.model || !ctx.model->has_weights() || requested_against.has_value());
+    // A run alongside needs the weights: here, or the server's (its session runs the other backend there).
+    ImGui::BeginDisabled(!ctx.model || !(ctx.model->has_weights() || ctx.remote) || requested_against.has_value());
     if (ImGui::Button("Run alongside and compare")) {
         requested_against = kAgainstBackends[choice];
         ctx.log(fmt::format("backend A/B requested: against {}", *requested_against));

@@ -37,19 +37,19 @@ void FaultsPanel::draw(DebugContext& ctx) {
     }
     ImGui::EndChild();
 
-    // The session is rebuilt by the main view (the fault is a forward option fixed at creation).
-    // A session on a server runs there without faults: the weights are not here to re-run with one.
+    // The session is rebuilt by the main view (the fault is a forward option fixed at creation);
+    // a session on a server is rebuilt there.
     const bool here = ctx.model && ctx.model->has_weights();
-    ImGui::BeginDisabled(!here || selected == active || requested_fault.has_value());
+    ImGui::BeginDisabled(!(here || ctx.remote) || selected == active || requested_fault.has_value());
     const char* label = selected == Fault::kNone ? "Re-run without a fault" : "Re-run with this fault";
     if (ImGui::Button(label)) {
         requested_fault = selected;
         ctx.log(fmt::format("fault requested: {}", selected == Fault::kNone ? "none" : fault_info(selected).name));
     }
     ImGui::EndDisabled();
-    if (ctx.model && !here) {
+    if (ctx.model && !here && ctx.remote) {
         ImGui::SameLine();
-        ImGui::TextDisabled("(the session runs on a server, which re-runs without faults)");
+        ImGui::TextDisabled("(the server re-runs its session)");
     }
     if (requested_fault) {
         ImGui::SameLine();

@@ -25,6 +25,11 @@ struct RemoteEvents {
     virtual void ask_lens() = 0;
     // The newest lens asked for: null before any, or while the server works on it (*pending).
     virtual std::shared_ptr<const SnapshotLens> lens(bool* pending) const = 0;
+    // Asks the server for a weight's bytes as the model file stores them (the client holds the
+    // tensor table alone); kept here once come. Never waits.
+    virtual void fetch_weight(const std::string& name) = 0;
+    // Its bytes once here; null while on its way (*pending) or after a failure (*error says why).
+    virtual std::shared_ptr<const std::string> weight(const std::string& name, bool* pending, std::string* error) const = 0;
 };
 
 }  // namespace ls::views

@@ -16,6 +16,9 @@ void TensorPanel::clear() {
     name_.clear();
     description_.clear();
     error_.clear();
+    info_ = {};
+    bytes_.reset();
+    awaiting_ = asked_ = false;
     values_.clear();
     stats_ = {};
     n_blocks_ = block_elements_ = 0;
@@ -35,7 +38,16 @@ void TensorPanel::select(const std::shared_ptr<const ModelDocument>& doc, const 
     std::string ne;
     for (uint32_t d = 0; d < std::max<uint32_t>(t->n_dims, 1); ++d) ne += (d ? ", " : "") + std::to_string(t->ne[d]);
     description_ = fmt::format("{}, ne [{}], {} elements", ggml_type_name(t->type), ne, t->n_elements());
-    auto values = dequantize_tensor(*t);
+    if (!doc->file->has_data()) {
+        awaiting_ = true;  // a model on a server: draw() fetches the bytes
+        return;
+    }
+    decode(*t);
+}
+
+void TensorPanel::decode(const GgufTensorInfo& tensor) {
+    info_ = tensor;
+    auto values = dequantize_tensor(tensor);
     if (!values.ok()) {
         error_ = values.error().message;
         return;
@@ -45,12 +57,41 @@ void TensorPanel::select(const std::shared_ptr<const ModelDocument>& doc, const 
     if (n_blocks_ > 0) select_block(0);
 }
 
+void TensorPanel::poll_remote(const ModelDocument& doc, RemoteEvents* remote) {
+    if (!remote) {
+        awaiting_ = false;
+        error_ = fmt::format("{}: its data are not here, and no server to fetch them from", name_);
+        return;
+    }
+    if (!asked_) {
+        remote->fetch_weight(name_);  // nothing when it is here or on its way already
+        asked_ = true;
+    }
+    bool pending = false;
+    std::string error;
+    std::shared_ptr<const std::string> bytes = remote->weight(name_, &pending, &error);
+    if (pending) return;
+    awaiting_ = false;
+    const GgufTensorInfo* t = doc.file->find_tensor(name_);
+    if (!bytes || !t || bytes->size() != t->n_bytes) {
+        error_ = fmt::format("{}: not fetched from the server: {}", name_, error.empty() ? "no answer" : error);
+        news_ = "weight " + error_;
+        return;
+    }
+    bytes_ = std::move(bytes);
+    GgufTensorInfo here = *t;
+    here.data = reinterpret_cast<const uint8_t*>(bytes_->data());
+    decode(here);
+    news_ = error_.empty() ? fmt::format("weight {}: {} values, {} bytes fetched from the server, rms {:.6g}", name_,
+                                         stats_.n, bytes_->size(), stats_.rms)
+                           : "weight " + error_;
+}
+
 bool TensorPanel::select_block(int64_t block) {
     const std::shared_ptr<const ModelDocument> doc = doc_.lock();
     if (!doc || n_blocks_ <= 0) return false;
-    const GgufTensorInfo* t = doc->file->find_tensor(name_);
-    if (!t) return false;
-    auto b = describe_quant_block(*t, doc->file->data_offset(), std::clamp<int64_t>(block, 0, n_blocks_ - 1));
+    if (!info_.data) return false;  // not decoded (yet)
+    auto b = describe_quant_block(info_, doc->file->data_offset(), std::clamp<int64_t>(block, 0, n_blocks_ - 1));
     block_error_ = b ? "" : b.error().message;
     block_ = b ? std::move(b.value()) : QuantBlock{};
     return b.ok();
@@ -111,9 +152,10 @@ void TensorPanel::draw_block() {
     }
 }
 
-void TensorPanel::draw(const std::shared_ptr<const ModelDocument>& doc) {
+void TensorPanel::draw(const std::shared_ptr<const ModelDocument>& doc, RemoteEvents* remote) {
     shown = {};
     if (!name_.empty() && doc_.lock() != doc) clear();  // another model is open now
+    if (awaiting_ && doc) poll_remote(*doc, remote);   // fetched even while the panel is closed
     if (!open) return;
     if (!begin_panel("Tensor", &open)) {
         ImGui::End();
@@ -126,6 +168,13 @@ void TensorPanel::draw(const std::shared_ptr<const ModelDocument>& doc) {
     }
     ImGui::TextUnformatted(name_.c_str());
     ImGui::TextDisabled("%s", description_.c_str());
+    if (awaiting_) {
+        const GgufTensorInfo* t = doc ? doc->file->find_tensor(name_) : nullptr;
+        ImGui::TextDisabled("fetching its %llu bytes from the server...", static_cast<unsigned long long>(t ? t->n_bytes : 0));
+        ImGui::End();
+        return;
+    }
+    if (bytes_) ImGui::TextDisabled("its bytes fetched from the server (the model runs there)");
     if (!error_.empty()) {
         ImGui::TextColored({1.0f, 0.4f, 0.4f, 1.0f}, "%s", error_.c_str());
         ImGui::End();

@@ -124,7 +124,8 @@ Result<std::unique_ptr<RemoteSession>> RemoteSession::begin(const std::string& a
     {
         std::lock_guard<std::mutex> lock(s->mu_);
         s->connection_ = std::move(started.value().connection);
-        if (Status st = s->handle(MsgType::kSnapshot, started.value().first_snapshot, {}); !st) return st.error();
+        std::string no_bytes;
+        if (Status st = s->handle(MsgType::kSnapshot, started.value().first_snapshot, no_bytes); !st) return st.error();
     }
     s->wake_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (s->wake_ < 0) return make_error(ErrorCode::kInternal, "eventfd failed");
@@ -172,6 +173,13 @@ void RemoteSession::lose(const std::string& why) {
         stopped->verdict = "not worked out: the connection was lost";
         diagnosis_ = std::move(stopped);
     }
+    for (const std::string& name : weight_fetches_) {
+        auto lost = std::make_shared<WeightState>();
+        lost->done = true;
+        lost->error = "the connection was lost: " + why;
+        weights_[name] = std::move(lost);
+    }
+    weight_fetches_.clear();
     if (lens_ && !lens_->done) {
         auto lost = std::make_shared<LensState>(*lens_);
         lost->done = true;
@@ -182,8 +190,8 @@ void RemoteSession::lose(const std::string& why) {
     changed_.notify_all();
 }
 
-// With mu_ held; `tensor` holds a kTensor's bytes, read before the lock was taken.
-Status RemoteSession::handle(MsgType type, const std::string& payload, const std::string& tensor) {
+// With mu_ held; `bytes` holds a kTensor's or a kWeight's bytes, read before the lock was taken.
+Status RemoteSession::handle(MsgType type, const std::string& payload, std::string& bytes) {
     switch (type) {
         case MsgType::kPing:
         case MsgType::kOpened: return {};
@@ -242,7 +250,6 @@ Status RemoteSession::handle(MsgType type, const std::string& payload, const std
                 changed_.notify_all();
                 return {};
             }
-            const std::string& bytes = tensor;
             if (bytes.size() != h.bytes) return make_error(ErrorCode::kBadInput, "a tensor shorter than announced");
             const SessionSnapshot& base = *snapshot_;
             // The session may have moved on between the fetch and its answer (a new plan, a replay
@@ -288,6 +295,35 @@ Status RemoteSession::handle(MsgType type, const std::string& payload, const std
                 next->local = diagnosis_->local;
             }
             diagnosis_ = std::move(next);
+            changed_.notify_all();
+            return {};
+        }
+        case MsgType::kWeight: {
+            auto header = decode_weight_header(payload);
+            if (!header) return header.error();
+            const WeightHeader& h = header.value();
+            if (weight_fetches_.empty() || weight_fetches_.front() != h.name)
+                return make_error(ErrorCode::kBadInput, "a weight nobody asked for");
+            weight_fetches_.pop_front();
+            auto state = std::make_shared<WeightState>();
+            state->done = true;
+            state->error = h.error;
+            if (h.error.empty()) {
+                state->bytes = std::make_shared<const std::string>(std::move(bytes));
+                // The newest weights stay, up to the cache's size (the one just come always).
+                weight_order_.erase(std::remove(weight_order_.begin(), weight_order_.end(), h.name), weight_order_.end());
+                weight_order_.push_back(h.name);
+                uint64_t held = 0;
+                for (const std::string& n : weight_order_) held += weights_.count(n) && weights_[n]->bytes ? weights_[n]->bytes->size() : 0;
+                held += state->bytes->size();
+                while (weight_order_.size() > 1 && held > kWeightCacheBytes) {
+                    auto old = weights_.find(weight_order_.front());
+                    if (old != weights_.end() && old->second->bytes) held -= old->second->bytes->size();
+                    if (old != weights_.end()) weights_.erase(old);
+                    weight_order_.pop_front();
+                }
+            }
+            weights_[h.name] = std::move(state);
             changed_.notify_all();
             return {};
         }
@@ -346,6 +382,21 @@ void RemoteSession::io_loop() {
                         auto bytes = read_chunks(*c, header.value().bytes, options_.silence_timeout, "a tensor");
                         if (bytes) tensor = std::move(bytes.value());
                         else status = bytes.error();
+                    }
+                } else if (frame && frame.value().type == MsgType::kWeight) {
+                    // Its size is the tensor table's (here since the session opened) before a byte is read.
+                    auto header = decode_weight_header(frame.value().payload);
+                    if (header && header.value().error.empty()) {
+                        const GgufTensorInfo* t = model_->file().find_tensor(header.value().name);
+                        if (!t || t->n_bytes != header.value().bytes) {
+                            status = make_error(ErrorCode::kBadInput,
+                                                fmt::format("the weight {} announced as {} bytes, where the model's tensor table says {}",
+                                                            header.value().name, header.value().bytes, t ? t->n_bytes : 0));
+                        } else {
+                            auto bytes = read_chunks(*c, t->n_bytes, options_.silence_timeout, "a weight");
+                            if (bytes) tensor = std::move(bytes.value());
+                            else status = bytes.error();
+                        }
                     }
                 }
             }
@@ -427,6 +478,15 @@ Result<CommandDone> RemoteSession::wait_command(uint64_t request, std::chrono::m
     return done;
 }
 
+std::optional<CommandDone> RemoteSession::take_answer(uint64_t request) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = answers_.find(request);
+    if (it == answers_.end()) return std::nullopt;
+    CommandDone done = std::move(it->second);
+    answers_.erase(it);
+    return done;
+}
+
 std::shared_ptr<const SessionSnapshot> RemoteSession::wait_for_ticket(uint64_t ticket, std::chrono::milliseconds timeout) {
     std::unique_lock<std::mutex> lock(mu_);
     if (!changed_.wait_for(lock, timeout, [&] { return snapshot_->completed_ticket >= ticket || !lost_.empty(); })) return nullptr;
@@ -468,6 +528,36 @@ Result<std::shared_ptr<const CapturedTensor>> RemoteSession::fetch_wait(int64_t 
     return make_error(ErrorCode::kBadInput, "not connected: " + lost_);
 }
 
+void RemoteSession::fetch_weight(const std::string& name) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!connection_) return;
+    if (auto it = weights_.find(name); it != weights_.end() && (!it->second->done || it->second->error.empty())) return;
+    auto pending = std::make_shared<WeightState>();
+    weights_[name] = pending;
+    outgoing_.push_back(static_cast<char>(MsgType::kFetchWeight) + encode(FetchWeight{name}));
+    weight_fetches_.push_back(name);
+    changed_.notify_all();
+    wake();
+}
+
+std::shared_ptr<const RemoteSession::WeightState> RemoteSession::weight(const std::string& name) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = weights_.find(name);
+    return it == weights_.end() ? nullptr : it->second;
+}
+
+Result<std::shared_ptr<const std::string>> RemoteSession::fetch_weight_wait(const std::string& name,
+                                                                            std::chrono::milliseconds timeout) {
+    fetch_weight(name);
+    std::unique_lock<std::mutex> lock(mu_);
+    auto ready = [&] { return !connection_ || (weights_.count(name) && weights_[name]->done); };
+    if (!changed_.wait_for(lock, timeout, ready)) return make_error(ErrorCode::kBadInput, fmt::format("{} did not arrive in time", name));
+    auto it = weights_.find(name);
+    if (it == weights_.end() || !it->second->done) return make_error(ErrorCode::kBadInput, "not connected: " + lost_);
+    if (!it->second->error.empty()) return make_error(ErrorCode::kBadInput, it->second->error);
+    return it->second->bytes;
+}
+
 std::string RemoteSession::fetch_error(int64_t index) const {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = fetch_errors_.find(index);
@@ -481,7 +571,8 @@ std::string RemoteSession::take_refusal() {
 
 bool RemoteSession::busy() const {
     std::lock_guard<std::mutex> lock(mu_);
-    return connection_ && (!awaiting_.empty() || !fetches_.empty() || snapshot_->completed_ticket < highest_ticket_);
+    return connection_ && (!awaiting_.empty() || !fetches_.empty() || !weight_fetches_.empty() ||
+                           snapshot_->completed_ticket < highest_ticket_);
 }
 
 bool RemoteSession::connected() const {
@@ -510,7 +601,8 @@ Status RemoteSession::reconnect() {
     if (connection_) return {};
     connection_ = std::move(started.value().connection);
     lost_.clear();
-    if (Status s = handle(MsgType::kSnapshot, started.value().first_snapshot, {}); !s) {
+    std::string no_bytes;
+    if (Status s = handle(MsgType::kSnapshot, started.value().first_snapshot, no_bytes); !s) {
         lose(s.error().message);
         return s;
     }

@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -59,6 +60,9 @@ public:
     // The server's answer to request `request`: its ticket or breakpoint id, or the error; an
     // error too when the connection is lost first or after `timeout`.
     Result<CommandDone> wait_command(uint64_t request, std::chrono::milliseconds timeout);
+    // The server's answer to request `request` if it has come (taken: asked again, nothing), else
+    // nothing; never waits. A lost connection answers every request with its error.
+    std::optional<CommandDone> take_answer(uint64_t request);
     // The first snapshot whose completed_ticket reaches `ticket`, or null after `timeout`.
     std::shared_ptr<const SessionSnapshot> wait_for_ticket(uint64_t ticket, std::chrono::milliseconds timeout);
     // Sends and waits for both: the answer, then the snapshot that completes it (queued commands).
@@ -106,6 +110,21 @@ public:
     // The newest lens asked for (null before any).
     std::shared_ptr<const LensState> lens() const;
 
+    // A weight of the session's model as the file stores it (the client holds the tensor table
+    // alone): asked for once, then kept here (the newest, up to kWeightCacheBytes of them).
+    struct WeightState {
+        bool done = false;   // false: on its way
+        std::string error;   // when done: why the server sent none, or the connection was lost
+        std::shared_ptr<const std::string> bytes;  // when done without an error: the tensor's bytes
+    };
+    static constexpr uint64_t kWeightCacheBytes = 1ull << 30;
+    // Asks for `name` unless it is here or on its way (one that failed is asked again).
+    void fetch_weight(const std::string& name);
+    // Its state (null: never asked).
+    std::shared_ptr<const WeightState> weight(const std::string& name) const;
+    // Fetches and waits: the bytes, or why there are none.
+    Result<std::shared_ptr<const std::string>> fetch_weight_wait(const std::string& name, std::chrono::milliseconds timeout);
+
     // Sends a file or a folder of files (a reference: a GGUF dump, or .npy files with manifest.json)
     // from this machine to the server, over a connection of its own, for this session only: the
     // server keeps it until the session closes. Returns the name to set it as a reference with
@@ -139,7 +158,7 @@ private:
     static Result<std::unique_ptr<RemoteSession>> begin(const std::string& address, const std::string& token, MsgType type,
                                                         const std::string& payload, const ClientOptions& options);
     void io_loop();
-    Status handle(MsgType type, const std::string& payload, const std::string& tensor);
+    Status handle(MsgType type, const std::string& payload, std::string& bytes);
     void publish(std::shared_ptr<SessionSnapshot> next);  // with mu_ held
     void lose(const std::string& why);                    // with mu_ held
     void wake();
@@ -172,6 +191,9 @@ private:
     uint64_t diagnose_request_ = 0;
     std::shared_ptr<const Diagnosis> diagnosis_;     // the answer to diagnose_request_, as it comes
     std::shared_ptr<const LensState> lens_;          // the newest asked for, then its answer
+    std::deque<std::string> weight_fetches_;         // weights asked, in order
+    std::map<std::string, std::shared_ptr<const WeightState>> weights_;
+    std::deque<std::string> weight_order_;           // the weights here, oldest first
     uint64_t sent_bytes_ = 0, received_bytes_ = 0;   // of connections before the current one
     bool quit_ = false;
     int wake_ = -1;  // an eventfd: a queued command or fetch wakes the io thread from its poll

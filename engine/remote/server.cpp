@@ -14,6 +14,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
+#include <future>
 #include <list>
 #include <map>
 #include <mutex>
@@ -21,8 +23,12 @@
 #include <thread>
 
 #include "engine/capture/export.h"
+#include "engine/compare/backend_ab.h"
+#include "engine/compare/model_pair.h"
 #include "engine/compare/reference.h"
 #include "engine/compare/snapshot_diagnosis.h"
+#include "engine/forward/faults.h"
+#include "engine/forward/forward.h"
 #include "engine/remote/connection.h"
 #include "engine/remote/connection_impl.h"
 #include "engine/remote/session_wire.h"
@@ -68,10 +74,32 @@ struct Server::State {
     // goes away (false).
     // `send_header`: the model's header follows kOpened (not for a client that holds it).
     bool serve_session(Connection& c, const std::shared_ptr<Held>& held, bool send_header = true);
-    std::string run_command(Held& held, const Command& command, uint64_t* ticket, bool* close, std::string* note);
+    // `keepalive` pings the client while a long command (a backend's run) works; false once the
+    // connection is gone.
+    std::string run_command(Held& held, const Command& command, uint64_t* ticket, bool* close, std::string* note,
+                            const std::function<bool()>& keepalive);
     // A reference for `held`: a path inside the roots, or "upload:NAME"; named as llama.cpp names.
     Result<std::shared_ptr<const ReferenceDump>> resolve_reference(Held& held, const std::string& text);
     std::string set_reference(Held& held, const std::string& text, uint64_t* ticket);
+    // A new session with `options` in place of the one running, from the start: `tokens`, the
+    // reference held, then `n_generate` decode calls (`forced` tokens first). Its tickets follow
+    // the old one's; *ticket is the client's ticket of its last command.
+    std::string restart_session(Held& held, const SessionOptions& options, std::vector<int32_t> tokens, int n_generate,
+                                std::vector<int32_t> forced, uint64_t* ticket);
+    std::string set_fault(Held& held, const std::string& name, uint64_t* ticket, std::string* note);
+    // The clean run of the session's tokens on `backend` becomes the reference, as the Backends
+    // panel does locally.
+    std::string compare_backend(Held& held, const std::string& backend, uint64_t* ticket, std::string* note,
+                                const std::function<bool()>& keepalive);
+    // The same model in another format (a path inside the roots): its run is the reference.
+    std::string compare_model(Held& held, const std::string& path, uint64_t* ticket, std::string* note,
+                              const std::function<bool()>& keepalive);
+    // Runs the session's tokens through `model` on `backend` (pinging the client meanwhile) and
+    // restarts the session against that run.
+    std::string restart_against_run(Held& held, const Model& model, Backend& backend, const ForwardOptions& forward,
+                                    const std::string& label, uint64_t* ticket, const std::function<bool()>& keepalive);
+    // A weight's bytes as the file stores them, or why not: false when the connection is lost.
+    bool send_weight(Connection& c, const Held& held, const std::string& name);
     std::string export_on_server(Held& held, const Command& command, std::string* note);
     bool send_tensor(Connection& c, const SessionSnapshot& snap, int64_t index);
     // Bytes as file chunks (zstd, kChunkBytes before compression) and a file end.
@@ -256,6 +284,8 @@ struct Server::State::Held {
     std::shared_ptr<const ReferenceDump> reference;
     uint64_t ticket_base = 0;  // the client's ticket is ticket_base + the session's
     uint64_t last_ticket = 0;  // the highest ticket the client was given
+    int n_generate = 0;            // the session's decode calls, for a restart (a fault, a backend A/B)
+    std::vector<int32_t> forced;   // and the tokens they were forced to
     Opened opened;
     bool attached = false;  // guarded by sessions_mu: one connection at a time
     std::shared_ptr<DiagnosisJob> diagnosis;             // the newest
@@ -603,7 +633,9 @@ bool Server::State::open_session(Connection& c, const Open& open) {
     const int n_generate = open.n_generate > 0 ? open.n_generate
                            : reference         ? std::max<int>(0, static_cast<int>(reference->decode_n_tokens().size()) - 1)
                                                : 0;
-    if (n_generate > 0) held->session->generate(n_generate, reference ? reference->generated_tokens() : std::vector<int32_t>{});
+    held->n_generate = n_generate;
+    if (reference) held->forced = reference->generated_tokens();
+    if (n_generate > 0) held->session->generate(n_generate, held->forced);
     const ModelConfig& config = held->model->config();
     held->opened.model = fmt::format("{}: {}, {} layers, n_embd {}", open.model, config.arch_name, config.n_layer, config.n_embd);
     held->opened.backend = held->session->backend_description();
@@ -657,20 +689,112 @@ std::string Server::State::set_reference(Held& held, const std::string& text, ui
         return {};
     }
     // Other numerics, or another prompt: a new session runs as the reference was made, from the
-    // start, as a local session loading it does. Its tickets follow the old one's.
+    // start, as a local session loading it does.
     SessionOptions options = held.options;
     options.forward = forward;
+    const int n_generate = std::max<int>(0, static_cast<int>(reference->decode_n_tokens().size()) - 1);
+    return restart_session(held, options, prompt.empty() ? snap->tokens : prompt, n_generate, reference->generated_tokens(),
+                           ticket);
+}
+
+std::string Server::State::restart_session(Held& held, const SessionOptions& options, std::vector<int32_t> tokens,
+                                           int n_generate, std::vector<int32_t> forced, uint64_t* ticket) {
     auto session = Session::create(held.model, options);
     if (!session) return session.error().message;
     held.options = options;
     held.ticket_base = held.last_ticket;
     held.session = std::move(session.value());
-    held.session->set_tokens(prompt.empty() ? snap->tokens : prompt);
-    CommandTicket t = held.session->set_reference(reference);
-    const int n_generate = std::max<int>(0, static_cast<int>(reference->decode_n_tokens().size()) - 1);
-    if (n_generate > 0) t = held.session->generate(n_generate, reference->generated_tokens());
+    CommandTicket t = held.session->set_tokens(std::move(tokens));
+    if (held.reference) t = held.session->set_reference(held.reference);
+    held.n_generate = n_generate;
+    held.forced = std::move(forced);
+    if (n_generate > 0) t = held.session->generate(n_generate, held.forced);
     *ticket = held.ticket_base + t;
     return {};
+}
+
+std::string Server::State::set_fault(Held& held, const std::string& name, uint64_t* ticket, std::string* note) {
+    Fault fault;
+    if (!fault_from_name(name, &fault)) return fmt::format("unknown fault '{}'; known: none, {}", name, fault_names());
+    SessionOptions options = held.options;
+    options.forward.fault = fault;
+    const std::string error = restart_session(held, options, held.session->snapshot()->tokens, held.n_generate, held.forced, ticket);
+    if (error.empty())
+        *note = fault == Fault::kNone ? "the session runs again without a fault"
+                                      : fmt::format("the session runs again with the {} fault", name);
+    return error;
+}
+
+std::string Server::State::compare_backend(Held& held, const std::string& backend, uint64_t* ticket, std::string* note,
+                                           const std::function<bool()>& keepalive) {
+    if (backend != "cpu" && backend != "cuda" && backend != "cuda-emulated")
+        return fmt::format("unknown backend '{}' to compare with (cpu, cuda-emulated or cuda)", backend);
+    // The other backend runs the session's tokens clean (no fault), as the local Backends panel's.
+    ForwardOptions forward;
+    auto n_ctx = context_for_run(held.model->config(), static_cast<int64_t>(held.session->snapshot()->tokens.size()),
+                                 held.n_generate, 0, false);
+    if (!n_ctx) return n_ctx.error().message;
+    forward.n_ctx = n_ctx.value();
+    auto chosen = open_backend_for(*held.model, backend, 0, forward);
+    if (!chosen) return chosen.error().message;
+    Backend& other = *chosen.value().backend;
+    const std::string error = restart_against_run(held, *held.model, other, forward, fmt::format("the {} run", backend), ticket, keepalive);
+    if (error.empty()) *note = fmt::format("the {} backend's run ({}) is the reference", backend, other.name());
+    return error;
+}
+
+std::string Server::State::compare_model(Held& held, const std::string& path, uint64_t* ticket, std::string* note,
+                                         const std::function<bool()>& keepalive) {
+    auto resolved = opt.roots.resolve_input(path);
+    if (!resolved) return resolved.error().message;
+    auto other = Model::open(resolved.value());
+    if (!other) return other.error().message;
+    if (Status s = check_same_model(*held.model, *other.value()); !s) return s.error().message;
+    // As the local one: every row's distribution kept (the KL per position), the session's backend.
+    ForwardOptions forward;
+    forward.all_logits = true;
+    auto n_ctx = context_for_run(held.model->config(), static_cast<int64_t>(held.session->snapshot()->tokens.size()),
+                                 held.n_generate, 0, false);
+    if (!n_ctx) return n_ctx.error().message;
+    forward.n_ctx = n_ctx.value();
+    auto chosen = open_backend_for(*other.value(), held.options.backend, 0, forward);
+    if (!chosen) return chosen.error().message;
+    const std::string error = restart_against_run(held, *other.value(), *chosen.value().backend, forward,
+                                                  fmt::format("the run of {}", path), ticket, keepalive);
+    if (error.empty())
+        *note = fmt::format("the run of {} (the same model: {}) is the reference", path, tensor_type_mix(*other.value()));
+    return error;
+}
+
+std::string Server::State::restart_against_run(Held& held, const Model& model, Backend& backend, const ForwardOptions& forward,
+                                               const std::string& label, uint64_t* ticket,
+                                               const std::function<bool()>& keepalive) {
+    const std::vector<int32_t> tokens = held.session->snapshot()->tokens;
+    const int n_generate = held.n_generate;
+    auto job = std::async(std::launch::async, [&] { return run_as_reference(model, backend, forward, tokens, n_generate, label); });
+    for (bool alive = true; job.wait_for(opt.ping_interval) != std::future_status::ready;)
+        if (alive) alive = keepalive();
+    auto made = job.get();
+    if (!made) return made.error().message;
+    std::shared_ptr<const ReferenceDump> reference(std::move(made.value()));
+    SessionOptions options = held.options;
+    if (Status s = use_reference_numerics(*reference, options.forward); !s) return s.error().message;
+    std::shared_ptr<const ReferenceDump> before = std::exchange(held.reference, reference);
+    const std::string error = restart_session(held, options, tokens, n_generate, reference->generated_tokens(), ticket);
+    if (!error.empty()) held.reference = std::move(before);  // the session running goes on as it was
+    return error;
+}
+
+bool Server::State::send_weight(Connection& c, const Held& held, const std::string& name) {
+    WeightHeader h;
+    h.name = name;
+    const GgufTensorInfo* t = held.model->file().find_tensor(name);
+    if (!t) h.error = fmt::format("{}: no tensor of that name in {}", name, held.opened.model_path);
+    else if (!t->data) h.error = fmt::format("{}: its data are not in the server's copy of the model", name);
+    else h.bytes = t->n_bytes;
+    if (!c.send(MsgType::kWeight, encode(h))) return false;
+    if (!h.error.empty()) return true;
+    return send_bytes(c, std::string_view(reinterpret_cast<const char*>(t->data), t->n_bytes));
 }
 
 std::string Server::State::export_on_server(Held& held, const Command& m, std::string* note) {
@@ -729,7 +853,8 @@ bool Server::State::attach_session(Connection& c, const Attach& attach) {
     return serve_session(c, held, !attach.have_header);
 }
 
-std::string Server::State::run_command(Held& held, const Command& m, uint64_t* ticket, bool* close, std::string* note) {
+std::string Server::State::run_command(Held& held, const Command& m, uint64_t* ticket, bool* close, std::string* note,
+                                       const std::function<bool()>& keepalive) {
     Session& s = *held.session;
     CommandTicket t = 0;  // a queued command's ticket, the client's once ticket_base is added
     switch (m.kind) {
@@ -748,8 +873,14 @@ std::string Server::State::run_command(Held& held, const Command& m, uint64_t* t
         case CommandKind::kCancel: t = s.cancel(); break;
         case CommandKind::kSetPrompt: t = s.set_prompt(m.text, true, false); break;
         case CommandKind::kSetTokens: t = s.set_tokens(m.ids); break;
-        case CommandKind::kSetReference: {
-            const std::string error = set_reference(held, m.text, ticket);
+        case CommandKind::kSetReference:
+        case CommandKind::kSetFault:
+        case CommandKind::kCompareBackend:
+        case CommandKind::kCompareModel: {
+            const std::string error = m.kind == CommandKind::kSetReference   ? set_reference(held, m.text, ticket)
+                                      : m.kind == CommandKind::kSetFault     ? set_fault(held, m.text, ticket, note)
+                                      : m.kind == CommandKind::kCompareModel ? compare_model(held, m.text, ticket, note, keepalive)
+                                                                             : compare_backend(held, m.text, ticket, note, keepalive);
             if (error.empty()) held.last_ticket = std::max(held.last_ticket, *ticket);
             return error;
         }
@@ -844,7 +975,8 @@ bool Server::State::serve_session(Connection& c, const std::shared_ptr<Held>& he
             bool close = false;
             std::string note;
             const Session* before = held->session.get();
-            const std::string error = run_command(*held, command.value(), &ticket, &close, &note);
+            auto keepalive = [&c] { return static_cast<bool>(c.send(MsgType::kPing, {})); };
+            const std::string error = run_command(*held, command.value(), &ticket, &close, &note, keepalive);
             if (held->session.get() != before) first = true;  // a new session: its snapshot goes out whole
             if (!c.send(MsgType::kCommandDone, encode(CommandDone{ticket, error, note}))) break;
             if (close) {
@@ -856,6 +988,9 @@ bool Server::State::serve_session(Connection& c, const std::shared_ptr<Held>& he
         } else if (frame.value().type == MsgType::kFetch) {
             auto fetch = decode_fetch(frame.value().payload);
             if (!fetch || !send_tensor(c, *held->session->snapshot(), fetch.value().index)) break;
+        } else if (frame.value().type == MsgType::kFetchWeight) {
+            auto weight = decode_fetch_weight(frame.value().payload);
+            if (!weight || !send_weight(c, *held, weight.value().name)) break;
         } else if (frame.value().type == MsgType::kDiagnose) {
             auto diagnose = decode_diagnose(frame.value().payload);
             if (!diagnose) {

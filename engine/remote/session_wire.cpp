@@ -417,6 +417,33 @@ Result<Upload> decode_upload(std::string_view payload) {
     return finish_message(r, std::move(m), "upload");
 }
 
+std::string encode(const FetchWeight& m) {
+    PayloadWriter w;
+    w.str(m.name);
+    return w.take();
+}
+Result<FetchWeight> decode_fetch_weight(std::string_view payload) {
+    PayloadReader r(payload);
+    FetchWeight m;
+    m.name = r.str(4096);
+    return finish_message(r, std::move(m), "fetch-weight");
+}
+std::string encode(const WeightHeader& m) {
+    PayloadWriter w;
+    w.str(m.name);
+    w.u64(m.bytes);
+    w.str(m.error);
+    return w.take();
+}
+Result<WeightHeader> decode_weight_header(std::string_view payload) {
+    PayloadReader r(payload);
+    WeightHeader m;
+    m.name = r.str(4096);
+    m.bytes = r.u64();
+    m.error = r.str();
+    return finish_message(r, std::move(m), "weight");
+}
+
 std::string encode(const Lens& m) {
     PayloadWriter w;
     w.u64(m.request);

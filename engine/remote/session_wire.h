@@ -53,8 +53,13 @@ struct Attach {
 enum class CommandKind : uint8_t {
     kStepOp = 1, kStepLayer, kStepToken, kContinue, kPause, kRestart, kGoTo, kRunToEvent, kGenerate, kCancel,
     kSetPrompt, kSetTokens, kSetReference, kAddBreakpoint, kRemoveBreakpoint, kEnableBreakpoint, kClose, kExport,
+    kSetFault,        // text: a fault's name ("none": the correct forward pass); the session restarts with it
+    kCompareBackend,  // text: a backend (cpu, cuda-emulated, cuda) whose clean run of the session's tokens
+                      // becomes the reference; the session restarts against it
+    kCompareModel,    // text: the same model in another format, on the server (inside its folders), whose
+                      // run of the session's tokens becomes the reference (every row's logits kept)
 };
-inline constexpr uint8_t kLastCommandKind = 18;
+inline constexpr uint8_t kLastCommandKind = 21;
 // kSetReference's text names a file uploaded for the session (Upload) with this prefix; any other
 // text is a path on the server's disk.
 inline constexpr char kUploadedPrefix[] = "upload:";
@@ -119,6 +124,19 @@ struct TensorHeader {
     std::string error;  // "not captured (the capture budget dropped it)", ...
 };
 
+// A weight of the session's model as the file stores it (the tensor panel's values and quant
+// blocks): the client holds the tensor table; the bytes stay on the server until asked for.
+struct FetchWeight {
+    std::string name;
+};
+// Followed by FileChunk messages and a FileEnd when `error` is empty; `bytes` is the tensor's size
+// in the file (the client checks it against its tensor table before reading).
+struct WeightHeader {
+    std::string name;
+    uint64_t bytes = 0;
+    std::string error;
+};
+
 std::string encode(const Open& m);
 std::string encode(const Opened& m);
 std::string encode(const Attach& m);
@@ -131,6 +149,8 @@ std::string encode(const Diagnosis& m);
 std::string encode(const Upload& m);
 std::string encode(const Lens& m);
 std::string encode(const LensResult& m);
+std::string encode(const FetchWeight& m);
+std::string encode(const WeightHeader& m);
 Result<Open> decode_open(std::string_view payload);
 Result<Opened> decode_opened(std::string_view payload);
 Result<Attach> decode_attach(std::string_view payload);
@@ -143,6 +163,8 @@ Result<Diagnosis> decode_diagnosis(std::string_view payload);
 Result<Upload> decode_upload(std::string_view payload);
 Result<Lens> decode_lens(std::string_view payload);
 Result<LensResult> decode_lens_result(std::string_view payload);
+Result<FetchWeight> decode_fetch_weight(std::string_view payload);
+Result<WeightHeader> decode_weight_header(std::string_view payload);
 // Whether `name` may name an uploaded file: "file" or "folder/file", each part of letters,
 // digits, '.', '-' and '_', not starting with '.', at most 255 bytes.
 bool is_upload_name(const std::string& name);

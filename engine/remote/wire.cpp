@@ -32,6 +32,8 @@ const char* msg_type_name(MsgType type) {
         case MsgType::kUpload: return "upload";
         case MsgType::kLens: return "lens";
         case MsgType::kLensResult: return "lens result";
+        case MsgType::kFetchWeight: return "fetch-weight";
+        case MsgType::kWeight: return "weight";
     }
     return "unknown";
 }

@@ -14,7 +14,8 @@
 
 namespace ls::remote {
 
-inline constexpr uint32_t kProtocolVersion = 4;  // 3: the model's header follows kOpened; 4: the logit lens
+inline constexpr uint32_t kProtocolVersion = 5;  // 3: the model's header follows kOpened; 4: the logit lens;
+                                                 // 5: weights fetched, faults and backend A/B on the server
 inline constexpr char kMagic[4] = {'L', 'S', 'R', '1'};
 inline constexpr size_t kHeaderBytes = 9;  // magic, type (u8), payload length (u32 little-endian)
 // Before the token is checked a peer may send one small frame; after it, frames up to this size
@@ -51,8 +52,10 @@ enum class MsgType : uint8_t {
     kUpload = 21,       // client: a file for a session follows as file chunks (a connection of its own)
     kLens = 22,         // client: the logit lens of the session as it stands, please
     kLensResult = 23,   // server: that lens (or why there is none)
+    kFetchWeight = 24,  // client: a weight of the session's model, as the file stores it, please
+    kWeight = 25,       // server: that weight follows as file chunks (or why not)
 };
-inline constexpr uint8_t kLastMsgType = 23;
+inline constexpr uint8_t kLastMsgType = 25;
 const char* msg_type_name(MsgType type);
 
 struct FrameHeader {

@@ -39,6 +39,8 @@ void decode_as(MsgType type, std::string_view payload) {
         case MsgType::kUpload: (void)decode_upload(payload); break;
         case MsgType::kLens: (void)decode_lens(payload); break;
         case MsgType::kLensResult: (void)decode_lens_result(payload); break;
+        case MsgType::kFetchWeight: (void)decode_fetch_weight(payload); break;
+        case MsgType::kWeight: (void)decode_weight_header(payload); break;
         case MsgType::kSnapshot: {
             // As the client applies them: on nothing, then on the first one it accepted.
             (void)apply_snapshot_delta(payload, nullptr);

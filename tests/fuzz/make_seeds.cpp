@@ -239,6 +239,18 @@ int main(int argc, char** argv) {
         lens.lens.events.push_back(LensEvent{1, 0, 3, 40});
         write_text(out / "wire" / "lens_result", remote::make_frame(remote::MsgType::kLensResult, remote::encode(lens))), ++n;
         write_text(out / "wire" / "lens", remote::make_frame(remote::MsgType::kLens, remote::encode(remote::Lens{2}))), ++n;
+        write_text(out / "wire" / "fetch_weight",
+                   remote::make_frame(remote::MsgType::kFetchWeight, remote::encode(remote::FetchWeight{"blk.0.attn_q.weight"}))), ++n;
+        write_text(out / "wire" / "weight",
+                   remote::make_frame(remote::MsgType::kWeight, remote::encode(remote::WeightHeader{"blk.0.attn_q.weight", 147456, ""}))), ++n;
+        remote::Command fault;
+        fault.kind = remote::CommandKind::kSetFault;
+        fault.text = "rope-pairing";
+        write_text(out / "wire" / "command_fault", remote::make_frame(remote::MsgType::kCommand, remote::encode(fault))), ++n;
+        remote::Command ab;
+        ab.kind = remote::CommandKind::kCompareBackend;
+        ab.text = "cpu";
+        write_text(out / "wire" / "command_backend_ab", remote::make_frame(remote::MsgType::kCommand, remote::encode(ab))), ++n;
     }
 
     std::printf("make_seeds: %d seeds in %s\n", n, out.string().c_str());
