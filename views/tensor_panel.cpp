@@ -155,7 +155,7 @@ void TensorPanel::draw_block() {
 void TensorPanel::draw(const std::shared_ptr<const ModelDocument>& doc, RemoteEvents* remote) {
     shown = {};
     if (!name_.empty() && doc_.lock() != doc) clear();  // another model is open now
-    if (awaiting_ && doc) poll_remote(*doc, remote);   // fetched even while the panel is closed
+    if (awaiting_ && doc) poll_remote(*doc, remote);
     if (!open) return;
     if (!begin_panel("Tensor", &open)) {
         ImGui::End();
