@@ -210,6 +210,11 @@ Result<std::unique_ptr<GgufFile>> GgufFile::parse_header(std::vector<uint8_t> he
 
 GgufFile::~GgufFile() = default;
 
+int64_t GgufFile::file_offset_of(const uint8_t* data) const {
+    if (!map_ || !data || data < base_ || data >= base_ + size_) return -1;
+    return static_cast<int64_t>(data - base_);
+}
+
 void GgufFile::release_behind(const uint8_t* data, uint64_t n_bytes) const {
     if (map_) map_->release_behind(data, n_bytes);
 }
