@@ -45,6 +45,16 @@ start_proxy() {
 }
 start_proxy
 
+# served_gui MODEL N: the window on MODEL, served directly, running $dir/scriptN into $dir/logN
+# (then also $dir/log, for fail()).
+served_gui() {
+  xvfb-run -a -s "-screen 0 1280x800x24" "$binary" --connect "$addr" --token-file "$XDG_CONFIG_HOME/layerscope/serve-token" \
+    "$1" --backend cpu --script "$dir/script$2" --state-log "$dir/log$2" ||
+    { cp "$dir/log$2" "$dir/log"; fail "GUI $2 exited with $?"; }
+  cat "$dir/log$2"
+  cp "$dir/log$2" "$dir/log"
+}
+
 cat > "$dir/script" << END
 wait
 key F10
@@ -134,11 +144,7 @@ export here $dir/here/lily-npy
 wait
 quit
 END
-xvfb-run -a -s "-screen 0 1280x800x24" "$binary" --connect "$addr" --token-file "$XDG_CONFIG_HOME/layerscope/serve-token" \
-  "models/llama-gqa-mini-F16.gguf" --backend cpu --script "$dir/script2" --state-log "$dir/log2" ||
-  { cp "$dir/log2" "$dir/log"; fail "the second GUI exited with $?"; }
-cat "$dir/log2"
-cp "$dir/log2" "$dir/log"  # for fail()
+served_gui models/llama-gqa-mini-F16.gguf 2
 grep -q "^reference uploaded $dir/here/lily-q4.gguf as upload:lily-q4.gguf$" "$dir/log2" || fail "the reference was not uploaded"
 grep -q "uploaded lily-q4.gguf" "$dir/serve.log" || fail "the server did not take the upload"
 grep -q "^reference here $dir/here/lily-q4.gguf ([0-9]* tensors) for the panels' reference side$" "$dir/log2" ||
@@ -180,11 +186,7 @@ key F5
 wait
 quit
 END
-xvfb-run -a -s "-screen 0 1280x800x24" "$binary" --connect "$addr" --token-file "$XDG_CONFIG_HOME/layerscope/serve-token" \
-  "models/llama-gqa-mini-Q4_K_M.gguf" --backend cpu --script "$dir/script3" --state-log "$dir/log3" ||
-  { cp "$dir/log3" "$dir/log"; fail "the third GUI exited with $?"; }
-cat "$dir/log3"
-cp "$dir/log3" "$dir/log"
+served_gui models/llama-gqa-mini-Q4_K_M.gguf 3
 # The weight's values are the local file's: as many, and the same rms as `inspect` prints here.
 local_rms=$("$binary" inspect "$fixtures/models/llama-gqa-mini-Q4_K_M.gguf" --tensor blk.0.attn_q.weight --json |
   python3 -c 'import json, sys; s = json.load(sys.stdin)["tensor"]["stats"]; print("%d %.6g" % (s["n"], s["rms"]))')
