@@ -1,11 +1,15 @@
 // Benchmark (not a test): exact mode's AVX-512 prompt matmul on the TinyLlama-1.1B shapes (Q4_K
 // weights, 64 columns), one thread, against the fused multiply-add peak measured in the same
-// process, so that a slow moment of a shared machine shows in both. Prints figures; run it by hand:
-// build/tests/bench_exact_matmul [rounds].
+// process, so that a slow moment of a shared machine shows in both; then exact decode's kernels of
+// each format on rows held in L2 (their compute, apart from memory). Prints figures; run it by
+// hand: build/tests/bench_exact_matmul [rounds].
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <random>
+#include <span>
+#include <thread>
 #include <vector>
 
 #include "kernels/cpu/aligned_vector.h"
@@ -13,8 +17,12 @@
 
 #if defined(__x86_64__)
 #include <immintrin.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
+#include "kernels/common/ggml_type.h"
 #include "kernels/common/quant_blocks.h"
+#include "kernels/cpu/vec_dot_avx2.h"
 #include "kernels/cpu/vec_dot_avx512.h"
 
 using namespace ls;
@@ -89,6 +97,97 @@ int main(int argc, char** argv) {
             std::printf("  %lldx%lld %.2f", static_cast<long long>(m.N), static_cast<long long>(m.K), n / t / 1e9);
         }
         std::printf("  | all %.2f, peak %.2f: %.1f%% of the peak\n", fmas / time / 1e9, peak, 100 * fmas / time / 1e9 / peak);
+    }
+    // Decode: one column against rows that stay in L2, so that what the kernels cost shows apart
+    // from the memory they stream in a real model (there, 8e9 weights a token of an 8B model).
+    std::printf("exact decode, one thread, 96 rows of 4096 in L2 (billions of weights per second)\n");
+    for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0}) {
+        constexpr int64_t N = 96, K = 4096;
+        uint64_t row_bytes = 0;
+        ggml_row_bytes(type, K, &row_bytes);
+        std::vector<float> wf(N * K);
+        for (float& v : wf) v = normal(rng) * 0.02f;
+        std::vector<char> w(row_bytes * N);
+        quantize_rows(type, wf.data(), w.data(), N, K);
+        AlignedVector<float> x(K), y(N);
+        for (float& v : x) v = normal(rng);
+        std::printf("  %-5s", ggml_type_name(type));
+        for (int round = 0; round < rounds; ++round) {
+            constexpr int kRepeats = 2000;
+            const double t0 = seconds();
+            for (int i = 0; i < kRepeats; ++i) exact_decode_rows_avx512(type, K, w.data(), row_bytes, N, x.data(), y.data());
+            std::printf(" %6.2f", static_cast<double>(N) * K * kRepeats / (seconds() - t0) / 1e9);
+        }
+        std::printf("\n");
+    }
+    // Decode streaming from memory: 1 GiB of rows (far beyond every cache) of a model's two row
+    // lengths, mapped from a file as a model's weights are, on two threads; exact mode's kernels
+    // against llama mode's (which compute as llama.cpp's), alternating in the same process so that
+    // the machine's memory speed of the moment weighs on both alike.
+    std::printf("decode from a mapped file in the page cache, two threads, 1 GiB of rows of K (GB/s: exact, llama mode)\n");
+    for (int64_t K : {4096, 14336})
+    for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0}) {
+        constexpr int64_t kSeedRows = 64;
+        uint64_t row_bytes = 0;
+        ggml_row_bytes(type, K, &row_bytes);
+        const int64_t N = (int64_t{1} << 30) / static_cast<int64_t>(row_bytes) / 12 * 12;
+        std::vector<float> wf(kSeedRows * K);
+        for (float& v : wf) v = normal(rng) * 0.02f;
+        // The rows in a file read through a mapping of its page-cache pages, as a model's weights are.
+        const size_t bytes = row_bytes * N;
+        std::vector<char> seed(row_bytes * kSeedRows);
+        quantize_rows(type, wf.data(), seed.data(), kSeedRows, K);
+        char path[] = "/tmp/layerscope-bench-XXXXXX";
+        const int fd = mkstemp(path);
+        if (fd < 0) {
+            std::perror("bench_exact_matmul: a temporary file in /tmp");
+            return 1;
+        }
+        unlink(path);
+        for (size_t done = 0; done < bytes;) {
+            const ssize_t n = write(fd, seed.data(), std::min(seed.size(), bytes - done));
+            if (n <= 0) {
+                std::perror("bench_exact_matmul: writing the temporary file");
+                return 1;
+            }
+            done += static_cast<size_t>(n);
+        }
+        void* map = mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
+        close(fd);
+        if (map == MAP_FAILED) {
+            std::perror("bench_exact_matmul: mapping the temporary file");
+            return 1;
+        }
+        const std::span<const char> w(static_cast<const char*>(map), bytes);
+        AlignedVector<float> x(K), y(N);
+        for (float& v : x) v = normal(rng);
+        std::vector<block_q8_K> xk(K / kQK_K);
+        std::vector<block_q8_0> x8(K / kQK8_0);
+        quantize_row_q8_K_ref(x.data(), xk.data(), K);
+        quantize_row_q8_0_ref(x.data(), x8.data(), K);
+        auto run = [&](bool exact) {
+            auto part = [&](int64_t r0, int64_t r1) {
+                for (int64_t r = r0; r < r1; r += 6) {
+                    const char* wr = w.data() + r * row_bytes;
+                    if (exact) exact_decode_rows_avx512(type, K, wr, row_bytes, 6, x.data(), y.data() + r);
+                    else if (type == GgmlType::Q8_0) dot_q8_0_family_avx2_rows(type, K, wr, row_bytes, 6, x8.data(), y.data() + r);
+                    else dot_k_quant_avx2_run(type, K, wr, row_bytes, 6, xk.data(), y.data() + r);
+                }
+            };
+            const double t0 = seconds();
+            std::thread other(part, N / 2, N);
+            part(0, N / 2);
+            other.join();
+            return static_cast<double>(row_bytes) * N / (seconds() - t0) / 1e9;
+        };
+        std::printf("  %-5s %5lld", ggml_type_name(type), static_cast<long long>(K));
+        run(false);  // the mapping's first touch: page faults, not decoding
+        for (int round = 0; round < rounds; ++round) {
+            const double e = run(true), l = run(false);
+            std::printf("  %5.1f %5.1f (%.2fx)", e, l, e / l);
+        }
+        std::printf("\n");
+        munmap(map, bytes);
     }
     return 0;
 }

@@ -3,8 +3,8 @@
 # Layerscope's `bench` in rounds interleaved with llama.cpp's `llama-bench` on make-model files of
 # the TinyLlama-1.1B, Llama-3.1-8B and Qwen3.5-4B shapes (Q4_K), the 1B-class presets at Q4_K_M and IQ4_XS,
 # long prompts and decoding after a deep cache, `compare` of two dumps, what capturing costs, and
-# make-model's own time; on request, the two large mixtures of experts (gpt-oss-20b at MXFP4,
-# qwen3-30b-a3b at Q4_K) with both engines' peak memory.
+# make-model's own time; on request, the 8B shape's decode in Q5_K, Q6_K and Q8_0, and the two large
+# mixtures of experts (gpt-oss-20b at MXFP4, qwen3-30b-a3b at Q4_K) with both engines' peak memory.
 #
 #   tests/perf_figures.sh [--layerscope BIN] [--llama-bench BIN] [--work DIR] [--rounds N] [--parts LIST]
 #
@@ -16,9 +16,11 @@
 #   --work         where the models and dumps go (default /tmp/layerscope-figures; the models are
 #                  kept between runs, the dumps removed)
 #   --rounds       interleaved rounds per figure (default 3); medians are reported
-#   --parts        a comma list of: tl, tl-long, 8b, qwen35, 1b, compare, capture, make-model, moe
-#                  (default: all but moe; about an hour and a half on 2 cores). moe makes files of
-#                  12 and 17 GB (about 7 and 40 minutes, once) and needs 24 GB of memory
+#   --parts        a comma list of: tl, tl-long, 8b, 8b-formats, qwen35, 1b, compare, capture,
+#                  make-model, moe (default: all but 8b-formats and moe; about an hour and a half on 2
+#                  cores). 8b-formats makes files of 5.5, 6.6 and 8.5 GB (about 4 minutes each, once);
+#                  moe makes files of 12 and 17 GB (about 7 and 40 minutes, once) and needs 24 GB of
+#                  memory
 #
 # Each ratio is ours / llama.cpp's within a round; the summary gives the median over the rounds.
 # Nothing else should run meanwhile: the figures are memory-bound and the machine's bandwidth is
@@ -137,6 +139,23 @@ if want 8b; then
         theirs "8B prompt 64" "$r" -m "$l8b" -p 64 -n 0 -r 3
     done
     ours "8B peak RSS, decode (MiB)" 1 peak_rss_bytes -m "$l8b" --prompt-tokens 1 --gen 4 -r 1
+fi
+
+if want 8b-formats; then
+    echo "8B shape in the other formats real downloads use (Q5_K, Q6_K, Q8_0 in every matrix): decode 16"
+    echo "from an empty context (-r 3), each file read into the page cache before its rounds:"
+    for type in q5_K q6_K q8_0; do
+        m="$work/l8b-$type.gguf"
+        [ -f "$m" ] || "$ls_bin" make-model "$m" --type "$type" --embd 4096 --layers 32 --heads 32 --kv-heads 8 \
+            --ff 14336 --vocab 128256 --seed 1 > /dev/null
+        cat "$m" > /dev/null
+        label=${type^^}
+        for r in $(seq "$rounds"); do
+            ours "8B $label decode, llama mode" "$r" gen_tps -m "$m" --mode llama --prompt-tokens 1 --gen 16 -r 3
+            ours "8B $label decode, exact mode" "$r" gen_tps -m "$m" --mode exact --prompt-tokens 1 --gen 16 -r 3
+            theirs "8B $label decode" "$r" -m "$m" -p 0 -n 16 -r 3
+        done
+    done
 fi
 
 if want qwen35; then

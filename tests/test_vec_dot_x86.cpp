@@ -789,17 +789,21 @@ struct ExactKernels {
     void (*q4_K_rows)(int64_t, const block_q4_K*, int64_t, int, const float*, float*);
     float (*dot)(const float*, const float*, int64_t);
     void (*dequantize_q4_K)(const block_q4_K*, float*, int64_t);
+    // The fused decode of other formats and the SIMD decoder of prompts' chunks, where the
+    // instruction set has them (false: not this format or length).
+    bool (*decode_rows)(GgmlType, int64_t, const void*, uint64_t, int, const float*, float*);
+    bool (*dequantize)(GgmlType, const void*, float*, int64_t);
 };
 
 ExactKernels avx2_exact() {
     const bool usable = ls::avx2_kernels_usable();
     return {"AVX2", usable, kExactMatmulRows, matmul_exact_avx2, dot_q4_K_f32_avx2_rows, dot_f32_exact_avx2,
-            dequantize_q4_K_avx2};
+            dequantize_q4_K_avx2, nullptr, nullptr};
 }
 
 ExactKernels avx512_exact() {
     return {"AVX-512", avx512_kernels_usable(), kExactMatmulRows512, matmul_exact_avx512, dot_q4_K_f32_avx512_rows,
-            dot_f32_exact_avx512, dequantize_q4_K_avx512};
+            dot_f32_exact_avx512, dequantize_q4_K_avx512, exact_decode_rows_avx512, dequantize_avx512};
 }
 
 // Every kernel gives each output exactly the dequantized row's dot in the exact order, for every
@@ -812,10 +816,11 @@ void check_exact_kernels(const ExactKernels& kern) {
     };
     const Case cases[] = {{GgmlType::Q4_K, 512}, {GgmlType::Q4_K, 2816}, {GgmlType::Q6_K, 768}, {GgmlType::Q8_0, 352},
                           {GgmlType::F16, 200},  {GgmlType::F32, 172},   {GgmlType::F32, 5},    {GgmlType::Q5_K, 256},
-                          {GgmlType::F32, 1030}};
+                          {GgmlType::F32, 1030}, {GgmlType::Q5_K, 1280}, {GgmlType::Q6_K, 256}, {GgmlType::Q8_0, 1536},
+                          {GgmlType::Q8_0, 1056}};
     const int64_t columns[] = {1, 2, 3, 4, 5, 7, 13};
     const int counts[] = {1, 2, 3, 4, 5, 7, 8, 9, 15, kern.matmul_rows};
-    int compared = 0, expected = 0;
+    int compared = 0, expected = 0, decoded_rows = 0, dequantized = 0;
     for (const Case& c : cases) {
         const int64_t rows = kern.matmul_rows + 1, k = c.k;
         uint64_t row_bytes = 0;
@@ -855,6 +860,20 @@ void check_exact_kernels(const ExactKernels& kern) {
                             << kern.isa << " q4_K rows " << count << " row " << r;
                     ASSERT_EQ(out[count], -1.0f) << kern.isa << " q4_K rows " << count << " wrote past the last row";
                 }
+                if (kern.decode_rows != nullptr && T == 1) {
+                    std::vector<float> out(static_cast<size_t>(count) + 1, -1.0f);
+                    const bool fused = kern.decode_rows(c.type, k, w.data() + row_bytes, row_bytes, count, x.data(), out.data());
+                    const bool whole = c.k % kQK_K == 0;
+                    const bool format = c.type == GgmlType::Q4_K || c.type == GgmlType::Q5_K ||
+                                        c.type == GgmlType::Q6_K || c.type == GgmlType::Q8_0;
+                    ASSERT_EQ(fused, whole && format) << kern.isa << " " << ggml_type_name(c.type) << " k " << k;
+                    for (int r = 0; r < count && fused; ++r) {
+                        ASSERT_EQ(bits_of(out[r]), bits_of(exact_order_dot(wf.data() + (r + 1) * k, x.data(), k)))
+                            << kern.isa << " " << ggml_type_name(c.type) << " k " << k << " decode rows " << count << " row " << r;
+                        ++decoded_rows;
+                    }
+                    ASSERT_EQ(out[fused ? count : 0], -1.0f) << kern.isa << " " << ggml_type_name(c.type) << " decode rows " << count;
+                }
             }
             const float single = kern.dot(wf.data(), x.data(), k);
             ASSERT_EQ(bits_of(single), bits_of(exact_order_dot(wf.data(), x.data(), k))) << kern.isa << " " << ggml_type_name(c.type);
@@ -864,9 +883,23 @@ void check_exact_kernels(const ExactKernels& kern) {
             kern.dequantize_q4_K(reinterpret_cast<const block_q4_K*>(w.data()), decoded.data(), k / kQK_K);
             for (int64_t i = 0; i < k; ++i) ASSERT_EQ(bits_of(decoded[i]), bits_of(wf[i])) << kern.isa << " q4_K dequantize " << i;
         }
+        if (kern.dequantize != nullptr) {
+            std::fill(decoded.begin(), decoded.end(), -1.0f);
+            if (kern.dequantize(c.type, w.data(), decoded.data(), k)) {
+                for (int64_t i = 0; i < k; ++i)
+                    ASSERT_EQ(bits_of(decoded[i]), bits_of(wf[i])) << kern.isa << " " << ggml_type_name(c.type) << " dequantize " << i;
+                ++dequantized;
+            } else {
+                EXPECT_TRUE(c.type != GgmlType::Q4_K && c.type != GgmlType::Q5_K && c.type != GgmlType::Q6_K &&
+                            c.type != GgmlType::Q8_0)
+                    << kern.isa << " " << ggml_type_name(c.type) << " k " << k << " not decoded";
+            }
+        }
     }
     EXPECT_EQ(compared, expected);
     EXPECT_GT(compared, 5000);
+    if (kern.decode_rows != nullptr) EXPECT_GT(decoded_rows, 300) << kern.isa;
+    if (kern.dequantize != nullptr) EXPECT_EQ(dequantized, 9) << kern.isa;  // the Q4_K, Q5_K, Q6_K, Q8_0 cases
 }
 
 // The decode kernels decode the quants through fp16 denormals (AVX2: q * 2^-24 times d1 * 2^24) or
@@ -899,6 +932,52 @@ void check_q4_K_extreme_scales(const ExactKernels& kern) {
         ASSERT_TRUE(dequantize_row(GgmlType::Q4_K, w.data() + r * nb, wf.data(), k));
         kern.dequantize_q4_K(w.data() + r * nb, decoded.data(), nb);
         for (int64_t i = 0; i < k; ++i) ASSERT_EQ(bits_of(decoded[i]), bits_of(wf[i])) << kern.isa << " row " << r << " " << i;
+    }
+}
+
+// The AVX-512 decode of Q5_K, Q6_K and Q8_0 on random bytes (every quant, scale and min byte),
+// with the smallest and largest half scales: the same bits as dequantize_row's row in the exact
+// order, row by row and element by element.
+TEST(ExactAvx512, OtherFormatsDecodeRowsWithExtremeScales) {
+    if (!avx512_kernels_usable()) GTEST_SKIP() << "this processor has no AVX-512 F/BW/DQ/VL: exact mode runs the AVX2 kernels";
+    const uint16_t halves[] = {0x0001, 0x03FF, 0x0400, 0x3C00, 0x5BFF, 0x7BFF, 0x8001, 0xFBFF};  // +-denormal .. +-65504
+    struct Format {
+        GgmlType type;
+        size_t block_bytes;  // one block, its half scales at these offsets
+        size_t d, dmin;      // dmin == d: none
+    };
+    const Format formats[] = {{GgmlType::Q5_K, sizeof(block_q5_K), 0, 2},
+                              {GgmlType::Q6_K, sizeof(block_q6_K), offsetof(block_q6_K, d), offsetof(block_q6_K, d)},
+                              {GgmlType::Q8_0, sizeof(block_q8_0), 0, 0}};
+    const int64_t k = 1024, rows = 9;
+    uint32_t state = 777;
+    auto next = [&state] { return state = state * 1664525u + 1013904223u; };
+    for (const Format& f : formats) {
+        uint64_t row_bytes = 0;
+        ASSERT_TRUE(ggml_row_bytes(f.type, k, &row_bytes));
+        std::vector<uint8_t> w(row_bytes * rows);
+        for (uint8_t& b : w) b = static_cast<uint8_t>(next() >> 24);
+        for (size_t i = 0; i < w.size() / f.block_bytes; ++i) {
+            const uint16_t d = halves[i % 8], dmin = halves[(i * 3 + 1) % 8];
+            std::memcpy(w.data() + i * f.block_bytes + f.d, &d, 2);
+            if (f.dmin != f.d) std::memcpy(w.data() + i * f.block_bytes + f.dmin, &dmin, 2);
+        }
+        std::vector<float> x = wavy_row(k, 0.7f, 3.0f), wf(static_cast<size_t>(k * rows)), decoded(static_cast<size_t>(k));
+        for (int64_t r = 0; r < rows; ++r) {
+            ASSERT_TRUE(dequantize_row(f.type, w.data() + r * row_bytes, wf.data() + r * k, k));
+            ASSERT_TRUE(dequantize_avx512(f.type, w.data() + r * row_bytes, decoded.data(), k));
+            for (int64_t i = 0; i < k; ++i)
+                ASSERT_EQ(bits_of(decoded[i]), bits_of(wf[r * k + i])) << ggml_type_name(f.type) << " row " << r << " " << i;
+        }
+        for (int count = 1; count < rows; ++count) {
+            std::vector<float> out(static_cast<size_t>(count), -1.0f);
+            ASSERT_TRUE(exact_decode_rows_avx512(f.type, k, w.data() + row_bytes, row_bytes, count, x.data(), out.data()));
+            for (int r = 0; r < count; ++r) {
+                const float want = exact_order_dot(wf.data() + (r + 1) * k, x.data(), k);
+                ASSERT_TRUE(std::isfinite(want)) << ggml_type_name(f.type);
+                ASSERT_EQ(bits_of(out[r]), bits_of(want)) << ggml_type_name(f.type) << " rows " << count << " row " << r;
+            }
+        }
     }
 }
 

@@ -67,7 +67,7 @@ bool dequantize_rows(GgmlType type, const void* src, size_t src_row_bytes, float
 }
 
 void chunk_rows_f32(GgmlType type, const void* w, uint64_t row_bytes, int rows, int64_t k0, int64_t len, float* panel,
-                    int64_t panel_stride, void (*q4_K)(const block_q4_K*, float*, int64_t), const float** wr) {
+                    int64_t panel_stride, bool (*simd)(GgmlType, const void*, float*, int64_t), const float** wr) {
     const uint32_t block_elems = ggml_type_traits(type)->block_elems;
     const uint32_t block_bytes = ggml_type_traits(type)->block_bytes;
     for (int r = 0; r < rows; ++r) {
@@ -77,8 +77,7 @@ void chunk_rows_f32(GgmlType type, const void* w, uint64_t row_bytes, int rows, 
             continue;
         }
         float* dst = panel + r * panel_stride;
-        if (type == GgmlType::Q4_K) q4_K(reinterpret_cast<const block_q4_K*>(src), dst, len / kQK_K);
-        else dequantize_row(type, src, dst, len);
+        if (!simd(type, src, dst, len)) dequantize_row(type, src, dst, len);
         wr[r] = dst;
     }
 }

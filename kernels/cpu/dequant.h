@@ -24,8 +24,9 @@ struct block_q4_K;
 
 // The elements [k0, k0 + len) (whole blocks) of `rows` rows, row_bytes apart, as f32 for the exact
 // prompt kernels: wr[r] points at row r's elements, F32 rows where they lie, the others decoded into
-// panel + r * panel_stride (Q4_K by `q4_K`, a SIMD decoder with dequantize_row's bits).
+// panel + r * panel_stride (by `simd`, a decoder with dequantize_row's bits, where it takes the
+// format: it returns false where it does not).
 void chunk_rows_f32(GgmlType type, const void* w, uint64_t row_bytes, int rows, int64_t k0, int64_t len, float* panel,
-                    int64_t panel_stride, void (*q4_K)(const block_q4_K*, float*, int64_t), const float** wr);
+                    int64_t panel_stride, bool (*simd)(GgmlType, const void*, float*, int64_t), const float** wr);
 
 }  // namespace ls

@@ -206,6 +206,14 @@ float dot_q4_K_f32_avx2(int64_t n, const block_q4_K* w, const float* x) {
     return out;
 }
 
+namespace {
+LS_AVX2 bool q4_K_only(GgmlType type, const void* src, float* dst, int64_t n) {
+    if (type != GgmlType::Q4_K || n % kQK_K != 0) return false;
+    dequantize_q4_K_avx2(static_cast<const block_q4_K*>(src), dst, n / kQK_K);
+    return true;
+}
+}  // namespace
+
 LS_AVX2 void matmul_exact_avx2(GgmlType type, const void* w, uint64_t row_bytes, int rows, int64_t K, const float* x,
                                int64_t T, float* y, int64_t y_stride) {
     constexpr int64_t kChunk = 256;  // a whole number of blocks of every format; L1-sized panels
@@ -226,7 +234,7 @@ LS_AVX2 void matmul_exact_avx2(GgmlType type, const void* w, uint64_t row_bytes,
             for (uint64_t off = 0; off < chunk_bytes; off += 64) _mm_prefetch(next + off, _MM_HINT_T0);
         }
         const float* wr[kExactMatmulRows] = {};
-        chunk_rows_f32(type, w, row_bytes, rows, k0, len, panel.data(), kChunk, dequantize_q4_K_avx2, wr);
+        chunk_rows_f32(type, w, row_bytes, rows, k0, len, panel.data(), kChunk, q4_K_only, wr);
         const int64_t n16 = std::min(len, K16 - k0);
         exact_tiles(wr, rows, x + k0, K, T, n16, acc.data());
         if (k0 + len < K) continue;

@@ -46,13 +46,13 @@ LS_AVX512 inline __m128i q4_K_scale_bytes(const block_q4_K& w) {
     return _mm_load_si128(reinterpret_cast<const __m128i*>(bytes));
 }
 
-// A Q4_K super-block's sub-block scales d * sc (out[0..7]) and mins dmin * m (out[8..15]), as
-// dequantize_block_q4_K computes them: the 6-bit values are exact in f32, so one rounded product
-// each. The block's first 16 bytes (d, dmin, the 12 packed bytes) are spread so that dword L holds
-// the byte with value L's low bits in byte 0 and, for sub-blocks 4-7, the byte with its two high
-// bits in byte 1. (The shared unpack_scales_mins_k4 widened to floats here made a decoded token
+// A Q4_K (or Q5_K: their first 16 bytes are laid out alike) super-block's sub-block scales d * sc
+// (out[0..7]) and mins dmin * m (out[8..15]), as dequantize_block_q4_K computes them: the 6-bit
+// values are exact in f32, so one rounded product each. The block's first 16 bytes (d, dmin, the
+// 12 packed bytes) are spread so that dword L holds the byte with value L's low bits in byte 0
+// and, for sub-blocks 4-7, the byte with its two high bits in byte 1. (The shared unpack_scales_mins_k4 widened to floats here made a decoded token
 // 1.07x slower.)
-LS_AVX512 inline void q4_K_scales(const block_q4_K& b, float* out) {
+LS_AVX512 inline void q4_K_scales(const void* b, float* out) {
     constexpr unsigned kNone = 0x80;  // vpshufb writes zero
     constexpr auto at = [](unsigned low, unsigned high) {  // indices into the packed bytes
         return static_cast<int>((4 + low) | ((high == kNone ? kNone : 4 + high) << 8) | 0x80800000u);
@@ -64,7 +64,7 @@ LS_AVX512 inline void q4_K_scales(const block_q4_K& b, float* out) {
     // m 0-3: s[j + 4] & 63; m 4-7: (s[j + 4] >> 4) | (s[j] >> 6) << 4.
     const __m512i shift = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 4, 4, 4, 4);
     const __m512i mask = _mm512_setr_epi32(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 15, 15, 15, 15);
-    const __m128i head = _mm_loadu_si128(reinterpret_cast<const __m128i*>(&b));
+    const __m128i head = _mm_loadu_si128(static_cast<const __m128i*>(b));
     const __m512i v = _mm512_shuffle_epi8(_mm512_broadcast_i32x4(head), spread);
     const __m512i high = _mm512_and_si512(_mm512_srli_epi32(v, 10), _mm512_set1_epi32(0x30));
     const __m512i q = _mm512_ternarylogic_epi32(_mm512_srlv_epi32(v, shift), mask, high, 0xEA);  // (a & b) | c
@@ -93,7 +93,7 @@ LS_AVX512 void dot_q4_K_f32_rows(int64_t n, const block_q4_K* w, int64_t row_str
     for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
     alignas(64) float scales[2][R][16];
     const int64_t nb = n / kQK_K;
-    for (int r = 0; r < R; ++r) q4_K_scales(w[r * row_stride], scales[0][r]);
+    for (int r = 0; r < R; ++r) q4_K_scales(&w[r * row_stride], scales[0][r]);
     for (int64_t b = 0; b < nb; ++b) {
         const int cur = b & 1;
         for (int r = 0; r < R; ++r) {
@@ -101,7 +101,7 @@ LS_AVX512 void dot_q4_K_f32_rows(int64_t n, const block_q4_K* w, int64_t row_str
             _mm_prefetch(next, _MM_HINT_T0);
             _mm_prefetch(next + 64, _MM_HINT_T0);
             _mm_prefetch(next + sizeof(block_q4_K) - 1, _MM_HINT_T0);
-            if (b + 1 < nb) q4_K_scales(w[r * row_stride + b + 1], scales[cur ^ 1][r]);
+            if (b + 1 < nb) q4_K_scales(&w[r * row_stride + b + 1], scales[cur ^ 1][r]);
         }
         const float* xb = x + b * kQK_K;
         for (int c = 0; c < 4; ++c) {
@@ -120,6 +120,167 @@ LS_AVX512 void dot_q4_K_f32_rows(int64_t n, const block_q4_K* w, int64_t row_str
         }
     }
     for (int r = 0; r < R; ++r) out[r] = lane_sum(acc[r]);
+}
+
+// The other formats' decode kernels: a format gives a super-block's scales (once per block, the next
+// block's while this one is computed) and the weights of its 64-element chunk c (0-3) as four
+// registers, elements 64c + 16g + l in register g, lane l: each exactly the float that
+// dequantize_row gives, so that exact_rows' fused adds meet the elements in the exact order.
+
+// Sixteen bytes; thirty-two bytes in both halves of a register.
+LS_AVX512 inline __m128i bytes16(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
+LS_AVX512 inline __m512i bytes32_twice(const void* p) {
+    return _mm512_broadcast_i64x4(_mm256_loadu_si256(static_cast<const __m256i*>(p)));
+}
+// Sixteen signed bytes as floats.
+LS_AVX512 inline __m512 int8_floats(const void* p) { return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(bytes16(p))); }
+
+// Q5_K: d1 * q - m1 with q = the low or high nibble of qs plus sixteen for its bit in qh, looked
+// up in a table of the 32 values of each sub-block (as q4_K_table: d1 * q is exact, d1 = d * sc
+// having at most 17 significant bits and q five, so one fused multiply-subtract rounds as
+// dequantize_block_q5_K's two steps do). The lookup (vpermt2ps) reads the low five bits of each
+// index, so the quant bytes keep whatever lies above them.
+struct Q5KExact {
+    static constexpr int kBytes = sizeof(block_q5_K);
+    LS_AVX512 static void scales(const char* b, float* out) { q4_K_scales(b, out); }
+    LS_AVX512 static inline __attribute__((always_inline)) void chunk(const char* b, const float* s, int c,
+                                                                      __m512 (&w)[4]) {
+        const block_q5_K& blk = *reinterpret_cast<const block_q5_K*>(b);
+        // Bytes 0-31: sub-block 2c's nibbles (the low ones of qs[32c ..]), 32-63: 2c + 1's (high).
+        const __m512i shift = _mm512_setr_epi64(0, 0, 0, 0, 4, 4, 4, 4);
+        const __m512i nibbles = _mm512_srlv_epi64(bytes32_twice(blk.qs + 32 * c), shift);
+        // Their fifth bits, bit 2c (2c + 1) of qh[l], rotated to bit 4 of the same byte.
+        const long long low = (4 - 2 * c) & 63, high = (3 - 2 * c) & 63;
+        const __m512i fifth =
+            _mm512_rolv_epi64(bytes32_twice(blk.qh), _mm512_setr_epi64(low, low, low, low, high, high, high, high));
+        alignas(64) uint8_t q[64];
+        _mm512_store_si512(q, _mm512_ternarylogic_epi64(nibbles, fifth, _mm512_set1_epi8(0x10), 0xD8));  // c ? b : a
+        for (int half = 0; half < 2; ++half) {
+            const __m512 d = _mm512_set1_ps(s[2 * c + half]), m = _mm512_set1_ps(s[8 + 2 * c + half]);
+            const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+            const __m512 t0 = _mm512_fmsub_ps(d, iota, m);
+            const __m512 t1 = _mm512_fmsub_ps(d, _mm512_add_ps(iota, _mm512_set1_ps(16)), m);
+            for (int i = 2 * half; i < 2 * half + 2; ++i)
+                w[i] = _mm512_permutex2var_ps(t0, _mm512_cvtepu8_epi32(bytes16(q + 16 * i)), t1);
+        }
+    }
+};
+
+// Q6_K: (d * sc) * (q - 32), each of the sixteen 16-element groups its own scale; q's low four
+// bits from ql, the high two from qh. Chunks 0 and 1 are the first 128 elements (ql[0..64),
+// qh[0..32)), 2 and 3 the second; in each half, elements 0-63 take ql's low nibbles and qh's bits
+// 0-1 (elements 0-31) or 2-3 (32-63), elements 64-127 ql's high nibbles and qh's bits 4-5, 6-7.
+struct Q6KExact {
+    static constexpr int kBytes = sizeof(block_q6_K);
+    LS_AVX512 static void scales(const char* b, float* out) {
+        const block_q6_K& blk = *reinterpret_cast<const block_q6_K*>(b);
+        const __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(bytes16(blk.scales)));
+        _mm512_store_ps(out, _mm512_mul_ps(_mm512_set1_ps(_cvtsh_ss(blk.d)), sc));
+    }
+    LS_AVX512 static inline __attribute__((always_inline)) void chunk(const char* b, const float* s, int c,
+                                                                      __m512 (&w)[4]) {
+        const block_q6_K& blk = *reinterpret_cast<const block_q6_K*>(b);
+        const int half = c / 2;
+        const __m512i low = _mm512_loadu_si512(blk.ql + 64 * half);
+        const __m512i high = bytes32_twice(blk.qh + 32 * half);
+        __m512i nibbles, bits;  // bits: the two high bits of each quant at bits 4-5 of its byte
+        if (c % 2 == 0) {
+            nibbles = low;
+            bits = _mm512_sllv_epi64(high, _mm512_setr_epi64(4, 4, 4, 4, 2, 2, 2, 2));
+        } else {
+            nibbles = _mm512_srli_epi16(low, 4);
+            bits = _mm512_srlv_epi64(high, _mm512_setr_epi64(0, 0, 0, 0, 2, 2, 2, 2));
+        }
+        bits = _mm512_and_si512(bits, _mm512_set1_epi8(0x30));
+        const __m512i quants = _mm512_ternarylogic_epi64(nibbles, _mm512_set1_epi8(0x0F), bits, 0xEA);  // (a & b) | c
+        const __m512i q = _mm512_sub_epi8(quants, _mm512_set1_epi8(32));
+        // Stored and read back a quarter at a time: vpmovsxbd from memory is one instruction, where
+        // extracting the quarter from the register would be another (1.1x the decode's speed).
+        alignas(64) int8_t bytes[64];
+        _mm512_store_si512(bytes, q);
+        for (int i = 0; i < 4; ++i)
+            w[i] = _mm512_mul_ps(_mm512_set1_ps(s[4 * c + i]), int8_floats(bytes + 16 * i));
+    }
+};
+
+// Q8_0: q * d, eight blocks of 32 to a super-block of 256 (q * d is exact: d has at most 11
+// significant bits and q 8).
+struct Q80Exact {
+    static constexpr int kBytes = 8 * sizeof(block_q8_0);
+    LS_AVX512 static void scales(const char* b, float* out) {
+        const block_q8_0* blk = reinterpret_cast<const block_q8_0*>(b);
+        for (int j = 0; j < 8; ++j) out[j] = _cvtsh_ss(blk[j].d);
+    }
+    LS_AVX512 static inline __attribute__((always_inline)) void chunk(const char* b, const float* s, int c,
+                                                                      __m512 (&w)[4]) {
+        const block_q8_0* blk = reinterpret_cast<const block_q8_0*>(b);
+        for (int g = 0; g < 4; ++g) {
+            const int j = 2 * c + g / 2;
+            w[g] = _mm512_mul_ps(int8_floats(blk[j].qs + 16 * (g % 2)), _mm512_set1_ps(s[j]));
+        }
+    }
+};
+
+// R rows of format F (row_bytes apart) dotted with x, as dot_q4_K_f32_rows: each row its own
+// accumulator, the next block's scales decoded and the next group's blocks fetched meanwhile.
+template <class F, int R>
+LS_AVX512 void exact_rows(int64_t n, const char* w, uint64_t row_bytes, const float* x, float* out) {
+    __m512 acc[R];
+    for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+    alignas(64) float scales[2][R][16];
+    const int64_t nb = n / kQK_K;
+    for (int r = 0; r < R; ++r) F::scales(w + r * row_bytes, scales[0][r]);
+    for (int64_t b = 0; b < nb; ++b) {
+        const int cur = b & 1;
+        for (int r = 0; r < R; ++r) {
+            const char* next = w + (R + r) * row_bytes + b * F::kBytes;
+            for (int off = 0; off < F::kBytes; off += 64) _mm_prefetch(next + off, _MM_HINT_T0);
+            _mm_prefetch(next + F::kBytes - 1, _MM_HINT_T0);
+            if (b + 1 < nb) F::scales(w + r * row_bytes + (b + 1) * F::kBytes, scales[cur ^ 1][r]);
+        }
+        const float* xb = x + b * kQK_K;
+        for (int c = 0; c < 4; ++c) {
+            const __m512 x0 = _mm512_loadu_ps(xb + 64 * c), x1 = _mm512_loadu_ps(xb + 64 * c + 16);
+            const __m512 x2 = _mm512_loadu_ps(xb + 64 * c + 32), x3 = _mm512_loadu_ps(xb + 64 * c + 48);
+            for (int r = 0; r < R; ++r) {
+                __m512 wv[4];
+                F::chunk(w + r * row_bytes + b * F::kBytes, scales[cur][r], c, wv);
+                acc[r] = _mm512_fmadd_ps(wv[0], x0, acc[r]);
+                acc[r] = _mm512_fmadd_ps(wv[1], x1, acc[r]);
+                acc[r] = _mm512_fmadd_ps(wv[2], x2, acc[r]);
+                acc[r] = _mm512_fmadd_ps(wv[3], x3, acc[r]);
+            }
+        }
+    }
+    for (int r = 0; r < R; ++r) out[r] = lane_sum(acc[r]);
+}
+
+template <class F>
+LS_AVX512 void exact_rows_all(int64_t n, const char* w, uint64_t row_bytes, int count, const float* x, float* out) {
+    constexpr int R = kExactDecodeRows512;
+    for (; count >= R; count -= R, w += R * row_bytes, out += R) exact_rows<F, R>(n, w, row_bytes, x, out);
+    switch (count) {
+        case 5: exact_rows<F, 5>(n, w, row_bytes, x, out); break;
+        case 4: exact_rows<F, 4>(n, w, row_bytes, x, out); break;
+        case 3: exact_rows<F, 3>(n, w, row_bytes, x, out); break;
+        case 2: exact_rows<F, 2>(n, w, row_bytes, x, out); break;
+        case 1: exact_rows<F, 1>(n, w, row_bytes, x, out); break;
+        default: break;
+    }
+}
+
+// dequantize_row of n_super super-blocks of format F, through the same chunks.
+template <class F>
+LS_AVX512 void dequantize_exact(const char* w, float* out, int64_t n_super) {
+    alignas(64) float s[16];
+    for (int64_t b = 0; b < n_super; ++b, w += F::kBytes, out += kQK_K) {
+        F::scales(w, s);
+        for (int c = 0; c < 4; ++c) {
+            __m512 wv[4];
+            F::chunk(w, s, c, wv);
+            for (int g = 0; g < 4; ++g) _mm512_storeu_ps(out + 64 * c + 16 * g, wv[g]);
+        }
+    }
 }
 
 // The lane sums (lane_sum's order) of sixteen outputs at once, whose lanes are the registers
@@ -274,10 +435,64 @@ void dot_q4_K_f32_avx512_rows(int64_t n, const block_q4_K* w, int64_t row_stride
     }
 }
 
+bool exact_decode_avx512_has(GgmlType type, int64_t n) {
+    return n > 0 && n % kQK_K == 0 &&
+           (type == GgmlType::Q4_K || type == GgmlType::Q5_K || type == GgmlType::Q6_K || type == GgmlType::Q8_0);
+}
+
+bool exact_decode_rows_avx512(GgmlType type, int64_t n, const void* w, uint64_t row_bytes, int count, const float* x,
+                              float* out) {
+    if (!exact_decode_avx512_has(type, n)) return false;
+    const char* rows = static_cast<const char*>(w);
+    switch (type) {
+        case GgmlType::Q4_K:
+            dot_q4_K_f32_avx512_rows(n, static_cast<const block_q4_K*>(w),
+                                     static_cast<int64_t>(row_bytes / sizeof(block_q4_K)), count, x, out);
+            return true;
+        case GgmlType::Q5_K: exact_rows_all<Q5KExact>(n, rows, row_bytes, count, x, out); return true;
+        case GgmlType::Q6_K: exact_rows_all<Q6KExact>(n, rows, row_bytes, count, x, out); return true;
+        case GgmlType::Q8_0: exact_rows_all<Q80Exact>(n, rows, row_bytes, count, x, out); return true;
+        default: return false;
+    }
+}
+
+LS_AVX512 bool dequantize_avx512(GgmlType type, const void* src, float* dst, int64_t n) {
+    const char* w = static_cast<const char*>(src);
+    if (n <= 0) return false;
+    switch (type) {
+        case GgmlType::Q4_K:
+            if (n % kQK_K != 0) return false;
+            dequantize_q4_K_avx512(static_cast<const block_q4_K*>(src), dst, n / kQK_K);
+            return true;
+        case GgmlType::Q5_K:
+            if (n % kQK_K != 0) return false;
+            dequantize_exact<Q5KExact>(w, dst, n / kQK_K);
+            return true;
+        case GgmlType::Q6_K:
+            if (n % kQK_K != 0) return false;
+            dequantize_exact<Q6KExact>(w, dst, n / kQK_K);
+            return true;
+        case GgmlType::Q8_0: {
+            if (n % kQK8_0 != 0) return false;
+            const int64_t whole = n / kQK_K;
+            dequantize_exact<Q80Exact>(w, dst, whole);
+            const block_q8_0* rest = reinterpret_cast<const block_q8_0*>(w + whole * Q80Exact::kBytes);
+            for (int64_t i = 0; i < (n - whole * kQK_K) / kQK8_0; ++i) {
+                const __m512 d = _mm512_set1_ps(_cvtsh_ss(rest[i].d));
+                float* out = dst + whole * kQK_K + i * kQK8_0;
+                for (int g = 0; g < 2; ++g)
+                    _mm512_storeu_ps(out + 16 * g, _mm512_mul_ps(int8_floats(rest[i].qs + 16 * g), d));
+            }
+            return true;
+        }
+        default: return false;
+    }
+}
+
 LS_AVX512 void dequantize_q4_K_avx512(const block_q4_K* w, float* out, int64_t n_blocks) {
     for (int64_t b = 0; b < n_blocks; ++b, out += kQK_K) {
         alignas(64) float scales[16];
-        q4_K_scales(w[b], scales);
+        q4_K_scales(&w[b], scales);
         for (int c = 0; c < 4; ++c) {
             const __m512 low = q4_K_table(scales, 2 * c), high = q4_K_table(scales, 2 * c + 1);
             for (int h = 0; h < 2; ++h) {
@@ -313,7 +528,7 @@ LS_AVX512 void matmul_exact_avx512(GgmlType type, const void* w, uint64_t row_by
                        row_bytes, static_cast<uint64_t>(std::min(kChunk, K - (last ? 0 : k0 + len)) / block_elems * block_bytes),
                        rows};
         const float* wr[kExactMatmulRows512] = {};
-        chunk_rows_f32(type, w, row_bytes, rows, k0, len, panel.data(), kPanelStride, dequantize_q4_K_avx512, wr);
+        chunk_rows_f32(type, w, row_bytes, rows, k0, len, panel.data(), kPanelStride, dequantize_avx512, wr);
         const int64_t n16 = std::min(len, K16 - k0);
         exact_tiles(TileArgs{wr, rows, K, T, n16, k0 == 0, &next}, x + k0, acc.data());
         if (!last) continue;
