@@ -100,7 +100,8 @@ int main(int argc, char** argv) {
     }
     // Decode: one column against rows that stay in L2, so that what the kernels cost shows apart
     // from the memory they stream in a real model (there, 8e9 weights a token of an 8B model).
-    std::printf("exact decode, one thread, 96 rows of 4096 in L2 (billions of weights per second)\n");
+    std::printf("exact decode, one thread, 96 rows of 4096 in L2 (billions of weights per second; AVX-512, then AVX2 kernels)\n");
+    for (bool avx512 : {true, false})
     for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0}) {
         constexpr int64_t N = 96, K = 4096;
         uint64_t row_bytes = 0;
@@ -111,11 +112,13 @@ int main(int argc, char** argv) {
         quantize_rows(type, wf.data(), w.data(), N, K);
         AlignedVector<float> x(K), y(N);
         for (float& v : x) v = normal(rng);
-        std::printf("  %-5s", ggml_type_name(type));
+        std::printf("  %-7s %-5s", avx512 ? "AVX-512" : "AVX2", ggml_type_name(type));
         for (int round = 0; round < rounds; ++round) {
             constexpr int kRepeats = 2000;
             const double t0 = seconds();
-            for (int i = 0; i < kRepeats; ++i) exact_decode_rows_avx512(type, K, w.data(), row_bytes, N, x.data(), y.data());
+            for (int i = 0; i < kRepeats; ++i)
+                if (avx512) exact_decode_rows_avx512(type, K, w.data(), row_bytes, N, x.data(), y.data());
+                else exact_decode_rows_avx2(type, K, w.data(), row_bytes, N, x.data(), y.data());
             std::printf(" %6.2f", static_cast<double>(N) * K * kRepeats / (seconds() - t0) / 1e9);
         }
         std::printf("\n");

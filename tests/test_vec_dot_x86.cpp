@@ -798,7 +798,7 @@ struct ExactKernels {
 ExactKernels avx2_exact() {
     const bool usable = ls::avx2_kernels_usable();
     return {"AVX2", usable, kExactMatmulRows, matmul_exact_avx2, dot_q4_K_f32_avx2_rows, dot_f32_exact_avx2,
-            dequantize_q4_K_avx2, nullptr, nullptr};
+            dequantize_q4_K_avx2, exact_decode_rows_avx2, dequantize_avx2};
 }
 
 ExactKernels avx512_exact() {
@@ -898,8 +898,12 @@ void check_exact_kernels(const ExactKernels& kern) {
     }
     EXPECT_EQ(compared, expected);
     EXPECT_GT(compared, 5000);
-    if (kern.decode_rows != nullptr) EXPECT_GT(decoded_rows, 300) << kern.isa;
-    if (kern.dequantize != nullptr) EXPECT_EQ(dequantized, 9) << kern.isa;  // the Q4_K, Q5_K, Q6_K, Q8_0 cases
+    if (kern.decode_rows != nullptr) {
+        EXPECT_GT(decoded_rows, 300) << kern.isa;
+    }
+    if (kern.dequantize != nullptr) {
+        EXPECT_EQ(dequantized, 9) << kern.isa;  // the Q4_K, Q5_K, Q6_K, Q8_0 cases
+    }
 }
 
 // The decode kernels decode the quants through fp16 denormals (AVX2: q * 2^-24 times d1 * 2^24) or
@@ -935,11 +939,11 @@ void check_q4_K_extreme_scales(const ExactKernels& kern) {
     }
 }
 
-// The AVX-512 decode of Q5_K, Q6_K and Q8_0 on random bytes (every quant, scale and min byte),
-// with the smallest and largest half scales: the same bits as dequantize_row's row in the exact
-// order, row by row and element by element.
-TEST(ExactAvx512, OtherFormatsDecodeRowsWithExtremeScales) {
-    if (!avx512_kernels_usable()) GTEST_SKIP() << "this processor has no AVX-512 F/BW/DQ/VL: exact mode runs the AVX2 kernels";
+// The decode of Q5_K, Q6_K and Q8_0 on random bytes (every quant, scale and min byte), with the
+// smallest and largest half scales, and with infinite ones (`infinite`: one block's d in each row;
+// its weights then are infinities and NaN, as dequantize_row gives them): the same bits as
+// dequantize_row's row in the exact order, row by row and element by element.
+void check_other_formats_extreme_scales(const ExactKernels& kern, bool infinite) {
     const uint16_t halves[] = {0x0001, 0x03FF, 0x0400, 0x3C00, 0x5BFF, 0x7BFF, 0x8001, 0xFBFF};  // +-denormal .. +-65504
     struct Format {
         GgmlType type;
@@ -952,33 +956,58 @@ TEST(ExactAvx512, OtherFormatsDecodeRowsWithExtremeScales) {
     const int64_t k = 1024, rows = 9;
     uint32_t state = 777;
     auto next = [&state] { return state = state * 1664525u + 1013904223u; };
+    int non_finite = 0;
     for (const Format& f : formats) {
         uint64_t row_bytes = 0;
         ASSERT_TRUE(ggml_row_bytes(f.type, k, &row_bytes));
         std::vector<uint8_t> w(row_bytes * rows);
         for (uint8_t& b : w) b = static_cast<uint8_t>(next() >> 24);
+        const size_t per_row = row_bytes / f.block_bytes;
         for (size_t i = 0; i < w.size() / f.block_bytes; ++i) {
-            const uint16_t d = halves[i % 8], dmin = halves[(i * 3 + 1) % 8];
+            // Row r's block 5r (modulo the row's blocks) infinite: rows of one group meet theirs in
+            // different super-blocks.
+            const bool inf = infinite && i % per_row == i / per_row * 5 % per_row;
+            const uint16_t d = inf ? (i % 2 ? 0x7C00 : 0xFC00) : halves[i % 8], dmin = halves[(i * 3 + 1) % 8];
             std::memcpy(w.data() + i * f.block_bytes + f.d, &d, 2);
             if (f.dmin != f.d) std::memcpy(w.data() + i * f.block_bytes + f.dmin, &dmin, 2);
         }
         std::vector<float> x = wavy_row(k, 0.7f, 3.0f), wf(static_cast<size_t>(k * rows)), decoded(static_cast<size_t>(k));
         for (int64_t r = 0; r < rows; ++r) {
             ASSERT_TRUE(dequantize_row(f.type, w.data() + r * row_bytes, wf.data() + r * k, k));
-            ASSERT_TRUE(dequantize_avx512(f.type, w.data() + r * row_bytes, decoded.data(), k));
+            ASSERT_TRUE(kern.dequantize(f.type, w.data() + r * row_bytes, decoded.data(), k));
             for (int64_t i = 0; i < k; ++i)
-                ASSERT_EQ(bits_of(decoded[i]), bits_of(wf[r * k + i])) << ggml_type_name(f.type) << " row " << r << " " << i;
+                ASSERT_EQ(bits_of(decoded[i]), bits_of(wf[r * k + i]))
+                    << kern.isa << " " << ggml_type_name(f.type) << " row " << r << " " << i;
         }
         for (int count = 1; count < rows; ++count) {
             std::vector<float> out(static_cast<size_t>(count), -1.0f);
-            ASSERT_TRUE(exact_decode_rows_avx512(f.type, k, w.data() + row_bytes, row_bytes, count, x.data(), out.data()));
+            ASSERT_TRUE(kern.decode_rows(f.type, k, w.data() + row_bytes, row_bytes, count, x.data(), out.data()));
             for (int r = 0; r < count; ++r) {
                 const float want = exact_order_dot(wf.data() + (r + 1) * k, x.data(), k);
-                ASSERT_TRUE(std::isfinite(want)) << ggml_type_name(f.type);
-                ASSERT_EQ(bits_of(out[r]), bits_of(want)) << ggml_type_name(f.type) << " rows " << count << " row " << r;
+                ASSERT_EQ(std::isfinite(want), !infinite) << kern.isa << " " << ggml_type_name(f.type);
+                non_finite += !std::isfinite(want);
+                ASSERT_EQ(bits_of(out[r]), bits_of(want))
+                    << kern.isa << " " << ggml_type_name(f.type) << " rows " << count << " row " << r;
             }
         }
     }
+    if (infinite) {
+        EXPECT_GT(non_finite, 50) << kern.isa;
+    }
+}
+
+TEST(ExactAvx512, OtherFormatsDecodeRowsWithExtremeScales) {
+    const ExactKernels kern = avx512_exact();
+    if (!kern.usable) GTEST_SKIP() << "this processor has no AVX-512 F/BW/DQ/VL: exact mode runs the AVX2 kernels";
+    check_other_formats_extreme_scales(kern, false);
+    check_other_formats_extreme_scales(kern, true);
+}
+
+TEST(ExactAvx2, OtherFormatsDecodeRowsWithExtremeScales) {
+    const ExactKernels kern = avx2_exact();
+    if (!kern.usable) GTEST_SKIP() << "this processor has no AVX2/FMA/F16C: exact mode runs the portable loop";
+    check_other_formats_extreme_scales(kern, false);
+    check_other_formats_extreme_scales(kern, true);
 }
 
 TEST(ExactAvx2, EveryKernelSumsInTheExactOrder) {

@@ -1209,7 +1209,7 @@ private:
 
     // Exact mode: weights dequantized as dequantize_row does, f32 dot products in the order of
     // exact_order.h. With AVX-512 (an output's sixteen lanes in one register) or AVX2 (in two),
-    // decode keeps six Q4_K, Q5_K, Q6_K or Q8_0 rows' chains in flight (AVX2: four Q4_K rows);
+    // decode keeps six Q4_K, Q5_K, Q6_K or Q8_0 rows' chains in flight (AVX2: four);
     // prompts, and AVX-512 decodes of other formats, take sixteen rows at a time, each chunk of them decoded once for all the
     // columns; the results are the same bits as the portable loop below.
     static constexpr int64_t kExactColumns = 96;
@@ -1219,10 +1219,9 @@ private:
         const uint64_t row_bytes = w.row_bytes();
         const char* wbase = static_cast<const char*>(w.data);
 #if defined(LS_HAVE_VEC_DOT_AVX2)
-        const bool fused_decode = T == 1 && (avx512_ ? exact_decode_avx512_has(w.type, K) : w.type == GgmlType::Q4_K);
+        const bool fused_decode = T == 1 && (avx512_ ? exact_decode_avx512_has(w.type, K) : exact_decode_avx2_has(w.type, K));
         if (avx512_ || (avx2_ && (T >= 2 || fused_decode))) {
             const int64_t R = fused_decode ? (avx512_ ? kExactDecodeRows512 : 4) : avx512_ ? kExactMatmulRows512 : kExactMatmulRows;
-            const int64_t stride_blocks = static_cast<int64_t>(row_bytes / sizeof(block_q4_K));
             pool_.parallel_for((N + R - 1) / R, 1, [&](int64_t b, int64_t e) {
                 for (int64_t q = b; q < e; ++q) {
                     const int64_t r = R * q;
@@ -1232,7 +1231,7 @@ private:
                     if (fused_decode && avx512_)
                         exact_decode_rows_avx512(w.type, K, wr, row_bytes, rows, x.f32(), yr);
                     else if (fused_decode)
-                        dot_q4_K_f32_avx2_rows(K, static_cast<const block_q4_K*>(wr), stride_blocks, rows, x.f32(), yr);
+                        exact_decode_rows_avx2(w.type, K, wr, row_bytes, rows, x.f32(), yr);
                     else
                         // A long prompt in blocks of columns: a block's inputs and running lanes
                         // stay in L2 while the rows' chunks are decoded for it.

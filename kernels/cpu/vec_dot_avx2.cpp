@@ -47,9 +47,11 @@ bool avx2_kernels_usable() {
 
 namespace {
 
-// A Q4_K super-block's eight sub-block scales d * sc and mins dmin * m, as dequantize_block_q4_K
-// computes them (the 6-bit values are exact in f32, so one rounded product each).
-LS_AVX2 inline void q4_K_scales(const block_q4_K& b, float* d1, float* m1) {
+// A Q4_K (or Q5_K: the same first 16 bytes) super-block's eight sub-block scales d * sc and mins
+// dmin * m, as dequantize_block_q4_K computes them (the 6-bit values are exact in f32, so one
+// rounded product each).
+template <class Block>
+LS_AVX2 inline void q4_K_scales(const Block& b, float* d1, float* m1) {
     alignas(16) uint8_t packed[16];
     unpack_scales_mins_k4(b.scales, packed);
     const __m128i bytes = _mm_load_si128(reinterpret_cast<const __m128i*>(packed));
@@ -207,12 +209,215 @@ float dot_q4_K_f32_avx2(int64_t n, const block_q4_K* w, const float* x) {
 }
 
 namespace {
-LS_AVX2 bool q4_K_only(GgmlType type, const void* src, float* dst, int64_t n) {
-    if (type != GgmlType::Q4_K || n % kQK_K != 0) return false;
-    dequantize_q4_K_avx2(static_cast<const block_q4_K*>(src), dst, n / kQK_K);
-    return true;
+
+// The other formats' decode (Q5_K, Q6_K, Q8_0). A format unpacks a super-block (eight Q8_0 blocks)
+// into halves h, one per element, and each sixteen elements' scale times 2^24 (and offset), so
+// that the weight dequantize_row computes is one rounded operation on them:
+//   Q5_K: fmsub(2^24 d1, h, m1) with h = q * 2^-24 (q < 32), d1 * q - m1: d1 * q is exact (d1 has
+//         at most 11 + 6 significant bits), so one rounding as in the two steps, as for Q4_K;
+//   Q6_K: 2^24 s * h with h = (q - 32) * 2^-24 and s = d * sc (exact in f32: at most 11 + 8
+//         significant bits), the product s * (q - 32);
+//   Q8_0: 2^24 d * h with h = q * 2^-24, the product q * d.
+// The halves whose bits are q (or, signed, the sign bit and |q|) are those values exactly (fp16
+// denormals), and F16C converts eight from memory at once, so each eight weights take one
+// conversion and one multiply (or fused multiply-subtract) into the fused adds, as
+// dot_q4_K_f32_rows_t does. The products' operands keep the scalar code's signs, so a zero weight
+// is the same zero and an infinite scale gives the same infinities and NaN.
+struct ExactUnpacked {
+    alignas(32) uint16_t h[kQK_K];
+    alignas(32) float scale[16];
+    alignas(32) float offset[16];  // Q5_K only
+};
+
+// Thirty-two unsigned bytes as halves h[0 .. 32).
+LS_AVX2 inline void store_halves(uint16_t* h, __m256i bytes) {
+    _mm256_store_si256(reinterpret_cast<__m256i*>(h), _mm256_cvtepu8_epi16(_mm256_castsi256_si128(bytes)));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(h + 16), _mm256_cvtepu8_epi16(_mm256_extracti128_si256(bytes, 1)));
 }
+
+// Thirty-two signed bytes v as halves of v * 2^-24: |v| (128 for -128) in the low byte, the sign in
+// bit 15. The qwords are ordered 0, 2, 1, 3 first, so that the in-lane unpacks give bytes 0-15,
+// then 16-31.
+LS_AVX2 inline void store_signed_halves(uint16_t* h, __m256i v) {
+    const __m256i p = _mm256_permute4x64_epi64(v, 0xD8);
+    const __m256i mag = _mm256_abs_epi8(p), sign = _mm256_and_si256(p, _mm256_set1_epi8(static_cast<char>(0x80)));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(h), _mm256_unpacklo_epi8(mag, sign));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(h + 16), _mm256_unpackhi_epi8(mag, sign));
+}
+
+// Elements 64c + l (l < 32): the low nibble of qs[32c + l] and bit 2c of qh[l]; 64c + 32 + l: the
+// high nibble and bit 2c + 1. Each sub-block of 32 has its d1 and m1.
+struct Q5KUnpack {
+    static constexpr int kBytes = sizeof(block_q5_K);
+    static constexpr bool kOffset = true;
+    LS_AVX2 static void unpack(const char* p, ExactUnpacked& out) {
+        const block_q5_K& b = *reinterpret_cast<const block_q5_K*>(p);
+        alignas(32) float d1[8], m1[8];
+        q4_K_scales(b, d1, m1);
+        const __m256 two24 = _mm256_set1_ps(16777216.0f);
+        const __m256i first = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3), second = _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7);
+        const __m256 d = _mm256_load_ps(d1), m = _mm256_load_ps(m1);
+        _mm256_store_ps(out.scale, _mm256_mul_ps(_mm256_permutevar8x32_ps(d, first), two24));
+        _mm256_store_ps(out.scale + 8, _mm256_mul_ps(_mm256_permutevar8x32_ps(d, second), two24));
+        _mm256_store_ps(out.offset, _mm256_permutevar8x32_ps(m, first));
+        _mm256_store_ps(out.offset + 8, _mm256_permutevar8x32_ps(m, second));
+        const __m256i low4 = _mm256_set1_epi8(0x0F), bit4 = _mm256_set1_epi8(0x10);
+        __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh));  // bits 2c, 2c + 1 at 0, 1
+        for (int c = 0; c < 4; ++c, h = _mm256_srli_epi16(h, 2)) {
+            const __m256i qs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * c));
+            const __m256i lo = _mm256_or_si256(_mm256_and_si256(qs, low4), _mm256_and_si256(_mm256_slli_epi16(h, 4), bit4));
+            const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qs, 4), low4),
+                                               _mm256_and_si256(_mm256_slli_epi16(h, 3), bit4));
+            store_halves(out.h + 64 * c, lo);
+            store_halves(out.h + 64 * c + 32, hi);
+        }
+    }
+};
+
+// Elements 128i + 32k + l (l < 32) of half i: the low (k = 0, 1) or high (2, 3) nibble of
+// ql[64i + 32 (k % 2) + l] and bits 2k, 2k + 1 of qh[32i + l]; group g's scale d * sc[g].
+struct Q6KUnpack {
+    static constexpr int kBytes = sizeof(block_q6_K);
+    static constexpr bool kOffset = false;
+    LS_AVX2 static void unpack(const char* p, ExactUnpacked& out) {
+        const block_q6_K& b = *reinterpret_cast<const block_q6_K*>(p);
+        const __m256 d = _mm256_set1_ps(_cvtsh_ss(b.d));
+        for (int i = 0; i < 2; ++i) {
+            const __m128i sc = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.scales + 8 * i));
+            const __m256 s = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc)));
+            _mm256_store_ps(out.scale + 8 * i, _mm256_mul_ps(s, _mm256_set1_ps(16777216.0f)));
+        }
+        const __m256i low4 = _mm256_set1_epi8(0x0F), bits45 = _mm256_set1_epi8(0x30), bias = _mm256_set1_epi8(32);
+        for (int i = 0; i < 2; ++i) {
+            const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * i));
+            const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * i + 32));
+            const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * i));
+            const __m256i q[4] = {
+                _mm256_or_si256(_mm256_and_si256(ql0, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), bits45)),
+                _mm256_or_si256(_mm256_and_si256(ql1, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), bits45)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4), _mm256_and_si256(qh, bits45)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
+                                _mm256_and_si256(_mm256_srli_epi16(qh, 2), bits45))};
+            for (int k = 0; k < 4; ++k) store_signed_halves(out.h + 128 * i + 32 * k, _mm256_sub_epi8(q[k], bias));
+        }
+    }
+};
+
+// Eight blocks of 32, block j's quants and d.
+struct Q80Unpack {
+    static constexpr int kBytes = 8 * sizeof(block_q8_0);
+    static constexpr bool kOffset = false;
+    LS_AVX2 static void unpack(const char* p, ExactUnpacked& out) {
+        const block_q8_0* b = reinterpret_cast<const block_q8_0*>(p);
+        for (int j = 0; j < 8; ++j) {
+            out.scale[2 * j] = out.scale[2 * j + 1] = _cvtsh_ss(b[j].d) * 16777216.0f;
+            store_signed_halves(out.h + 32 * j, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[j].qs)));
+        }
+    }
+};
+
+// Elements 16g + 8i .. 16g + 8i + 7 of an unpacked super-block.
+template <class F>
+LS_AVX2 inline __m256 unpacked_weights8(const ExactUnpacked& b, int g, int i) {
+    const __m256 h = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(b.h + 16 * g + 8 * i)));
+    if constexpr (F::kOffset) return _mm256_fmsub_ps(_mm256_broadcast_ss(&b.scale[g]), h, _mm256_broadcast_ss(&b.offset[g]));
+    return _mm256_mul_ps(_mm256_broadcast_ss(&b.scale[g]), h);
+}
+
+// R rows of format F (row_bytes apart) dotted with x, each row two accumulators (lanes 0-7 and
+// 8-15), as dot_q4_K_f32_rows_t: a group's super-blocks unpacked, then decoded eight weights at a
+// time into the fused adds; the next group's blocks are fetched meanwhile.
+template <class F, int R>
+LS_AVX2 void exact_rows_t(int64_t n, const char* w, uint64_t row_bytes, const float* x, float* out) {
+    __m256 acc[R][2];
+    for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+    ExactUnpacked blk[R];
+    for (int64_t b = 0; b < n / kQK_K; ++b) {
+        for (int r = 0; r < R; ++r) {
+            const char* wb = w + r * row_bytes + b * F::kBytes;
+            for (int off = 0; off < F::kBytes; off += 64) _mm_prefetch(wb + R * row_bytes + off, _MM_HINT_T0);
+            _mm_prefetch(wb + R * row_bytes + F::kBytes - 1, _MM_HINT_T0);
+            F::unpack(wb, blk[r]);
+        }
+        const float* xb = x + b * kQK_K;
+        for (int g = 0; g < 16; ++g) {
+            const __m256 x0 = _mm256_loadu_ps(xb + 16 * g), x1 = _mm256_loadu_ps(xb + 16 * g + 8);
+            for (int r = 0; r < R; ++r) {
+                acc[r][0] = _mm256_fmadd_ps(unpacked_weights8<F>(blk[r], g, 0), x0, acc[r][0]);
+                acc[r][1] = _mm256_fmadd_ps(unpacked_weights8<F>(blk[r], g, 1), x1, acc[r][1]);
+            }
+        }
+    }
+    for (int r = 0; r < R; ++r) out[r] = lane_sum(acc[r][0], acc[r][1]);
+}
+
+template <class F>
+LS_AVX2 void exact_rows_all(int64_t n, const char* w, uint64_t row_bytes, int count, const float* x, float* out) {
+    for (; count >= 4; count -= 4, w += 4 * row_bytes, out += 4) exact_rows_t<F, 4>(n, w, row_bytes, x, out);
+    if (count == 3) exact_rows_t<F, 3>(n, w, row_bytes, x, out);
+    if (count == 2) exact_rows_t<F, 2>(n, w, row_bytes, x, out);
+    if (count == 1) exact_rows_t<F, 1>(n, w, row_bytes, x, out);
+}
+
+// dequantize_row of n_super super-blocks of format F, through the same unpacking.
+template <class F>
+LS_AVX2 void dequantize_unpacked(const char* w, float* out, int64_t n_super) {
+    ExactUnpacked blk;
+    for (int64_t b = 0; b < n_super; ++b, w += F::kBytes, out += kQK_K) {
+        F::unpack(w, blk);
+        for (int g = 0; g < 16; ++g)
+            for (int i = 0; i < 2; ++i) _mm256_storeu_ps(out + 16 * g + 8 * i, unpacked_weights8<F>(blk, g, i));
+    }
+}
+
 }  // namespace
+
+bool exact_decode_avx2_has(GgmlType type, int64_t n) {
+    return n % kQK_K == 0 && (type == GgmlType::Q4_K || type == GgmlType::Q5_K || type == GgmlType::Q6_K ||
+                              type == GgmlType::Q8_0);
+}
+
+bool exact_decode_rows_avx2(GgmlType type, int64_t n, const void* w, uint64_t row_bytes, int count, const float* x,
+                            float* out) {
+    if (!exact_decode_avx2_has(type, n)) return false;
+    const char* rows = static_cast<const char*>(w);
+    switch (type) {
+        case GgmlType::Q4_K:
+            dot_q4_K_f32_avx2_rows(n, static_cast<const block_q4_K*>(w), static_cast<int64_t>(row_bytes / sizeof(block_q4_K)),
+                                   count, x, out);
+            return true;
+        case GgmlType::Q5_K: exact_rows_all<Q5KUnpack>(n, rows, row_bytes, count, x, out); return true;
+        case GgmlType::Q6_K: exact_rows_all<Q6KUnpack>(n, rows, row_bytes, count, x, out); return true;
+        case GgmlType::Q8_0: exact_rows_all<Q80Unpack>(n, rows, row_bytes, count, x, out); return true;
+        default: return false;
+    }
+}
+
+bool dequantize_avx2(GgmlType type, const void* src, float* dst, int64_t n) {
+    const char* w = static_cast<const char*>(src);
+    switch (type) {
+        case GgmlType::Q4_K:
+            if (n % kQK_K != 0) return false;
+            dequantize_q4_K_avx2(static_cast<const block_q4_K*>(src), dst, n / kQK_K);
+            return true;
+        case GgmlType::Q5_K:
+            if (n % kQK_K != 0) return false;
+            dequantize_unpacked<Q5KUnpack>(w, dst, n / kQK_K);
+            return true;
+        case GgmlType::Q6_K:
+            if (n % kQK_K != 0) return false;
+            dequantize_unpacked<Q6KUnpack>(w, dst, n / kQK_K);
+            return true;
+        case GgmlType::Q8_0: {
+            if (n % kQK8_0 != 0) return false;
+            const int64_t whole = n / kQK_K;
+            dequantize_unpacked<Q80Unpack>(w, dst, whole);
+            const int64_t rest = n - whole * kQK_K;
+            return rest == 0 || dequantize_row(type, w + whole * Q80Unpack::kBytes, dst + whole * kQK_K, rest);
+        }
+        default: return false;
+    }
+}
 
 LS_AVX2 void matmul_exact_avx2(GgmlType type, const void* w, uint64_t row_bytes, int rows, int64_t K, const float* x,
                                int64_t T, float* y, int64_t y_stride) {
@@ -234,7 +439,7 @@ LS_AVX2 void matmul_exact_avx2(GgmlType type, const void* w, uint64_t row_bytes,
             for (uint64_t off = 0; off < chunk_bytes; off += 64) _mm_prefetch(next + off, _MM_HINT_T0);
         }
         const float* wr[kExactMatmulRows] = {};
-        chunk_rows_f32(type, w, row_bytes, rows, k0, len, panel.data(), kChunk, q4_K_only, wr);
+        chunk_rows_f32(type, w, row_bytes, rows, k0, len, panel.data(), kChunk, dequantize_avx2, wr);
         const int64_t n16 = std::min(len, K16 - k0);
         exact_tiles(wr, rows, x + k0, K, T, n16, acc.data());
         if (k0 + len < K) continue;

@@ -27,6 +27,17 @@ void dot_q4_K_f32_avx2_rows(int64_t n, const block_q4_K* w, int64_t row_stride_b
                             float* out);
 // dequantize_row for Q4_K on AVX2, same bits.
 void dequantize_q4_K_avx2(const block_q4_K* w, float* out, int64_t n_blocks);
+// Whether exact_decode_rows_avx2 takes rows of this format and length: Q4_K, Q5_K, Q6_K and Q8_0
+// rows of whole 256-element super-blocks.
+bool exact_decode_avx2_has(GgmlType type, int64_t n);
+// `count` rows of such a format (row_bytes apart) against one x: out[i] is exactly exact_dot_f32 of
+// row i as dequantize_row gives it, four rows at a time. False (nothing written) for other formats
+// and lengths.
+bool exact_decode_rows_avx2(GgmlType type, int64_t n, const void* w, uint64_t row_bytes, int count, const float* x,
+                            float* out);
+// dequantize_row for Q4_K, Q5_K, Q6_K (whole super-blocks) and Q8_0 on AVX2, the same bits; false
+// for other formats.
+bool dequantize_avx2(GgmlType type, const void* src, float* dst, int64_t n);
 // Up to kExactMatmulRows weight rows (any format dequantize_row knows, row_bytes apart) against T
 // activation columns of K floats: y[t * y_stride + r] = exact_dot_f32(row r, column t). Each weight
 // chunk is decoded once for all the columns, and each chunk of three columns is used by all the
