@@ -1,7 +1,8 @@
 // Benchmark (not a test): exact mode's AVX-512 prompt matmul on the TinyLlama-1.1B shapes (Q4_K
 // weights, 64 columns), one thread, against the fused multiply-add peak measured in the same
 // process, so that a slow moment of a shared machine shows in both; then exact decode's kernels of
-// each format on rows held in L2 (their compute, apart from memory). Prints figures; run it by
+// each format on rows held in L2 (their compute, apart from memory; the AVX-512 kernels, then the
+// AVX2 ones exact mode takes on processors without AVX-512). Prints figures; run it by
 // hand: build/tests/bench_exact_matmul [rounds].
 #include <chrono>
 #include <cstdio>
@@ -119,6 +120,37 @@ int main(int argc, char** argv) {
             for (int i = 0; i < kRepeats; ++i)
                 if (avx512) exact_decode_rows_avx512(type, K, w.data(), row_bytes, N, x.data(), y.data());
                 else exact_decode_rows_avx2(type, K, w.data(), row_bytes, N, x.data(), y.data());
+            std::printf(" %6.2f", static_cast<double>(N) * K * kRepeats / (seconds() - t0) / 1e9);
+        }
+        std::printf("\n");
+    }
+    // Llama mode's decode kernels on the same rows (ggml's integer sums against the Q8_K or Q8_0
+    // activation), for comparison.
+    std::printf("llama mode decode, one thread, 96 rows of 4096 in L2 (billions of weights per second)\n");
+    for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0}) {
+        constexpr int64_t N = 96, K = 4096;
+        uint64_t row_bytes = 0;
+        ggml_row_bytes(type, K, &row_bytes);
+        std::vector<float> wf(N * K);
+        for (float& v : wf) v = normal(rng) * 0.02f;
+        std::vector<char> w(row_bytes * N);
+        quantize_rows(type, wf.data(), w.data(), N, K);
+        AlignedVector<float> x(K), y(N);
+        for (float& v : x) v = normal(rng);
+        std::vector<block_q8_K> xk(K / kQK_K);
+        std::vector<block_q8_0> x8(K / kQK8_0);
+        quantize_row_q8_K_ref(x.data(), xk.data(), K);
+        quantize_row_q8_0_ref(x.data(), x8.data(), K);
+        std::printf("  %-5s", ggml_type_name(type));
+        for (int round = 0; round < rounds; ++round) {
+            constexpr int kRepeats = 2000;
+            const double t0 = seconds();
+            for (int i = 0; i < kRepeats; ++i)
+                if (type == GgmlType::Q8_0) dot_q8_0_family_avx2_rows(type, K, w.data(), row_bytes, N, x8.data(), y.data());
+                else if (type == GgmlType::Q4_K)
+                    for (int64_t r = 0; r < N; ++r)
+                        y[r] = dot_q4_K_avx512(K, reinterpret_cast<const block_q4_K*>(w.data() + r * row_bytes), xk.data());
+                else dot_k_quant_avx2_run(type, K, w.data(), row_bytes, N, xk.data(), y.data());
             std::printf(" %6.2f", static_cast<double>(N) * K * kRepeats / (seconds() - t0) / 1e9);
         }
         std::printf("\n");

@@ -476,16 +476,12 @@ LS_AVX512 bool dequantize_avx512(GgmlType type, const void* src, float* dst, int
             if (n % kQK_K != 0) return false;
             dequantize_exact<Q6KExact>(w, dst, n / kQK_K);
             return true;
-        case GgmlType::Q8_0: {
+        case GgmlType::Q8_0: {  // q * d, exact, block by block
             if (n % kQK8_0 != 0) return false;
-            const int64_t whole = n / kQK_K;
-            dequantize_exact<Q80Exact>(w, dst, whole);
-            const block_q8_0* rest = reinterpret_cast<const block_q8_0*>(w + whole * Q80Exact::kBytes);
-            for (int64_t i = 0; i < (n - whole * kQK_K) / kQK8_0; ++i) {
-                const __m512 d = _mm512_set1_ps(_cvtsh_ss(rest[i].d));
-                float* out = dst + whole * kQK_K + i * kQK8_0;
-                for (int g = 0; g < 2; ++g)
-                    _mm512_storeu_ps(out + 16 * g, _mm512_mul_ps(int8_floats(rest[i].qs + 16 * g), d));
+            const block_q8_0* b = static_cast<const block_q8_0*>(src);
+            for (int64_t i = 0; i < n / kQK8_0; ++i, dst += kQK8_0) {
+                const __m512 d = _mm512_set1_ps(_cvtsh_ss(b[i].d));
+                for (int g = 0; g < 2; ++g) _mm512_storeu_ps(dst + 16 * g, _mm512_mul_ps(int8_floats(b[i].qs + 16 * g), d));
             }
             return true;
         }
