@@ -60,6 +60,46 @@ struct Matrix {
     AlignedVector<float> x, y;
 };
 
+// 96 rows of 4096 of one format, held in L2, and one column in every form a decode kernel takes.
+struct DecodeRows {
+    int64_t N, K;
+    const char* w;
+    uint64_t row_bytes;
+    const float* x;
+    const block_q8_K* xk;
+    const block_q8_0* x8;
+    float* y;
+};
+
+// A decode kernel's rate over such rows (billions of weights a second), `rounds` times on a line
+// after its label and format; run(rows) decodes all the rows once.
+template <class Run>
+void print_l2_decode_rates(const char* label, GgmlType type, std::mt19937& rng, std::normal_distribution<float>& normal,
+                           int rounds, Run run) {
+    constexpr int64_t N = 96, K = 4096;
+    uint64_t row_bytes = 0;
+    ggml_row_bytes(type, K, &row_bytes);
+    std::vector<float> wf(N * K);
+    for (float& v : wf) v = normal(rng) * 0.02f;
+    std::vector<char> w(row_bytes * N);
+    quantize_rows(type, wf.data(), w.data(), N, K);
+    AlignedVector<float> x(K), y(N);
+    for (float& v : x) v = normal(rng);
+    std::vector<block_q8_K> xk(K / kQK_K);
+    std::vector<block_q8_0> x8(K / kQK8_0);
+    quantize_row_q8_K_ref(x.data(), xk.data(), K);
+    quantize_row_q8_0_ref(x.data(), x8.data(), K);
+    const DecodeRows rows{N, K, w.data(), row_bytes, x.data(), xk.data(), x8.data(), y.data()};
+    std::printf("  %-7s %-5s", label, ggml_type_name(type));
+    for (int round = 0; round < rounds; ++round) {
+        constexpr int kRepeats = 2000;
+        const double t0 = seconds();
+        for (int i = 0; i < kRepeats; ++i) run(rows);
+        std::printf(" %6.2f", static_cast<double>(N) * K * kRepeats / (seconds() - t0) / 1e9);
+    }
+    std::printf("\n");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -101,60 +141,25 @@ int main(int argc, char** argv) {
     }
     // Decode: one column against rows that stay in L2, so that what the kernels cost shows apart
     // from the memory they stream in a real model (there, 8e9 weights a token of an 8B model).
+    constexpr GgmlType kFormats[] = {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0};
     std::printf("exact decode, one thread, 96 rows of 4096 in L2 (billions of weights per second; AVX-512, then AVX2 kernels)\n");
     for (bool avx512 : {true, false})
-    for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0}) {
-        constexpr int64_t N = 96, K = 4096;
-        uint64_t row_bytes = 0;
-        ggml_row_bytes(type, K, &row_bytes);
-        std::vector<float> wf(N * K);
-        for (float& v : wf) v = normal(rng) * 0.02f;
-        std::vector<char> w(row_bytes * N);
-        quantize_rows(type, wf.data(), w.data(), N, K);
-        AlignedVector<float> x(K), y(N);
-        for (float& v : x) v = normal(rng);
-        std::printf("  %-7s %-5s", avx512 ? "AVX-512" : "AVX2", ggml_type_name(type));
-        for (int round = 0; round < rounds; ++round) {
-            constexpr int kRepeats = 2000;
-            const double t0 = seconds();
-            for (int i = 0; i < kRepeats; ++i)
-                if (avx512) exact_decode_rows_avx512(type, K, w.data(), row_bytes, N, x.data(), y.data());
-                else exact_decode_rows_avx2(type, K, w.data(), row_bytes, N, x.data(), y.data());
-            std::printf(" %6.2f", static_cast<double>(N) * K * kRepeats / (seconds() - t0) / 1e9);
-        }
-        std::printf("\n");
-    }
+        for (GgmlType type : kFormats)
+            print_l2_decode_rates(avx512 ? "AVX-512" : "AVX2", type, rng, normal, rounds, [&](const DecodeRows& d) {
+                if (avx512) exact_decode_rows_avx512(type, d.K, d.w, d.row_bytes, d.N, d.x, d.y);
+                else exact_decode_rows_avx2(type, d.K, d.w, d.row_bytes, d.N, d.x, d.y);
+            });
     // Llama mode's decode kernels on the same rows (ggml's integer sums against the Q8_K or Q8_0
     // activation), for comparison.
     std::printf("llama mode decode, one thread, 96 rows of 4096 in L2 (billions of weights per second)\n");
-    for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0}) {
-        constexpr int64_t N = 96, K = 4096;
-        uint64_t row_bytes = 0;
-        ggml_row_bytes(type, K, &row_bytes);
-        std::vector<float> wf(N * K);
-        for (float& v : wf) v = normal(rng) * 0.02f;
-        std::vector<char> w(row_bytes * N);
-        quantize_rows(type, wf.data(), w.data(), N, K);
-        AlignedVector<float> x(K), y(N);
-        for (float& v : x) v = normal(rng);
-        std::vector<block_q8_K> xk(K / kQK_K);
-        std::vector<block_q8_0> x8(K / kQK8_0);
-        quantize_row_q8_K_ref(x.data(), xk.data(), K);
-        quantize_row_q8_0_ref(x.data(), x8.data(), K);
-        std::printf("  %-5s", ggml_type_name(type));
-        for (int round = 0; round < rounds; ++round) {
-            constexpr int kRepeats = 2000;
-            const double t0 = seconds();
-            for (int i = 0; i < kRepeats; ++i)
-                if (type == GgmlType::Q8_0) dot_q8_0_family_avx2_rows(type, K, w.data(), row_bytes, N, x8.data(), y.data());
-                else if (type == GgmlType::Q4_K)
-                    for (int64_t r = 0; r < N; ++r)
-                        y[r] = dot_q4_K_avx512(K, reinterpret_cast<const block_q4_K*>(w.data() + r * row_bytes), xk.data());
-                else dot_k_quant_avx2_run(type, K, w.data(), row_bytes, N, xk.data(), y.data());
-            std::printf(" %6.2f", static_cast<double>(N) * K * kRepeats / (seconds() - t0) / 1e9);
-        }
-        std::printf("\n");
-    }
+    for (GgmlType type : kFormats)
+        print_l2_decode_rates("", type, rng, normal, rounds, [&](const DecodeRows& d) {
+            if (type == GgmlType::Q8_0) dot_q8_0_family_avx2_rows(type, d.K, d.w, d.row_bytes, d.N, d.x8, d.y);
+            else if (type == GgmlType::Q4_K)
+                for (int64_t r = 0; r < d.N; ++r)
+                    d.y[r] = dot_q4_K_avx512(d.K, reinterpret_cast<const block_q4_K*>(d.w + r * d.row_bytes), d.xk);
+            else dot_k_quant_avx2_run(type, d.K, d.w, d.row_bytes, d.N, d.xk, d.y);
+        });
     // Decode streaming from memory: 1 GiB of rows (far beyond every cache) of a model's two row
     // lengths, mapped from a file as a model's weights are, on two threads; exact mode's kernels
     // against llama mode's (which compute as llama.cpp's), alternating in the same process so that
