@@ -134,6 +134,20 @@ LS_AVX512 inline __m512i bytes32_twice(const void* p) {
 }
 // Sixteen signed bytes as floats.
 LS_AVX512 inline __m512 int8_floats(const void* p) { return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(bytes16(p))); }
+// A chunk's 64 bytes (element e at byte e) with their 4-byte pieces transposed: 128-bit lane L,
+// dword g = elements 16g + 4L .. 16g + 4L + 3, so that one in-lane byte shuffle (group_bytes)
+// gives register g's sixteen elements one to a dword, where extracting a quarter of the chunk and
+// widening it took two instructions.
+LS_AVX512 inline __m512i transpose_pieces(__m512i q) {
+    return _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), q);
+}
+// Elements 16g .. 16g + 15 of a transposed chunk, element 16g + l in byte `at` (0 or 3) of dword
+// l, the dword's other bytes zero.
+LS_AVX512 inline __m512i group_bytes(__m512i t, int g, int at) {
+    const int k = 4 * g, shift = 8 * at;
+    const auto piece = [&](int j) { return static_cast<int>((0x80808080u & ~(0xFFu << shift)) | (static_cast<unsigned>(k + j) << shift)); };
+    return _mm512_shuffle_epi8(t, _mm512_set4_epi32(piece(3), piece(2), piece(1), piece(0)));
+}
 
 // Q5_K: d1 * q - m1 with q = the low or high nibble of qs plus sixteen for its bit in qh, looked
 // up in a table of the 32 values of each sub-block (as q4_K_table: d1 * q is exact, d1 = d * sc
@@ -153,15 +167,13 @@ struct Q5KExact {
         const long long low = (4 - 2 * c) & 63, high = (3 - 2 * c) & 63;
         const __m512i fifth =
             _mm512_rolv_epi64(bytes32_twice(blk.qh), _mm512_setr_epi64(low, low, low, low, high, high, high, high));
-        alignas(64) uint8_t q[64];
-        _mm512_store_si512(q, _mm512_ternarylogic_epi64(nibbles, fifth, _mm512_set1_epi8(0x10), 0xD8));  // c ? b : a
+        const __m512i t = transpose_pieces(_mm512_ternarylogic_epi64(nibbles, fifth, _mm512_set1_epi8(0x10), 0xD8));  // c ? b : a
         for (int half = 0; half < 2; ++half) {
             const __m512 d = _mm512_set1_ps(s[2 * c + half]), m = _mm512_set1_ps(s[8 + 2 * c + half]);
             const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
             const __m512 t0 = _mm512_fmsub_ps(d, iota, m);
             const __m512 t1 = _mm512_fmsub_ps(d, _mm512_add_ps(iota, _mm512_set1_ps(16)), m);
-            for (int i = 2 * half; i < 2 * half + 2; ++i)
-                w[i] = _mm512_permutex2var_ps(t0, _mm512_cvtepu8_epi32(bytes16(q + 16 * i)), t1);
+            for (int g = 2 * half; g < 2 * half + 2; ++g) w[g] = _mm512_permutex2var_ps(t0, group_bytes(t, g, 0), t1);
         }
     }
 };
@@ -197,17 +209,9 @@ struct Q6KExact {
         bits = _mm512_and_si512(bits, _mm512_set1_epi8(0x30));
         const __m512i quants = _mm512_ternarylogic_epi64(nibbles, _mm512_set1_epi8(0x0F), bits, 0xEA);  // (a & b) | c
         const __m512i q = _mm512_sub_epi8(quants, _mm512_set1_epi8(32));
-        // The chunk's 4-byte pieces transposed, so that each 128-bit lane holds the four elements
-        // every register takes in that lane: lane L, dword g = elements 16g + 4L .. 16g + 4L + 3.
-        // One in-lane byte shuffle then gives register g, each quant in the top byte of its dword
-        // and zeros below it: one instruction a register where sign-extending a quarter of the
-        // chunk takes two (extract, vpmovsxbd); bench_exact_matmul: 1.06-1.10x in L2.
-        const __m512i t = _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), q);
+        const __m512i t = transpose_pieces(q);
         for (int g = 0; g < 4; ++g) {
-            const int k = 4 * g;  // dword j of the result: bytes 0-2 zero (index 0x80), byte 3 = byte k + j
-            const __m512i top = _mm512_shuffle_epi8(
-                t, _mm512_set4_epi32(((k + 3) << 24) | 0x808080, ((k + 2) << 24) | 0x808080, ((k + 1) << 24) | 0x808080,
-                                     (k << 24) | 0x808080));
+            const __m512i top = group_bytes(t, g, 3);  // (q - 32) 2^24
             w[g] = _mm512_mul_ps(_mm512_set1_ps(s[4 * c + g]), _mm512_cvtepi32_ps(top));
         }
     }
