@@ -60,6 +60,20 @@ struct Matrix {
     AlignedVector<float> x, y;
 };
 
+// One column of K normal values in every form a decode kernel takes: f32 (exact mode), Q8_K and
+// Q8_0 (llama mode's K-quant and Q8_0 kernels).
+struct DecodeColumn {
+    AlignedVector<float> x;
+    std::vector<block_q8_K> xk;
+    std::vector<block_q8_0> x8;
+    DecodeColumn(int64_t K, std::mt19937& rng, std::normal_distribution<float>& normal)
+        : x(K), xk(K / kQK_K), x8(K / kQK8_0) {
+        for (float& v : x) v = normal(rng);
+        quantize_row_q8_K_ref(x.data(), xk.data(), K);
+        quantize_row_q8_0_ref(x.data(), x8.data(), K);
+    }
+};
+
 // 96 rows of 4096 of one format, held in L2, and one column in every form a decode kernel takes.
 struct DecodeRows {
     int64_t N, K;
@@ -83,13 +97,9 @@ void print_l2_decode_rates(const char* label, GgmlType type, std::mt19937& rng, 
     for (float& v : wf) v = normal(rng) * 0.02f;
     std::vector<char> w(row_bytes * N);
     quantize_rows(type, wf.data(), w.data(), N, K);
-    AlignedVector<float> x(K), y(N);
-    for (float& v : x) v = normal(rng);
-    std::vector<block_q8_K> xk(K / kQK_K);
-    std::vector<block_q8_0> x8(K / kQK8_0);
-    quantize_row_q8_K_ref(x.data(), xk.data(), K);
-    quantize_row_q8_0_ref(x.data(), x8.data(), K);
-    const DecodeRows rows{N, K, w.data(), row_bytes, x.data(), xk.data(), x8.data(), y.data()};
+    const DecodeColumn col(K, rng, normal);
+    AlignedVector<float> y(N);
+    const DecodeRows rows{N, K, w.data(), row_bytes, col.x.data(), col.xk.data(), col.x8.data(), y.data()};
     std::printf("  %-7s %-5s", label, ggml_type_name(type));
     for (int round = 0; round < rounds; ++round) {
         constexpr int kRepeats = 2000;
@@ -199,19 +209,15 @@ int main(int argc, char** argv) {
             return 1;
         }
         const std::span<const char> w(static_cast<const char*>(map), bytes);
-        AlignedVector<float> x(K), y(N);
-        for (float& v : x) v = normal(rng);
-        std::vector<block_q8_K> xk(K / kQK_K);
-        std::vector<block_q8_0> x8(K / kQK8_0);
-        quantize_row_q8_K_ref(x.data(), xk.data(), K);
-        quantize_row_q8_0_ref(x.data(), x8.data(), K);
+        const DecodeColumn col(K, rng, normal);
+        AlignedVector<float> y(N);
         auto run = [&](bool exact) {
             auto part = [&](int64_t r0, int64_t r1) {
                 for (int64_t r = r0; r < r1; r += 6) {
                     const char* wr = w.data() + r * row_bytes;
-                    if (exact) exact_decode_rows_avx512(type, K, wr, row_bytes, 6, x.data(), y.data() + r);
-                    else if (type == GgmlType::Q8_0) dot_q8_0_family_avx2_rows(type, K, wr, row_bytes, 6, x8.data(), y.data() + r);
-                    else dot_k_quant_avx2_run(type, K, wr, row_bytes, 6, xk.data(), y.data() + r);
+                    if (exact) exact_decode_rows_avx512(type, K, wr, row_bytes, 6, col.x.data(), y.data() + r);
+                    else if (type == GgmlType::Q8_0) dot_q8_0_family_avx2_rows(type, K, wr, row_bytes, 6, col.x8.data(), y.data() + r);
+                    else dot_k_quant_avx2_run(type, K, wr, row_bytes, 6, col.xk.data(), y.data() + r);
                 }
             };
             const double t0 = seconds();
