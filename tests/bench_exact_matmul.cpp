@@ -100,7 +100,7 @@ void print_l2_decode_rates(const char* label, GgmlType type, std::mt19937& rng, 
     const DecodeColumn col(K, rng, normal);
     AlignedVector<float> y(N);
     const DecodeRows rows{N, K, w.data(), row_bytes, col.x.data(), col.xk.data(), col.x8.data(), y.data()};
-    std::printf("  %-7s %-5s", label, ggml_type_name(type));
+    std::printf("  %-10s %-5s", label, ggml_type_name(type));
     for (int round = 0; round < rounds; ++round) {
         constexpr int kRepeats = 2000;
         const double t0 = seconds();
@@ -152,13 +152,20 @@ int main(int argc, char** argv) {
     // Decode: one column against rows that stay in L2, so that what the kernels cost shows apart
     // from the memory they stream in a real model (there, 8e9 weights a token of an 8B model).
     constexpr GgmlType kFormats[] = {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0};
+    // "AVX-512 BW": Q6_K's kernel for processors without VBMI and GFNI (the AVX-512 line's own where
+    // this one has them not).
     std::printf("exact decode, one thread, 96 rows of 4096 in L2 (billions of weights per second; AVX-512, then AVX2 kernels)\n");
-    for (bool avx512 : {true, false})
-        for (GgmlType type : kFormats)
-            print_l2_decode_rates(avx512 ? "AVX-512" : "AVX2", type, rng, normal, rounds, [&](const DecodeRows& d) {
-                if (avx512) exact_decode_rows_avx512(type, d.K, d.w, d.row_bytes, d.N, d.x, d.y);
+    enum class Isa { kAvx512, kAvx512Bw, kAvx2 };
+    for (Isa isa : {Isa::kAvx512, Isa::kAvx512Bw, Isa::kAvx2})
+        for (GgmlType type : kFormats) {
+            if (isa == Isa::kAvx512Bw && type != GgmlType::Q6_K) continue;
+            const char* name = isa == Isa::kAvx512 ? "AVX-512" : isa == Isa::kAvx512Bw ? "AVX-512 BW" : "AVX2";
+            print_l2_decode_rates(name, type, rng, normal, rounds, [&](const DecodeRows& d) {
+                if (isa == Isa::kAvx512) exact_decode_rows_avx512(type, d.K, d.w, d.row_bytes, d.N, d.x, d.y);
+                else if (isa == Isa::kAvx512Bw) exact_decode_rows_avx512_bw(type, d.K, d.w, d.row_bytes, d.N, d.x, d.y);
                 else exact_decode_rows_avx2(type, d.K, d.w, d.row_bytes, d.N, d.x, d.y);
             });
+        }
     // Llama mode's decode kernels on the same rows (ggml's integer sums against the Q8_K or Q8_0
     // activation), for comparison.
     std::printf("llama mode decode, one thread, 96 rows of 4096 in L2 (billions of weights per second)\n");

@@ -801,9 +801,19 @@ ExactKernels avx2_exact() {
             dequantize_q4_K_avx2, exact_decode_rows_avx2, dequantize_avx2};
 }
 
+// AVX-512 F/BW/DQ/VL alone: the fused decode as processors without VBMI and GFNI run it.
 ExactKernels avx512_exact() {
     return {"AVX-512", avx512_kernels_usable(), kExactMatmulRows512, matmul_exact_avx512, dot_q4_K_f32_avx512_rows,
-            dot_f32_exact_avx512, dequantize_q4_K_avx512, exact_decode_rows_avx512, dequantize_avx512};
+            dot_f32_exact_avx512, dequantize_q4_K_avx512, exact_decode_rows_avx512_bw, dequantize_avx512};
+}
+
+// The same with the fused decode that takes VBMI and GFNI where the processor has them (Q6_K's).
+ExactKernels avx512_vbmi_exact() {
+    ExactKernels kern = avx512_exact();
+    kern.isa = "AVX-512 VBMI/GFNI";
+    kern.usable = avx512_vbmi_gfni_usable();
+    kern.decode_rows = exact_decode_rows_avx512;
+    return kern;
 }
 
 // Every kernel gives each output exactly the dequantized row's dot in the exact order, for every
@@ -1026,6 +1036,19 @@ TEST(ExactAvx512, EveryKernelSumsInTheExactOrder) {
     const ExactKernels kern = avx512_exact();
     if (!kern.usable) GTEST_SKIP() << "this processor has no AVX-512 F/BW/DQ/VL: exact mode runs the AVX2 kernels";
     check_exact_kernels(kern);
+}
+
+TEST(ExactAvx512Vbmi, EveryKernelSumsInTheExactOrder) {
+    const ExactKernels kern = avx512_vbmi_exact();
+    if (!kern.usable) GTEST_SKIP() << "this processor has no AVX-512 VBMI and GFNI: exact mode's Q6_K decode runs the AVX-512 F/BW kernel";
+    check_exact_kernels(kern);
+}
+
+TEST(ExactAvx512Vbmi, OtherFormatsDecodeRowsWithExtremeScales) {
+    const ExactKernels kern = avx512_vbmi_exact();
+    if (!kern.usable) GTEST_SKIP() << "this processor has no AVX-512 VBMI and GFNI: exact mode's Q6_K decode runs the AVX-512 F/BW kernel";
+    check_other_formats_extreme_scales(kern, false);
+    check_other_formats_extreme_scales(kern, true);
 }
 
 TEST(ExactAvx512, Q4KDecodeRowsWithExtremeScales) {

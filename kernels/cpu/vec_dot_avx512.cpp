@@ -30,6 +30,12 @@ bool avx512_kernels_usable() {
     return yes;
 }
 
+bool avx512_vbmi_gfni_usable() {
+    static const bool yes =
+        avx512_kernels_usable() && __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("gfni");
+    return yes;
+}
+
 namespace {
 
 // An output's sixteen lanes summed in exact_order.h's order: the halves added, then the tree.
@@ -217,6 +223,58 @@ struct Q6KExact {
     }
 };
 
+// Two instructions of VBMI and GFNI, written out: exact_rows is one template for every AVX-512
+// processor, and their intrinsics would need its target attribute to name both extensions. Only
+// Q6KExactVbmi uses them, which exact_decode_rows_avx512 runs where avx512_vbmi_gfni_usable.
+// vgf2p8affineqb: each byte of x times the 8x8 bit matrix of its qword in `matrix` (output bit k the
+// parity of the input bits byte 7 - k of the matrix selects), then bits 5-7 complemented.
+LS_AVX512 inline __m512i affine_bytes_not567(__m512i x, __m512i matrix) {
+    __m512i r;
+    asm("vgf2p8affineqb $0xE0, %2, %1, %0" : "=v"(r) : "v"(x), "v"(matrix));
+    return r;
+}
+// vpermb with zero-masking: byte i = table[index byte i mod 64] where mask bit i is set, else 0.
+LS_AVX512 inline __m512i permute_bytes_masked(__m512i table, __m512i index, __mmask64 mask) {
+    __m512i r;
+    asm("vpermb %1, %2, %0%{%3%}%{z%}" : "=v"(r) : "v"(table), "v"(index), "Yk"(mask));
+    return r;
+}
+// The bit matrix that makes a byte of qh the top four bits of q - 32 for its field f (bits 2f and
+// 2f + 1, q's bits 4 and 5): the field's low bit to bit 4, its high bit to bits 5-7, which
+// affine_bytes_not567 complements: q - 32 is q with bit 5 flipped, as a signed 6-bit number, and
+// bits 6-7 extend its sign.
+constexpr long long high_bits_matrix(int f) {
+    uint64_t m = (uint64_t{1} << (2 * f)) << 8 * (7 - 4);
+    for (int k = 5; k < 8; ++k) m |= (uint64_t{1} << (2 * f + 1)) << 8 * (7 - k);
+    return static_cast<long long>(m);
+}
+
+// Q6_K as Q6KExact, the same weights (the same q - 32 times the same scale), in fewer
+// instructions: one affine byte transform gives each quant's high bits already as q - 32 wants
+// them (no shift, mask and subtraction), and one masked byte permutation a register puts each
+// (q - 32) in the top byte of its dword (no transposition and shuffle). 1.15x as fast in L2
+// (bench_exact_matmul's AVX-512 and AVX-512 BW lines: 29.8 and 25.9 billion weights a second).
+struct Q6KExactVbmi : Q6KExact {
+    LS_AVX512 static inline __attribute__((always_inline)) void chunk(const char* b, const float* s, int c,
+                                                                      __m512 (&w)[4]) {
+        const block_q6_K& blk = *reinterpret_cast<const block_q6_K*>(b);
+        const int half = c / 2, f = 2 * (c % 2);  // elements 0-31 of the chunk take qh's field f, 32-63 f + 1
+        const __m512i low = _mm512_loadu_si512(blk.ql + 64 * half);
+        const __m512i nibbles = c % 2 == 0 ? low : _mm512_srli_epi16(low, 4);
+        const long long m0 = high_bits_matrix(f), m1 = high_bits_matrix(f + 1);
+        const __m512i high = affine_bytes_not567(bytes32_twice(blk.qh + 32 * half),
+                                                 _mm512_setr_epi64(m0, m0, m0, m0, m1, m1, m1, m1));
+        const __m512i q = _mm512_ternarylogic_epi64(nibbles, _mm512_set1_epi8(0x0F), high, 0xEA);  // (a & b) | c: q - 32
+        const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+        for (int g = 0; g < 4; ++g) {
+            // Element 16g + l in the top byte of dword l: (q - 32) 2^24.
+            const __m512i index = _mm512_slli_epi32(_mm512_add_epi32(iota, _mm512_set1_epi32(16 * g)), 24);
+            const __m512i top = permute_bytes_masked(q, index, 0x8888888888888888ull);
+            w[g] = _mm512_mul_ps(_mm512_set1_ps(s[4 * c + g]), _mm512_cvtepi32_ps(top));
+        }
+    }
+};
+
 // Q8_0: q * d, eight blocks of 32 to a super-block of 256 (q * d is exact: d has at most 11
 // significant bits and q 8).
 struct Q80Exact {
@@ -247,7 +305,10 @@ LS_AVX512 void exact_rows(int64_t n, const char* w, uint64_t row_bytes, const fl
     for (int64_t b = 0; b < nb; ++b) {
         const int cur = b & 1;
         for (int r = 0; r < R; ++r) {
+            // One register for the row's next block, each line an offset from it (GCC otherwise
+            // kept 30 pointers, spilling them to vector registers: 1.04x as fast in L2 thus).
             const char* next = w + (R + r) * row_bytes + b * F::kBytes;
+            asm("" : "+r"(next));
             for (int off = 0; off < F::kBytes; off += 64) _mm_prefetch(next + off, _MM_HINT_T0);
             _mm_prefetch(next + F::kBytes - 1, _MM_HINT_T0);
             if (b + 1 < nb) F::scales(w + r * row_bytes + (b + 1) * F::kBytes, scales[cur ^ 1][r]);
@@ -460,6 +521,15 @@ bool exact_decode_avx512_has(GgmlType type, int64_t n) {
 
 bool exact_decode_rows_avx512(GgmlType type, int64_t n, const void* w, uint64_t row_bytes, int count, const float* x,
                               float* out) {
+    if (type == GgmlType::Q6_K && exact_decode_avx512_has(type, n) && avx512_vbmi_gfni_usable()) {
+        exact_rows_all<Q6KExactVbmi>(n, static_cast<const char*>(w), row_bytes, count, x, out);
+        return true;
+    }
+    return exact_decode_rows_avx512_bw(type, n, w, row_bytes, count, x, out);
+}
+
+bool exact_decode_rows_avx512_bw(GgmlType type, int64_t n, const void* w, uint64_t row_bytes, int count, const float* x,
+                                 float* out) {
     if (!exact_decode_avx512_has(type, n)) return false;
     const char* rows = static_cast<const char*>(w);
     switch (type) {

@@ -14,6 +14,9 @@ namespace ls {
 
 // Whether the processor has AVX-512 F, BW, DQ and VL besides what avx2_kernels_usable asks.
 bool avx512_kernels_usable();
+// Whether it also has AVX-512 VBMI and GFNI, which exact_decode_rows_avx512's Q6_K kernel takes
+// where it finds them.
+bool avx512_vbmi_gfni_usable();
 
 // `count` Q4_K rows (row_stride_blocks blocks apart) against one x: out[i] is row i's dot. Rows
 // go kExactDecodeRows512 at a time (as many independent chains: eight measured 0.85x the speed of
@@ -31,6 +34,9 @@ bool exact_decode_avx512_has(GgmlType type, int64_t n);
 // other formats and lengths.
 bool exact_decode_rows_avx512(GgmlType type, int64_t n, const void* w, uint64_t row_bytes, int count, const float* x,
                               float* out);
+// The same on AVX-512 F/BW/DQ/VL alone, as processors without VBMI and GFNI run it: the same bits.
+bool exact_decode_rows_avx512_bw(GgmlType type, int64_t n, const void* w, uint64_t row_bytes, int count,
+                                 const float* x, float* out);
 // dequantize_row for Q4_K, Q5_K, Q6_K (whole super-blocks) and Q8_0 on AVX-512, the same bits;
 // false for other formats.
 bool dequantize_avx512(GgmlType type, const void* src, float* dst, int64_t n);
