@@ -152,13 +152,13 @@ int main(int argc, char** argv) {
     // Decode: one column against rows that stay in L2, so that what the kernels cost shows apart
     // from the memory they stream in a real model (there, 8e9 weights a token of an 8B model).
     constexpr GgmlType kFormats[] = {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0};
-    // "AVX-512 BW": Q6_K's kernel for processors without VBMI and GFNI (the AVX-512 line's own where
-    // this one has them not).
+    // "AVX-512 BW": Q5_K's and Q6_K's kernels for processors without VBMI and GFNI (the AVX-512
+    // line's own where this one has them not).
     std::printf("exact decode, one thread, 96 rows of 4096 in L2 (billions of weights per second; AVX-512, then AVX2 kernels)\n");
     enum class Isa { kAvx512, kAvx512Bw, kAvx2 };
     for (Isa isa : {Isa::kAvx512, Isa::kAvx512Bw, Isa::kAvx2})
         for (GgmlType type : kFormats) {
-            if (isa == Isa::kAvx512Bw && type != GgmlType::Q6_K) continue;
+            if (isa == Isa::kAvx512Bw && type != GgmlType::Q5_K && type != GgmlType::Q6_K) continue;
             const char* name = isa == Isa::kAvx512 ? "AVX-512" : isa == Isa::kAvx512Bw ? "AVX-512 BW" : "AVX2";
             print_l2_decode_rates(name, type, rng, normal, rounds, [&](const DecodeRows& d) {
                 if (isa == Isa::kAvx512) exact_decode_rows_avx512(type, d.K, d.w, d.row_bytes, d.N, d.x, d.y);

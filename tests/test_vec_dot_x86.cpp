@@ -807,7 +807,8 @@ ExactKernels avx512_exact() {
             dot_f32_exact_avx512, dequantize_q4_K_avx512, exact_decode_rows_avx512_bw, dequantize_avx512};
 }
 
-// The same with the fused decode that takes VBMI and GFNI where the processor has them (Q6_K's).
+// The same with the fused decode that takes VBMI and GFNI where the processor has them (Q5_K's
+// and Q6_K's).
 ExactKernels avx512_vbmi_exact() {
     ExactKernels kern = avx512_exact();
     kern.isa = "AVX-512 VBMI/GFNI";
@@ -1040,13 +1041,13 @@ TEST(ExactAvx512, EveryKernelSumsInTheExactOrder) {
 
 TEST(ExactAvx512Vbmi, EveryKernelSumsInTheExactOrder) {
     const ExactKernels kern = avx512_vbmi_exact();
-    if (!kern.usable) GTEST_SKIP() << "this processor has no AVX-512 VBMI and GFNI: exact mode's Q6_K decode runs the AVX-512 F/BW kernel";
+    if (!kern.usable) GTEST_SKIP() << "this processor has no AVX-512 VBMI and GFNI: exact mode's Q5_K and Q6_K decode run the AVX-512 F/BW kernels";
     check_exact_kernels(kern);
 }
 
 TEST(ExactAvx512Vbmi, OtherFormatsDecodeRowsWithExtremeScales) {
     const ExactKernels kern = avx512_vbmi_exact();
-    if (!kern.usable) GTEST_SKIP() << "this processor has no AVX-512 VBMI and GFNI: exact mode's Q6_K decode runs the AVX-512 F/BW kernel";
+    if (!kern.usable) GTEST_SKIP() << "this processor has no AVX-512 VBMI and GFNI: exact mode's Q5_K and Q6_K decode run the AVX-512 F/BW kernels";
     check_other_formats_extreme_scales(kern, false);
     check_other_formats_extreme_scales(kern, true);
 }

@@ -14,8 +14,8 @@ namespace ls {
 
 // Whether the processor has AVX-512 F, BW, DQ and VL besides what avx2_kernels_usable asks.
 bool avx512_kernels_usable();
-// Whether it also has AVX-512 VBMI and GFNI, which exact_decode_rows_avx512's Q6_K kernel takes
-// where it finds them.
+// Whether it also has AVX-512 VBMI and GFNI, which exact_decode_rows_avx512's Q5_K and Q6_K
+// kernels take where they find them.
 bool avx512_vbmi_gfni_usable();
 
 // `count` Q4_K rows (row_stride_blocks blocks apart) against one x: out[i] is row i's dot. Rows
