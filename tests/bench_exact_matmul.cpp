@@ -219,13 +219,13 @@ int main(int argc, char** argv) {
         const DecodeColumn col(K, rng, normal);
         AlignedVector<float> y(N);
         auto run = [&](bool exact) {
+            // A thread's rows in one call, as the CPU backend's decode hands them.
             auto part = [&](int64_t r0, int64_t r1) {
-                for (int64_t r = r0; r < r1; r += 6) {
-                    const char* wr = w.data() + r * row_bytes;
-                    if (exact) exact_decode_rows_avx512(type, K, wr, row_bytes, 6, col.x.data(), y.data() + r);
-                    else if (type == GgmlType::Q8_0) dot_q8_0_family_avx2_rows(type, K, wr, row_bytes, 6, col.x8.data(), y.data() + r);
-                    else dot_k_quant_avx2_run(type, K, wr, row_bytes, 6, col.xk.data(), y.data() + r);
-                }
+                const char* wr = w.data() + r0 * row_bytes;
+                const int rows = static_cast<int>(r1 - r0);
+                if (exact) exact_decode_rows_avx512(type, K, wr, row_bytes, rows, col.x.data(), y.data() + r0);
+                else if (type == GgmlType::Q8_0) dot_q8_0_family_avx2_rows(type, K, wr, row_bytes, rows, col.x8.data(), y.data() + r0);
+                else dot_k_quant_avx2_run(type, K, wr, row_bytes, rows, col.xk.data(), y.data() + r0);
             };
             const double t0 = seconds();
             std::thread other(part, N / 2, N);

@@ -1209,7 +1209,7 @@ private:
 
     // Exact mode: weights dequantized as dequantize_row does, f32 dot products in the order of
     // exact_order.h. With AVX-512 (an output's sixteen lanes in one register) or AVX2 (in two),
-    // decode keeps six Q4_K, Q5_K, Q6_K or Q8_0 rows' chains in flight (AVX2: four);
+    // decode keeps six Q4_K, Q5_K or Q8_0 rows' chains in flight (Q6_K four; AVX2: four);
     // prompts, and AVX-512 decodes of other formats, take sixteen rows at a time, each chunk of them decoded once for all the
     // columns; the results are the same bits as the portable loop below.
     static constexpr int64_t kExactColumns = 96;
@@ -1223,14 +1223,20 @@ private:
         if (avx512_ || (avx2_ && (T >= 2 || fused_decode))) {
             const int64_t R = fused_decode ? (avx512_ ? kExactDecodeRows512 : 4) : avx512_ ? kExactMatmulRows512 : kExactMatmulRows;
             pool_.parallel_for((N + R - 1) / R, 1, [&](int64_t b, int64_t e) {
+                if (fused_decode && avx512_) {
+                    // A share's rows in one call: the kernel keeps as many rows in flight as suits
+                    // its format (Q6_K four) and fetches each group's successor while it computes.
+                    const int64_t r0 = R * b, r1 = std::min(N, R * e);
+                    exact_decode_rows_avx512(w.type, K, wbase + r0 * row_bytes, row_bytes, static_cast<int>(r1 - r0),
+                                             x.f32(), y.f32() + r0);
+                    return;
+                }
                 for (int64_t q = b; q < e; ++q) {
                     const int64_t r = R * q;
                     const int rows = static_cast<int>(std::min<int64_t>(R, N - r));
                     const void* wr = wbase + r * row_bytes;
                     float* yr = y.f32() + r;
-                    if (fused_decode && avx512_)
-                        exact_decode_rows_avx512(w.type, K, wr, row_bytes, rows, x.f32(), yr);
-                    else if (fused_decode)
+                    if (fused_decode)
                         exact_decode_rows_avx2(w.type, K, wr, row_bytes, rows, x.f32(), yr);
                     else
                         // A long prompt in blocks of columns: a block's inputs and running lanes

@@ -129,9 +129,11 @@ LS_AVX512 void dot_q4_K_f32_rows(int64_t n, const block_q4_K* w, int64_t row_str
 }
 
 // The other formats' decode kernels: a format gives a super-block's scales (once per block, the next
-// block's while this one is computed) and the weights of its 64-element chunk c (0-3) as four
-// registers, elements 64c + 16g + l in register g, lane l: each exactly the float that
-// dequantize_row gives, so that exact_rows' fused adds meet the elements in the exact order.
+// block's while this one is computed), the quants of its 64-element chunk c (0-3) assembled
+// (F::Quants), and from them the chunk's weights as four registers, elements 64c + 16g + l in
+// register g, lane l: each exactly the float that dequantize_row gives, so that exact_rows' fused
+// adds meet the elements in the exact order. F::kAhead: exact_rows assembles chunk c + 1's quants
+// before it sums chunk c (where measured faster so; Q8_0's bytes are read as they are converted).
 
 // Sixteen bytes; thirty-two bytes in both halves of a register.
 LS_AVX512 inline __m128i bytes16(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
@@ -187,9 +189,10 @@ LS_AVX512 inline __m512i permute_bytes_masked(__m512i table, __m512i index, __mm
 template <bool kVbmi>
 struct Q5KExactT {
     static constexpr int kBytes = sizeof(block_q5_K);
+    static constexpr bool kAhead = !kVbmi;
+    using Quants = __m512i;
     LS_AVX512 static void scales(const char* b, float* out) { q4_K_scales(b, out); }
-    LS_AVX512 static inline __attribute__((always_inline)) void chunk(const char* b, const float* s, int c,
-                                                                      __m512 (&w)[4]) {
+    LS_AVX512 static inline __attribute__((always_inline)) Quants quants(const char* b, int c) {
         const block_q5_K& blk = *reinterpret_cast<const block_q5_K*>(b);
         // Bytes 0-31: sub-block 2c's nibbles (the low ones of qs[32c ..]), 32-63: 2c + 1's (high).
         const __m512i shift = _mm512_setr_epi64(0, 0, 0, 0, 4, 4, 4, 4);
@@ -199,7 +202,10 @@ struct Q5KExactT {
         const __m512i fifth =
             _mm512_rolv_epi64(bytes32_twice(blk.qh), _mm512_setr_epi64(low, low, low, low, high, high, high, high));
         const __m512i q = _mm512_ternarylogic_epi64(nibbles, fifth, _mm512_set1_epi8(0x10), 0xD8);  // c ? b : a
-        const __m512i t = kVbmi ? q : transpose_pieces(q);
+        return kVbmi ? q : transpose_pieces(q);
+    }
+    LS_AVX512 static inline __attribute__((always_inline)) void weights(const char*, Quants t, const float* s, int c,
+                                                                        __m512 (&w)[4]) {
         const __m512i iota32 = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
         for (int half = 0; half < 2; ++half) {
             const __m512 d = _mm512_set1_ps(s[2 * c + half]), m = _mm512_set1_ps(s[8 + 2 * c + half]);
@@ -231,8 +237,9 @@ struct Q6KExact {
         const __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(bytes16(blk.scales)));
         _mm512_store_ps(out, _mm512_mul_ps(_mm512_set1_ps(_cvtsh_ss(blk.d) * 0x1p-24f), sc));
     }
-    LS_AVX512 static inline __attribute__((always_inline)) void chunk(const char* b, const float* s, int c,
-                                                                      __m512 (&w)[4]) {
+    static constexpr bool kAhead = true;
+    using Quants = __m512i;
+    LS_AVX512 static inline __attribute__((always_inline)) Quants quants(const char* b, int c) {
         const block_q6_K& blk = *reinterpret_cast<const block_q6_K*>(b);
         const int half = c / 2;
         const __m512i low = _mm512_loadu_si512(blk.ql + 64 * half);
@@ -247,8 +254,10 @@ struct Q6KExact {
         }
         bits = _mm512_and_si512(bits, _mm512_set1_epi8(0x30));
         const __m512i quants = _mm512_ternarylogic_epi64(nibbles, _mm512_set1_epi8(0x0F), bits, 0xEA);  // (a & b) | c
-        const __m512i q = _mm512_sub_epi8(quants, _mm512_set1_epi8(32));
-        const __m512i t = transpose_pieces(q);
+        return transpose_pieces(_mm512_sub_epi8(quants, _mm512_set1_epi8(32)));
+    }
+    LS_AVX512 static inline __attribute__((always_inline)) void weights(const char*, Quants t, const float* s, int c,
+                                                                        __m512 (&w)[4]) {
         for (int g = 0; g < 4; ++g) {
             const __m512i top = group_bytes(t, g, 3);  // (q - 32) 2^24
             w[g] = _mm512_mul_ps(_mm512_set1_ps(s[4 * c + g]), _mm512_cvtepi32_ps(top));
@@ -272,8 +281,7 @@ constexpr long long high_bits_matrix(int f) {
 // (q - 32) in the top byte of its dword (no transposition and shuffle). 1.15x as fast in L2
 // (bench_exact_matmul's AVX-512 and AVX-512 BW lines: 29.8 and 25.9 billion weights a second).
 struct Q6KExactVbmi : Q6KExact {
-    LS_AVX512 static inline __attribute__((always_inline)) void chunk(const char* b, const float* s, int c,
-                                                                      __m512 (&w)[4]) {
+    LS_AVX512 static inline __attribute__((always_inline)) Quants quants(const char* b, int c) {
         const block_q6_K& blk = *reinterpret_cast<const block_q6_K*>(b);
         const int half = c / 2, f = 2 * (c % 2);  // elements 0-31 of the chunk take qh's field f, 32-63 f + 1
         const __m512i low = _mm512_loadu_si512(blk.ql + 64 * half);
@@ -281,7 +289,10 @@ struct Q6KExactVbmi : Q6KExact {
         const long long m0 = high_bits_matrix(f), m1 = high_bits_matrix(f + 1);
         const __m512i high = affine_bytes_not567(bytes32_twice(blk.qh + 32 * half),
                                                  _mm512_setr_epi64(m0, m0, m0, m0, m1, m1, m1, m1));
-        const __m512i q = _mm512_ternarylogic_epi64(nibbles, _mm512_set1_epi8(0x0F), high, 0xEA);  // (a & b) | c: q - 32
+        return _mm512_ternarylogic_epi64(nibbles, _mm512_set1_epi8(0x0F), high, 0xEA);  // (a & b) | c: q - 32
+    }
+    LS_AVX512 static inline __attribute__((always_inline)) void weights(const char*, Quants q, const float* s, int c,
+                                                                        __m512 (&w)[4]) {
         const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
         for (int g = 0; g < 4; ++g) {
             // Element 16g + l in the top byte of dword l: (q - 32) 2^24.
@@ -300,8 +311,11 @@ struct Q80Exact {
         const block_q8_0* blk = reinterpret_cast<const block_q8_0*>(b);
         for (int j = 0; j < 8; ++j) out[j] = _cvtsh_ss(blk[j].d);
     }
-    LS_AVX512 static inline __attribute__((always_inline)) void chunk(const char* b, const float* s, int c,
-                                                                      __m512 (&w)[4]) {
+    static constexpr bool kAhead = false;
+    struct Quants {};  // read as the weights are made
+    LS_AVX512 static inline __attribute__((always_inline)) Quants quants(const char*, int) { return {}; }
+    LS_AVX512 static inline __attribute__((always_inline)) void weights(const char* b, Quants, const float* s, int c,
+                                                                        __m512 (&w)[4]) {
         const block_q8_0* blk = reinterpret_cast<const block_q8_0*>(b);
         for (int g = 0; g < 4; ++g) {
             const int j = 2 * c + g / 2;
@@ -311,14 +325,24 @@ struct Q80Exact {
 };
 
 // R rows of format F (row_bytes apart) dotted with x, as dot_q4_K_f32_rows: each row its own
-// accumulator, the next block's scales decoded and the next group's blocks fetched meanwhile.
+// accumulator, the next block's scales decoded and the next group's blocks fetched meanwhile. A
+// format gives a chunk's quants (F::quants: its bytes loaded and assembled) apart from their
+// weights (F::weights), so that each chunk's quants are assembled while the chunk before is
+// summed (F::kAhead): the two chains' instructions interleave where, one after the other, each
+// chunk's float work waited on its own assembly. Q6_K's kernels ran 1.10x (VBMI/GFNI) and 1.15x
+// (F/BW) as fast thus in L2 (bench_exact_matmul, builds alternating, 2026-12-02); Q5_K's VBMI
+// kernel ran 0.97x, so it assembles each chunk as it sums it.
 template <class F, int R>
 LS_AVX512 void exact_rows(int64_t n, const char* w, uint64_t row_bytes, const float* x, float* out) {
     __m512 acc[R];
     for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
     alignas(64) float scales[2][R][16];
     const int64_t nb = n / kQK_K;
-    for (int r = 0; r < R; ++r) F::scales(w + r * row_bytes, scales[0][r]);
+    typename F::Quants ahead[R];
+    for (int r = 0; r < R; ++r) {
+        F::scales(w + r * row_bytes, scales[0][r]);
+        if constexpr (F::kAhead) ahead[r] = F::quants(w + r * row_bytes, 0);
+    }
     for (int64_t b = 0; b < nb; ++b) {
         const int cur = b & 1;
         for (int r = 0; r < R; ++r) {
@@ -331,29 +355,38 @@ LS_AVX512 void exact_rows(int64_t n, const char* w, uint64_t row_bytes, const fl
             if (b + 1 < nb) F::scales(w + r * row_bytes + (b + 1) * F::kBytes, scales[cur ^ 1][r]);
         }
         const float* xb = x + b * kQK_K;
+        // The chunk after the last is the last block's first again: read, not summed.
+        const int64_t b_next = b + 1 < nb ? b + 1 : b;
         // Unrolled whole (GCC leaves these loops rolled otherwise: Q5_K's kernel then ran 0.67x
         // as fast in bench_exact_matmul, Q6_K's 0.88x).
 #pragma GCC unroll 4
         for (int c = 0; c < 4; ++c) {
             const __m512 x0 = _mm512_loadu_ps(xb + 64 * c), x1 = _mm512_loadu_ps(xb + 64 * c + 16);
             const __m512 x2 = _mm512_loadu_ps(xb + 64 * c + 32), x3 = _mm512_loadu_ps(xb + 64 * c + 48);
+            typename F::Quants next[R];
+            if constexpr (F::kAhead)
+#pragma GCC unroll 8
+                for (int r = 0; r < R; ++r)
+                    next[r] = F::quants(w + r * row_bytes + (c < 3 ? b : b_next) * F::kBytes, (c + 1) % 4);
 #pragma GCC unroll 8
             for (int r = 0; r < R; ++r) {
+                const char* block = w + r * row_bytes + b * F::kBytes;
                 __m512 wv[4];
-                F::chunk(w + r * row_bytes + b * F::kBytes, scales[cur][r], c, wv);
+                F::weights(block, F::kAhead ? ahead[r] : F::quants(block, c), scales[cur][r], c, wv);
                 acc[r] = _mm512_fmadd_ps(wv[0], x0, acc[r]);
                 acc[r] = _mm512_fmadd_ps(wv[1], x1, acc[r]);
                 acc[r] = _mm512_fmadd_ps(wv[2], x2, acc[r]);
                 acc[r] = _mm512_fmadd_ps(wv[3], x3, acc[r]);
+                if constexpr (F::kAhead) ahead[r] = next[r];
             }
         }
     }
     for (int r = 0; r < R; ++r) out[r] = lane_sum(acc[r]);
 }
 
-template <class F>
+template <class F, int R = kExactDecodeRows512>
 LS_AVX512 void exact_rows_all(int64_t n, const char* w, uint64_t row_bytes, int count, const float* x, float* out) {
-    constexpr int R = kExactDecodeRows512;
+    static_assert(R <= 6, "the tail below takes up to five rows");
     for (; count >= R; count -= R, w += R * row_bytes, out += R) exact_rows<F, R>(n, w, row_bytes, x, out);
     switch (count) {
         case 5: exact_rows<F, 5>(n, w, row_bytes, x, out); break;
@@ -373,7 +406,7 @@ LS_AVX512 void dequantize_exact(const char* w, float* out, int64_t n_super) {
         F::scales(w, s);
         for (int c = 0; c < 4; ++c) {
             __m512 wv[4];
-            F::chunk(w, s, c, wv);
+            F::weights(w, F::quants(w, c), s, c, wv);
             for (int g = 0; g < 4; ++g) _mm512_storeu_ps(out + 64 * c + 16 * g, wv[g]);
         }
     }
@@ -542,7 +575,7 @@ bool exact_decode_rows_avx512(GgmlType type, int64_t n, const void* w, uint64_t 
         (type == GgmlType::Q5_K || type == GgmlType::Q6_K)) {
         const char* rows = static_cast<const char*>(w);
         if (type == GgmlType::Q5_K) exact_rows_all<Q5KExactVbmi>(n, rows, row_bytes, count, x, out);
-        else exact_rows_all<Q6KExactVbmi>(n, rows, row_bytes, count, x, out);
+        else exact_rows_all<Q6KExactVbmi, kExactDecodeRowsQ6K>(n, rows, row_bytes, count, x, out);
         return true;
     }
     return exact_decode_rows_avx512_bw(type, n, w, row_bytes, count, x, out);
@@ -558,7 +591,7 @@ bool exact_decode_rows_avx512_bw(GgmlType type, int64_t n, const void* w, uint64
                                      static_cast<int64_t>(row_bytes / sizeof(block_q4_K)), count, x, out);
             return true;
         case GgmlType::Q5_K: exact_rows_all<Q5KExact>(n, rows, row_bytes, count, x, out); return true;
-        case GgmlType::Q6_K: exact_rows_all<Q6KExact>(n, rows, row_bytes, count, x, out); return true;
+        case GgmlType::Q6_K: exact_rows_all<Q6KExact, kExactDecodeRowsQ6K>(n, rows, row_bytes, count, x, out); return true;
         case GgmlType::Q8_0: exact_rows_all<Q80Exact>(n, rows, row_bytes, count, x, out); return true;
         default: return false;
     }
