@@ -1209,7 +1209,7 @@ private:
 
     // Exact mode: weights dequantized as dequantize_row does, f32 dot products in the order of
     // exact_order.h. With AVX-512 (an output's sixteen lanes in one register) or AVX2 (in two),
-    // decode keeps six Q4_K, Q5_K or Q8_0 rows' chains in flight (Q6_K four; AVX2: four);
+    // decode keeps six Q4_K or Q8_0 rows' chains in flight (Q5_K and Q6_K four; AVX2: four);
     // prompts, and AVX-512 decodes of other formats, take sixteen rows at a time, each chunk of them decoded once for all the
     // columns; the results are the same bits as the portable loop below.
     static constexpr int64_t kExactColumns = 96;
@@ -1225,7 +1225,7 @@ private:
             pool_.parallel_for((N + R - 1) / R, 1, [&](int64_t b, int64_t e) {
                 if (fused_decode && avx512_) {
                     // A share's rows in one call: the kernel keeps as many rows in flight as suits
-                    // its format (Q6_K four) and fetches each group's successor while it computes.
+                    // its format (Q5_K and Q6_K four) and fetches each group's successor while it computes.
                     const int64_t r0 = R * b, r1 = std::min(N, R * e);
                     exact_decode_rows_avx512(w.type, K, wbase + r0 * row_bytes, row_bytes, static_cast<int>(r1 - r0),
                                              x.f32(), y.f32() + r0);

@@ -189,7 +189,7 @@ LS_AVX512 inline __m512i permute_bytes_masked(__m512i table, __m512i index, __mm
 template <bool kVbmi>
 struct Q5KExactT {
     static constexpr int kBytes = sizeof(block_q5_K);
-    static constexpr bool kAhead = !kVbmi;
+    static constexpr bool kAhead = true;
     using Quants = __m512i;
     LS_AVX512 static void scales(const char* b, float* out) { q4_K_scales(b, out); }
     LS_AVX512 static inline __attribute__((always_inline)) Quants quants(const char* b, int c) {
@@ -330,8 +330,8 @@ struct Q80Exact {
 // weights (F::weights), so that each chunk's quants are assembled while the chunk before is
 // summed (F::kAhead): the two chains' instructions interleave where, one after the other, each
 // chunk's float work waited on its own assembly. Q6_K's kernels ran 1.10x (VBMI/GFNI) and 1.15x
-// (F/BW) as fast thus in L2 (bench_exact_matmul, builds alternating, 2026-12-02); Q5_K's VBMI
-// kernel ran 0.97x, so it assembles each chunk as it sums it.
+// (F/BW) as fast thus in L2 (bench_exact_matmul, builds alternating, 2026-12-02); Q5_K's as fast
+// (its VBMI kernel 0.97x with six rows, 1.00x with four), and both faster streaming from memory.
 template <class F, int R>
 LS_AVX512 void exact_rows(int64_t n, const char* w, uint64_t row_bytes, const float* x, float* out) {
     __m512 acc[R];
@@ -384,8 +384,9 @@ LS_AVX512 void exact_rows(int64_t n, const char* w, uint64_t row_bytes, const fl
     for (int r = 0; r < R; ++r) out[r] = lane_sum(acc[r]);
 }
 
-template <class F, int R = kExactDecodeRows512>
+template <class F>
 LS_AVX512 void exact_rows_all(int64_t n, const char* w, uint64_t row_bytes, int count, const float* x, float* out) {
+    constexpr int R = F::kAhead ? kExactDecodeRowsAhead : kExactDecodeRows512;
     static_assert(R <= 6, "the tail below takes up to five rows");
     for (; count >= R; count -= R, w += R * row_bytes, out += R) exact_rows<F, R>(n, w, row_bytes, x, out);
     switch (count) {
@@ -575,7 +576,7 @@ bool exact_decode_rows_avx512(GgmlType type, int64_t n, const void* w, uint64_t 
         (type == GgmlType::Q5_K || type == GgmlType::Q6_K)) {
         const char* rows = static_cast<const char*>(w);
         if (type == GgmlType::Q5_K) exact_rows_all<Q5KExactVbmi>(n, rows, row_bytes, count, x, out);
-        else exact_rows_all<Q6KExactVbmi, kExactDecodeRowsQ6K>(n, rows, row_bytes, count, x, out);
+        else exact_rows_all<Q6KExactVbmi>(n, rows, row_bytes, count, x, out);
         return true;
     }
     return exact_decode_rows_avx512_bw(type, n, w, row_bytes, count, x, out);
@@ -591,7 +592,7 @@ bool exact_decode_rows_avx512_bw(GgmlType type, int64_t n, const void* w, uint64
                                      static_cast<int64_t>(row_bytes / sizeof(block_q4_K)), count, x, out);
             return true;
         case GgmlType::Q5_K: exact_rows_all<Q5KExact>(n, rows, row_bytes, count, x, out); return true;
-        case GgmlType::Q6_K: exact_rows_all<Q6KExact, kExactDecodeRowsQ6K>(n, rows, row_bytes, count, x, out); return true;
+        case GgmlType::Q6_K: exact_rows_all<Q6KExact>(n, rows, row_bytes, count, x, out); return true;
         case GgmlType::Q8_0: exact_rows_all<Q80Exact>(n, rows, row_bytes, count, x, out); return true;
         default: return false;
     }

@@ -22,10 +22,10 @@ bool avx512_vbmi_gfni_usable();
 // go kExactDecodeRows512 at a time (as many independent chains: eight measured 0.85x the speed of
 // five or six in a decoded token, four 0.97x).
 constexpr int kExactDecodeRows512 = 6;
-// Q6_K's exact decode four rows at a time (each chunk's quants assembled while the one before is
-// summed, so each row holds two chunks): as fast in L2 as six (the F/BW kernel 1.04x), 1.08x as
-// fast streaming from memory (two threads, 2 GiB of an 8B Q6_K file's rows in the page cache).
-constexpr int kExactDecodeRowsQ6K = 4;
+// Q5_K's and Q6_K's exact decode four rows at a time (each chunk's quants assembled while the one
+// before is summed, so each row holds two chunks): as fast in L2 as six, 1.08x as fast streaming
+// from memory (two threads, 2 GiB of an 8B file's rows in the page cache, builds alternating).
+constexpr int kExactDecodeRowsAhead = 4;
 void dot_q4_K_f32_avx512_rows(int64_t n, const block_q4_K* w, int64_t row_stride_blocks, int count, const float* x,
                               float* out);
 // dequantize_row for Q4_K on AVX-512, same bits.
@@ -34,8 +34,8 @@ void dequantize_q4_K_avx512(const block_q4_K* w, float* out, int64_t n_blocks);
 // Q8_0 rows of whole 256-element super-blocks.
 bool exact_decode_avx512_has(GgmlType type, int64_t n);
 // `count` rows of such a format (row_bytes apart) against one x: out[i] is exactly exact_dot_f32 of
-// row i as dequantize_row gives it, kExactDecodeRows512 rows at a time (Q6_K kExactDecodeRowsQ6K).
-// False (nothing written) for other formats and lengths.
+// row i as dequantize_row gives it, kExactDecodeRows512 rows at a time (Q5_K and Q6_K
+// kExactDecodeRowsAhead). False (nothing written) for other formats and lengths.
 bool exact_decode_rows_avx512(GgmlType type, int64_t n, const void* w, uint64_t row_bytes, int count, const float* x,
                               float* out);
 // The same on AVX-512 F/BW/DQ/VL alone, as processors without VBMI and GFNI run it: the same bits.
