@@ -179,19 +179,21 @@ LS_AVX512 inline __m512i permute_bytes_masked(__m512i table, __m512i index, __mm
     return r;
 }
 
-// Q5_K: d1 * q - m1 with q = the low or high nibble of qs plus sixteen for its bit in qh, looked
-// up in a table of the 32 values of each sub-block (as q4_K_table: d1 * q is exact, d1 = d * sc
-// having at most 17 significant bits and q five, so one fused multiply-subtract rounds as
-// dequantize_block_q5_K's two steps do). The lookup (vpermt2ps) reads the low five bits of each
-// index, so the quant bytes keep whatever lies above them. kVbmi: each register's indices one
-// vpermb of the chunk's bytes, not a share of transpose_pieces and a group_bytes (1.07x as fast in
-// L2, in a scratch harness).
+// Q5_K: d1 * q - m1 with q = the low or high nibble of qs plus sixteen for its bit in qh, as Q6_K's
+// weights are made: q 2^24 (q in the top byte of its dword) converted to float, times d1 2^-24 less
+// m1 in one fused multiply-subtract. d1 2^-24 and q 2^24 are exact, so their product is d1 q, exact
+// too (d1 = d * sc has at most 17 significant bits and q five), and the one rounding is
+// dequantize_block_q5_K's. kVbmi: each register's quants one masked vpermb of the chunk's bytes, not
+// a share of transpose_pieces and a group_bytes.
 template <bool kVbmi>
 struct Q5KExactT {
     static constexpr int kBytes = sizeof(block_q5_K);
     static constexpr bool kAhead = true;
     using Quants = __m512i;
-    LS_AVX512 static void scales(const char* b, float* out) { q4_K_scales(b, out); }
+    LS_AVX512 static void scales(const char* b, float* out) {  // d1 2^-24 (exact: d1 >= 2^-24 or 0), then m1
+        q4_K_scales(b, out);
+        _mm256_storeu_ps(out, _mm256_mul_ps(_mm256_loadu_ps(out), _mm256_set1_ps(0x1p-24f)));
+    }
     LS_AVX512 static inline __attribute__((always_inline)) Quants quants(const char* b, int c) {
         const block_q5_K& blk = *reinterpret_cast<const block_q5_K*>(b);
         // Bytes 0-31: sub-block 2c's nibbles (the low ones of qs[32c ..]), 32-63: 2c + 1's (high).
@@ -201,22 +203,20 @@ struct Q5KExactT {
         const long long low = (4 - 2 * c) & 63, high = (3 - 2 * c) & 63;
         const __m512i fifth =
             _mm512_rolv_epi64(bytes32_twice(blk.qh), _mm512_setr_epi64(low, low, low, low, high, high, high, high));
-        const __m512i q = _mm512_ternarylogic_epi64(nibbles, fifth, _mm512_set1_epi8(0x10), 0xD8);  // c ? b : a
+        const __m512i mixed = _mm512_ternarylogic_epi64(nibbles, fifth, _mm512_set1_epi8(0x10), 0xD8);  // c ? b : a
+        const __m512i q = _mm512_and_si512(mixed, _mm512_set1_epi8(0x1F));
         return kVbmi ? q : transpose_pieces(q);
     }
-    LS_AVX512 static inline __attribute__((always_inline)) void weights(const char*, Quants t, const float* s, int c,
+    LS_AVX512 static inline __attribute__((always_inline)) void weights(const char*, Quants q, const float* s, int c,
                                                                         __m512 (&w)[4]) {
-        const __m512i iota32 = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-        for (int half = 0; half < 2; ++half) {
-            const __m512 d = _mm512_set1_ps(s[2 * c + half]), m = _mm512_set1_ps(s[8 + 2 * c + half]);
-            const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-            const __m512 t0 = _mm512_fmsub_ps(d, iota, m);
-            const __m512 t1 = _mm512_fmsub_ps(d, _mm512_add_ps(iota, _mm512_set1_ps(16)), m);
-            for (int g = 2 * half; g < 2 * half + 2; ++g) {
-                const __m512i index =
-                    kVbmi ? permute_bytes(t, _mm512_add_epi32(iota32, _mm512_set1_epi32(16 * g))) : group_bytes(t, g, 0);
-                w[g] = _mm512_permutex2var_ps(t0, index, t1);
-            }
+        const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+        for (int g = 0; g < 4; ++g) {
+            const int j = 2 * c + g / 2;  // the sub-block
+            const __m512i top =  // q 2^24
+                kVbmi ? permute_bytes_masked(q, _mm512_slli_epi32(_mm512_add_epi32(iota, _mm512_set1_epi32(16 * g)), 24),
+                                             0x8888888888888888ull)
+                      : group_bytes(q, g, 3);
+            w[g] = _mm512_fmsub_ps(_mm512_set1_ps(s[j]), _mm512_cvtepi32_ps(top), _mm512_set1_ps(s[8 + j]));
         }
     }
 };
