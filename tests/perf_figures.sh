@@ -66,6 +66,17 @@ echo "llama:   ${llama_bench:-none (ours only)}"
 # record MEASURE ROUND WHO VALUE: one figure of one round.
 record() { printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >> "$results"; printf '  %-34s round %s  %-6s %s\n' "$1" "$2" "$3" "$4"; }
 json() { python3 -c "import json,sys; print(json.load(sys.stdin)$1)"; }
+# read_fresh FILE: the file's pages dropped from the page cache (written back first) and read in
+# again in order, so that every round meets pages of one kind: those sequential reads make (large
+# folios where the kernel makes them). A file just written by make-model keeps the pages its
+# writes made (on Linux 6.18 partly large folios); exact mode's 8B Q4_K decode ran 0.5-0.9x
+# llama.cpp's on such a file, 0.94-1.22x on files read in afresh (2026-12-02, rounds interleaved;
+# the machine's own swings are large too).
+read_fresh() {
+    sync "$1"
+    dd if="$1" iflag=nocache count=0 status=none
+    cat "$1" > /dev/null
+}
 # ours MEASURE ROUND KEY ARGS...: one `layerscope bench --json` run, its KEY recorded.
 ours() {
     local measure=$1 round=$2 key=$3; shift 3
@@ -143,12 +154,12 @@ fi
 
 if want 8b-formats; then
     echo "8B shape in the other formats real downloads use (Q5_K, Q6_K, Q8_0 in every matrix): decode 16"
-    echo "from an empty context (-r 3), each file read into the page cache before its rounds:"
+    echo "from an empty context (-r 3), each file read into the page cache afresh before its rounds:"
     for type in q5_K q6_K q8_0; do
         m="$work/l8b-$type.gguf"
         [ -f "$m" ] || "$ls_bin" make-model "$m" --type "$type" --embd 4096 --layers 32 --heads 32 --kv-heads 8 \
             --ff 14336 --vocab 128256 --seed 1 > /dev/null
-        cat "$m" > /dev/null
+        read_fresh "$m"
         label=${type^^}
         for r in $(seq "$rounds"); do
             ours "8B $label decode, llama mode" "$r" gen_tps -m "$m" --mode llama --prompt-tokens 1 --gen 16 -r 3
