@@ -69,8 +69,8 @@ json() { python3 -c "import json,sys; print(json.load(sys.stdin)$1)"; }
 # read_fresh FILE: the file's pages dropped from the page cache (written back first) and read in
 # again in order, so that every round meets pages of one kind: those sequential reads make (large
 # folios where the kernel makes them). A file just written by make-model keeps the pages its
-# writes made (on Linux 6.18 partly large folios); exact mode's 8B Q4_K decode ran 0.5-0.9x
-# llama.cpp's on such a file, 0.94-1.22x on files read in afresh (2026-12-02, rounds interleaved;
+# writes made (on Linux 6.18 partly large folios); exact mode's 8B Q4_K decode ran 0.4-0.9x
+# llama.cpp's on such a file, 0.94-1.22x on it read in afresh (2026-12-02, rounds interleaved;
 # the machine's own swings are large too).
 read_fresh() {
     sync "$1"
