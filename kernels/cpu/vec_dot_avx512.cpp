@@ -167,12 +167,7 @@ LS_AVX512 inline __m512i affine_bytes_not567(__m512i x, __m512i matrix) {
     asm("vgf2p8affineqb $0xE0, %2, %1, %0" : "=v"(r) : "v"(x), "v"(matrix));
     return r;
 }
-// vpermb: byte i = table[index byte i mod 64]; masked, 0 where mask bit i is clear.
-LS_AVX512 inline __m512i permute_bytes(__m512i table, __m512i index) {
-    __m512i r;
-    asm("vpermb %1, %2, %0" : "=v"(r) : "v"(table), "v"(index));
-    return r;
-}
+// vpermb, zero-masking: byte i = table[index byte i mod 64], 0 where mask bit i is clear.
 LS_AVX512 inline __m512i permute_bytes_masked(__m512i table, __m512i index, __mmask64 mask) {
     __m512i r;
     asm("vpermb %1, %2, %0%{%3%}%{z%}" : "=v"(r) : "v"(table), "v"(index), "Yk"(mask));
