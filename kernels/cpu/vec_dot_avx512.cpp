@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/aligned_vector.h"
@@ -132,8 +133,11 @@ LS_AVX512 void dot_q4_K_f32_rows(int64_t n, const block_q4_K* w, int64_t row_str
 // block's while this one is computed), the quants of its 64-element chunk c (0-3) assembled
 // (F::Quants), and from them the chunk's weights as four registers, elements 64c + 16g + l in
 // register g, lane l: each exactly the float that dequantize_row gives, so that exact_rows' fused
-// adds meet the elements in the exact order. F::kAhead: exact_rows assembles chunk c + 1's quants
-// before it sums chunk c (where measured faster so; Q8_0's bytes are read as they are converted).
+// adds meet the elements in the exact order. kAhead<F>: exact_rows assembles chunk c + 1's quants
+// before it sums chunk c, for every format with quants to assemble (Q8_0's F::Quants is empty: its
+// bytes are read as they are converted).
+template <class F>
+constexpr bool kAhead = !std::is_empty_v<typename F::Quants>;
 
 // Sixteen bytes; thirty-two bytes in both halves of a register.
 LS_AVX512 inline __m128i bytes16(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
@@ -183,7 +187,6 @@ LS_AVX512 inline __m512i permute_bytes_masked(__m512i table, __m512i index, __mm
 template <bool kVbmi>
 struct Q5KExactT {
     static constexpr int kBytes = sizeof(block_q5_K);
-    static constexpr bool kAhead = true;
     using Quants = __m512i;
     LS_AVX512 static void scales(const char* b, float* out) {  // d1 2^-24 (exact: d1 >= 2^-24 or 0), then m1
         q4_K_scales(b, out);
@@ -204,13 +207,16 @@ struct Q5KExactT {
     }
     LS_AVX512 static inline __attribute__((always_inline)) void weights(const char*, Quants q, const float* s, int c,
                                                                         __m512 (&w)[4]) {
-        const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
         for (int g = 0; g < 4; ++g) {
             const int j = 2 * c + g / 2;  // the sub-block
-            const __m512i top =  // q 2^24
-                kVbmi ? permute_bytes_masked(q, _mm512_slli_epi32(_mm512_add_epi32(iota, _mm512_set1_epi32(16 * g)), 24),
-                                             0x8888888888888888ull)
-                      : group_bytes(q, g, 3);
+            __m512i top;  // q 2^24
+            if constexpr (kVbmi) {
+                const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+                const __m512i index = _mm512_slli_epi32(_mm512_add_epi32(iota, _mm512_set1_epi32(16 * g)), 24);
+                top = permute_bytes_masked(q, index, 0x8888888888888888ull);
+            } else {
+                top = group_bytes(q, g, 3);
+            }
             w[g] = _mm512_fmsub_ps(_mm512_set1_ps(s[j]), _mm512_cvtepi32_ps(top), _mm512_set1_ps(s[8 + j]));
         }
     }
@@ -232,7 +238,6 @@ struct Q6KExact {
         const __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(bytes16(blk.scales)));
         _mm512_store_ps(out, _mm512_mul_ps(_mm512_set1_ps(_cvtsh_ss(blk.d) * 0x1p-24f), sc));
     }
-    static constexpr bool kAhead = true;
     using Quants = __m512i;
     LS_AVX512 static inline __attribute__((always_inline)) Quants quants(const char* b, int c) {
         const block_q6_K& blk = *reinterpret_cast<const block_q6_K*>(b);
@@ -306,7 +311,6 @@ struct Q80Exact {
         const block_q8_0* blk = reinterpret_cast<const block_q8_0*>(b);
         for (int j = 0; j < 8; ++j) out[j] = _cvtsh_ss(blk[j].d);
     }
-    static constexpr bool kAhead = false;
     struct Quants {};  // read as the weights are made
     LS_AVX512 static inline __attribute__((always_inline)) Quants quants(const char*, int) { return {}; }
     LS_AVX512 static inline __attribute__((always_inline)) void weights(const char* b, Quants, const float* s, int c,
@@ -323,7 +327,7 @@ struct Q80Exact {
 // accumulator, the next block's scales decoded and the next group's blocks fetched meanwhile. A
 // format gives a chunk's quants (F::quants: its bytes loaded and assembled) apart from their
 // weights (F::weights), so that each chunk's quants are assembled while the chunk before is
-// summed (F::kAhead): the two chains' instructions interleave where, one after the other, each
+// summed (kAhead<F>): the two chains' instructions interleave where, one after the other, each
 // chunk's float work waited on its own assembly. Q6_K's kernels ran 1.10x (VBMI/GFNI) and 1.15x
 // (F/BW) as fast thus in L2 (bench_exact_matmul, builds alternating, 2026-12-02); Q5_K's as fast
 // (its VBMI kernel 0.97x with six rows, 1.00x with four), and both faster streaming from memory.
@@ -336,7 +340,7 @@ LS_AVX512 void exact_rows(int64_t n, const char* w, uint64_t row_bytes, const fl
     typename F::Quants ahead[R];
     for (int r = 0; r < R; ++r) {
         F::scales(w + r * row_bytes, scales[0][r]);
-        if constexpr (F::kAhead) ahead[r] = F::quants(w + r * row_bytes, 0);
+        if constexpr (kAhead<F>) ahead[r] = F::quants(w + r * row_bytes, 0);
     }
     for (int64_t b = 0; b < nb; ++b) {
         const int cur = b & 1;
@@ -359,7 +363,7 @@ LS_AVX512 void exact_rows(int64_t n, const char* w, uint64_t row_bytes, const fl
             const __m512 x0 = _mm512_loadu_ps(xb + 64 * c), x1 = _mm512_loadu_ps(xb + 64 * c + 16);
             const __m512 x2 = _mm512_loadu_ps(xb + 64 * c + 32), x3 = _mm512_loadu_ps(xb + 64 * c + 48);
             typename F::Quants next[R];
-            if constexpr (F::kAhead)
+            if constexpr (kAhead<F>)
 #pragma GCC unroll 8
                 for (int r = 0; r < R; ++r)
                     next[r] = F::quants(w + r * row_bytes + (c < 3 ? b : b_next) * F::kBytes, (c + 1) % 4);
@@ -367,12 +371,12 @@ LS_AVX512 void exact_rows(int64_t n, const char* w, uint64_t row_bytes, const fl
             for (int r = 0; r < R; ++r) {
                 const char* block = w + r * row_bytes + b * F::kBytes;
                 __m512 wv[4];
-                F::weights(block, F::kAhead ? ahead[r] : F::quants(block, c), scales[cur][r], c, wv);
+                F::weights(block, kAhead<F> ? ahead[r] : F::quants(block, c), scales[cur][r], c, wv);
                 acc[r] = _mm512_fmadd_ps(wv[0], x0, acc[r]);
                 acc[r] = _mm512_fmadd_ps(wv[1], x1, acc[r]);
                 acc[r] = _mm512_fmadd_ps(wv[2], x2, acc[r]);
                 acc[r] = _mm512_fmadd_ps(wv[3], x3, acc[r]);
-                if constexpr (F::kAhead) ahead[r] = next[r];
+                if constexpr (kAhead<F>) ahead[r] = next[r];
             }
         }
     }
@@ -381,7 +385,7 @@ LS_AVX512 void exact_rows(int64_t n, const char* w, uint64_t row_bytes, const fl
 
 template <class F>
 LS_AVX512 void exact_rows_all(int64_t n, const char* w, uint64_t row_bytes, int count, const float* x, float* out) {
-    constexpr int R = F::kAhead ? kExactDecodeRowsAhead : kExactDecodeRows512;
+    constexpr int R = kAhead<F> ? kExactDecodeRowsAhead : kExactDecodeRows512;
     static_assert(R <= 6, "the tail below takes up to five rows");
     for (; count >= R; count -= R, w += R * row_bytes, out += R) exact_rows<F, R>(n, w, row_bytes, x, out);
     switch (count) {
