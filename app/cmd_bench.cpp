@@ -127,8 +127,16 @@ int run_bench(const BenchOptions& o) {
     fo.n_ctx = (static_cast<int64_t>(o.depth) + o.prompt_tokens + o.gen + 255) / 256 * 256;
     auto chosen = open_backend_for(*model.value(), o.backend, o.threads, fo);
     if (!chosen) return fail(chosen.error());
+    const Clock::time_point weights_start = Clock::now();
     auto forward = make_forward(*model.value(), *chosen.value().backend, fo);
     if (!forward) return fail(forward.error());
+    // Where the weights are read from (make_forward moved them into memory for the CPU), and the
+    // time that and the graph's setup took.
+    const double weights_s = std::chrono::duration<double>(Clock::now() - weights_start).count();
+    const Backend& chosen_backend = *chosen.value().backend;
+    const std::string weights = chosen_backend.memory().weights_copied       ? "copied to the backend"
+                                : chosen_backend.kind() == BackendKind::kCpu ? model.value()->file().keep_in_memory()
+                                                                             : "mapped";
 
     // Token ids spread over the vocabulary, the same every run.
     const int64_t n_vocab = static_cast<int64_t>(forward.value()->last_logits().size());
@@ -202,6 +210,8 @@ int run_bench(const BenchOptions& o) {
         j["capture_copy_seconds"] = t.copy_s;
         j["peak_rss_bytes"] = peak_rss;
         j["open_seconds"] = open_s;
+        j["weights"] = weights;
+        j["weights_seconds"] = weights_s;
         j["attention_seconds"] = t.attention_s;
         // Per decoded token, the decode calls of the reported run (the same in every run).
         const double n = std::max(o.gen, 1);
@@ -219,6 +229,7 @@ int run_bench(const BenchOptions& o) {
                 chosen.value().note.empty() ? "" : (" (" + chosen.value().note + ")").c_str(), math_mode_name(mode),
                 mode == MathMode::kLlama ? (std::string(", llama.cpp build ") + llama_isa_name(fo.llama_isa)).c_str() : "");
     std::printf("open:     %.2f ms (metadata, tensor index, vocabulary)\n", 1000 * open_s);
+    std::printf("weights:  %s (%.2f s with the graph's setup)\n", weights.c_str(), weights_s);
     std::printf("runs:     %d timed after a warm-up, medians; %s\n", o.repetitions,
                 step_mode ? "step mode (the backend synced after every event)"
                           : "run mode (the backend synced only where data is read)");

@@ -7,7 +7,9 @@
 #include <fstream>
 #include <iterator>
 
+#include "engine/forward/forward.h"
 #include "engine/gguf/gguf.h"
+#include "engine/gguf/mapped_file.h"
 #include "tests/gguf_builder.h"
 #include "tests/test_support.h"
 
@@ -163,6 +165,69 @@ TEST(Gguf, EveryValueTypeRoundTrips) {
     for (auto& e : std::filesystem::directory_iterator(dir)) (void)e, ++files;
     EXPECT_EQ(files, 1);
     std::filesystem::remove_all(dir);
+}
+
+// keep_in_memory: every tensor keeps its address and bytes; the bytes are a copy (the file changed
+// on disk afterwards is not seen, where the mapping would show it); giving pages back no longer
+// drops them; a second call does nothing more.
+TEST(Gguf, KeptInMemoryTheBytesStayAtTheirAddresses) {
+    std::vector<uint8_t> big(5u << 20), small(4096);
+    uint32_t x = 12345;
+    for (uint8_t& b : big) b = static_cast<uint8_t>((x = x * 1664525u + 1013904223u) >> 24);
+    for (size_t i = 0; i < small.size(); ++i) small[i] = static_cast<uint8_t>(i * 7);
+    const std::vector<GgufKV> kv = {{"general.architecture", GgufValue::make_string("llama")}};
+    const std::vector<GgufWriteTensor> tensors = {
+        {"big", GgmlType::F32, {static_cast<int64_t>(big.size() / 4)}, big.data(), big.size()},
+        {"small", GgmlType::F32, {static_cast<int64_t>(small.size() / 4)}, small.data(), small.size()}};
+    const std::string dir = test::make_temp_dir(), path = dir + "/kept.gguf";
+    ASSERT_TRUE(gguf_write(path, kv, tensors, 32, false).ok());
+    auto opened = GgufFile::open(path);
+    ASSERT_TRUE(opened.ok()) << opened.error().message;
+    const GgufFile& f = *opened.value();
+    const uint8_t* at_big = f.find_tensor("big")->data;
+    const uint8_t* at_small = f.find_tensor("small")->data;
+    EXPECT_FALSE(f.in_memory());
+
+    const std::string note = f.keep_in_memory();
+    EXPECT_EQ(note.rfind("in memory, ", 0), 0u) << note;
+    EXPECT_TRUE(f.in_memory());
+    EXPECT_EQ(f.find_tensor("big")->data, at_big);
+    EXPECT_EQ(f.find_tensor("small")->data, at_small);
+    EXPECT_EQ(std::memcmp(at_big, big.data(), big.size()), 0);
+    EXPECT_EQ(std::memcmp(at_small, small.data(), small.size()), 0);
+
+    {  // the file's tensor bytes overwritten in place
+        std::fstream out(path, std::ios::binary | std::ios::in | std::ios::out);
+        out.seekp(static_cast<std::streamoff>(f.file_offset_of(at_big)));
+        const std::vector<char> zeros(big.size(), 0);
+        out.write(zeros.data(), static_cast<std::streamsize>(zeros.size()));
+        ASSERT_TRUE(out.good());
+    }
+    f.release_behind(at_big, big.size());
+    EXPECT_EQ(std::memcmp(at_big, big.data(), big.size()), 0) << "the copy must neither follow the file nor be dropped";
+    EXPECT_EQ(f.keep_in_memory(), note);
+    std::filesystem::remove_all(dir);
+}
+
+TEST(Gguf, CopiedIntoMemoryOnlyWhenItFitsInHalfTheMemoryAvailable) {
+    const uint64_t gib = uint64_t{1} << 30;
+    EXPECT_EQ(copy_refusal(4 * gib, 8 * gib), "");
+    EXPECT_EQ(copy_refusal(5 * gib, 8 * gib), "its 5.0 GiB exceed half the memory available (8.0 GiB)");
+    EXPECT_NE(copy_refusal(1, 0).find("unknown"), std::string::npos);
+}
+
+// The CPU backend reads a model's weights from memory of its own: make_forward moves them there.
+TEST(GgufFixtures, AForwardPassOnTheCpuKeepsTheModelInMemory) {
+    LS_REQUIRE_FIXTURES();
+    auto model = Model::open(test::fixture_path("models/stories260K.gguf"));
+    ASSERT_TRUE(model.ok()) << model.error().message;
+    EXPECT_FALSE(model.value()->file().in_memory());
+    auto backend = make_cpu_backend(1);
+    ForwardOptions options;
+    options.n_ctx = 256;
+    auto forward = make_forward(*model.value(), *backend, options);
+    ASSERT_TRUE(forward.ok()) << forward.error().message;
+    EXPECT_TRUE(model.value()->file().in_memory());
 }
 
 // Number and bool arrays are kept packed as in the file; every element reads back through

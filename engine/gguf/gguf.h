@@ -141,6 +141,11 @@ public:
     // behind them (MappedFile::release_behind), so that the pass holds little of the file in
     // memory. Reading them again still gives the file's bytes. A no-op on a file parsed from memory.
     void release_behind(const uint8_t* data, uint64_t n_bytes) const;
+    // For data read again and again (a model's weights on the CPU): the file moved into memory of
+    // the process's own, at the same addresses (MappedFile::keep_in_memory); what was done, for the
+    // user. "" for a file parsed from memory.
+    std::string keep_in_memory() const;
+    bool in_memory() const;
     // The file offset of `data` (a pointer into this file's mapping), or -1 when it is not one
     // (a file parsed from memory, or a pointer elsewhere).
     int64_t file_offset_of(const uint8_t* data) const;

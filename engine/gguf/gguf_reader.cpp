@@ -219,6 +219,9 @@ void GgufFile::release_behind(const uint8_t* data, uint64_t n_bytes) const {
     if (map_) map_->release_behind(data, n_bytes);
 }
 
+std::string GgufFile::keep_in_memory() const { return map_ ? map_->keep_in_memory() : ""; }
+bool GgufFile::in_memory() const { return map_ && map_->in_memory(); }
+
 Status GgufFile::parse_all() {
     Cursor c(base_, size_, path_);
     if (size_ == 0) return c.error_at(0, "the file is empty (expected the GGUF magic)");
