@@ -69,9 +69,9 @@ json() { python3 -c "import json,sys; print(json.load(sys.stdin)$1)"; }
 # read_fresh FILE: the file's pages dropped from the page cache (written back first) and read in
 # again in order, so that every round meets pages of one kind: those sequential reads make (large
 # folios where the kernel makes them). A file just written by make-model keeps the pages its
-# writes made (on Linux 6.18 partly large folios); exact mode's 8B Q4_K decode ran 0.4-0.9x
-# llama.cpp's on such a file, 0.94-1.22x on it read in afresh (2026-12-02, rounds interleaved;
-# the machine's own swings are large too).
+# writes made (on Linux 6.18 partly large folios). Since e07a776 our CPU decode reads the weights
+# from a copy of its own; llama.cpp reads Q5_K, Q6_K and Q8_0 weights from the mapping (its Q4_K
+# ones from a repacked copy), and the mapping's pages set its speed.
 read_fresh() {
     sync "$1"
     dd if="$1" iflag=nocache count=0 status=none
@@ -114,6 +114,7 @@ fi
 
 if want tl; then
     make_tl
+    read_fresh "$tl"
     echo "1.1B shape: prompt 64 (-r 3), decode 32 from an empty context (-r 1):"
     for r in $(seq "$rounds"); do
         ours "1.1B prompt 64, llama mode" "$r" prompt_tps -m "$tl" --mode llama --prompt-tokens 64 --gen 0 -r 3
@@ -127,6 +128,7 @@ fi
 
 if want tl-long; then
     make_tl
+    read_fresh "$tl"
     echo "1.1B shape: a 2048-token prompt, and decode 32 after 2048 cached tokens (flash attention off):"
     for r in $(seq "$rounds"); do
         ours "1.1B prompt 2048, llama mode" "$r" prompt_tps -m "$tl" --mode llama --prompt-tokens 2048 --gen 0 -r 1
@@ -140,6 +142,7 @@ fi
 
 if want 8b; then
     make_8b
+    read_fresh "$l8b"
     echo "8B shape: decode 16 from an empty context and prompt 64 (-r 3):"
     for r in $(seq "$rounds"); do
         ours "8B decode, llama mode" "$r" gen_tps -m "$l8b" --mode llama --prompt-tokens 1 --gen 16 -r 3
