@@ -10,11 +10,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <thread>
 #include <vector>
 
 #include "engine/util/input_file.h"
+#include "kernels/common/host_memory.h"
 
 namespace ls {
 
@@ -36,17 +36,6 @@ uint8_t* map_aligned(uint64_t n, int prot, int flags) {
     if (a > r) munmap(raw, a - r);
     if (r + n + kHugePage > a + n) munmap(reinterpret_cast<void*>(a + n), r + n + kHugePage - (a + n));
     return reinterpret_cast<uint8_t*>(a);
-}
-
-uint64_t memory_available() {
-    std::ifstream in("/proc/meminfo");
-    std::string key;
-    uint64_t kib = 0;
-    while (in >> key >> kib) {
-        if (key == "MemAvailable:") return kib * 1024;
-        in.ignore(64, '\n');
-    }
-    return 0;
 }
 
 }  // namespace
@@ -94,7 +83,7 @@ void MappedFile::release_behind(const uint8_t* begin, uint64_t n) const {
 }
 
 std::string copy_refusal(uint64_t size, uint64_t available) {
-    if (available == 0) return "the memory available is unknown (/proc/meminfo)";
+    if (available == 0) return "the memory available is unknown";
     if (size > available / 2)
         return fmt::format("its {:.1f} GiB exceed half the memory available ({:.1f} GiB)", size / 1073741824.0,
                            available / 1073741824.0);
@@ -108,7 +97,11 @@ std::string MappedFile::keep_in_memory() const {
 }
 
 std::string MappedFile::move_into_memory() const {
-    if (std::string why = copy_refusal(size_, memory_available()); !why.empty()) return "mapped: " + why;
+    // MemAvailable, or less under the cgroup's memory limit or ulimit -v (a copy beyond a cgroup's
+    // limit would be killed, where the mapping's pages can be dropped).
+    const HostMemory memory = available_host_memory();
+    if (std::string why = copy_refusal(size_, memory.known ? memory.available_bytes : 0); !why.empty())
+        return "mapped: " + why;
     const uint64_t length = (size_ + page_size() - 1) & ~(page_size() - 1);
     uint8_t* copy = map_aligned(length, PROT_READ | PROT_WRITE, 0);
     if (!copy) return fmt::format("mapped: no memory for a copy ({})", std::strerror(errno));

@@ -52,8 +52,9 @@ private:
     mutable std::atomic<bool> in_memory_{false};
 };
 
-// Why a file of `size` bytes is not copied into memory when `available` bytes are (MemAvailable):
-// "" when it is copied (it fits in half of them).
+// Why a file of `size` bytes is not copied into memory when `available` bytes are
+// (available_host_memory: MemAvailable, the cgroup's limit, ulimit -v; 0 when unknown): "" when it
+// is copied (it fits in half of them).
 std::string copy_refusal(uint64_t size, uint64_t available);
 
 }  // namespace ls
