@@ -130,13 +130,11 @@ int run_bench(const BenchOptions& o) {
     const Clock::time_point weights_start = Clock::now();
     auto forward = make_forward(*model.value(), *chosen.value().backend, fo);
     if (!forward) return fail(forward.error());
-    // Where the weights are read from (make_forward moved them into memory for the CPU), and the
+    // Where the weights are read from (make_forward moves them into memory for the CPU), and the
     // time that and the graph's setup took.
     const double weights_s = std::chrono::duration<double>(Clock::now() - weights_start).count();
-    const Backend& chosen_backend = *chosen.value().backend;
-    const std::string weights = chosen_backend.memory().weights_copied       ? "copied to the backend"
-                                : chosen_backend.kind() == BackendKind::kCpu ? model.value()->file().keep_in_memory()
-                                                                             : "mapped";
+    const std::string weights =
+        chosen.value().backend->memory().weights_copied ? "copied to the backend" : model.value()->file().residency();
 
     // Token ids spread over the vocabulary, the same every run.
     const int64_t n_vocab = static_cast<int64_t>(forward.value()->last_logits().size());

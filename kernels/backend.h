@@ -163,6 +163,10 @@ public:
     virtual void copy(const Tensor& src, Tensor& dst) = 0;
     // A weight from host bytes (the mapped file); the CPU backend uses them in place.
     virtual Tensor weight(GgmlType type, const int64_t ne[4], const void* host_data) = 0;
+    // Whether the ops read weight()'s host bytes in place, every call (the CPU backend; not a
+    // dry run's null backend, which reads nothing, nor one that uploads a copy): make_forward then
+    // moves the file into memory of the process's own (MappedFile::keep_in_memory).
+    virtual bool reads_host_weights() const { return false; }
 
     // y[:, t] = table row ids[t], dequantized to f32. ids: I32 {n} on the device.
     virtual void get_rows(const Tensor& table, const Tensor& ids, Tensor& y) = 0;

@@ -23,6 +23,7 @@ public:
     void download(void* d, const void* s, size_t n) override { inner_->download(d, s, n); }
     void copy(const Tensor& s, Tensor& d) override { inner_->copy(s, d); }
     Tensor weight(GgmlType t, const int64_t ne[4], const void* data) override { return inner_->weight(t, ne, data); }
+    bool reads_host_weights() const override { return inner_->reads_host_weights(); }
     void get_rows(const Tensor& t, const Tensor& ids, Tensor& y) override { inner_->get_rows(t, ids, y); }
     void rms_norm(const Tensor& x, float eps, Tensor& y) override { inner_->rms_norm(x, eps, y); }
     void mul_row(const Tensor& x, const Tensor& w, Tensor& y) override { inner_->mul_row(x, w, y); }

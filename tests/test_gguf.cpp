@@ -10,6 +10,7 @@
 #include "engine/forward/forward.h"
 #include "engine/gguf/gguf.h"
 #include "engine/gguf/mapped_file.h"
+#include "engine/session/null_backend.h"
 #include "tests/gguf_builder.h"
 #include "tests/test_support.h"
 
@@ -187,8 +188,10 @@ TEST(Gguf, KeptInMemoryTheBytesStayAtTheirAddresses) {
     const uint8_t* at_big = f.find_tensor("big")->data;
     const uint8_t* at_small = f.find_tensor("small")->data;
     EXPECT_FALSE(f.in_memory());
+    EXPECT_EQ(f.residency(), "mapped");
 
     const std::string note = f.keep_in_memory();
+    EXPECT_EQ(f.residency(), note);
     EXPECT_EQ(note.rfind("in memory, ", 0), 0u) << note;
     EXPECT_TRUE(f.in_memory());
     EXPECT_EQ(f.find_tensor("big")->data, at_big);
@@ -217,17 +220,26 @@ TEST(Gguf, CopiedIntoMemoryOnlyWhenItFitsInHalfTheMemoryAvailable) {
 }
 
 // The CPU backend reads a model's weights from memory of its own: make_forward moves them there.
+// A dry run (the null backend, which plans a GPU session's events too) leaves them mapped.
 TEST(GgufFixtures, AForwardPassOnTheCpuKeepsTheModelInMemory) {
     LS_REQUIRE_FIXTURES();
     auto model = Model::open(test::fixture_path("models/stories260K.gguf"));
     ASSERT_TRUE(model.ok()) << model.error().message;
-    EXPECT_FALSE(model.value()->file().in_memory());
-    auto backend = make_cpu_backend(1);
+    const GgufFile& file = model.value()->file();
+    EXPECT_FALSE(file.in_memory());
     ForwardOptions options;
     options.n_ctx = 256;
+    auto null_backend = make_null_backend();
+    auto dry = make_forward(*model.value(), *null_backend, options);
+    ASSERT_TRUE(dry.ok()) << dry.error().message;
+    EXPECT_FALSE(file.in_memory());
+    EXPECT_EQ(file.residency(), "mapped");
+
+    auto backend = make_cpu_backend(1);
     auto forward = make_forward(*model.value(), *backend, options);
     ASSERT_TRUE(forward.ok()) << forward.error().message;
-    EXPECT_TRUE(model.value()->file().in_memory());
+    EXPECT_TRUE(file.in_memory());
+    EXPECT_EQ(file.residency().rfind("in memory, ", 0), 0u) << file.residency();
 }
 
 // Number and bool arrays are kept packed as in the file; every element reads back through

@@ -1238,8 +1238,9 @@ Result<std::unique_ptr<ForwardPass>> make_forward(const Model& model, Backend& b
         return make_error(ErrorCode::kUsage, fmt::format("n_ctx ({}) and n_ubatch ({}) must be positive", options.n_ctx,
                                                          options.n_ubatch));
     // The CPU reads every weight each token: from memory of its own, in huge pages, not from a
-    // mapping of the page cache in whatever pages it holds (MappedFile::keep_in_memory).
-    if (backend.kind() == BackendKind::kCpu) model.file().keep_in_memory();
+    // mapping of the page cache in whatever pages it holds (MappedFile::keep_in_memory). A dry
+    // run's null backend reads none, and a GPU's copy is on the device.
+    if (backend.reads_host_weights()) model.file().keep_in_memory();
     std::unique_ptr<GraphBuilder> graph;
     switch (model.config().arch) {
         case Arch::kLlama: graph = make_llama_graph(model, backend, options); break;

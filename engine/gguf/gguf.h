@@ -145,6 +145,8 @@ public:
     // the process's own, at the same addresses (MappedFile::keep_in_memory); what was done, for the
     // user. "" for a file parsed from memory.
     std::string keep_in_memory() const;
+    // What keep_in_memory did, "mapped" before it was asked (this never asks); "" as above.
+    std::string residency() const;
     bool in_memory() const;
     // The file offset of `data` (a pointer into this file's mapping), or -1 when it is not one
     // (a file parsed from memory, or a pointer elsewhere).

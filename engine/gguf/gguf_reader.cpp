@@ -220,6 +220,7 @@ void GgufFile::release_behind(const uint8_t* data, uint64_t n_bytes) const {
 }
 
 std::string GgufFile::keep_in_memory() const { return map_ ? map_->keep_in_memory() : ""; }
+std::string GgufFile::residency() const { return map_ ? map_->residency() : ""; }
 bool GgufFile::in_memory() const { return map_ && map_->in_memory(); }
 
 Status GgufFile::parse_all() {

@@ -92,8 +92,16 @@ std::string copy_refusal(uint64_t size, uint64_t available) {
 
 std::string MappedFile::keep_in_memory() const {
     if (!data_) return "";
-    std::call_once(moved_, [&] { residency_ = move_into_memory(); });
+    std::lock_guard<std::mutex> lock(moving_);
+    if (!asked_) residency_ = move_into_memory();
+    asked_ = true;
     return residency_;
+}
+
+std::string MappedFile::residency() const {
+    if (!data_) return "";
+    std::lock_guard<std::mutex> lock(moving_);
+    return asked_ ? residency_ : "mapped";
 }
 
 std::string MappedFile::move_into_memory() const {

@@ -40,6 +40,8 @@ public:
     // are copied, so that the process holds one copy. Returns what was done, for the user:
     // "in memory, N MiB" or "mapped: " and why not.
     std::string keep_in_memory() const;
+    // What keep_in_memory did, "mapped" before it was asked (this never asks).
+    std::string residency() const;
     bool in_memory() const { return in_memory_.load(); }
 
 private:
@@ -47,7 +49,8 @@ private:
     std::string move_into_memory() const;
     const uint8_t* data_ = nullptr;
     uint64_t size_ = 0;
-    mutable std::once_flag moved_;
+    mutable std::mutex moving_;  // guards asked_ and residency_; held for the copy
+    mutable bool asked_ = false;
     mutable std::string residency_;
     mutable std::atomic<bool> in_memory_{false};
 };

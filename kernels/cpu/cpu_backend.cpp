@@ -106,6 +106,7 @@ public:
         return p;
     }
     void release(void* ptr) override { std::free(ptr); }
+    bool reads_host_weights() const override { return true; }
     void upload(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
     void download(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
     void copy(const Tensor& src, Tensor& dst) override {
