@@ -2,8 +2,8 @@
 # Every performance figure the README quotes, measured here and now, with the machine and the date:
 # Layerscope's `bench` in rounds interleaved with llama.cpp's `llama-bench` on make-model files of
 # the TinyLlama-1.1B, Llama-3.1-8B and Qwen3.5-4B shapes (Q4_K), the 1B-class presets at Q4_K_M and IQ4_XS,
-# long prompts and decoding after a deep cache, `compare` of two dumps, what capturing costs, and
-# make-model's own time; on request, the 8B shape's decode in Q5_K, Q6_K and Q8_0, and the two large
+# long prompts and decoding after a deep cache, `compare` of two dumps, what capturing costs, the
+# GUI's peak memory capturing a 512-token prompt of the 8B shape, and make-model's own time; on request, the 8B shape's decode in Q5_K, Q6_K and Q8_0, and the two large
 # mixtures of experts (gpt-oss-20b at MXFP4, qwen3-30b-a3b at Q4_K) with both engines' peak memory.
 #
 #   tests/perf_figures.sh [--layerscope BIN] [--llama-bench BIN] [--work DIR] [--rounds N] [--parts LIST]
@@ -17,8 +17,8 @@
 #                  kept between runs, the dumps removed)
 #   --rounds       interleaved rounds per figure (default 3); medians are reported
 #   --parts        a comma list of: tl, tl-long, 8b, 8b-formats, qwen35, 1b, compare, capture,
-#                  make-model, moe (default: all but 8b-formats and moe; about an hour and a half on 2
-#                  cores). 8b-formats makes files of 5.5, 6.6 and 8.5 GB (about 4 minutes each, once);
+#                  gui-capture (needs xvfb-run), make-model, moe (default: all but 8b-formats and moe;
+#                  about an hour and a half on 2 cores). 8b-formats makes files of 5.5, 6.6 and 8.5 GB (about 4 minutes each, once);
 #                  moe makes files of 12 and 17 GB (about 7 and 40 minutes, once) and needs 24 GB of
 #                  memory
 #
@@ -33,7 +33,7 @@ llama_bench=""
 llama_quantize=""
 work=/tmp/layerscope-figures
 rounds=3
-parts="tl,tl-long,8b,qwen35,1b,compare,capture,make-model"
+parts="tl,tl-long,8b,qwen35,1b,compare,capture,gui-capture,make-model"
 while [ $# -gt 0 ]; do
     case "$1" in
         --layerscope) ls_bin="$2"; shift 2 ;;
@@ -42,7 +42,7 @@ while [ $# -gt 0 ]; do
         --work) work="$2"; shift 2 ;;
         --rounds) rounds="$2"; shift 2 ;;
         --parts) parts="$2"; shift 2 ;;
-        -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
         *) echo "perf_figures.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -175,6 +175,7 @@ fi
 if want qwen35; then
     q35="$work/qwen35-4b.gguf"
     [ -f "$q35" ] || "$ls_bin" make-model "$q35" --preset qwen3.5-4b --type q4_K > /dev/null
+    read_fresh "$q35"
     echo "Qwen3.5-4B shape (Gated DeltaNet): decode 16 from an empty context and prompt 64 (-r 3):"
     for r in $(seq "$rounds"); do
         ours "qwen35 4B decode, llama mode" "$r" gen_tps -m "$q35" --mode llama --prompt-tokens 1 --gen 16 -r 3
@@ -200,6 +201,9 @@ if want 1b; then
                     { echo "perf_figures.sh: llama-quantize failed on $f16 ($q)" >&2; exit 1; }
             done
             rm -f "$f16"
+        done
+        for preset in gemma-3-1b llama-3.2-1b qwen3-0.6b; do
+            for q in Q4_K_M IQ4_XS; do read_fresh "$work/$preset-$q.gguf"; done
         done
         for r in $(seq "$rounds"); do
             for preset in gemma-3-1b llama-3.2-1b qwen3-0.6b; do
@@ -258,6 +262,41 @@ if want capture; then
         ours "capture stats (x the time without)" "$r" capture_overhead -m "$tl" --capture stats -r 3
         ours "capture all (x the time without)" "$r" capture_overhead -m "$tl" --capture all -r 3
     done
+fi
+
+if want gui-capture; then
+    if ! command -v xvfb-run > /dev/null; then
+        echo "GUI capture: skipped (it needs xvfb-run)"
+    else
+        make_8b
+        read_fresh "$l8b"
+        # A story's words, as many as make 512 tokens in the 8B shape's vocabulary (with its BOS,
+        # as the GUI's prompt is tokenized): a long text cut where its 513th token starts.
+        long=$(python3 -c "w = 'Once upon a time there was a little girl named Lily who loved to play outside in the park with her friends.'.split(); print(' '.join(w[i % len(w)] for i in range(2000)))")
+        text=$("$ls_bin" tokenize -m "$l8b" -p "$long" --no-escape --json | python3 -c "
+import json, sys
+t = json.load(sys.stdin)['tokens']
+print(sys.argv[1].encode()[:t[512]['offset']].decode())" "$long")
+        n=$("$ls_bin" tokenize -m "$l8b" -p "$text" --no-escape --show-count | sed -n 's/^Total number of tokens: //p')
+        echo "GUI, 8B shape (--backend cpu): a $n-token prompt run to the end with every event captured, once each:"
+        for budget in default 2G; do
+            dir=$(mktemp -d "$work/gui.XXXXXX")
+            printf 'wait\nprompt %s\nwait\nkey F5\nwait\nquit\n' "$text" > "$dir/script"
+            flags=()
+            [ "$budget" = default ] || flags=(--capture-budget "$budget")
+            /usr/bin/time -f 'peak_rss_kb %M' -o "$dir/rss" xvfb-run -a -s "-screen 0 1280x800x24" \
+                "$ls_bin" "$l8b" --backend cpu "${flags[@]}" --script "$dir/script" --state-log "$dir/log" > /dev/null 2>&1
+            grep -q '^state finished ' "$dir/log" ||
+                { echo "perf_figures.sh: the GUI's run did not finish (its log: $dir/log)" >&2; exit 1; }
+            # captures N tensors BYTES bytes budget BUDGET evicted EVICTED
+            read -r _ _ _ bytes _ _ limit _ evicted <<< "$(grep '^captures ' "$dir/log" | tail -n 1)"
+            record "GUI capture ($budget): budget (GiB)" 1 ours "$(python3 -c "print($limit / 2**30)")"
+            record "GUI capture ($budget): values kept (GiB)" 1 ours "$(python3 -c "print($bytes / 2**30)")"
+            record "GUI capture ($budget): values dropped" 1 ours "$evicted"
+            record "GUI capture ($budget): peak RSS" 1 ours "$(( $(sed -n 's/^peak_rss_kb //p' "$dir/rss") * 1024 ))"
+            rm -rf "$dir"
+        done
+    fi
 fi
 
 if want compare; then
